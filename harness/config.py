@@ -1,0 +1,141 @@
+"""Reading TOML files strictly: every key is known, every value has its type.
+
+The manifest and the scenario are read through ``Table``, so both report mistakes the
+same way: the file, the dotted key, what was expected, and a near spelling when a key is
+unknown ("did you mean 'users'?"). Nothing is started before a file has been read whole.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from harness.errors import SetupError, key_path
+
+REQUIRED: Any = object()
+_REQUIRED = REQUIRED
+
+_TYPE_NAMES = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    list: "a list",
+    dict: "a table",
+}
+
+
+def load_toml(path: str | Path, what: str) -> dict[str, Any]:
+    """Parse ``path`` or raise a SetupError that names it (``what`` says what it should be)."""
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise SetupError(f"no such {what} file", where=path) from None
+    except IsADirectoryError:
+        raise SetupError(f"is a directory, expected a {what} file (.toml)", where=path) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SetupError(f"not valid TOML: {exc}", where=path) from None
+
+
+def _type_ok(value: Any, expected: type | tuple[type, ...]) -> bool:
+    types = expected if isinstance(expected, tuple) else (expected,)
+    for t in types:
+        if t is float and isinstance(value, int | float) and not isinstance(value, bool):
+            return True
+        if t is int and isinstance(value, bool):
+            continue
+        if isinstance(value, t):
+            return True
+    return False
+
+
+def _describe(expected: type | tuple[type, ...]) -> str:
+    types = expected if isinstance(expected, tuple) else (expected,)
+    return " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
+
+
+class Table:
+    """One TOML table being read: ``get`` each key, then ``done`` rejects the rest."""
+
+    def __init__(self, data: dict[str, Any], file: str | Path, *path: str | int) -> None:
+        self.data = data
+        self.file = file
+        self.path = path
+        self._seen: set[str] = set()
+
+    def where(self, key: str | int | None = None) -> str:
+        keys = self.path if key is None else (*self.path, key)
+        return key_path(self.file, *keys)
+
+    def error(self, key: str | int | None, message: str) -> SetupError:
+        return SetupError(message, where=self.where(key))
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def get(
+        self,
+        key: str,
+        expected: type | tuple[type, ...],
+        default: Any = _REQUIRED,
+        *,
+        minimum: float | None = None,
+        choices: tuple[Any, ...] | None = None,
+    ) -> Any:
+        self._seen.add(key)
+        if key not in self.data:
+            if default is _REQUIRED:
+                raise self.error(key, f"missing; expected {_describe(expected)}")
+            return default
+        value = self.data[key]
+        if not _type_ok(value, expected):
+            raise self.error(key, f"expected {_describe(expected)}, got {value!r}")
+        if isinstance(expected, type) and expected is float:
+            value = float(value)
+        if minimum is not None and value < minimum:
+            raise self.error(key, f"must be at least {minimum}, got {value!r}")
+        if choices is not None and value not in choices:
+            raise self.error(key, f"must be one of {', '.join(map(repr, choices))}; got {value!r}")
+        return value
+
+    def table(self, key: str, *, required: bool = False) -> Table:
+        value = self.get(key, dict, _REQUIRED if required else {})
+        return Table(value, self.file, *self.path, key)
+
+    def tables(self, key: str) -> Iterator[Table]:
+        """An array of tables (``[[faults]]``)."""
+        items = self.get(key, list, [])
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise self.error(key, f"item {i + 1} should be a table, got {item!r}")
+            yield Table(item, self.file, *self.path, key, i)
+
+    def list_of(self, key: str, item_type: type, default: Any = _REQUIRED) -> list[Any]:
+        items = self.get(key, list, default)
+        if items is default and default is not _REQUIRED:
+            return items
+        for i, item in enumerate(items):
+            if not _type_ok(item, item_type):
+                raise self.error(key, f"item {i + 1} should be {_describe(item_type)}, got {item!r}")
+        return [float(i) if item_type is float else i for i in items]
+
+    def remaining(self) -> dict[str, Any]:
+        """The keys not read yet (for tables of free-form options); marks them read."""
+        rest = {k: v for k, v in self.data.items() if k not in self._seen}
+        self._seen.update(rest)
+        return rest
+
+    def done(self) -> None:
+        """Reject every key that was not read, suggesting the nearest known one."""
+        unknown = [k for k in self.data if k not in self._seen]
+        if unknown:
+            key = unknown[0]
+            close = difflib.get_close_matches(key, sorted(self._seen), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            known = ", ".join(sorted(self._seen))
+            raise self.error(key, f"unknown key{hint} (known here: {known})")

@@ -1,0 +1,30 @@
+"""Errors a user can act on. The CLI prints them (no traceback) and exits 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class SetupError(Exception):
+    """The scenario, the manifest or the machine is not as a run needs it (exit code 2).
+
+    ``where`` names the file (and key, or frame) at fault, so the message can say where to look.
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, where: str | Path | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.where = str(where) if where is not None else None
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}" if self.where else self.message
+
+
+def key_path(file: str | Path, *keys: str | int) -> str:
+    """``file: key.sub[2]`` style location for an error message."""
+    parts = ""
+    for key in keys:
+        parts += f"[{key}]" if isinstance(key, int) else (f".{key}" if parts else str(key))
+    return f"{file}: {parts}" if parts else str(file)

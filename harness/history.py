@@ -1,0 +1,253 @@
+"""The history: the one contract between every part of zchaos.
+
+Every process of a run (load clients, workers, brokers, the nemesis, the runner) appends
+events to its own JSON-lines file in ``runs/RUN/history/<source>.jsonl``; the report
+pipeline reads them all back with the schema below. This module is the only place that
+says which events exist and which fields they carry; writers call ``HistoryWriter.emit``,
+which refuses an event or a field that is not declared here.
+
+It is deliberately standard-library only and imports nothing else from zchaos, so that the
+systems under test (``implementations/``) can record ``exec``/``done`` and protocol events
+without depending on the rest of the harness. A process started outside a run (no
+``ZCHAOS_HISTORY_DIR`` in its environment) gets a writer that records nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: Environment variables through which the runner tells a process where to record.
+ENV_HISTORY_DIR = "ZCHAOS_HISTORY_DIR"
+ENV_SOURCE = "ZCHAOS_SRC"
+
+#: Every field that may appear in an event, with its type in the history (the Spark
+#: reader builds its explicit schema from this table). ``params`` and ``detail`` carry
+#: free-form JSON text.
+FIELD_TYPES: dict[str, str] = {
+    "ts": "long",  # time.time_ns() when it happened
+    "src": "string",  # who wrote it: client-7, worker-2, queue, nemesis, runner
+    "ev": "string",  # what happened: a key of EVENTS
+    # client requests
+    "cid": "string",  # client identity
+    "seq": "long",  # the client's request counter: 1, 2, 3 ...
+    "rid": "string",  # run-unique request id carried inside the request payload
+    "attempt": "int",  # 1 for the first send of a request, 2 for its first retry ...
+    "ok": "bool",  # the reply is the one expected (echo intact, right request)
+    "worker": "string",  # which worker served or executed it, when known
+    "latency_us": "long",  # from the first send of the request to its reply
+    "reason": "string",  # why a request was abandoned, a worker expired, ...
+    "got_rid": "string",  # the request id found in a reply that was not expected
+    "detail": "string",  # free text or JSON about an unusual event
+    # broker protocol events
+    "service": "string",  # Majordomo service name
+    # nemesis
+    "fault": "string",  # kind of fault: kill, restart, freeze, partition ...
+    "target": "string",  # what it hit: worker-2, queue, link:worker-1 ...
+    "fault_id": "int",  # pairs a fault_stop with its fault_start
+    "params": "string",  # the fault's parameters, as JSON text
+    # runner
+    "role": "string",  # the role of a process: queue, worker, locust
+    "instance": "string",  # the instance name of a process: worker-2
+    "pid": "long",
+    "code": "int",  # exit code, when it exited
+    "signal": "int",  # the signal that ended it, when one did
+    "expected": "bool",  # proc_exit: the harness (schedule or teardown) caused it
+    "name": "string",  # phase name
+}
+
+
+@dataclass(frozen=True)
+class EventKind:
+    """One kind of event: who writes it, which fields it must and may carry."""
+
+    writer: str
+    required: tuple[str, ...]
+    optional: tuple[str, ...] = ()
+    doc: str = ""
+
+    @property
+    def allowed(self) -> frozenset[str]:
+        return frozenset(self.required) | frozenset(self.optional)
+
+
+EVENTS: dict[str, EventKind] = {
+    # --- load clients -------------------------------------------------------------
+    "send": EventKind(
+        "client", ("cid", "seq", "rid", "attempt"), (), "a request (or a resend) left"
+    ),
+    "reply": EventKind(
+        "client",
+        ("cid", "seq", "rid", "ok", "latency_us"),
+        ("worker", "detail"),
+        "the reply to a request arrived and was checked",
+    ),
+    "retry": EventKind(
+        "client",
+        ("cid", "seq", "attempt"),
+        ("rid", "reason"),
+        "a request timed out and will be sent again on a fresh socket",
+    ),
+    "abandon": EventKind(
+        "client", ("cid", "seq", "rid", "reason"), (), "the client gave up on a request"
+    ),
+    "unexpected": EventKind(
+        "client",
+        ("cid", "seq"),
+        ("rid", "got_rid", "detail"),
+        "something arrived that is not the reply to the request in flight",
+    ),
+    # --- workers ------------------------------------------------------------------
+    "exec": EventKind("worker", ("rid", "worker"), ("service",), "a worker started a job"),
+    "done": EventKind("worker", ("rid", "worker"), ("service",), "a worker finished a job"),
+    # --- brokers ------------------------------------------------------------------
+    "worker_ready": EventKind(
+        "broker", ("worker",), ("service", "detail"), "the broker registered a worker"
+    ),
+    "worker_expired": EventKind(
+        "broker",
+        ("worker",),
+        ("service", "reason", "detail"),
+        "the broker gave up on a silent worker",
+    ),
+    "dispatch": EventKind(
+        "broker", ("worker",), ("rid", "service", "detail"), "the broker sent a job to a worker"
+    ),
+    "malformed": EventKind(
+        "any", ("detail",), ("worker",), "a process received a message it could not parse"
+    ),
+    # --- nemesis ------------------------------------------------------------------
+    "fault_start": EventKind(
+        "nemesis", ("fault", "target", "fault_id"), ("params", "pid", "detail"), "a fault began"
+    ),
+    "fault_stop": EventKind(
+        "nemesis", ("fault", "target", "fault_id"), ("params", "pid", "detail"), "a fault healed"
+    ),
+    # --- runner -------------------------------------------------------------------
+    "proc_start": EventKind("runner", ("role", "instance", "pid"), (), "a process started"),
+    "proc_exit": EventKind(
+        "runner",
+        ("role", "instance", "pid", "expected"),
+        ("code", "signal", "detail"),
+        "a process ended (exit code or signal; expected if the harness ended it)",
+    ),
+    "phase": EventKind("runner", ("name",), ("detail",), "the run entered a phase"),
+}
+
+_ALLOWED = {name: kind.allowed for name, kind in EVENTS.items()}
+_REQUIRED = {name: frozenset(kind.required) for name, kind in EVENTS.items()}
+
+
+class HistoryError(ValueError):
+    """An event that the schema does not allow."""
+
+
+def validate(ev: str, fields: dict[str, Any]) -> None:
+    """Raise HistoryError unless ``ev`` with ``fields`` (besides ts/src/ev) is declared."""
+    allowed = _ALLOWED.get(ev)
+    if allowed is None:
+        raise HistoryError(f"unknown history event {ev!r}; declare it in harness/history.py")
+    keys = fields.keys()
+    if not keys <= allowed:
+        raise HistoryError(f"event {ev!r} does not take field(s) {sorted(keys - allowed)}")
+    missing = _REQUIRED[ev] - keys
+    if missing:
+        raise HistoryError(f"event {ev!r} is missing field(s) {sorted(missing)}")
+
+
+class HistoryWriter:
+    """Appends events to one JSON-lines file, one ``write`` per line.
+
+    The file is opened with O_APPEND and each event is a single unbuffered write, so a
+    process killed at any moment loses nothing it had recorded and leaves no torn line.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], src: str) -> None:
+        self.path = Path(path)
+        self.src = src
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._dumps = json.JSONEncoder(separators=(",", ":")).encode
+
+    @property
+    def enabled(self) -> bool:
+        return True
+
+    def emit(self, ev: str, *, src: str | None = None, ts: int | None = None, **fields: Any) -> None:
+        """Record one event now (or at ``ts``), from ``src`` (default: this writer's)."""
+        validate(ev, fields)
+        record = {"ts": time.time_ns() if ts is None else ts, "src": src or self.src, "ev": ev}
+        record.update(fields)
+        if self._fd is not None:
+            os.write(self._fd, (self._dumps(record) + "\n").encode())
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> HistoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class NullWriter(HistoryWriter):
+    """A writer for a process that runs outside zchaos: it checks events, records none."""
+
+    def __init__(self, src: str = "") -> None:  # noqa: D107 - no file on purpose
+        self.src = src
+        self._fd = None
+
+    @property
+    def enabled(self) -> bool:
+        return False
+
+    def emit(self, ev: str, *, src: str | None = None, ts: int | None = None, **fields: Any) -> None:
+        validate(ev, fields)
+
+
+def history_file(history_dir: str | os.PathLike[str], src: str) -> Path:
+    """Where the events of source ``src`` go."""
+    return Path(history_dir) / f"{src}.jsonl"
+
+
+def writer_from_env(default_src: str) -> HistoryWriter:
+    """The writer a process started by the runner should use (a NullWriter outside a run).
+
+    The source name comes from ``ZCHAOS_SRC`` when the runner set it (``worker-2``), else
+    ``default_src``.
+    """
+    src = os.environ.get(ENV_SOURCE) or default_src
+    history_dir = os.environ.get(ENV_HISTORY_DIR)
+    if not history_dir:
+        return NullWriter(src)
+    return HistoryWriter(history_file(history_dir, src), src)
+
+
+def read_events(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """Events of one history file, or of every ``*.jsonl`` in a directory, file by file.
+
+    For tests and small tools; the report pipeline reads histories with Spark. A line cut
+    short by a crash (only possible for a writer that does not use HistoryWriter) is skipped.
+    """
+    path = Path(path)
+    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    for file in files:
+        with file.open("rb") as fh:
+            for line in fh:
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    continue
+
+
+def request_id(cid: str, seq: int) -> str:
+    """The run-unique id of request ``seq`` of client ``cid`` (carried in its payload)."""
+    return f"{cid}:{seq}"

@@ -1,0 +1,310 @@
+"""Implementation manifests: how to start a system under test and what it promises.
+
+A manifest is a TOML file. The built-in implementations keep theirs beside their code
+(``implementations/<family>/manifest.toml``); a user's own implementation (a broker in C,
+a worker in Go) has one anywhere and is run by path. The format:
+
+```toml
+name = "paranoid-pirate"
+description = "one line"
+
+[client]                         # the load client: a module of loadtests/adapters/
+adapter = "lazy_pirate"
+endpoint = "frontend"            # the endpoint the clients connect to
+options = { timeout_ms = 2500, retries = 3 }
+
+[options]                        # knobs of the implementation; scenarios may override them
+heartbeat_ms = 1000
+
+[endpoints]                      # each endpoint and the role that binds it
+frontend = "queue"
+backend = "queue"
+
+[roles.queue]
+command = ["{python}", "-m", "implementations.paranoid_pirate.queue",
+           "--frontend", "{bind.frontend}", "--backend", "{bind.backend}",
+           "--heartbeat-ms", "{opt.heartbeat_ms}"]
+ready = "port:frontend"          # "port:ENDPOINT", "log:REGEX" or "none"
+# count = 1, scalable = false, env = {}, stop_signal = "SIGTERM"
+
+[roles.worker]
+command = ["{python}", "-m", "implementations.paranoid_pirate.worker",
+           "--connect", "{connect.backend}", "--identity", "{instance}"]
+count = 2
+scalable = true                  # scenarios set the count in [topology]
+ready = "log:ready"
+
+[promises]                       # what the report checks
+checks = ["no_lost", "no_duplicate", "in_order", "correct_reply", "execution_count",
+          "steady_state", "no_unexpected_exit", "recovery"]
+execution = "at_least_once"      # or "exactly_once"
+in_order = true
+recovery_bound_s = 10.0
+steady_grace_s = 10.0            # how long after a fault steady-state rules are relaxed
+latency_p99_ms = 500.0           # steady-state latency bound
+```
+
+Placeholders in commands: ``{python}`` (this interpreter), ``{role}``, ``{instance}``
+(``worker-2``), ``{index}`` (2), ``{bind.E}`` (the address to bind endpoint E on),
+``{connect.E}`` (the address to connect to E: through its fault proxy when the run has
+one), ``{opt.NAME}``, ``{manifest_dir}`` and ``{run_dir}``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.config import Table, load_toml
+from harness.errors import SetupError
+
+IMPLEMENTATIONS_DIR = Path(__file__).resolve().parent.parent / "implementations"
+PLACEHOLDER = re.compile(r"\{([a-z_]+)(?:\.([A-Za-z0-9_]+))?\}")
+SIMPLE_PLACEHOLDERS = ("python", "role", "instance", "index", "manifest_dir", "run_dir")
+DOTTED_PLACEHOLDERS = ("bind", "connect", "opt")
+SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGKILL")
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """How to tell a started process is ready: a port that accepts, or a line in its log."""
+
+    kind: str  # "port", "log" or "none"
+    arg: str = ""
+
+    @classmethod
+    def parse(cls, text: str, table: Table, endpoints: dict[str, str]) -> Readiness:
+        kind, _, arg = text.partition(":")
+        if kind == "none" and not arg:
+            return cls("none")
+        if kind == "port" and arg in endpoints:
+            return cls("port", arg)
+        if kind == "log" and arg:
+            try:
+                re.compile(arg)
+            except re.error as exc:
+                raise table.error("ready", f"bad regular expression {arg!r}: {exc}") from None
+            return cls("log", arg)
+        raise table.error(
+            "ready",
+            f"expected 'port:ENDPOINT' (one of {sorted(endpoints)}), 'log:REGEX' or 'none'; "
+            f"got {text!r}",
+        )
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    command: tuple[str, ...]
+    count: int
+    scalable: bool
+    ready: Readiness
+    env: dict[str, str]
+    stop_signal: str
+    binds: tuple[str, ...]  # endpoints this role binds
+    connects: tuple[str, ...]  # endpoints its command connects to
+
+    def instance_names(self, count: int | None = None) -> list[str]:
+        """``queue`` for a single instance; ``worker-1`` … ``worker-N`` otherwise."""
+        n = self.count if count is None else count
+        if n == 1 and not self.scalable:
+            return [self.name]
+        return [f"{self.name}-{i}" for i in range(1, n + 1)]
+
+
+@dataclass(frozen=True)
+class Promises:
+    checks: tuple[str, ...]
+    execution: str = "at_least_once"
+    in_order: bool = True
+    recovery_bound_s: float = 10.0
+    steady_grace_s: float = 10.0
+    latency_p99_ms: float = 500.0
+    extra: dict[str, Any] = field(default_factory=dict)  # family-specific promise values
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "checks": list(self.checks),
+            "execution": self.execution,
+            "in_order": self.in_order,
+            "recovery_bound_s": self.recovery_bound_s,
+            "steady_grace_s": self.steady_grace_s,
+            "latency_p99_ms": self.latency_p99_ms,
+            **self.extra,
+        }
+
+
+@dataclass(frozen=True)
+class Manifest:
+    name: str
+    description: str
+    path: Path
+    adapter: str
+    client_endpoint: str
+    client_options: dict[str, Any]
+    options: dict[str, Any]
+    endpoints: dict[str, str]  # endpoint -> role that binds it
+    roles: dict[str, Role]
+    promises: Promises
+
+    @property
+    def directory(self) -> Path:
+        return self.path.parent
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "adapter": self.adapter,
+            "client_endpoint": self.client_endpoint,
+            "client_options": self.client_options,
+            "options": self.options,
+            "endpoints": self.endpoints,
+            "roles": {
+                name: {"count": r.count, "scalable": r.scalable, "command": list(r.command)}
+                for name, r in self.roles.items()
+            },
+            "promises": self.promises.as_dict(),
+        }
+
+
+def _check_placeholders(role: Table, command: list[str], endpoints: dict[str, str], options: dict):
+    for arg in command:
+        for m in PLACEHOLDER.finditer(arg):
+            head, sub = m.group(1), m.group(2)
+            if sub is None and head in SIMPLE_PLACEHOLDERS:
+                continue
+            if head in ("bind", "connect") and sub in endpoints:
+                continue
+            if head == "opt" and sub in options:
+                continue
+            known = [*SIMPLE_PLACEHOLDERS, *(f"bind.{e}" for e in endpoints)]
+            known += [f"connect.{e}" for e in endpoints] + [f"opt.{o}" for o in options]
+            raise role.error("command", f"unknown placeholder {m.group(0)} (known: {', '.join(known)})")
+
+
+def _known_checks() -> tuple[str, ...]:
+    """Checker names registered by the report pipeline (imported lazily: it loads Spark)."""
+    from reports.checkers import registry
+
+    return tuple(sorted(registry()))
+
+
+def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True) -> Manifest:
+    top = Table(data, path)
+    name = top.get("name", str)
+    description = top.get("description", str, "")
+
+    client = top.table("client", required=True)
+    adapter = client.get("adapter", str)
+    client_endpoint = client.get("endpoint", str)
+    client_options = client.get("options", dict, {})
+    client.done()
+
+    options = top.get("options", dict, {})
+    endpoints_table = top.table("endpoints", required=True)
+    endpoints = {k: endpoints_table.get(k, str) for k in list(endpoints_table.data)}
+    endpoints_table.done()
+    if client_endpoint not in endpoints:
+        raise client.error("endpoint", f"{client_endpoint!r} is not in [endpoints] {sorted(endpoints)}")
+
+    roles_table = top.table("roles", required=True)
+    roles: dict[str, Role] = {}
+    for role_name in list(roles_table.data):
+        rt = roles_table.table(role_name, required=True)
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", role_name):
+            raise rt.error(None, "role names are lower-case letters, digits and _")
+        command = rt.list_of("command", str)
+        if not command:
+            raise rt.error("command", "is empty")
+        _check_placeholders(rt, command, endpoints, options)
+        count = rt.get("count", int, 1, minimum=0)
+        scalable = rt.get("scalable", bool, False)
+        ready = Readiness.parse(rt.get("ready", str, "none"), rt, endpoints)
+        env = rt.get("env", dict, {})
+        stop_signal = rt.get("stop_signal", str, "SIGTERM", choices=SIGNALS)
+        rt.done()
+        joined = " ".join(command)
+        roles[role_name] = Role(
+            name=role_name,
+            command=tuple(command),
+            count=count,
+            scalable=scalable,
+            ready=ready,
+            env={str(k): str(v) for k, v in env.items()},
+            stop_signal=stop_signal,
+            binds=tuple(e for e, r in endpoints.items() if r == role_name),
+            connects=tuple(e for e in endpoints if f"{{connect.{e}}}" in joined),
+        )
+    roles_table.done()
+    for endpoint, role_name in endpoints.items():
+        if role_name not in roles:
+            raise endpoints_table.error(endpoint, f"role {role_name!r} is not in [roles] {sorted(roles)}")
+
+    pt = top.table("promises", required=True)
+    checks = pt.list_of("checks", str)
+    if check_names:
+        known = _known_checks()
+        for check in checks:
+            if check not in known:
+                raise pt.error("checks", f"unknown check {check!r} (known: {', '.join(known)})")
+    recovery = pt.get("recovery_bound_s", float, 10.0, minimum=0)
+    promises = Promises(
+        checks=tuple(checks),
+        execution=pt.get("execution", str, "at_least_once", choices=("at_least_once", "exactly_once")),
+        in_order=pt.get("in_order", bool, True),
+        recovery_bound_s=recovery,
+        steady_grace_s=pt.get("steady_grace_s", float, recovery, minimum=0),
+        latency_p99_ms=pt.get("latency_p99_ms", float, 500.0, minimum=0),
+        extra=pt.remaining(),
+    )
+    pt.done()
+    top.done()
+    return Manifest(
+        name=name,
+        description=description,
+        path=path,
+        adapter=adapter,
+        client_endpoint=client_endpoint,
+        client_options=client_options,
+        options=options,
+        endpoints=endpoints,
+        roles=roles,
+        promises=promises,
+    )
+
+
+def builtin_manifests() -> dict[str, Path]:
+    """Name -> path of every manifest shipped under implementations/."""
+    found: dict[str, Path] = {}
+    for path in sorted(IMPLEMENTATIONS_DIR.glob("*/manifest.toml")):
+        data = load_toml(path, "manifest")
+        name = data.get("name")
+        if isinstance(name, str):
+            found[name] = path
+    return found
+
+
+def load_manifest(ref: str | Path, *, relative_to: Path | None = None) -> Manifest:
+    """A manifest by built-in name (``paranoid-pirate``) or by path (``./my-broker.toml``).
+
+    A relative path is taken from ``relative_to`` (the scenario's folder) when it exists
+    there, else from the current directory.
+    """
+    text = str(ref)
+    if not text.endswith(".toml") and "/" not in text:
+        builtins = builtin_manifests()
+        if text not in builtins:
+            raise SetupError(
+                f"unknown implementation {text!r}; built-in ones: {', '.join(sorted(builtins))} "
+                "(or give the path of a manifest .toml)"
+            )
+        path = builtins[text]
+    else:
+        path = Path(text)
+        if not path.is_absolute() and relative_to is not None and (relative_to / path).exists():
+            path = relative_to / path
+    path = path.resolve()
+    return parse_manifest(load_toml(path, "manifest"), path)

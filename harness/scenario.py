@@ -1,0 +1,260 @@
+"""Scenario files: one chaos experiment as data, validated before anything runs.
+
+```toml
+name = "paranoid-pirate-kill-worker"     # default: the file's stem
+description = "Workers are killed under load and restarted; nothing may be lost."
+implementation = "paranoid-pirate"       # a built-in name, or the path of a manifest
+seed = 7                                 # same seed: same faults, same request streams
+duration_s = 60                          # how long the load runs
+drain_s = 8                              # after the load: time for requests in flight
+
+[topology]                               # instances of each scalable role
+worker = 3
+
+[options]                                # overrides of the manifest's [options]
+heartbeat_ms = 1000
+
+[load]
+users = 10                               # Locust users, one protocol client each
+spawn_rate = 10                          # users started per second
+wait_ms = 20                             # pause of a user between two requests
+payload_bytes = 32                       # request size (the request id included)
+processes = 1                            # Locust processes (--processes)
+client = { timeout_ms = 2500 }           # overrides of the manifest's client options
+
+[[faults]]
+kind = "kill"                            # see `zchaos list` for the kinds and their parameters
+target = "worker:random"                 # an instance, a role, or role:random|half|all
+at_s = [10, 30]                          # or every_s = 15 (start_s, until_s),
+restart_after_s = 2                      # or random = { count = 3, between = [5, 50] }
+
+[expect]
+violated = []                            # checks expected to fail (a known weakness)
+```
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos.faults import FAULT_KINDS, SELECTORS
+from harness.config import REQUIRED, Table, load_toml
+from harness.errors import SetupError
+from harness.manifest import Manifest, load_manifest
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    users: int = 10
+    spawn_rate: float = 10.0
+    wait_ms: float = 20.0
+    payload_bytes: int = 32
+    processes: int = 1
+    client_options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """One line of the fault schedule, before expansion into timed events."""
+
+    index: int  # position in the file, from 1
+    kind: str
+    target: str
+    times_s: tuple[float, ...]  # offsets from the start of the load
+    params: dict[str, Any]
+
+    def params_json(self) -> str:
+        return json.dumps(self.params, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    path: Path | None
+    manifest: Manifest
+    seed: int
+    duration_s: float
+    drain_s: float
+    topology: dict[str, int]  # role -> instance count, every role of the manifest
+    options: dict[str, Any]  # manifest options with the scenario's overrides
+    load: LoadSpec
+    faults: tuple[FaultSpec, ...]
+    expect_violated: tuple[str, ...]
+
+    def instances(self, role: str) -> list[str]:
+        return self.manifest.roles[role].instance_names(self.topology[role])
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "path": str(self.path) if self.path else None,
+            "implementation": self.manifest.name,
+            "seed": self.seed,
+            "duration_s": self.duration_s,
+            "drain_s": self.drain_s,
+            "topology": self.topology,
+            "options": self.options,
+            "load": {
+                "users": self.load.users,
+                "spawn_rate": self.load.spawn_rate,
+                "wait_ms": self.load.wait_ms,
+                "payload_bytes": self.load.payload_bytes,
+                "processes": self.load.processes,
+                "client_options": self.load.client_options,
+            },
+            "faults": [
+                {"kind": f.kind, "target": f.target, "times_s": list(f.times_s), "params": f.params}
+                for f in self.faults
+            ],
+            "expect_violated": list(self.expect_violated),
+        }
+
+
+def _schedule_times(ft: Table, rng: random.Random, duration_s: float) -> tuple[float, ...]:
+    """The offsets (s from load start) at which one fault line fires."""
+    ways = [k for k in ("at_s", "every_s", "random") if ft.has(k)]
+    if len(ways) != 1:
+        raise ft.error(None, "give exactly one of at_s = [..], every_s = N or random = {count, between}")
+    if ft.has("at_s"):
+        at = ft.get("at_s", (list, float))
+        times = ft.list_of("at_s", float) if isinstance(at, list) else [float(at)]
+    elif ft.has("every_s"):
+        every = ft.get("every_s", float, minimum=0.1)
+        start = ft.get("start_s", float, every, minimum=0)
+        until = ft.get("until_s", float, duration_s, minimum=0)
+        times = []
+        t = start
+        while t < until:
+            times.append(round(t, 3))
+            t += every
+    else:
+        rt = ft.table("random")
+        count = rt.get("count", int, minimum=1)
+        between = rt.list_of("between", float)
+        if len(between) != 2 or between[0] > between[1]:
+            raise rt.error("between", f"expected [earliest_s, latest_s], got {between!r}")
+        rt.done()
+        times = sorted(round(rng.uniform(*between), 3) for _ in range(count))
+    for t in times:
+        if not 0 <= t <= duration_s:
+            raise ft.error(None, f"fault time {t} s lies outside the load (0 to {duration_s} s)")
+    return tuple(times)
+
+
+def check_target(target: str, manifest: Manifest, topology: dict[str, int], ft: Table) -> None:
+    """Raise unless ``target`` names an instance, a role or a role selector of this topology."""
+    instances = {i for r in manifest.roles.values() for i in r.instance_names(topology[r.name])}
+    role, _, selector = target.partition(":")
+    role = role[:-1] if role.endswith("s") and role[:-1] in manifest.roles else role
+    if target in instances or (role in manifest.roles and selector in ("", *SELECTORS)):
+        if role in manifest.roles and topology[role] == 0:
+            raise ft.error("target", f"role {role!r} has no instances in this topology")
+        return
+    known = sorted(instances) + [f"{r}:{s}" for r in manifest.roles for s in SELECTORS]
+    raise ft.error("target", f"unknown target {target!r} (known: {', '.join(known)})")
+
+
+def parse_scenario(data: dict[str, Any], path: Path | None, *, where: str | Path = "") -> Scenario:
+    where = where or path or "<scenario>"
+    top = Table(data, where)
+    name = top.get("name", str, path.stem if path else "scenario")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise top.error("name", "use letters, digits, '.', '_' and '-' only (it names the run folder)")
+    description = top.get("description", str, "")
+    impl_ref = top.get("implementation", str)
+    try:
+        manifest = load_manifest(impl_ref, relative_to=path.parent if path else None)
+    except SetupError as exc:
+        raise top.error("implementation", str(exc)) from None
+    seed = top.get("seed", int, 1)
+    duration_s = top.get("duration_s", float, 60.0, minimum=1)
+    drain_s = top.get("drain_s", float, manifest.promises.recovery_bound_s, minimum=0)
+
+    tt = top.table("topology")
+    topology = {name: role.count for name, role in manifest.roles.items()}
+    for role_name in list(tt.data):
+        count = tt.get(role_name, int, minimum=0)
+        role = manifest.roles.get(role_name)
+        if role is None:
+            raise tt.error(role_name, f"no such role in {manifest.name} (roles: {sorted(manifest.roles)})")
+        if not role.scalable and count != role.count:
+            raise tt.error(role_name, f"role {role_name!r} is not scalable (the manifest fixes {role.count})")
+        topology[role_name] = count
+    tt.done()
+
+    ot = top.table("options")
+    options = dict(manifest.options)
+    for key in list(ot.data):
+        if key not in manifest.options:
+            raise ot.error(key, f"not an option of {manifest.name} (options: {sorted(manifest.options)})")
+        options[key] = ot.get(key, type(manifest.options[key]))
+    ot.done()
+
+    lt = top.table("load")
+    defaults = LoadSpec()
+    client_overrides = lt.get("client", dict, {})
+    for key in client_overrides:
+        if key not in manifest.client_options:
+            known = sorted(manifest.client_options)
+            raise lt.error("client", f"{key!r} is not a client option of {manifest.name} (known: {known})")
+    load = LoadSpec(
+        users=lt.get("users", int, defaults.users, minimum=1),
+        spawn_rate=lt.get("spawn_rate", float, defaults.spawn_rate, minimum=0.1),
+        wait_ms=lt.get("wait_ms", float, defaults.wait_ms, minimum=0),
+        payload_bytes=lt.get("payload_bytes", int, defaults.payload_bytes, minimum=16),
+        processes=lt.get("processes", int, defaults.processes, minimum=1),
+        client_options={**manifest.client_options, **client_overrides},
+    )
+    lt.done()
+
+    faults = []
+    for i, ft in enumerate(top.tables("faults"), start=1):
+        kind_name = ft.get("kind", str)
+        kind = FAULT_KINDS.get(kind_name)
+        if kind is None:
+            raise ft.error("kind", f"unknown fault {kind_name!r} (known: {', '.join(sorted(FAULT_KINDS))})")
+        target = ft.get("target", str)
+        check_target(target, manifest, topology, ft)
+        rng = random.Random(f"{seed}:{i}")
+        times = _schedule_times(ft, rng, duration_s)
+        params = {}
+        for pname, (ptype, default) in kind.params.items():
+            value = ft.get(pname, ptype, REQUIRED if default is ... else default)
+            if value is not None:
+                params[pname] = value
+        ft.done()
+        faults.append(FaultSpec(i, kind_name, target, times, params))
+
+    et = top.table("expect")
+    expect_violated = tuple(et.list_of("violated", str, []))
+    for check in expect_violated:
+        if check not in manifest.promises.checks:
+            raise et.error("violated", f"{check!r} is not a check of {manifest.name} ({list(manifest.promises.checks)})")
+    et.done()
+    top.done()
+    return Scenario(
+        name=name,
+        description=description,
+        path=path,
+        manifest=manifest,
+        seed=seed,
+        duration_s=duration_s,
+        drain_s=drain_s,
+        topology=topology,
+        options=options,
+        load=load,
+        faults=tuple(faults),
+        expect_violated=expect_violated,
+    )
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    path = Path(path)
+    return parse_scenario(load_toml(path, "scenario"), path.resolve(), where=path)

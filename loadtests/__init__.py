@@ -1,0 +1,1 @@
+"""Load: the Locust user that records the history, one client adapter per protocol."""

@@ -1,0 +1,49 @@
+"""nox sessions: tests, lint, demo, chaos (the CI scenario suite and soaks), bench."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.error_on_missing_interpreters = True
+
+PYTHON = "3.11"
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """The test suite (unit, integration, end to end); soaks excluded."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-m", "not soak", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff lint and format check."""
+    session.install("ruff>=0.15,<0.18")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python=PYTHON)
+def demo(session: nox.Session) -> None:
+    """Run the demo chaos scenario and print where its report is."""
+    session.install("-e", ".")
+    session.run("zchaos", "run", "scenarios/paranoid-pirate-kill-worker.toml", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def chaos(session: nox.Session) -> None:
+    """The CI scenario suite and the long chaos soaks."""
+    session.install("-e", ".[test]")
+    session.run("zchaos", "suite", "scenarios/ci/")
+    session.run("pytest", "-m", "soak", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Every benchmark under bench/ (figures, not pass/fail)."""
+    session.install("-e", ".")
+    for script in sorted(__import__("pathlib").Path("bench").glob("*.py")):
+        session.run("python", str(script), *session.posargs)

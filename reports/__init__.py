@@ -1,0 +1,1 @@
+"""The report pipeline on PySpark: history -> checkers -> metrics -> verdict, JUnit, HTML."""

@@ -1,0 +1,96 @@
+"""The checkers: one function per invariant, registered by name.
+
+A checker takes a ``CheckContext`` (the run's history as a Spark DataFrame, the run's
+metadata, the fault windows) and returns a ``CheckResult``. Manifests name the checks an
+implementation promises (``[promises] checks``); the pipeline runs exactly those. Every
+module of this package is imported by ``registry()``, so a protocol family adds its own
+checkers in ``reports/checkers/<family>.py`` with the ``@checker`` decorator and nothing
+else to edit.
+
+Outcomes follow Jepsen: ``held``, ``violated`` or ``unknown`` (the history cannot say,
+e.g. no requests at all); results combine as violated > unknown > held.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+HELD, VIOLATED, UNKNOWN = "held", "violated", "unknown"
+MAX_EXAMPLES = 10
+
+
+@dataclass(frozen=True)
+class FaultWindow:
+    """One fault, from its ``fault_start`` to its ``fault_stop`` (ns)."""
+
+    fault_id: int
+    fault: str
+    target: str
+    start_ns: int
+    stop_ns: int | None  # None: it never healed before the run ended
+
+
+@dataclass
+class CheckContext:
+    spark: SparkSession
+    events: DataFrame  # every history event, with the columns of harness.history.FIELD_TYPES
+    meta: dict[str, Any]  # run.json
+    faults: list[FaultWindow]
+
+    @property
+    def promises(self) -> dict[str, Any]:
+        return self.meta["manifest"]["promises"]
+
+
+@dataclass
+class CheckResult:
+    name: str
+    status: str  # HELD, VIOLATED or UNKNOWN
+    violations: int = 0
+    examples: list[dict[str, Any]] = field(default_factory=list)  # first offending events
+    summary: str = ""  # one line with the figures, for the verdict table
+    figures: dict[str, Any] = field(default_factory=dict)  # numbers worth showing
+
+    @property
+    def passed(self) -> bool:
+        return self.status != VIOLATED
+
+
+@dataclass(frozen=True)
+class Checker:
+    name: str
+    doc: str
+    run: Callable[[CheckContext], CheckResult]
+
+
+_REGISTRY: dict[str, Checker] = {}
+_LOADED = False
+
+
+def checker(name: str, doc: str) -> Callable[[Callable[[CheckContext], CheckResult]], Callable]:
+    """Register ``fn`` as the checker ``name`` (documented by ``doc``)."""
+
+    def register(fn: Callable[[CheckContext], CheckResult]) -> Callable[[CheckContext], CheckResult]:
+        if name in _REGISTRY and _REGISTRY[name].run is not fn:
+            raise ValueError(f"checker {name!r} registered twice")
+        _REGISTRY[name] = Checker(name, doc, fn)
+        return fn
+
+    return register
+
+
+def registry() -> dict[str, Checker]:
+    """Every checker, by name (imports each module of this package once)."""
+    global _LOADED
+    if not _LOADED:
+        for module in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{module.name}")
+        _LOADED = True
+    return dict(_REGISTRY)

@@ -1,0 +1,43 @@
+"""The history as a Spark DataFrame: the explicit schema (from harness.history) and readers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.history import FIELD_TYPES
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+
+def history_schema() -> StructType:
+    """Every field of the history with its type; an event lacks most of them (null)."""
+    from pyspark.sql import types as T
+
+    spark_types = {
+        "string": T.StringType(),
+        "long": T.LongType(),
+        "int": T.IntegerType(),
+        "bool": T.BooleanType(),
+        "double": T.DoubleType(),
+    }
+    return T.StructType([T.StructField(name, spark_types[t], True) for name, t in FIELD_TYPES.items()])
+
+
+def read_history(spark: SparkSession, history_dir: str | Path) -> DataFrame:
+    """Every ``*.jsonl`` of a run's history folder (or its Parquet compaction, if present)."""
+    history_dir = Path(history_dir)
+    parquet = history_dir / "events.parquet"
+    if parquet.exists():
+        return spark.read.schema(history_schema()).parquet(str(parquet))
+    return spark.read.schema(history_schema()).option("mode", "PERMISSIVE").json(str(history_dir / "*.jsonl"))
+
+
+def events_frame(spark: SparkSession, events: Iterable[dict[str, Any]]) -> DataFrame:
+    """A DataFrame of hand-made events (for unit tests of checkers)."""
+    names = list(FIELD_TYPES)
+    rows = [tuple(e.get(n) for n in names) for e in events]
+    return spark.createDataFrame(rows, history_schema())

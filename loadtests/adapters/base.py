@@ -116,3 +116,35 @@ class ClientAdapter(ABC):
 
     def close(self) -> None:
         """Release sockets (called when the user stops)."""
+
+
+class AsyncClientAdapter(ClientAdapter):
+    """A client that keeps many requests in flight on one socket (Majordomo's async client).
+
+    The Locust user keeps up to ``options["window"]`` requests submitted and collects
+    whatever ``poll`` says is finished. Replies are matched to requests by the request id
+    carried in the body; the adapter applies its own timeout and retry rule inside ``poll``.
+    """
+
+    DEFAULTS: dict[str, Any] = {"window": 10}
+
+    @abstractmethod
+    def submit(self, body: list[bytes], log: RequestLog) -> None:
+        """Send the first attempt of a request (calling ``log.sent()``) without waiting."""
+
+    @abstractmethod
+    def poll(self, timeout_s: float) -> list[tuple[RequestLog, Reply | Abandoned]]:
+        """Wait up to ``timeout_s`` for progress; return the requests that finished."""
+
+    def in_flight(self) -> int:
+        """How many submitted requests have not finished."""
+        raise NotImplementedError
+
+    def request(self, body: list[bytes], log: RequestLog) -> Reply:
+        self.submit(body, log)
+        while True:
+            for done_log, outcome in self.poll(0.1):
+                if done_log is log:
+                    if isinstance(outcome, Abandoned):
+                        raise outcome
+                    return outcome

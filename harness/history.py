@@ -115,6 +115,24 @@ EVENTS: dict[str, EventKind] = {
     "malformed": EventKind(
         "any", ("detail",), ("worker",), "a process received a message it could not parse"
     ),
+    "discard": EventKind(
+        "broker",
+        ("worker",),
+        ("rid", "reason"),
+        "the broker dropped a worker's reply (from a disabled or forgotten worker, or an answered job)",
+    ),
+    # --- heartbeats (PING/PONG dialogue) ---------------------------------------------
+    "ping": EventKind("worker", ("worker",), (), "a worker sent a PING to its broker"),
+    "pong": EventKind("worker", ("worker",), (), "a worker received a PONG from its broker"),
+    "reconnect": EventKind(
+        "worker",
+        ("worker",),
+        ("reason", "detail"),
+        "a worker gave up on its broker connection and opened a new one (worker: the new identity)",
+    ),
+    "replay": EventKind(
+        "worker", ("rid", "worker"), (), "a worker answered a repeated request from its cache (no exec)"
+    ),
     # --- nemesis ------------------------------------------------------------------
     "fault_start": EventKind(
         "nemesis", ("fault", "target", "fault_id"), ("params", "pid", "detail"), "a fault began"

@@ -1,0 +1,261 @@
+"""Sketch queue: LRU routing with a ready list and a disabled list, resending past slow servers.
+
+    python -m implementations.reliable_sketch.queue --frontend tcp://127.0.0.1:5555 --backend tcp://127.0.0.1:5556
+
+As the sketch says: it reads client requests only while a server is ready; it sends each
+request to the server that has been ready longest and waits ``--reply-timeout-ms`` (the
+sketch's 10 ms) for the reply; a server that misses that is disabled and the request goes
+to the next ready server; a reply from a disabled server is discarded; a disabled server
+comes back when it signals it is ready again. Choices where the sketch leaves a detail open:
+
+- Many requests are in flight at once (one per busy server), each with its own deadline:
+  the sketch's "handles requests and replies asynchronously".
+- A REQ server signals "ready" with READY when it starts and with every reply (it can only
+  send when it has a request). So a disabled server's late reply is discarded and at the
+  same moment takes it off the disabled list.
+- A server whose connection is gone (ROUTER_MANDATORY says so at once) is forgotten:
+  ``worker_expired`` with reason ``unreachable``, and its request goes to the next server.
+  A server that dies while disabled stays on the disabled list; at most ``MAX_DISABLED``
+  are remembered.
+- A reply is forwarded to the client address in its envelope; a request is forwarded at
+  most once (``discard`` for any later reply to it).
+
+Records ``worker_ready`` (a server became ready: ``ready`` or ``re-enabled``),
+``worker_expired`` (a server was disabled or forgotten: the reason says which),
+``dispatch`` (detail ``resend N`` when it is not the first), ``discard`` and
+``malformed``; prints ``queue ready`` once bound; exits 0 on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import zmq
+
+from harness.history import HistoryWriter, rid_of, writer_from_env
+from implementations.reliable_sketch.protocol import (
+    Malformed,
+    Request,
+    parse_from_server,
+    parse_request,
+    to_client,
+    to_server,
+)
+
+log = logging.getLogger("sketch.queue")
+
+MAX_POLL_S = 0.1
+BATCH = 200
+MAX_DISABLED = 1000
+
+
+@dataclass
+class Pending:
+    request: Request
+    rid: str
+    deadline: float = 0.0
+    sends: int = 0
+    answered: bool = False
+
+
+class Queue:
+    def __init__(
+        self,
+        frontend: zmq.Socket,
+        backend: zmq.Socket,
+        writer: HistoryWriter,
+        *,
+        reply_timeout_s: float = 0.01,
+    ) -> None:
+        self.frontend = frontend
+        self.backend = backend
+        self.writer = writer
+        self.reply_timeout_s = reply_timeout_s
+        self.ready: OrderedDict[bytes, None] = OrderedDict()  # first: ready longest
+        self.busy: dict[bytes, Pending] = {}
+        self.disabled: OrderedDict[bytes, Pending] = OrderedDict()  # with the request it missed
+        self.resend: deque[Pending] = deque()
+        self.stopping = False
+        self.discarded = 0
+
+    @staticmethod
+    def _name(server: bytes) -> str:
+        return server.decode(errors="backslashreplace")
+
+    def _ready(self, server: bytes, how: str) -> None:
+        self.ready[server] = None
+        self.writer.emit("worker_ready", worker=self._name(server), detail=how)
+
+    def on_backend(self, frames: list[bytes], now: float) -> None:
+        try:
+            msg = parse_from_server(frames)
+        except Malformed as exc:
+            log.warning("backend: dropped a malformed message: %s", exc)
+            self.writer.emit("malformed", detail=f"backend: {exc}"[:200])
+            return
+        server = msg.server
+        if server in self.disabled:
+            missed = self.disabled.pop(server)
+            if msg.kind == "reply":
+                self.discarded += 1
+                rid = next(filter(None, map(rid_of, msg.body)), missed.rid)
+                self.writer.emit("discard", worker=self._name(server), rid=rid, reason="disabled server")
+            self._ready(server, "re-enabled")
+            log.info("server %s is ready again (%s)", self._name(server), msg.kind)
+            return
+        pending = self.busy.pop(server, None)
+        if msg.kind == "ready":
+            if pending is not None:
+                log.warning("busy server %s said READY: its request goes to the next", self._name(server))
+                self._requeue(pending)
+            if server not in self.ready:
+                self._ready(server, "ready")
+            return
+        if pending is not None and pending.answered:
+            self.writer.emit("discard", worker=self._name(server), rid=pending.rid, reason="already answered")
+        else:
+            # A reply to a request of an earlier queue goes out too: its envelope says where.
+            if pending is not None:
+                pending.answered = True
+            self.frontend.send_multipart(to_client(msg.client, msg.body))
+        if pending is None and server not in self.ready:
+            self._ready(server, "ready")
+        else:
+            self.ready[server] = None
+
+    def _requeue(self, pending: Pending) -> None:
+        if not pending.answered:
+            self.resend.appendleft(pending)
+
+    def on_frontend(self, frames: list[bytes], now: float) -> None:
+        try:
+            request = parse_request(frames)
+        except Malformed as exc:
+            log.warning("frontend: dropped a malformed request: %s", exc)
+            self.writer.emit("malformed", detail=f"frontend: {exc}"[:200])
+            return
+        rid = next(filter(None, map(rid_of, request.body)), "")
+        self.resend.append(Pending(request, rid))
+        self.dispatch(now)
+
+    def dispatch(self, now: float) -> None:
+        while self.resend and self.ready:
+            pending = self.resend[0]
+            if pending.answered:
+                self.resend.popleft()
+                continue
+            server, _ = self.ready.popitem(last=False)
+            try:
+                self.backend.send_multipart(to_server(server, pending.request), zmq.NOBLOCK)
+            except zmq.ZMQError as exc:
+                if exc.errno not in (zmq.EHOSTUNREACH, zmq.EAGAIN):
+                    raise
+                self.writer.emit("worker_expired", worker=self._name(server), reason="unreachable")
+                continue
+            self.resend.popleft()
+            pending.sends += 1
+            pending.deadline = now + self.reply_timeout_s
+            self.busy[server] = pending
+            detail = f"resend {pending.sends - 1}" if pending.sends > 1 else ""
+            self.writer.emit("dispatch", worker=self._name(server), rid=pending.rid, detail=detail)
+
+    def on_timers(self, now: float) -> None:
+        for server in [s for s, p in self.busy.items() if p.deadline <= now]:
+            pending = self.busy.pop(server)
+            self.disabled[server] = pending
+            while len(self.disabled) > MAX_DISABLED:
+                self.disabled.popitem(last=False)
+            self.writer.emit(
+                "worker_expired",
+                worker=self._name(server),
+                reason="disabled",
+                detail=f"no reply to {pending.rid} within {self.reply_timeout_s * 1000:g} ms",
+            )
+            self._requeue(pending)
+        self.dispatch(now)
+
+    def next_deadline(self) -> float:
+        return min((p.deadline for p in self.busy.values()), default=float("inf"))
+
+    def run(self) -> None:
+        poll_both = zmq.Poller()
+        poll_both.register(self.backend, zmq.POLLIN)
+        poll_both.register(self.frontend, zmq.POLLIN)
+        poll_backend = zmq.Poller()
+        poll_backend.register(self.backend, zmq.POLLIN)
+        while not self.stopping:
+            poller = poll_both if self.ready and not self.resend else poll_backend
+            timeout = max(0.0, min(MAX_POLL_S, self.next_deadline() - time.monotonic()))
+            ready = dict(poller.poll(timeout * 1000))
+            if self.backend in ready:
+                self._drain(self.backend, self.on_backend)
+            if self.frontend in ready:
+                self._drain(self.frontend, self.on_frontend, while_ready=True)
+            # Replies that arrived while the frontend was read count before any deadline.
+            self._drain(self.backend, self.on_backend)
+            self.on_timers(time.monotonic())
+
+    def _drain(
+        self, socket: zmq.Socket, handle: Callable[[list[bytes], float], None], *, while_ready: bool = False
+    ) -> None:
+        for _ in range(BATCH):
+            if while_ready and not self.ready:
+                return
+            try:
+                frames = socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            handle(frames, time.monotonic())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frontend", required=True, help="endpoint to bind for clients")
+    parser.add_argument("--backend", required=True, help="endpoint to bind for servers")
+    parser.add_argument("--reply-timeout-ms", type=float, default=10, help="wait this long for a reply")
+    parser.add_argument("--name", default="queue", help="source name in the history")
+    args = parser.parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+
+    context = zmq.Context()
+    frontend = context.socket(zmq.ROUTER)
+    backend = context.socket(zmq.ROUTER)
+    for sock in (frontend, backend):
+        sock.setsockopt(zmq.LINGER, 0)
+    backend.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    try:
+        frontend.bind(args.frontend)
+        backend.bind(args.backend)
+    except zmq.ZMQError as exc:
+        print(f"queue: cannot bind: {exc}", file=sys.stderr)
+        return 2
+    queue = Queue(frontend, backend, writer_from_env(args.name), reply_timeout_s=args.reply_timeout_ms / 1000)
+
+    def stop(signum: int, _frame: object) -> None:
+        queue.stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(
+        f"queue ready: frontend {frontend.getsockopt_string(zmq.LAST_ENDPOINT)}"
+        f" backend {backend.getsockopt_string(zmq.LAST_ENDPOINT)}",
+        flush=True,
+    )
+    queue.run()
+    frontend.close()
+    backend.close()
+    queue.writer.close()
+    context.term()
+    log.info("queue stopped (%d replies from disabled servers discarded)", queue.discarded)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

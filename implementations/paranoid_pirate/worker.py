@@ -98,7 +98,7 @@ class Worker:
                 liveness = self.args.liveness
                 backoff = self.args.reconnect_ms / 1000
                 try:
-                    kind, request = parse_to_worker(frames)
+                    _, request = parse_to_worker(frames)
                 except Malformed as exc:
                     self.log.warning("malformed message from the queue: %s %s", exc, describe(frames))
                     self.history.emit("malformed", worker=self.name, detail=f"{exc}: {describe(frames)}")

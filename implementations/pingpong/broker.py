@@ -29,22 +29,20 @@ WORKER_EXPIRE_SECONDS is removed. Choices where the seed leaves a detail open:
   start with their request id, so that never happens under zchaos.
 
 Records ``worker_ready`` (detail: what registered it), ``worker_expired``, ``dispatch``,
-``discard`` and ``malformed``; prints ``broker ready`` once bound; exits 0 on SIGTERM.
+``discard`` and ``malformed``; logs ``ready`` once bound; exits 0 on SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import sys
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 import zmq
 
-from harness.history import HistoryWriter, rid_of, writer_from_env
+from harness.history import HistoryWriter, rid_of
 from implementations.pingpong.protocol import (
     PONG,
     Malformed,
@@ -53,8 +51,7 @@ from implementations.pingpong.protocol import (
     to_client,
     to_worker,
 )
-
-log = logging.getLogger("pingpong.broker")
+from implementations.runtime import announce_ready, start_role
 
 MAX_POLL_S = 0.1
 #: Messages read from one socket in one loop turn, so neither side starves the other.
@@ -85,6 +82,7 @@ class Broker:
         frontend: zmq.Socket,
         backend: zmq.Socket,
         writer: HistoryWriter,
+        log: logging.Logger,
         *,
         worker_expire_s: float = 3.0,
         resend_s: float = 0.0,
@@ -92,13 +90,13 @@ class Broker:
         self.frontend = frontend
         self.backend = backend
         self.writer = writer
+        self.log = log
         self.worker_expire_s = worker_expire_s
         self.resend_s = resend_s
         self.workers: dict[bytes, WorkerState] = {}
         self.idle: OrderedDict[bytes, None] = OrderedDict()  # LRU: first is idle longest
         self.waiting: deque[Job] = deque()  # jobs to resend, before any new request
         self.given_up: OrderedDict[bytes, Job] = OrderedDict()
-        self.stopping = False
 
     # --- events -------------------------------------------------------------------
     def _name(self, worker: bytes) -> str:
@@ -109,7 +107,7 @@ class Broker:
         self.workers[worker] = state
         self.idle[worker] = None
         self.writer.emit("worker_ready", worker=self._name(worker), detail=how)
-        log.info("worker %s registered (%s)", self._name(worker), how)
+        self.log.info("worker %s registered (%s)", self._name(worker), how)
         return state
 
     def _remove(self, worker: bytes, reason: str, detail: str = "") -> None:
@@ -123,14 +121,14 @@ class Broker:
             job.resends += 1
             self.waiting.appendleft(job)
         self.writer.emit("worker_expired", worker=self._name(worker), reason=reason, detail=detail)
-        log.info("worker %s removed: %s %s", self._name(worker), reason, detail)
+        self.log.info("worker %s removed: %s %s", self._name(worker), reason, detail)
 
     # --- backend --------------------------------------------------------------------
     def on_backend(self, frames: list[bytes], now: float) -> None:
         try:
             msg = parse_from_worker(frames)
         except Malformed as exc:
-            log.warning("backend: dropped a malformed message: %s", exc)
+            self.log.warning("backend: dropped a malformed message: %s", exc)
             self.writer.emit("malformed", detail=f"backend: {exc}"[:200])
             return
         worker = msg.worker
@@ -145,7 +143,7 @@ class Broker:
                 self._register(worker, "ready", now)
             elif state.job is not None:
                 # It lost its job (a new start under the same identity): that job will not come back.
-                log.warning("busy worker %s sent READY; its job is lost", self._name(worker))
+                self.log.warning("busy worker %s sent READY; its job is lost", self._name(worker))
                 self._remove(worker, "restarted", "READY while busy")
                 self._register(worker, "ready", now)
         else:
@@ -157,7 +155,7 @@ class Broker:
             rid = (job.rid if job else rid_of(result)) or ""
             reason = "job already answered" if job else "no job outstanding"
             self.writer.emit("discard", worker=self._name(worker), rid=rid, reason=reason)
-            log.info("dropped a result from %s: %s", self._name(worker), reason)
+            self.log.info("dropped a result from %s: %s", self._name(worker), reason)
         else:
             job.answered = True
             self.frontend.send_multipart(to_client(job.client, result))
@@ -187,7 +185,7 @@ class Broker:
         try:
             msg = parse_from_client(frames)
         except Malformed as exc:
-            log.warning("frontend: dropped a malformed request: %s", exc)
+            self.log.warning("frontend: dropped a malformed request: %s", exc)
             self.writer.emit("malformed", detail=f"frontend: {exc}"[:200])
             return
         self.waiting.append(Job(msg.client, msg.job, rid_of(msg.job) or ""))
@@ -229,7 +227,7 @@ class Broker:
         poll_both.register(self.frontend, zmq.POLLIN)
         poll_backend = zmq.Poller()
         poll_backend.register(self.backend, zmq.POLLIN)
-        while not self.stopping:
+        while True:
             poller = poll_both if self.idle and not self.waiting else poll_backend
             ready = dict(poller.poll(MAX_POLL_S * 1000))
             if self.backend in ready:
@@ -249,54 +247,46 @@ class Broker:
             handle(frames, time.monotonic())
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--frontend", required=True, help="endpoint to bind for clients")
     parser.add_argument("--backend", required=True, help="endpoint to bind for workers")
-    parser.add_argument("--worker-expire-s", type=float, default=3.0, help="WORKER_EXPIRE_SECONDS")
-    parser.add_argument("--resend-ms", type=float, default=0, help="resend a job after this long (0: never)")
-    parser.add_argument("--name", default="broker", help="source name in the history")
+    parser.add_argument(
+        "--worker-expire-s", type=float, default=3.0, help="WORKER_EXPIRE_SECONDS (default 3)"
+    )
+    parser.add_argument(
+        "--resend-ms", type=float, default=0, help="resend a job after this long (default 0: never)"
+    )
+    parser.add_argument("--name", default="broker", help="name in logs and history (default broker)")
     args = parser.parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-
+    log, history = start_role(args.name)
     context = zmq.Context()
     frontend = context.socket(zmq.ROUTER)
     backend = context.socket(zmq.ROUTER)
     for sock in (frontend, backend):
-        sock.setsockopt(zmq.LINGER, 0)
+        sock.linger = 0
     backend.setsockopt(zmq.ROUTER_MANDATORY, 1)
     try:
         frontend.bind(args.frontend)
         backend.bind(args.backend)
-    except zmq.ZMQError as exc:
-        print(f"broker: cannot bind: {exc}", file=sys.stderr)
-        return 2
-    broker = Broker(
-        frontend,
-        backend,
-        writer_from_env(args.name),
-        worker_expire_s=args.worker_expire_s,
-        resend_s=args.resend_ms / 1000,
-    )
-
-    def stop(signum: int, _frame: object) -> None:
-        broker.stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    print(
-        f"broker ready: frontend {frontend.getsockopt_string(zmq.LAST_ENDPOINT)}"
-        f" backend {backend.getsockopt_string(zmq.LAST_ENDPOINT)}",
-        flush=True,
-    )
-    broker.run()
-    frontend.close()
-    backend.close()
-    broker.writer.close()
-    context.term()
-    log.info("broker stopped")
-    return 0
+        broker = Broker(
+            frontend,
+            backend,
+            history,
+            log,
+            worker_expire_s=args.worker_expire_s,
+            resend_s=args.resend_ms / 1000,
+        )
+        announce_ready(log, f"frontend {args.frontend} backend {args.backend}")
+        broker.run()
+    finally:
+        frontend.close()
+        backend.close()
+        context.term()
+        history.close()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

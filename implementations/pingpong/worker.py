@@ -16,7 +16,7 @@ Choices where the seed (``seeds/pingpong-dialogue.txt``) leaves a detail open:
   result is sent (a kill then finds the worker busy).
 
 Records ``ping``, ``pong``, ``reconnect``, ``exec``, ``done`` and ``malformed`` events;
-prints ``<identity> ready`` on stdout once connected; exits 0 on SIGTERM or SIGINT.
+logs ``ready`` once connected; exits 0 on SIGTERM or SIGINT (``implementations.runtime``).
 """
 
 from __future__ import annotations
@@ -24,16 +24,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
-import sys
 import time
 
 import zmq
 
-from harness.history import HistoryWriter, rid_of, writer_from_env
+from harness.history import HistoryWriter, rid_of
 from implementations.pingpong.protocol import PING, READY, Malformed, parse_from_broker, to_broker
-
-log = logging.getLogger("pingpong.worker")
+from implementations.runtime import announce_ready, start_role
 
 #: Longest a poll may block, so SIGTERM is acted on promptly.
 MAX_POLL_S = 0.25
@@ -46,6 +43,7 @@ class Worker:
         endpoint: str,
         identity: str,
         writer: HistoryWriter,
+        log: logging.Logger,
         *,
         broker_timeout_s: float = 1.0,
         n_timeouts: int = 3,
@@ -56,10 +54,10 @@ class Worker:
         self.endpoint = endpoint
         self.identity = identity
         self.writer = writer
+        self.log = log
         self.silence_s = broker_timeout_s * n_timeouts
         self.ping_s = ping_s
         self.work_s = work_s
-        self.stopping = False
         self.socket: zmq.Socket | None = None
         self.name = ""
 
@@ -73,14 +71,14 @@ class Worker:
         self.socket.setsockopt_string(zmq.IDENTITY, self.name)
         self.socket.connect(self.endpoint)
         self.socket.send_multipart(to_broker(READY))
-        log.info("%s connected to %s, READY sent", self.name, self.endpoint)
+        self.log.info("%s connected to %s, READY sent", self.name, self.endpoint)
 
     def run(self) -> None:
         self.connect()
-        print(f"{self.identity} ready", flush=True)
+        announce_ready(self.log, self.name)
         heard = time.monotonic()
         next_ping = heard + self.ping_s
-        while not self.stopping:
+        while True:
             now = time.monotonic()
             timeout = min(next_ping - now, heard + self.silence_s - now, MAX_POLL_S)
             if self.socket.poll(max(0, int(timeout * 1000)), zmq.POLLIN):
@@ -97,20 +95,21 @@ class Worker:
                     reason=f"nothing heard for {self.silence_s * 1000:.0f} ms",
                     detail=old,
                 )
-                log.warning("%s heard nothing for %.1f s: reconnected as %s", old, now - heard, self.name)
+                self.log.warning(
+                    "%s heard nothing for %.1f s: reconnected as %s", old, now - heard, self.name
+                )
                 heard = now = time.monotonic()
                 next_ping = now + self.ping_s
             elif now >= next_ping:
                 self.socket.send_multipart(to_broker(PING))
                 self.writer.emit("ping", worker=self.name)
                 next_ping = now + self.ping_s
-        self.socket.close(linger=0)
 
     def handle(self, frames: list[bytes]) -> None:
         try:
             msg = parse_from_broker(frames)
         except Malformed as exc:
-            log.warning("%s dropped a malformed message: %s", self.name, exc)
+            self.log.warning("%s dropped a malformed message: %s", self.name, exc)
             self.writer.emit("malformed", worker=self.name, detail=str(exc)[:200])
             return
         if msg.kind == "pong":
@@ -124,40 +123,38 @@ class Worker:
         self.writer.emit("done", rid=rid, worker=self.name)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--connect", required=True, help="the broker's backend endpoint")
     parser.add_argument("--identity", required=True, help="instance name, e.g. worker-2")
-    parser.add_argument("--broker-timeout-ms", type=float, default=1000, help="BROKER_TIMEOUT")
-    parser.add_argument("--n-timeouts", type=int, default=3, help="N_TIMEOUTS")
-    parser.add_argument("--ping-ms", type=float, default=1000, help="interval between PINGs")
-    parser.add_argument("--work-ms", type=float, default=0, help="simulated work per job")
+    parser.add_argument("--broker-timeout-ms", type=float, default=1000, help="BROKER_TIMEOUT (default 1000)")
+    parser.add_argument("--n-timeouts", type=int, default=3, help="N_TIMEOUTS (default 3)")
+    parser.add_argument("--ping-ms", type=float, default=1000, help="interval between PINGs (default 1000)")
+    parser.add_argument("--work-ms", type=float, default=0, help="simulated work per job (default 0)")
     args = parser.parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-
+    log, history = start_role(args.identity)
     context = zmq.Context()
     worker = Worker(
         context,
         args.connect,
         args.identity,
-        writer_from_env(args.identity),
+        history,
+        log,
         broker_timeout_s=args.broker_timeout_ms / 1000,
         n_timeouts=args.n_timeouts,
         ping_s=args.ping_ms / 1000,
         work_s=args.work_ms / 1000,
     )
-
-    def stop(signum: int, _frame: object) -> None:
-        worker.stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    worker.run()
-    worker.writer.close()
-    context.term()
-    log.info("%s stopped", args.identity)
-    return 0
+    try:
+        worker.run()
+    finally:
+        if worker.socket is not None:
+            worker.socket.close(linger=0)
+        context.term()
+        history.close()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

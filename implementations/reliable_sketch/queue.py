@@ -23,15 +23,13 @@ comes back when it signals it is ready again. Choices where the sketch leaves a 
 Records ``worker_ready`` (a server became ready: ``ready`` or ``re-enabled``),
 ``worker_expired`` (a server was disabled or forgotten: the reason says which),
 ``dispatch`` (detail ``resend N`` when it is not the first), ``discard`` and
-``malformed``; prints ``queue ready`` once bound; exits 0 on SIGTERM.
+``malformed``; logs ``ready`` once bound; exits 0 on SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import sys
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -39,7 +37,7 @@ from dataclasses import dataclass
 
 import zmq
 
-from harness.history import HistoryWriter, rid_of, writer_from_env
+from harness.history import HistoryWriter, rid_of
 from implementations.reliable_sketch.protocol import (
     Malformed,
     Request,
@@ -48,8 +46,7 @@ from implementations.reliable_sketch.protocol import (
     to_client,
     to_server,
 )
-
-log = logging.getLogger("sketch.queue")
+from implementations.runtime import announce_ready, start_role
 
 MAX_POLL_S = 0.1
 BATCH = 200
@@ -71,18 +68,19 @@ class Queue:
         frontend: zmq.Socket,
         backend: zmq.Socket,
         writer: HistoryWriter,
+        log: logging.Logger,
         *,
         reply_timeout_s: float = 0.01,
     ) -> None:
         self.frontend = frontend
         self.backend = backend
         self.writer = writer
+        self.log = log
         self.reply_timeout_s = reply_timeout_s
         self.ready: OrderedDict[bytes, None] = OrderedDict()  # first: ready longest
         self.busy: dict[bytes, Pending] = {}
         self.disabled: OrderedDict[bytes, Pending] = OrderedDict()  # with the request it missed
         self.resend: deque[Pending] = deque()
-        self.stopping = False
         self.discarded = 0
 
     @staticmethod
@@ -97,7 +95,7 @@ class Queue:
         try:
             msg = parse_from_server(frames)
         except Malformed as exc:
-            log.warning("backend: dropped a malformed message: %s", exc)
+            self.log.warning("backend: dropped a malformed message: %s", exc)
             self.writer.emit("malformed", detail=f"backend: {exc}"[:200])
             return
         server = msg.server
@@ -108,12 +106,14 @@ class Queue:
                 rid = next(filter(None, map(rid_of, msg.body)), missed.rid)
                 self.writer.emit("discard", worker=self._name(server), rid=rid, reason="disabled server")
             self._ready(server, "re-enabled")
-            log.info("server %s is ready again (%s)", self._name(server), msg.kind)
+            self.log.info("server %s is ready again (%s)", self._name(server), msg.kind)
             return
         pending = self.busy.pop(server, None)
         if msg.kind == "ready":
             if pending is not None:
-                log.warning("busy server %s said READY: its request goes to the next", self._name(server))
+                self.log.warning(
+                    "busy server %s said READY: its request goes to the next", self._name(server)
+                )
                 self._requeue(pending)
             if server not in self.ready:
                 self._ready(server, "ready")
@@ -138,7 +138,7 @@ class Queue:
         try:
             request = parse_request(frames)
         except Malformed as exc:
-            log.warning("frontend: dropped a malformed request: %s", exc)
+            self.log.warning("frontend: dropped a malformed request: %s", exc)
             self.writer.emit("malformed", detail=f"frontend: {exc}"[:200])
             return
         rid = next(filter(None, map(rid_of, request.body)), "")
@@ -190,7 +190,7 @@ class Queue:
         poll_both.register(self.frontend, zmq.POLLIN)
         poll_backend = zmq.Poller()
         poll_backend.register(self.backend, zmq.POLLIN)
-        while not self.stopping:
+        while True:
             poller = poll_both if self.ready and not self.resend else poll_backend
             timeout = max(0.0, min(MAX_POLL_S, self.next_deadline() - time.monotonic()))
             ready = dict(poller.poll(timeout * 1000))
@@ -215,47 +215,37 @@ class Queue:
             handle(frames, time.monotonic())
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--frontend", required=True, help="endpoint to bind for clients")
     parser.add_argument("--backend", required=True, help="endpoint to bind for servers")
-    parser.add_argument("--reply-timeout-ms", type=float, default=10, help="wait this long for a reply")
-    parser.add_argument("--name", default="queue", help="source name in the history")
+    parser.add_argument(
+        "--reply-timeout-ms", type=float, default=10, help="wait this long for a server's reply (default 10)"
+    )
+    parser.add_argument("--name", default="queue", help="name in logs and history (default queue)")
     args = parser.parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-
+    log, history = start_role(args.name)
     context = zmq.Context()
     frontend = context.socket(zmq.ROUTER)
     backend = context.socket(zmq.ROUTER)
     for sock in (frontend, backend):
-        sock.setsockopt(zmq.LINGER, 0)
+        sock.linger = 0
     backend.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    queue = Queue(frontend, backend, history, log, reply_timeout_s=args.reply_timeout_ms / 1000)
     try:
         frontend.bind(args.frontend)
         backend.bind(args.backend)
-    except zmq.ZMQError as exc:
-        print(f"queue: cannot bind: {exc}", file=sys.stderr)
-        return 2
-    queue = Queue(frontend, backend, writer_from_env(args.name), reply_timeout_s=args.reply_timeout_ms / 1000)
-
-    def stop(signum: int, _frame: object) -> None:
-        queue.stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    print(
-        f"queue ready: frontend {frontend.getsockopt_string(zmq.LAST_ENDPOINT)}"
-        f" backend {backend.getsockopt_string(zmq.LAST_ENDPOINT)}",
-        flush=True,
-    )
-    queue.run()
-    frontend.close()
-    backend.close()
-    queue.writer.close()
-    context.term()
-    log.info("queue stopped (%d replies from disabled servers discarded)", queue.discarded)
-    return 0
+        announce_ready(log, f"frontend {args.frontend} backend {args.backend}")
+        queue.run()
+    finally:
+        log.info("stopping: %d replies from disabled servers discarded", queue.discarded)
+        frontend.close()
+        backend.close()
+        context.term()
+        history.close()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -17,7 +17,7 @@ where the sketch leaves a detail open:
 - A malformed request is answered with READY (a REQ must answer to receive again), which
   the queue reads as "this server is free".
 
-Prints ``<identity> ready`` once connected; exits 0 on SIGTERM or SIGINT.
+Logs ``ready`` once connected; exits 0 on SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
@@ -25,35 +25,41 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
-import sys
 import time
 
 import zmq
 
-from harness.history import HistoryWriter, rid_of, writer_from_env
+from harness.history import HistoryWriter, rid_of
 from implementations.reliable_sketch.protocol import READY, Malformed, parse_request, reply
+from implementations.runtime import announce_ready, start_role
 
-log = logging.getLogger("sketch.server")
 MAX_POLL_MS = 250
 
 
 class Server:
-    def __init__(self, socket: zmq.Socket, name: str, writer: HistoryWriter, *, work_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        socket: zmq.Socket,
+        name: str,
+        writer: HistoryWriter,
+        log: logging.Logger,
+        *,
+        work_s: float = 0.0,
+    ) -> None:
         self.socket = socket
         self.name = name
         self.writer = writer
+        self.log = log
         self.work_s = work_s
         self.last_request: tuple[bytes, ...] | None = None
         self.last_reply: tuple[bytes, ...] = ()
-        self.stopping = False
 
     def answer(self, frames: list[bytes]) -> list[bytes]:
         """The frames to send back for ``frames`` (recording exec/done, replay or malformed)."""
         try:
             request = parse_request(frames)
         except Malformed as exc:
-            log.warning("%s: malformed request answered with READY: %s", self.name, exc)
+            self.log.warning("%s: malformed request answered with READY: %s", self.name, exc)
             self.writer.emit("malformed", worker=self.name, detail=str(exc)[:200])
             return [READY]
         rid = next(filter(None, map(rid_of, request.body)), "")
@@ -69,40 +75,35 @@ class Server:
 
     def run(self) -> None:
         self.socket.send(READY)
-        while not self.stopping:
+        while True:
             if self.socket.poll(MAX_POLL_MS, zmq.POLLIN):
                 self.socket.send_multipart(self.answer(self.socket.recv_multipart()))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--connect", required=True, help="the queue's backend endpoint")
     parser.add_argument("--identity", required=True, help="instance name, e.g. server-2")
-    parser.add_argument("--work-ms", type=float, default=0, help="simulated work per request")
+    parser.add_argument("--work-ms", type=float, default=0, help="simulated work per request (default 0)")
     args = parser.parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-
+    log, history = start_role(args.identity)
     name = f"{args.identity}-{os.urandom(2).hex()}"
     context = zmq.Context()
     socket = context.socket(zmq.REQ)
-    socket.setsockopt(zmq.LINGER, 0)
-    socket.setsockopt_string(zmq.IDENTITY, name)
-    socket.connect(args.connect)
-    server = Server(socket, name, writer_from_env(args.identity), work_s=args.work_ms / 1000)
-
-    def stop(signum: int, _frame: object) -> None:
-        server.stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    print(f"{args.identity} ready as {name}", flush=True)
-    server.run()
-    socket.close()
-    server.writer.close()
-    context.term()
-    log.info("%s stopped", name)
-    return 0
+    socket.linger = 0
+    socket.identity = name.encode()
+    try:
+        socket.connect(args.connect)
+        server = Server(socket, name, history, log, work_s=args.work_ms / 1000)
+        announce_ready(log, name)
+        server.run()
+    finally:
+        socket.close()
+        context.term()
+        history.close()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -1,0 +1,89 @@
+"""The reliable-sketch checkers on hand-made histories: each holds on a clean one, fails on a broken one."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from reports.checkers import HELD, VIOLATED, CheckContext, registry
+from reports.history_frame import events_frame
+
+S = 1_000_000_000
+T0 = 1_800_000_000 * S
+PROCESSES = {"queue": "queue", "server-1": "server", "server-2": "server"}
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from reports.spark import get_spark
+
+    os.environ.setdefault("ZCHAOS_SPARK_PARTITIONS", "1")
+    yield get_spark()
+
+
+def ev(t: float, src: str, kind: str, **fields: Any) -> dict[str, Any]:
+    return {"ts": T0 + int(t * S), "src": src, "ev": kind, **fields}
+
+
+def ctx(spark: Any, events: list[dict[str, Any]]) -> CheckContext:
+    meta = {"manifest": {"options": {}, "promises": {}}, "scenario": {"options": {}}, "processes": PROCESSES}
+    return CheckContext(spark, events_frame(spark, events), meta, [])
+
+
+def run(name: str, events: list[dict[str, Any]], spark: Any):
+    return registry()[name].run(ctx(spark, events))
+
+
+def history() -> list[dict[str, Any]]:
+    """server-1 stalls on c:1: disabled after 10 ms, c:1 goes to server-2; server-1's late reply is discarded.
+    The client's retry of c:2 reaches server-2 again, which answers it from its cache."""
+    return [
+        ev(0.1, "queue", "worker_ready", worker="server-1-aaaa", detail="ready"),
+        ev(0.1, "queue", "worker_ready", worker="server-2-bbbb", detail="ready"),
+        ev(1.000, "queue", "dispatch", worker="server-1-aaaa", rid="c:1", detail=""),
+        ev(1.0002, "server-1", "exec", worker="server-1-aaaa", rid="c:1"),
+        ev(1.010, "queue", "worker_expired", worker="server-1-aaaa", reason="disabled", detail="no reply"),
+        ev(1.011, "queue", "dispatch", worker="server-2-bbbb", rid="c:1", detail="resend 1"),
+        ev(1.012, "server-2", "exec", worker="server-2-bbbb", rid="c:1"),
+        ev(1.013, "server-2", "done", worker="server-2-bbbb", rid="c:1"),
+        ev(1.020, "queue", "dispatch", worker="server-2-bbbb", rid="c:2", detail=""),
+        ev(1.021, "server-2", "exec", worker="server-2-bbbb", rid="c:2"),
+        ev(1.022, "server-2", "done", worker="server-2-bbbb", rid="c:2"),
+        ev(2.000, "server-1", "done", worker="server-1-aaaa", rid="c:1"),
+        ev(2.001, "queue", "discard", worker="server-1-aaaa", rid="c:1", reason="disabled server"),
+        ev(2.001, "queue", "worker_ready", worker="server-1-aaaa", detail="re-enabled"),
+        ev(3.0, "queue", "dispatch", worker="server-2-bbbb", rid="c:2", detail=""),
+        ev(3.001, "server-2", "replay", worker="server-2-bbbb", rid="c:2"),
+        ev(6.0, "runner", "phase", name="stop"),
+    ]
+
+
+def test_no_repeat_exec(spark) -> None:
+    res = run("sketch_no_repeat_exec", history(), spark)
+    assert res.status == HELD and res.figures["cache_replays"] == 1 and res.figures["executions"] == 3
+    repeated = [e for e in history() if e["ev"] != "replay"]
+    repeated.append(ev(3.001, "server-2", "exec", worker="server-2-bbbb", rid="c:2"))
+    res = run("sketch_no_repeat_exec", repeated, spark)
+    assert res.status == VIOLATED and res.violations == 1 and res.examples[0]["rid"] == "c:2"
+    # The same request again, but not in a row: allowed (the cache holds one request).
+    later = [*history(), ev(4.0, "server-2", "exec", worker="server-2-bbbb", rid="c:1")]
+    assert run("sketch_no_repeat_exec", later, spark).status == HELD
+
+
+def test_disabled_discarded(spark) -> None:
+    res = run("sketch_disabled_discarded", history(), spark)
+    assert res.status == HELD
+    assert res.figures["discarded"] == 1 and res.figures["disabled"] == 1
+    forwarded = [e for e in history() if e["ev"] != "discard"]
+    res = run("sketch_disabled_discarded", forwarded, spark)
+    assert res.status == VIOLATED and res.examples[0]["worker"] == "server-1-aaaa"
+
+
+def test_no_dispatch_to_disabled(spark) -> None:
+    assert run("sketch_no_dispatch_to_disabled", history(), spark).status == HELD
+    bad = [*history(), ev(1.5, "queue", "dispatch", worker="server-1-aaaa", rid="c:3", detail="")]
+    res = run("sketch_no_dispatch_to_disabled", bad, spark)
+    assert res.status == VIOLATED and res.examples[0]["rid"] == "c:3"

@@ -160,7 +160,7 @@ class Cluster:
     def close(self) -> None:
         for proc in self.procs:
             proc.stop()
-        self.context.term()
+        self.context.destroy(linger=0)
 
 
 @pytest.fixture

@@ -1,0 +1,138 @@
+"""The reliable-sketch queue and server: message decoding, and each rule with real processes."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import zmq
+
+from implementations.reliable_sketch import protocol as sk
+from tests.test_pingpong import Cluster, Proc, until
+
+# --- message decoding ------------------------------------------------------------------
+
+
+def test_server_messages_at_the_queue() -> None:
+    assert sk.parse_from_server([b"s1", b"", b"READY"]) == sk.FromServer(b"s1", "ready")
+    msg = sk.parse_from_server([b"s1", b"", b"c1", b"", b"r1", b"r2"])
+    assert (msg.kind, msg.client, msg.body) == ("reply", b"c1", (b"r1", b"r2"))
+    for frames in (
+        [],
+        [b"s1"],
+        [b"s1", b"", b"other"],
+        [b"s1", b"x", b"READY"],
+        [b"s1", b"", b"c1", b"x", b"r"],
+    ):
+        with pytest.raises(sk.Malformed):
+            sk.parse_from_server(frames)
+
+
+def test_requests_and_replies() -> None:
+    request = sk.parse_request([b"c1", b"", b"a", b"b"])
+    assert request == sk.Request(b"c1", (b"a", b"b"))
+    assert sk.to_server(b"s1", request) == [b"s1", b"", b"c1", b"", b"a", b"b"]
+    assert sk.reply(request, request.body) == [b"c1", b"", b"a", b"b"]
+    for frames in ([b"c1"], [b"c1", b""], [b"c1", b"x", b"a"], [b"", b"", b"a"]):
+        with pytest.raises(sk.Malformed):
+            sk.parse_request(frames)
+
+
+# --- real processes --------------------------------------------------------------------
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(tmp_path)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def start_sketch(c: Cluster, servers: int, reply_timeout_ms: int = 10) -> tuple[Proc, list[Proc]]:
+    queue = c.start(
+        "implementations.reliable_sketch.queue",
+        ["--frontend", c.frontend, "--backend", c.backend, "--reply-timeout-ms", str(reply_timeout_ms)],
+        "queue",
+    )
+    started = [
+        c.start(
+            "implementations.reliable_sketch.server",
+            ["--connect", c.backend, "--identity", f"server-{i}"],
+            f"server-{i}",
+        )
+        for i in range(1, servers + 1)
+    ]
+    until(lambda: len(c.events("worker_ready")) >= servers, 10, "servers registered")
+    return queue, started
+
+
+def test_a_stalled_server_is_disabled_passed_over_and_its_late_reply_discarded(cluster: Cluster) -> None:
+    # 200 ms: long enough that a busy machine does not disable a healthy server in this test.
+    queue, servers = start_sketch(cluster, 2, reply_timeout_ms=200)
+    first = cluster.events("worker_ready")[0]["worker"]  # ready longest: the next request goes there
+    stalled = next(s for s in servers if first.startswith(s.name + "-"))
+    stalled.signal(signal.SIGSTOP)
+    assert cluster.request(b"c:1|x") == b"c:1|x"
+    disabled = cluster.wait_event("worker_expired", worker=first)
+    assert disabled["reason"] == "disabled"
+    dispatches = cluster.events("dispatch", rid="c:1")
+    assert dispatches[0]["worker"] == first and dispatches[1]["detail"] == "resend 1"
+    # While disabled it gets nothing.
+    for n in range(2, 5):
+        assert cluster.request(f"c:{n}|x".encode()) == f"c:{n}|x".encode()
+    assert all(d["worker"] != first for d in cluster.events("dispatch") if d["rid"] != "c:1")
+    stalled.signal(signal.SIGCONT)
+    discard = cluster.wait_event("discard", worker=first)
+    assert discard["rid"] == "c:1" and discard["reason"] == "disabled server"
+    cluster.wait_event("worker_ready", worker=first, detail="re-enabled")
+    assert queue.popen.poll() is None
+
+
+def test_a_repeated_request_is_answered_from_the_cache(cluster: Cluster) -> None:
+    start_sketch(cluster, 1, reply_timeout_ms=500)
+    assert cluster.request(b"c:1|same") == b"c:1|same"
+    assert cluster.request(b"c:1|same") == b"c:1|same"  # a client's retry, on a new socket
+    assert cluster.request(b"c:2|other") == b"c:2|other"
+    assert [e["rid"] for e in cluster.events("exec")] == ["c:1", "c:2"]
+    assert [e["rid"] for e in cluster.events("replay")] == ["c:1"]
+
+
+def test_malformed_input_is_survived(cluster: Cluster) -> None:
+    queue, (server,) = start_sketch(cluster, 1, reply_timeout_ms=500)
+    junk = []
+    for endpoint in (cluster.frontend, cluster.backend):
+        sock = cluster.context.socket(zmq.DEALER)
+        sock.linger = 0
+        sock.connect(endpoint)
+        sock.send_multipart([b"one"])
+        sock.send_multipart([b"x", b"y"])
+        junk.append(sock)
+    until(lambda: len(cluster.events("malformed", src="queue")) >= 4, 10, "four malformed messages")
+    # A server's REQ handed a request with no envelope answers READY and keeps serving.
+    direct = cluster.context.socket(zmq.ROUTER)
+    direct.linger = 0
+    port = direct.bind_to_random_port("tcp://127.0.0.1")
+    other = Proc(
+        "implementations.reliable_sketch.server",
+        ["--connect", f"tcp://127.0.0.1:{port}", "--identity", "server-9"],
+        "server-9",
+        cluster.tmp,
+    )
+    cluster.procs.append(other)
+    other.wait_ready()
+    assert direct.poll(10000, zmq.POLLIN)
+    ident, _, ready = direct.recv_multipart()
+    assert ready == b"READY"
+    direct.send_multipart([ident, b"", b"no-envelope"])
+    assert direct.poll(10000, zmq.POLLIN) and direct.recv_multipart()[2] == b"READY"
+    direct.send_multipart([ident, b"", b"c9", b"", b"c:9|ok"])
+    assert direct.poll(10000, zmq.POLLIN) and direct.recv_multipart()[2:] == [b"c9", b"", b"c:9|ok"]
+    for sock in [*junk, direct]:
+        sock.close()
+    assert cluster.request(b"c:1|x") == b"c:1|x"
+    assert queue.popen.poll() is None and server.popen.poll() is None
+    assert queue.stop() == 0 and server.stop() == 0

@@ -104,7 +104,9 @@ class ZchaosUser(User):
         elapsed = time.perf_counter() - started
         exception: Exception | None = None
         if isinstance(outcome, Abandoned):
-            self.writer.emit("abandon", src=self.cid, cid=self.cid, seq=log.seq, rid=log.rid, reason=outcome.reason)
+            self.writer.emit(
+                "abandon", src=self.cid, cid=self.cid, seq=log.seq, rid=log.rid, reason=outcome.reason
+            )
             exception = outcome
             length = 0
         else:

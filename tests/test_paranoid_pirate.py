@@ -20,7 +20,7 @@ from implementations.paranoid_pirate.protocol import (
 )
 from loadtests.adapters.base import RequestLog
 from loadtests.adapters.lazy_pirate import LazyPirateClient
-from tests.procs import Procs, procs, wait_for  # noqa: F401 - procs is a fixture
+from tests.procs import Procs, wait_for
 
 HEARTBEAT_MS = 300
 LIVENESS = 3
@@ -96,7 +96,7 @@ class System:
 
 
 @pytest.fixture
-def system(procs: Procs, tmp_path: Path) -> System:  # noqa: F811
+def system(procs: Procs, tmp_path: Path) -> System:
     return System(procs, tmp_path)
 
 
@@ -196,7 +196,7 @@ def test_the_queue_survives_malformed_messages(system: System, client) -> None:
         ctx.destroy(linger=0)
 
 
-def test_the_worker_survives_malformed_messages(procs: Procs, tmp_path: Path) -> None:  # noqa: F811
+def test_the_worker_survives_malformed_messages(procs: Procs, tmp_path: Path) -> None:
     ctx = zmq.Context()
     fake_queue = ctx.socket(zmq.ROUTER)
     fake_queue.linger = 0

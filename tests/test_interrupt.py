@@ -66,6 +66,6 @@ def test_an_interrupted_run_leaves_nothing_running(tmp_path: Path, sig: int) -> 
     assert runner.returncode == 130, output.decode(errors="replace")
     assert b"interrupted" in output
     assert processes_of(runs) == []
-    history = list(runs.glob("*/history/runner.jsonl"))[0]
+    history = next(runs.glob("*/history/runner.jsonl"))
     exits = [e for e in read_events(history) if e["ev"] == "proc_exit"]
     assert len(exits) == 4 and all(e["expected"] for e in exits)

@@ -58,7 +58,11 @@ def _ms_label(ms: float) -> str:
 
 
 def timeline_chart(
-    timeline: list[dict[str, Any]], faults: list[dict[str, Any]], t0_ns: int, grace_s: float, load_s: float | None
+    timeline: list[dict[str, Any]],
+    faults: list[dict[str, Any]],
+    t0_ns: int,
+    grace_s: float,
+    load_s: float | None,
 ) -> dict[str, Any] | None:
     """Coordinates of the timeline SVG: throughput and latency per second, fault bands."""
     if not timeline:
@@ -79,7 +83,9 @@ def timeline_chart(
     xticks = [{"x": x(t), "label": f"{t:g}"} for t in _frange(math.ceil(t_min / step) * step, t_max, step)]
 
     # Throughput: replies per second, with retries and abandons as bars on the same axis.
-    top_rate = max(max(r["replies"] for r in timeline), max(r["retries"] + r["abandons"] for r in timeline), 1)
+    top_rate = max(
+        max(r["replies"] for r in timeline), max(r["retries"] + r["abandons"] for r in timeline), 1
+    )
     rstep = _nice_step(top_rate, 4)
     rmax = rstep * math.ceil(top_rate / rstep)
 
@@ -135,7 +141,7 @@ def timeline_chart(
         x0, x1 = x(max(start, t_min)), x(min(end, t_max))
         grace_end = x(min(end + grace_s, t_max)) if stop is not None else x1
         label = f"{f.get('fault')} {f.get('target')}"
-        healed = "never healed" if stop is None else f"{start:.1f}–{stop:.1f} s"
+        healed = "never healed" if stop is None else f"{start:.1f} to {stop:.1f} s"
         bands.append(
             {
                 "id": f.get("fault_id"),
@@ -174,7 +180,7 @@ def timeline_chart(
 
 def _frange(start: float, stop: float, step: float) -> list[float]:
     """start, start+step, ... up to stop (included, give or take rounding)."""
-    count = int(math.floor((stop - start) / step + 1e-9)) + 1
+    count = math.floor((stop - start) / step + 1e-9) + 1
     return [round(start + k * step, 9) for k in range(max(0, min(count, 1000)))]
 
 
@@ -203,7 +209,7 @@ def _utc(ts: Any) -> str:
 
 def _fmt(v: Any, digits: int = 2) -> str:
     if v is None:
-        return "–"
+        return "-"
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):

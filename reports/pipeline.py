@@ -10,6 +10,7 @@ writer) are counted, shown in the report, and left out.
 from __future__ import annotations
 
 import json
+import math
 import time
 import traceback
 from collections.abc import Callable
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 MAX_BAD_LINES_SHOWN = 5
 CORRUPT = "_corrupt_record"
+EVENTS_PER_PARTITION = 500_000
 
 
 def load_meta(run: RunDir) -> dict[str, Any]:
@@ -84,6 +86,7 @@ def read_events(spark: SparkSession, run: RunDir) -> tuple[DataFrame, dict[str, 
             shown.append({"file": Path(r["_file"]).name, "line": text[:200]})
     if total - n_bad == 0:
         raise SetupError("the history holds no event", where=hist)
+    _fit_partitions(spark, total)
     events = raw.filter(~bad).select(*FIELD_TYPES).cache()
     raw.unpersist()
     return events, {
@@ -93,6 +96,14 @@ def read_events(spark: SparkSession, run: RunDir) -> tuple[DataFrame, dict[str, 
         "bad_lines": n_bad,
         "bad_examples": shown,
     }
+
+
+def _fit_partitions(spark: SparkSession, events: int) -> None:
+    """Fewer shuffle partitions for a small history: on a short run, per-task overhead dominates."""
+    configured = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
+    wanted = max(1, min(configured, math.ceil(events / EVENTS_PER_PARTITION)))
+    if wanted < configured:
+        spark.conf.set("spark.sql.shuffle.partitions", str(wanted))
 
 
 def fault_windows(events: DataFrame) -> tuple[list[FaultWindow], list[str]]:
@@ -134,7 +145,9 @@ def process_exits(events: DataFrame) -> list[dict[str, Any]]:
     return [r.asDict() for r in rows]
 
 
-def run_checks(ctx: CheckContext, names: list[str], say: Callable[[str], None]) -> tuple[list[CheckResult], list[str]]:
+def run_checks(
+    ctx: CheckContext, names: list[str], say: Callable[[str], None]
+) -> tuple[list[CheckResult], list[str]]:
     """Each promised check; one that is unknown or crashes becomes an unknown result and an error."""
     checkers = registry()
     results, errors = [], []
@@ -153,30 +166,18 @@ def run_checks(ctx: CheckContext, names: list[str], say: Callable[[str], None]) 
     return results, errors
 
 
-def build_report(run_dir: Path, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Check a run directory's history and write its verdict.json, junit.xml and report.html."""
+def check_run(
+    spark: SparkSession, run: RunDir, meta: dict[str, Any], say: Callable[[str], None]
+) -> dict[str, Any]:
+    """The verdict of one run: its history read, checked and measured."""
     from reports.checkers.core import run_time
-    from reports.html import write_html
-    from reports.junit import write_junit
     from reports.metrics import compute_metrics
-    from reports.spark import get_spark
     from reports.verdict import build_verdict
 
-    say = progress or (lambda _message: None)
-    run = RunDir(Path(run_dir))
-    if not run.root.is_dir():
-        raise SetupError("no such run directory", where=run.root)
-    meta = load_meta(run)
-    say("starting Spark")
-    spark = get_spark()
     say("reading history")
     events, account = read_events(spark, run)
     if account["bad_lines"]:
         say(f"skipped {account['bad_lines']} history line(s) that are not events")
-    unknown_kinds = sorted(
-        r["ev"] for r in events.select("ev").distinct().collect() if r["ev"] not in EVENTS
-    )
-    account["unknown_event_kinds"] = unknown_kinds
     faults, warnings = fault_windows(events)
     for key, fallback in (("load_started_ns", "min"), ("load_stopped_ns", "max"), ("ended_ns", "max")):
         if meta.get(key) is None:
@@ -186,28 +187,55 @@ def build_report(run_dir: Path, *, progress: Callable[[str], None] | None = None
     results, errors = run_checks(ctx, list(meta["manifest"]["promises"]["checks"]), say)
     say("computing metrics")
     metrics = compute_metrics(events, run_time(ctx, "load_started_ns"))
+    account["unknown_event_kinds"] = sorted(ev for ev in metrics["events"] if ev not in EVENTS)
     recovery = next((r for r in results if r.name == "recovery"), None)
     fault_rows = (recovery.figures.get("faults") if recovery else None) or [
-        {"fault_id": f.fault_id, "fault": f.fault, "target": f.target, "start_ns": f.start_ns, "stop_ns": f.stop_ns}
+        {"fault_id": f.fault_id, "fault": f.fault, "target": f.target, "start_ns": f.start_ns}
+        | {"stop_ns": f.stop_ns}
         for f in faults
     ]
-    docs = {name: c.doc for name, c in registry().items()}
+    times = {k: meta.get(k) for k in ("started_ns", "load_started_ns", "load_stopped_ns", "ended_ns")}
     verdict = build_verdict(
         meta,
         results,
         metrics,
-        docs=docs,
+        docs={name: c.doc for name, c in registry().items()},
         errors=errors,
         extra={
             "run_dir": str(run.root),
             "generated_ns": time.time_ns(),
-            "times": {k: meta.get(k) for k in ("started_ns", "load_started_ns", "load_stopped_ns", "ended_ns")},
+            "times": times,
             "faults": fault_rows,
             "processes": process_exits(events),
             "input": account,
         },
     )
     events.unpersist()
+    return verdict
+
+
+def build_report(run_dir: Path, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Check a run directory's history and write its verdict.json, junit.xml and report.html.
+
+    Returns the verdict (the content of verdict.json). Raises SetupError, naming the file,
+    when the directory is not a run or its history holds no event.
+    """
+    from reports.html import write_html
+    from reports.junit import write_junit
+    from reports.spark import get_spark
+
+    say = progress or (lambda _message: None)
+    run = RunDir(Path(run_dir))
+    if not run.root.is_dir():
+        raise SetupError("no such run directory", where=run.root)
+    meta = load_meta(run)
+    say("starting Spark")
+    spark = get_spark()
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    try:
+        verdict = check_run(spark, run, meta, say)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
     say("writing verdict.json, junit.xml, report.html")
     tmp = run.verdict_json.with_suffix(".tmp")
     tmp.write_text(json.dumps(verdict, indent=2, default=str))

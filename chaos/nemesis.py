@@ -127,7 +127,9 @@ class Nemesis:
 
     def _emit(self, ev: str, fault: PlannedFault, **extra: Any) -> None:
         params = json.dumps({"selector": fault.selector, **fault.params}, sort_keys=True)
-        self.history.emit(ev, fault=fault.kind, target=fault.target, fault_id=fault.fault_id, params=params, **extra)
+        self.history.emit(
+            ev, fault=fault.kind, target=fault.target, fault_id=fault.fault_id, params=params, **extra
+        )
 
     def _run_one(self, fault: PlannedFault, t0: float) -> None:
         if not self._wait(t0 + fault.at_s - time.monotonic()):

@@ -136,7 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("implementation", help="a built-in implementation name or a manifest path")
     p.add_argument("--users", type=int, default=10, help="Locust users (default 10)")
     p.add_argument("--spawn-rate", type=float, default=10, help="users started per second (default 10)")
-    p.add_argument("--wait-ms", type=float, default=0, help="pause between two requests of a user (default 0)")
+    p.add_argument(
+        "--wait-ms", type=float, default=0, help="pause between two requests of a user (default 0)"
+    )
     p.add_argument("--duration", type=float, default=30, help="seconds of load (default 30)")
     p.add_argument("--workers", type=int, help="worker instances (default: the manifest's)")
     p.add_argument("--processes", type=int, default=1, help="Locust processes (default 1)")

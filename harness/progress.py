@@ -17,7 +17,12 @@ if TYPE_CHECKING:
     from harness.rundir import RunDir
     from harness.scenario import Scenario
 
-_COUNTED = {"send": b'"ev":"send"', "reply": b'"ev":"reply"', "retry": b'"ev":"retry"', "abandon": b'"ev":"abandon"'}
+_COUNTED = {
+    "send": b'"ev":"send"',
+    "reply": b'"ev":"reply"',
+    "retry": b'"ev":"retry"',
+    "abandon": b'"ev":"abandon"',
+}
 STATUS_MARK = {"held": "ok  ", "violated": "FAIL", "unknown": "??  "}
 
 
@@ -43,7 +48,9 @@ class HistoryCounter:
 
 
 class Progress:
-    def __init__(self, stream: IO[str] | None = None, out: IO[str] | None = None, every_s: float = 5.0) -> None:
+    def __init__(
+        self, stream: IO[str] | None = None, out: IO[str] | None = None, every_s: float = 5.0
+    ) -> None:
         self.stream = stream or sys.stderr
         self.out = out or sys.stdout
         self.tty = self.stream.isatty()
@@ -100,7 +107,7 @@ class Progress:
         if upcoming is not None:
             line += f"  next: {upcoming.kind} {upcoming.target} at {upcoming.at_s:g} s"
         if self.tty:
-            self.stream.write("\r\033[K" + line[: 160])
+            self.stream.write("\r\033[K" + line[:160])
             self.stream.flush()
             self._live_line = True
         else:

@@ -27,7 +27,7 @@ from harness.rundir import RunDir
 from harness.scenario import Scenario
 from harness.supervisor import Managed, ProcSpec, Supervisor, log_tail
 from harness.topology import PROJECT_ROOT, Topology
-from loadtests.user import ENV_LOAD, LoadConfig
+from loadtests.config import ENV_LOAD, LoadConfig
 
 LOCUSTFILE = PROJECT_ROOT / "loadtests" / "locustfile.py"
 EXIT_INTERRUPTED = 130
@@ -115,7 +115,9 @@ class _Control:
 
 
 class Runner:
-    def __init__(self, scenario: Scenario, *, runs_dir: str | Path = "runs", progress: Progress | None = None) -> None:
+    def __init__(
+        self, scenario: Scenario, *, runs_dir: str | Path = "runs", progress: Progress | None = None
+    ) -> None:
         self.scenario = scenario
         self.run = RunDir.create(runs_dir, scenario.name)
         self.progress = progress or Progress()
@@ -192,7 +194,9 @@ class Runner:
         )
 
     def _run_load(self) -> None:
-        nemesis = Nemesis(self.plan, _Control(self.supervisor, self.topology, self.roles), self.nemesis_history)
+        nemesis = Nemesis(
+            self.plan, _Control(self.supervisor, self.topology, self.roles), self.nemesis_history
+        )
         locust = self.supervisor.start(self._locust_spec())
         locust.expected_exit = True  # it ends by itself when the run time is over
         t0 = time.monotonic()
@@ -200,7 +204,11 @@ class Runner:
         nemesis.start(t0)
         self.progress.start_load(self.scenario.duration_s, self.run.history, nemesis)
         # Locust stops its users after the run time and lets requests in flight finish.
-        limit = self.scenario.duration_s + self.scenario.drain_s + self.scenario.load.users / self.scenario.load.spawn_rate
+        limit = (
+            self.scenario.duration_s
+            + self.scenario.drain_s
+            + self.scenario.load.users / self.scenario.load.spawn_rate
+        )
         deadline = t0 + limit + 30
         try:
             while not _exited_within(locust, 0.5):
@@ -247,7 +255,9 @@ class Runner:
                         self.history.close()
                         self.nemesis_history.close()
         except Interrupted as exc:
-            self.progress.warn(f"interrupted ({exc}); every process of the run was stopped. Run folder: {self.run.root}")
+            self.progress.warn(
+                f"interrupted ({exc}); every process of the run was stopped. Run folder: {self.run.root}"
+            )
             return RunResult(self.run, EXIT_INTERRUPTED, None)
         if not report:
             return RunResult(self.run, 0, None)

@@ -135,7 +135,9 @@ class Supervisor:
             if pattern is not None and any(map(pattern.search, log_tail(spec.log, 50).splitlines())):
                 return
             time.sleep(0.05)  # polling a condition with a deadline, not synchronising on time
-        what = f"port {spec.ready_port} to accept" if spec.ready_port else f"a line matching {spec.ready_line!r}"
+        what = (
+            f"port {spec.ready_port} to accept" if spec.ready_port else f"a line matching {spec.ready_line!r}"
+        )
         raise SetupError(
             f"{spec.instance} was not ready after {timeout:.0f} s (waited for {what}); "
             f"last lines of {spec.log}:\n{log_tail(spec.log)}"

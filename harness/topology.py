@@ -50,7 +50,14 @@ class Topology:
 
     def links(self) -> list[Link]:
         """Every link of the topology, the clients' first."""
-        found = [Link(CLIENTS_LINK, "clients", self.manifest.client_endpoint, self.ports[self.manifest.client_endpoint])]
+        found = [
+            Link(
+                CLIENTS_LINK,
+                "clients",
+                self.manifest.client_endpoint,
+                self.ports[self.manifest.client_endpoint],
+            )
+        ]
         for role in self.manifest.roles.values():
             for instance in self.scenario.instances(role.name):
                 for endpoint in role.connects:

@@ -7,12 +7,9 @@ margins for a loaded two-core machine.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +17,10 @@ import pytest
 import zmq
 
 from harness.history import read_events
-from harness.ports import PortAllocator
 from implementations.pingpong import protocol as pp
+from tests.procs import Proc, Procs, procs, wait_for
 
-ROOT = Path(__file__).resolve().parent.parent
+__all__ = ["Cluster", "cluster", "procs"]  # fixtures the sketch tests share
 FAST = ["--ping-ms", "200", "--broker-timeout-ms", "200", "--n-timeouts", "3"]
 EXPIRE_S = 0.6
 
@@ -68,71 +65,20 @@ def test_broker_messages_at_the_worker() -> None:
 # --- real processes --------------------------------------------------------------------
 
 
-class Proc:
-    """A role process in its own process group, its stderr in a log file."""
-
-    def __init__(self, module: str, args: list[str], name: str, tmp: Path) -> None:
-        self.name = name
-        self.log = tmp / f"{name}.log"
-        env = {
-            **os.environ,
-            "ZCHAOS_HISTORY_DIR": str(tmp / "history"),
-            "ZCHAOS_SRC": name,
-            "PYTHONPATH": str(ROOT),
-        }
-        with self.log.open("ab") as log:
-            self.popen = subprocess.Popen(
-                [sys.executable, "-m", module, *args],
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def wait_ready(self, timeout: float = 20.0) -> None:
-        until(lambda: "ready" in self.log.read_text(errors="replace"), timeout, f"{self.name} ready")
-
-    def signal(self, sig: int) -> None:
-        if self.popen.poll() is None:
-            os.killpg(self.popen.pid, sig)
-
-    def stop(self, timeout: float = 5.0) -> int | None:
-        self.signal(signal.SIGCONT)
-        self.signal(signal.SIGTERM)
-        try:
-            return self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.signal(signal.SIGKILL)
-            self.popen.wait(timeout)
-            return None
-
-
-def until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
 class Cluster:
-    """Processes of one test, stopped (and killed if need be) at its end."""
+    """A broker (or queue) and its workers for one test, recording to the test's history folder."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, procs: Procs, tmp: Path) -> None:
+        self.procs = procs
         self.tmp = tmp
-        self.procs: list[Proc] = []
-        ports = PortAllocator()
-        self.frontend = f"tcp://127.0.0.1:{ports.allocate()}"
-        self.backend = f"tcp://127.0.0.1:{ports.allocate()}"
+        self.frontend = procs.endpoint()
+        self.backend = procs.endpoint()
         self.context = zmq.Context()
 
     def start(self, module: str, args: list[str], name: str) -> Proc:
-        proc = Proc(module, args, name, self.tmp)
-        self.procs.append(proc)
-        proc.wait_ready()
+        env = {"ZCHAOS_HISTORY_DIR": str(self.tmp / "history"), "ZCHAOS_SRC": name}
+        proc = self.procs.python(name, module, *args, env=env)
+        proc.wait_log("ready", timeout=20)
         return proc
 
     def events(self, kind: str | None = None, **match: Any) -> list[dict[str, Any]]:
@@ -144,7 +90,7 @@ class Cluster:
         return sorted(found, key=lambda e: e["ts"])
 
     def wait_event(self, kind: str, timeout: float = 10.0, **match: Any) -> dict[str, Any]:
-        return until(lambda: self.events(kind, **match), timeout, f"a {kind} event {match}")[0]
+        return wait_for(lambda: self.events(kind, **match), timeout, f"a {kind} event {match}")[0]
 
     def request(self, body: bytes, timeout_ms: int = 5000) -> bytes | None:
         """One Lazy Pirate style attempt: a fresh REQ socket, one send, one receive or nothing."""
@@ -157,19 +103,15 @@ class Cluster:
         finally:
             sock.close()
 
-    def close(self) -> None:
-        for proc in self.procs:
-            proc.stop()
-        self.context.destroy(linger=0)
-
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp_path)
+def cluster(procs: Procs, tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(procs, tmp_path)
     try:
         yield c
     finally:
-        c.close()
+        procs.stop_all()
+        c.context.destroy(linger=0)
 
 
 def start_pingpong(c: Cluster, workers: int, *broker_args: str, work_ms: int = 0) -> tuple[Proc, list[Proc]]:
@@ -186,7 +128,7 @@ def start_pingpong(c: Cluster, workers: int, *broker_args: str, work_ms: int = 0
         )
         for i in range(1, workers + 1)
     ]
-    until(lambda: len(c.events("worker_ready")) >= workers, 10, "workers registered")
+    wait_for(lambda: len(c.events("worker_ready")) >= workers, 10, "workers registered")
     return broker, started
 
 
@@ -203,11 +145,11 @@ def test_jobs_are_served_every_ping_is_answered_and_malformed_input_is_survived(
         sock.send_multipart([b"x", b"y", b"z"])
         sock.send_multipart([b"", b"a", b"b"])
         junk.append(sock)
-    until(lambda: len(cluster.events("malformed", src="broker")) >= 6, 10, "six malformed messages")
+    wait_for(lambda: len(cluster.events("malformed", src="broker")) >= 6, 10, "six malformed messages")
     for sock in junk:
         sock.close()
     assert cluster.request(b"c:2|again") == b"c:2|again"
-    until(lambda: len(cluster.events("pong")) >= 6, 10, "PONGs")
+    wait_for(lambda: len(cluster.events("pong")) >= 6, 10, "PONGs")
     pings = cluster.events("ping")
     pongs = cluster.events("pong")
     for ping in pings[:-2]:  # the last ones may still be on their way
@@ -253,7 +195,7 @@ def test_worker_reconnects_when_the_broker_is_gone_and_returns_after_its_restart
         ["--frontend", cluster.frontend, "--backend", cluster.backend, "--worker-expire-s", str(EXPIRE_S)],
         "broker",
     )
-    back = until(
+    back = wait_for(
         lambda: [e for e in cluster.events("worker_ready") if e["ts"] > t_restart],
         10,
         "the worker registered again",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,15 +16,6 @@ T0 = 1_800_000_000 * S
 OPTIONS = {"broker_timeout_ms": 1000, "n_timeouts": 3, "worker_expire_s": 3.0, "ping_ms": 1000}
 PROMISES = {"expire_margin_s": 1.0, "reconnect_margin_s": 1.0, "return_bound_s": 5.0, "resend_margin_s": 1.0}
 PROCESSES = {"broker": "broker", "worker-1": "worker", "worker-2": "worker"}
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    from reports.spark import get_spark
-
-    # Test histories are tiny: few shuffle partitions, few tasks per query.
-    os.environ.setdefault("ZCHAOS_SPARK_PARTITIONS", "1")
-    yield get_spark()
 
 
 def ctx(spark: Any, events: list[dict[str, Any]], faults=(), **options: Any) -> CheckContext:

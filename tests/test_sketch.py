@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import zmq
 
 from implementations.reliable_sketch import protocol as sk
-from tests.test_pingpong import Cluster, Proc, until
+from tests.procs import Proc, procs, wait_for
+from tests.test_pingpong import Cluster, cluster
+
+__all__ = ["cluster", "procs"]  # fixtures
 
 # --- message decoding ------------------------------------------------------------------
 
@@ -43,15 +44,6 @@ def test_requests_and_replies() -> None:
 # --- real processes --------------------------------------------------------------------
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp_path)
-    try:
-        yield c
-    finally:
-        c.close()
-
-
 def start_sketch(c: Cluster, servers: int, reply_timeout_ms: int = 10) -> tuple[Proc, list[Proc]]:
     queue = c.start(
         "implementations.reliable_sketch.queue",
@@ -66,7 +58,7 @@ def start_sketch(c: Cluster, servers: int, reply_timeout_ms: int = 10) -> tuple[
         )
         for i in range(1, servers + 1)
     ]
-    until(lambda: len(c.events("worker_ready")) >= servers, 10, "servers registered")
+    wait_for(lambda: len(c.events("worker_ready")) >= servers, 10, "servers registered")
     return queue, started
 
 
@@ -111,19 +103,16 @@ def test_malformed_input_is_survived(cluster: Cluster) -> None:
         sock.send_multipart([b"one"])
         sock.send_multipart([b"x", b"y"])
         junk.append(sock)
-    until(lambda: len(cluster.events("malformed", src="queue")) >= 4, 10, "four malformed messages")
+    wait_for(lambda: len(cluster.events("malformed", src="queue")) >= 4, 10, "four malformed messages")
     # A server's REQ handed a request with no envelope answers READY and keeps serving.
     direct = cluster.context.socket(zmq.ROUTER)
     direct.linger = 0
     port = direct.bind_to_random_port("tcp://127.0.0.1")
-    other = Proc(
+    cluster.start(
         "implementations.reliable_sketch.server",
         ["--connect", f"tcp://127.0.0.1:{port}", "--identity", "server-9"],
         "server-9",
-        cluster.tmp,
     )
-    cluster.procs.append(other)
-    other.wait_ready()
     assert direct.poll(10000, zmq.POLLIN)
     ident, _, ready = direct.recv_multipart()
     assert ready == b"READY"

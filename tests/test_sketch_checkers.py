@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from reports.checkers import HELD, VIOLATED, CheckContext, registry
 from reports.history_frame import events_frame
@@ -14,14 +10,6 @@ from reports.history_frame import events_frame
 S = 1_000_000_000
 T0 = 1_800_000_000 * S
 PROCESSES = {"queue": "queue", "server-1": "server", "server-2": "server"}
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    from reports.spark import get_spark
-
-    os.environ.setdefault("ZCHAOS_SPARK_PARTITIONS", "1")
-    yield get_spark()
 
 
 def ev(t: float, src: str, kind: str, **fields: Any) -> dict[str, Any]:

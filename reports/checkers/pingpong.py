@@ -319,20 +319,21 @@ def expiry(ctx: CheckContext) -> CheckResult:
     )
     found: list[dict[str, Any]] = []
     delays: list[int] = []
+    unreachable: list[int] = []  # removed as soon as a send found the connection gone
     processes = worker_instances(ctx)
     for row in rows(before, "ts", "src", "ev", "worker", "reason", "detail", "last_ts"):
-        if row["reason"] != "silent" or row["last_ts"] is None:
+        if row["reason"] not in ("silent", "unreachable") or row["last_ts"] is None:
             continue
         delay = row["ts"] - row["last_ts"]
         instance = _instance(row["worker"], processes)
-        if delay < expire_ns - TOLERANCE_NS:
+        if row["reason"] == "silent" and delay < expire_ns - TOLERANCE_NS:
             found.append(example(row, delay_ms=ms(delay), problem="expired before WORKER_EXPIRE_SECONDS"))
         elif delay > expire_ns + margin_ns:
             # The worker's own death or stall, or its link's, is what expiry is for.
             if overlaps(excused_spans(ctx, instance, own=False, link=False), row["last_ts"], row["ts"]):
                 continue
             found.append(example(row, delay_ms=ms(delay), problem="expired late"))
-        delays.append(delay)
+        (delays if row["reason"] == "silent" else unreachable).append(delay)
     # Silent idle connections the broker never expired.
     expired_workers = {
         r["worker"]: r["ts"] for r in expired.groupBy("worker").agg(F.max("ts").alias("ts")).collect()
@@ -361,16 +362,21 @@ def expiry(ctx: CheckContext) -> CheckResult:
         "worker_expire_s": expire_ns / NS,
         "margin_s": margin_ns / NS,
         "expiry_after_last_message": spread(delays),
+        "unreachable_after_last_message": spread(unreachable),
         "never_expired": never,
     }
-    spread_ = figures["expiry_after_last_message"]
-    if not delays and not found:
+    if not delays and not unreachable and not found:
         return CheckResult("pingpong_expiry", UNKNOWN, summary="no worker fell silent", figures=figures)
-    summary = (
-        f"{spread_['count']} silent workers expired {spread_['min_ms']}-{spread_['max_ms']} ms after their "
-        f"last message (WORKER_EXPIRE_SECONDS {expire_ns / NS:g} s + {margin_ns / NS:g} s); "
-        f"{len(found)} violations"
-    )
+    silent, gone = figures["expiry_after_last_message"], figures["unreachable_after_last_message"]
+    summary = f"{silent['count']} silent workers expired"
+    if delays:
+        summary += f" {silent['min_ms']:.0f}-{silent['max_ms']:.0f} ms after their last message"
+    summary += f" (WORKER_EXPIRE_SECONDS {expire_ns / NS:g} s + {margin_ns / NS:g} s)"
+    if unreachable:
+        summary += (
+            f"; {gone['count']} removed as unreachable {gone['min_ms']:.0f}-{gone['max_ms']:.0f} ms after"
+        )
+    summary += f"; {len(found)} violations"
     return result("pingpong_expiry", found, summary, figures)
 
 
@@ -453,11 +459,11 @@ def reconnect(ctx: CheckContext) -> CheckResult:
     }
     if not by_src:
         return CheckResult("pingpong_reconnect", UNKNOWN, summary="no worker events", figures=figures)
-    summary = (
-        f"{len(silences)} reconnects after {figures['silence_before_reconnect']['min_ms']}-"
-        f"{figures['silence_before_reconnect']['max_ms']} ms of silence (N_TIMEOUTS x BROKER_TIMEOUT = "
-        f"{ms(silence_ns):g} ms); {len(found)} violations"
-    )
+    quiet = figures["silence_before_reconnect"]
+    summary = f"{len(silences)} reconnects"
+    if silences:
+        summary += f" after {quiet['min_ms']:.0f}-{quiet['max_ms']:.0f} ms of silence"
+    summary += f" (N_TIMEOUTS x BROKER_TIMEOUT = {ms(silence_ns):g} ms); {len(found)} violations"
     return result("pingpong_reconnect", found, summary, figures)
 
 

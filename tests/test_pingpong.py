@@ -145,7 +145,10 @@ def test_jobs_are_served_every_ping_is_answered_and_malformed_input_is_survived(
         sock.send_multipart([b"x", b"y", b"z"])
         sock.send_multipart([b"", b"a", b"b"])
         junk.append(sock)
+    junk[1].send_multipart([b"", b"c:0|a result nobody asked for"])
     wait_for(lambda: len(cluster.events("malformed", src="broker")) >= 6, 10, "six malformed messages")
+    # A result from an unknown worker: dropped, and its sender does not become a worker.
+    cluster.wait_event("discard", rid="c:0")
     for sock in junk:
         sock.close()
     assert cluster.request(b"c:2|again") == b"c:2|again"
@@ -157,6 +160,7 @@ def test_jobs_are_served_every_ping_is_answered_and_malformed_input_is_survived(
             p for p in pongs if p["worker"] == ping["worker"] and 0 < p["ts"] - ping["ts"] < 200_000_000
         ]
         assert answered, f"PING {ping} has no PONG within BROKER_TIMEOUT"
+    assert all(e["worker"].startswith(("worker-1-", "worker-2-")) for e in cluster.events("worker_ready"))
     execs = cluster.events("exec")
     assert [e["rid"] for e in execs] == ["c:1", "c:2"]
     assert all(e["worker"].startswith(("worker-1-", "worker-2-")) for e in execs)

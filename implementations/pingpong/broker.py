@@ -14,8 +14,10 @@ WORKER_EXPIRE_SECONDS is removed. Choices where the seed leaves a detail open:
 - A PING from a busy worker refreshes it but does not queue it again (it would be handed a
   second job while it holds one); likewise a READY from a busy worker.
 - A result from a worker the broker does not know (it restarted, or it had given up on the
-  worker) registers that worker; the result is forwarded only if it is the answer to a job
-  the broker still waits for, otherwise it is dropped and recorded as ``discard``.
+  worker) is forwarded only if it answers a job the broker still waits for, otherwise it is
+  dropped and recorded as ``discard``. It does not register the sender: only READY and
+  PING do (a stranger sending junk does not become a worker; a live worker PINGs within
+  a second anyway).
 - The frontend is read only while a worker is idle and no job waits to be resent, so
   clients' requests queue in ZeroMQ, not in the broker.
 - A message for a worker whose connection is gone fails at once (ROUTER_MANDATORY): the
@@ -159,9 +161,7 @@ class Broker:
         else:
             job.answered = True
             self.frontend.send_multipart(to_client(job.client, result))
-        if state is None:
-            self._register(worker, "result", now)
-        else:
+        if state is not None:
             state.job = None
             self.idle[worker] = None
 

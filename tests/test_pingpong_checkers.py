@@ -165,7 +165,7 @@ def restart_history(back_after_s: float | None) -> list[dict]:
 
 
 def test_workers_return_after_a_broker_restart(spark) -> None:
-    restart = [FaultWindow(1, "restart", "broker", at(4.5), at(5.0))]
+    restart = [FaultWindow(1, "restart", "broker", at(4.5), at(5.1))]  # the stop follows the start
     res = run("pingpong_workers_return", ctx(spark, restart_history(0.9), restart))
     assert res.status == HELD and res.figures["return_after_restart"]["count"] == 2
     res = run("pingpong_workers_return", ctx(spark, restart_history(None), restart))

@@ -479,13 +479,16 @@ def workers_return(ctx: CheckContext) -> CheckResult:
     brokers = broker_instances(ctx)
     # A broker fault after which the broker process started again (kill with restart, restart).
     starts = rows(_events(ctx, "proc_start").filter(F.col("instance").isin(list(brokers))), "ts", "instance")
-    restarts = [
-        f
-        for f in ctx.faults
-        if f.target in brokers
-        and f.stop_ns is not None
-        and any(r["instance"] == f.target and f.start_ns <= r["ts"] <= f.stop_ns + NS for r in starts)
-    ]
+    # Each broker fault after which the broker process started again (kill with restart,
+    # restart), with the time of that start: the new broker can hear workers from then on.
+    restarts = []
+    for f in ctx.faults:
+        if f.target in brokers and f.stop_ns is not None:
+            started = [
+                r["ts"] for r in starts if r["instance"] == f.target and f.start_ns <= r["ts"] <= f.stop_ns
+            ]
+            if started:
+                restarts.append((f, started[-1]))
     figures: dict[str, Any] = {"broker_restarts": len(restarts), "bound_s": bound_ns / NS}
     if not restarts:
         return CheckResult(
@@ -496,31 +499,31 @@ def workers_return(ctx: CheckContext) -> CheckResult:
     found: list[dict[str, Any]] = []
     times: list[int] = []
     workers = worker_instances(ctx)
-    for f in restarts:
-        if f.stop_ns + bound_ns > end:
+    for f, started in restarts:
+        if started + bound_ns > end:
             continue
         for instance in sorted(workers):
-            if overlaps(excused_spans(ctx, instance, broker=False), f.start_ns, f.stop_ns + bound_ns):
+            if overlaps(excused_spans(ctx, instance, broker=False), f.start_ns, started + bound_ns):
                 continue  # the worker itself was down or cut off
             back = next(
                 (
                     r["ts"]
                     for r in ready
-                    if r["ts"] >= f.stop_ns and _instance(r["worker"], workers) == instance
+                    if r["ts"] >= started and _instance(r["worker"], workers) == instance
                 ),
                 None,
             )
-            if back is not None and back - f.stop_ns <= bound_ns:
-                times.append(back - f.stop_ns)
+            if back is not None and back - started <= bound_ns:
+                times.append(back - started)
             else:
                 found.append(
                     {
-                        "ts": f.stop_ns,
+                        "ts": started,
                         "fault_id": f.fault_id,
                         "instance": instance,
                         "problem": "not registered again"
                         if back is None
-                        else f"registered {ms(back - f.stop_ns)} ms after the restart",
+                        else f"registered {ms(back - started)} ms after the broker started again",
                     }
                 )
     figures["return_after_restart"] = spread(times)

@@ -325,7 +325,7 @@ def expiry(ctx: CheckContext) -> CheckResult:
         if row["reason"] not in ("silent", "unreachable") or row["last_ts"] is None:
             continue
         delay = row["ts"] - row["last_ts"]
-        instance = _instance(row["worker"], processes)
+        instance = instance_of(row["worker"], processes)
         if row["reason"] == "silent" and delay < expire_ns - TOLERANCE_NS:
             found.append(example(row, delay_ms=ms(delay), problem="expired before WORKER_EXPIRE_SECONDS"))
         elif delay > expire_ns + margin_ns:
@@ -346,7 +346,7 @@ def expiry(ctx: CheckContext) -> CheckResult:
         if worker in busy or (expired_workers.get(worker) or 0) >= last_ts:
             continue
         deadline = last_ts + expire_ns + margin_ns
-        instance = _instance(worker, processes)
+        instance = instance_of(worker, processes)
         if deadline > end or overlaps(excused_spans(ctx, instance, own=False, link=False), last_ts, deadline):
             continue
         never += 1
@@ -380,7 +380,7 @@ def expiry(ctx: CheckContext) -> CheckResult:
     return result("pingpong_expiry", found, summary, figures)
 
 
-def _instance(worker: str, instances: set[str]) -> str:
+def instance_of(worker: str, instances: set[str]) -> str:
     """The instance a connection identity (``worker-2-ab12``) belongs to."""
     for name in sorted(instances, key=len, reverse=True):
         if worker == name or worker.startswith(name + "-"):
@@ -509,7 +509,7 @@ def workers_return(ctx: CheckContext) -> CheckResult:
                 (
                     r["ts"]
                     for r in ready
-                    if r["ts"] >= started and _instance(r["worker"], workers) == instance
+                    if r["ts"] >= started and instance_of(r["worker"], workers) == instance
                 ),
                 None,
             )
@@ -586,7 +586,7 @@ def resend(ctx: CheckContext) -> CheckResult:
                 continue
         if row["reply_ts"] is not None and row["reply_ts"] < deadline:
             continue  # answered in time by another dispatch (a client retry)
-        instance = _instance(row["worker"], workers)
+        instance = instance_of(row["worker"], workers)
         if deadline > end or overlaps(excused_spans(ctx, instance, own=False, link=False), ts, deadline):
             continue  # the run ended, or the broker (and the job with it) was down
         found.append(

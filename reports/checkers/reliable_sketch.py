@@ -21,12 +21,15 @@ from pyspark.sql import functions as F
 from reports.checkers import MAX_EXAMPLES, UNKNOWN, CheckContext, CheckResult, checker
 from reports.checkers.pingpong import (
     NS,
-    broker_instances,
     dispatch_to_expired,
     example,
+    excused_spans,
     history_end,
+    instance_of,
+    overlaps,
     result,
     rows,
+    worker_instances,
 )
 
 
@@ -104,16 +107,13 @@ def disabled_discarded(ctx: CheckContext) -> CheckResult:
         "left_anti",
     )
     end = history_end(ctx)
-    brokers = broker_instances(ctx)
+    servers = worker_instances(ctx)
     found: list[dict[str, Any]] = []
     for row in rows(joined, "ts", "src", "ev", "worker", "rid"):
-        # The reply may still be on its way at the end, or lost with a queue that was killed.
-        if row["ts"] + NS > end or any(
-            f.target in brokers
-            and f.start_ns <= row["ts"] + NS
-            and (f.stop_ns is None or row["ts"] <= f.stop_ns)
-            for f in ctx.faults
-        ):
+        # The reply may still be on its way at the end, or lost with a server or queue that
+        # was killed (or a link cut) before it arrived.
+        spans = excused_spans(ctx, instance_of(row["worker"], servers), after_ns=0)
+        if row["ts"] + NS > end or overlaps(spans, row["ts"], row["ts"] + NS):
             continue
         found.append(example(row, problem="reply of a disabled server not discarded"))
     discarded = ctx.events.filter((F.col("ev") == "discard") & (F.col("reason") == "disabled server")).count()

@@ -160,4 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return loop.run_until_complete(serve(opts))
     finally:
+        # Connection handlers still running are cancelled, so the loop closes cleanly.
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(_settle(pending))
         loop.close()
+
+
+async def _settle(tasks: set[asyncio.Task]) -> None:
+    await asyncio.gather(*tasks, return_exceptions=True)

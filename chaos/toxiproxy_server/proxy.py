@@ -152,13 +152,17 @@ class Stage:
 class Side(asyncio.Protocol):
     """One socket of a connection: the source of one link and the destination of the other."""
 
-    __slots__ = ("conn", "feeds", "transport", "writes_for")
+    __slots__ = ("conn", "early", "early_eof", "feeds", "transport", "writes_for")
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.transport: asyncio.Transport | None = None
         self.feeds: Link | None = None  # the link this socket's reads go into
         self.writes_for: Link | None = None  # the link that writes to this socket
+        # What arrives before the upstream is dialled (uvloop may deliver a read that was
+        # already under way when reading was paused).
+        self.early: list[bytes] = []
+        self.early_eof = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -166,18 +170,34 @@ class Side(asyncio.Protocol):
             transport.pause_reading()  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
-        self.feeds.feed(data)  # type: ignore[union-attr]
+        if self.feeds is None:
+            self.early.append(data)
+            return
+        self.feeds.feed(data)
 
     def eof_received(self) -> bool:
         if self.feeds is not None:
             self.feeds.feed_eof()
+        else:
+            self.early_eof = True
         return True  # keep writing until the other direction is done too
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.feeds is not None:
             self.feeds.feed_eof()
+        else:
+            self.early_eof = True
         if self.writes_for is not None:
             self.writes_for.dest_lost()
+
+    def flush_early(self) -> None:
+        early, self.early = self.early, []
+        for data in early:
+            self.feeds.feed(data)  # type: ignore[union-attr]
+        if self.early_eof:
+            self.feeds.feed_eof()  # type: ignore[union-attr]
+        elif self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
 
     def pause_writing(self) -> None:
         if self.writes_for is not None:
@@ -403,8 +423,8 @@ class Connection:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_0)
         self.up.start(up_toxics)
         self.down.start(down_toxics)
-        self.client.transport.resume_reading()  # type: ignore[union-attr]
-        self.server.transport.resume_reading()  # type: ignore[union-attr]
+        self.client.flush_early()
+        self.server.flush_early()
 
     def link_ended(self) -> None:
         if self.up is not None and self.up.ended and self.down is not None and self.down.ended:

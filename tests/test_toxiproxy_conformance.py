@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import select
 import socket
 import threading
 import time
@@ -529,3 +530,27 @@ def test_unreachable_upstream_closes_the_client(server_url: str, http: requests.
             assert s.recv(1) == b""
     finally:
         http.delete(url(server_url, "proxies", name))
+
+
+def test_toxicity_is_rolled_per_connection(server_url: str, http: requests.Session, proxy: dict) -> None:
+    add_toxic(http, server_url, proxy, type="timeout", toxicity=0.5, attributes={"timeout": 0})
+    conns = [connect(proxy) for _ in range(24)]
+    try:
+        for s in conns:
+            s.sendall(b"?")
+        passed = []
+        deadline = time.monotonic() + 1.0
+        pending = list(conns)
+        while pending and time.monotonic() < deadline:
+            ready, _, _ = select.select(pending, [], [], max(deadline - time.monotonic(), 0))
+            for s in ready:
+                assert s.recv(1) == b"?"
+                passed.append(s)
+                pending.remove(s)
+        # P(outside 2..22 of 24 at p=0.5) is about 2e-5.
+        assert 2 <= len(passed) <= 22, len(passed)
+        for s in passed:  # the roll holds for the connection, not per chunk
+            round_trip(s, b"again")
+    finally:
+        for s in conns:
+            s.close()

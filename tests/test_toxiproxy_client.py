@@ -58,9 +58,9 @@ def test_create_toxics_disable_enable_destroy(info: ServerInfo, echo: Echo, name
 
     target = {"listen": p.listen}
     with connect(target) as s:
-        base = round_trip(s)
+        round_trip(s)
         assert c.add_toxic(name, "latency", attributes={"latency": 250}) == "latency_downstream"
-        assert round_trip(s) - base >= 0.23
+        assert round_trip(s) >= 0.245  # the toxic's delay is a lower bound whatever the load
         assert c.update_toxic(name, "latency_downstream", attributes={"latency": 0})["attributes"] == {
             "latency": 0,
             "jitter": 0,

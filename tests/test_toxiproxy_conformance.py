@@ -396,12 +396,13 @@ def test_latency_adds_up_over_directions_and_applies_live(
     with connect(proxy) as s:
         base = min(round_trip(s) for _ in range(3))
         add_toxic(http, server_url, proxy, type="latency", attributes={"latency": 300})
-        assert 0.28 <= round_trip(s) - base < 2.0  # added to an open connection
+        # Delays are lower bounds whatever the load; the upper bounds only say "not much more".
+        assert 0.295 <= round_trip(s) < base + 2.0  # added to an open connection
         add_toxic(http, server_url, proxy, type="latency", stream="upstream", attributes={"latency": 200})
-        assert 0.47 <= round_trip(s) - base < 2.5
+        assert 0.495 <= round_trip(s) < base + 2.5
         http.delete(url(server_url, "proxies", proxy["name"], "toxics", "latency_downstream"))
         http.delete(url(server_url, "proxies", proxy["name"], "toxics", "latency_upstream"))
-        assert round_trip(s) < 0.25
+        assert min(round_trip(s) for _ in range(3)) < 0.28
 
 
 def test_latency_jitter_stays_in_its_band(server_url: str, http: requests.Session, proxy: dict) -> None:
@@ -539,7 +540,7 @@ def test_toxicity_is_rolled_per_connection(server_url: str, http: requests.Sessi
         for s in conns:
             s.sendall(b"?")
         passed = []
-        deadline = time.monotonic() + 1.0
+        deadline = time.monotonic() + 1.5
         pending = list(conns)
         while pending and time.monotonic() < deadline:
             ready, _, _ = select.select(pending, [], [], max(deadline - time.monotonic(), 0))

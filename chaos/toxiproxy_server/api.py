@@ -452,7 +452,7 @@ class HttpServer:
                 if line in (b"\r\n", b"\n"):
                     continue
                 try:
-                    request = await asyncio.wait_for(self.read_request(line, reader), READ_TIMEOUT_S)
+                    request = await asyncio.wait_for(self.read_request(line, reader, writer), READ_TIMEOUT_S)
                 except (TimeoutError, asyncio.IncompleteReadError):
                     return
                 if isinstance(request, Response):
@@ -474,7 +474,7 @@ class HttpServer:
             writer.close()
 
     @staticmethod
-    async def read_request(line: bytes, reader: asyncio.StreamReader) -> Any:
+    async def read_request(line: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Any:
         parts = line.decode("latin-1").strip().split(" ")
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
             return http_error(400, "400 Bad Request")
@@ -488,6 +488,8 @@ class HttpServer:
             headers[key.strip().lower()] = value.strip()
         conn_hdr = headers.get("connection", "").lower()
         keep_alive = conn_hdr != "close" if proto == "HTTP/1.1" else conn_hdr == "keep-alive"
+        if headers.get("expect", "").lower() == "100-continue":  # curl waits a second for this otherwise
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         body = b""
         if "chunked" in headers.get("transfer-encoding", "").lower():
             chunks = []

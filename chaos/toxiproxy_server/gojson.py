@@ -140,7 +140,9 @@ def float32_text(value: float) -> str:
         return format(dec, "f")
     mantissa, _, exp = f"{dec:e}".partition("e")
     mantissa = mantissa.rstrip("0").rstrip(".") if "." in mantissa else mantissa
-    sign, digits_ = exp[0], exp[1:].lstrip("0").zfill(2)
+    sign, digits_ = exp[0], exp[1:].lstrip("0") or "0"
+    if sign == "+":
+        digits_ = digits_.zfill(2)  # Go shortens e-07 to e-7 but writes e+21 as is
     return f"{mantissa}e{sign}{digits_}"
 
 

@@ -138,3 +138,51 @@ def test_bad_arguments_are_errors() -> None:
         Starvation(os.getpid(), method="magic")
     with pytest.raises(StarveError, match="no process"):
         Starvation(2**22 + 12345).start()
+
+
+class _Control:
+    """The nemesis's handle on one real process (what the runner's supervisor answers)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def signal(self, instance: str, sig: int, *, expected_exit: bool = False) -> int | None:
+        os.kill(self.pid, sig)
+        return self.pid
+
+    def stop(self, instance: str) -> None: ...
+
+    def start(self, instance: str) -> int:
+        return self.pid
+
+
+def test_nemesis_starves_from_the_plan(spinner: Spinner) -> None:
+    from chaos.nemesis import Nemesis, PlannedFault
+
+    events: list[dict] = []
+
+    class Sink:
+        def emit(self, ev: str, **fields: object) -> None:
+            events.append({"ev": ev, **fields})
+
+    pid = spinner.proc.pid
+    affinity = os.sched_getaffinity(pid)
+    before = spinner.rate(0.5)
+    plan = [PlannedFault(1, 0.0, "starve", "worker-1", "worker-1", {"duration_s": 1.5, "share": 0.05})]
+    nemesis = Nemesis(plan, _Control(pid), Sink())
+    nemesis.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not events:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        during = spinner.rate(0.8)
+        while len(events) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        assert nemesis.stop() == []
+    assert [e["ev"] for e in events] == ["fault_start", "fault_stop"]
+    assert events[0]["detail"] in ("cgroup2", "cgroup1", "competitors")
+    assert during < 0.5 * before, (before, during)
+    assert os.sched_getaffinity(pid) == affinity and competitor_pids() == []

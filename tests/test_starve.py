@@ -74,8 +74,14 @@ def available(method: str) -> bool:
 
 
 def competitor_pids() -> list[int]:
-    me = psutil.Process()
-    return [c.pid for c in me.children(recursive=True) if "getppid" in " ".join(c.cmdline())]
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "getppid" in " ".join(child.cmdline()) and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child.pid)
+        except psutil.Error:
+            continue  # gone, or a zombie left by another test
+    return found
 
 
 @pytest.mark.parametrize("method", ["cgroup2", "cgroup1", "competitors"])

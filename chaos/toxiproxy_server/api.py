@@ -14,6 +14,7 @@ import asyncio
 import base64
 import os
 import re
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from email.utils import formatdate
@@ -430,7 +431,7 @@ class HttpServer:
 
     async def listen(self, host: str, port: int) -> str:
         sock, bound = bind_listener(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
-        self.server = await asyncio.start_server(self.serve, sock=sock)
+        self.server = await asyncio.start_server(self.serve, sock=sock, backlog=socket.SOMAXCONN)
         return bound
 
     def close(self) -> None:

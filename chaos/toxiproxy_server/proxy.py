@@ -487,7 +487,7 @@ class Proxy:
             return
         sock, bound = bind_listener(self.listen)
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(self._accept, sock=sock)
+        self.server = await loop.create_server(self._accept, sock=sock, backlog=socket.SOMAXCONN)
         self.listen = bound
         self.enabled = True
         log("info", "Started proxy", name=self.name, proxy=self.listen, upstream=self.upstream)

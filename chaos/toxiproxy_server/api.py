@@ -148,7 +148,7 @@ class Api:
             (re.compile(r"/version"), {"GET": self.version}),
         ]
         if metrics is not None and (metrics.proxy_metrics or metrics.runtime_metrics):
-            self.routes.append((re.compile(r"/metrics"), {"GET": self.metrics_text}))
+            self.routes.append((re.compile(r"/metrics"), {"*": self.metrics_text}))  # any method, as in Go
 
     # -- dispatch --------------------------------------------------------------------
     async def dispatch(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Response:
@@ -163,7 +163,7 @@ class Api:
             m = pattern.fullmatch(decoded)
             if m is None:
                 continue
-            handler = methods.get(method)
+            handler = methods.get(method) or methods.get("*")
             if handler is None:
                 continue
             if headers.get("user-agent", "").startswith("Mozilla/"):

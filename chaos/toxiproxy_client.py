@@ -45,6 +45,8 @@ from toxiproxy.api import APIConsumer
 from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
 from toxiproxy.toxic import Toxic
 
+from chaos.toxiproxy_server import ENV_PARENT
+
 __all__ = [
     "InvalidToxic",
     "NotFound",
@@ -291,6 +293,7 @@ def toxiproxy_server(
         return
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+    env[ENV_PARENT] = str(os.getpid())  # our server stops by itself if we are killed
     for _attempt in range(3):  # a free port can be taken between asking and binding
         port = free_port(host)
         cmd, kind = server_command(host, port, use_path)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 import requests
 
@@ -139,3 +140,25 @@ def test_signal_stops_cleanly_closing_listeners_and_connections(start, echo: Ech
 )
 def test_toxicity_is_written_as_go_writes_a_float32(value: float, text: str) -> None:
     assert float32_text(struct_f32(value)) == text
+
+
+def test_server_started_by_zchaos_stops_when_its_starter_dies() -> None:
+    code = (
+        "import os\n"
+        "from chaos.toxiproxy_client import toxiproxy_server\n"
+        "cm = toxiproxy_server(use_path=False)\n"
+        "info = cm.__enter__()\n"
+        "print(info.pid, flush=True)\n"
+        "os._exit(0)  # as if SIGKILLed: no clean-up runs\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TOXIPROXY_URL"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=30, env=env
+    )
+    pid = int(out.stdout.strip())
+    deadline = time.monotonic() + 10
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            pytest.fail("the server outlived the process that started it")
+        time.sleep(0.05)

@@ -46,6 +46,9 @@ USAGE = """Usage of toxiproxy-server:
     \tshow version
 """
 
+#: Set by zchaos when it starts the server: the pid whose death stops the server.
+ENV_PARENT = "ZCHAOS_TOXIPROXY_PARENT"
+
 _VALUE_FLAGS = {"host": "localhost", "port": "8474", "config": "", "seed": "0"}
 _BOOL_FLAGS = ("version", "proxy-metrics", "runtime-metrics")
 
@@ -138,11 +141,25 @@ async def serve(opts: dict[str, str | bool]) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    parent = os.environ.get(ENV_PARENT)
+    watchdog = loop.create_task(_exit_with_parent(int(parent), stop)) if parent else None
     await stop.wait()
+    if watchdog is not None:
+        watchdog.cancel()
     log("info", "Shutting down", version=VERSION)
     http.close()
     api.stop_all()
     return 0
+
+
+async def _exit_with_parent(parent: int, stop: asyncio.Event) -> None:
+    """Stop when the process that started us is gone (a SIGKILLed runner must leave no proxy)."""
+    while not stop.is_set():
+        if os.getppid() != parent:
+            log("warn", "Parent process gone, shutting down", parent=parent)
+            stop.set()
+            return
+        await asyncio.sleep(0.5)
 
 
 def main(argv: list[str] | None = None) -> int:

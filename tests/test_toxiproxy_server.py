@@ -142,6 +142,13 @@ def test_toxicity_is_written_as_go_writes_a_float32(value: float, text: str) -> 
     assert float32_text(struct_f32(value)) == text
 
 
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def test_server_started_by_zchaos_stops_when_its_starter_dies() -> None:
     code = (
         "import os\n"
@@ -157,7 +164,7 @@ def test_server_started_by_zchaos_stops_when_its_starter_dies() -> None:
     )
     pid = int(out.stdout.strip())
     deadline = time.monotonic() + 10
-    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+    while alive(pid):
         if time.monotonic() > deadline:
             os.kill(pid, signal.SIGKILL)
             pytest.fail("the server outlived the process that started it")

@@ -115,6 +115,13 @@ def test_interrupted_caller_still_undoes(spinner: Spinner) -> None:
     assert os.sched_getaffinity(pid) == affinity
 
 
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def test_competitors_exit_when_their_parent_dies(spinner: Spinner) -> None:
     code = (
         "import sys; from chaos.starve import Starvation\n"
@@ -132,7 +139,7 @@ def test_competitors_exit_when_their_parent_dies(spinner: Spinner) -> None:
     pids = [int(p) for p in out.stdout.split()]
     assert pids, out.stderr
     deadline = time.monotonic() + 10
-    while any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids):
+    while any(alive(p) for p in pids):
         assert time.monotonic() < deadline, "competitors outlived their parent"
         time.sleep(0.02)
 

@@ -202,11 +202,12 @@ class ToxiproxyClient:
             body["attributes"] = attributes
         if toxicity is not None:
             body["toxicity"] = toxicity
-        resp = _Requests(self.session, self.timeout)._call(
-            "PATCH", f"{self.url}/proxies/{proxy}/toxics/{name}", json=body
-        )
-        toxiproxy.api.validate_response(resp)
-        return resp.json()
+        with _LIBRARY_LOCK:  # the session is shared with the library's calls
+            resp = _Requests(self.session, self.timeout)._call(
+                "PATCH", f"{self.url}/proxies/{proxy}/toxics/{name}", json=body
+            )
+            toxiproxy.api.validate_response(resp)
+            return resp.json()
 
 
 # -- which server ------------------------------------------------------------------------

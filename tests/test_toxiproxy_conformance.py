@@ -218,8 +218,11 @@ def test_proxy_crud(server_url: str, http: requests.Session, echo: Echo) -> None
     assert r.status_code == 500 and "address already in use" in r.json()["error"]
     assert "dup-" + name not in http.get(url(server_url, "proxies")).json()
 
-    r = http.delete(url(server_url, "proxies", name))
-    assert (r.status_code, r.content) == (204, b"")
+    with connect(p) as open_conn:
+        round_trip(open_conn)
+        r = http.delete(url(server_url, "proxies", name))
+        assert (r.status_code, r.content) == (204, b"")
+        assert wait_eof(open_conn) < IO_TIMEOUT_S  # deleting stops the proxy and its connections
     assert_api_error(http.get(url(server_url, "proxies", name)), 404, "proxy not found")
     assert_api_error(http.delete(url(server_url, "proxies", name)), 404, "proxy not found")
     with pytest.raises(ConnectionRefusedError):
@@ -281,7 +284,9 @@ def test_toxic_crud_and_json(server_url: str, http: requests.Session, proxy: dic
         "stream": "downstream",
         "toxicity": 1,
     }
-    r = http.post(turl, json={"type": "latency", "stream": "UPSTREAM", "toxicity": 0.5, "bogus": 1})
+    r = http.post(
+        turl, json={"type": "latency", "stream": "UPSTREAM", "toxicity": 0.5, "attributes": {"bogus": 1}}
+    )
     assert r.status_code == 200
     assert (r.json()["name"], r.json()["stream"], r.json()["toxicity"]) == (
         "latency_UPSTREAM",
@@ -555,3 +560,34 @@ def test_toxicity_is_rolled_per_connection(server_url: str, http: requests.Sessi
     finally:
         for s in conns:
             s.close()
+
+
+def test_latency_is_measured_from_each_read_so_delays_pipeline(
+    server_url: str, http: requests.Session, proxy: dict
+) -> None:
+    add_toxic(http, server_url, proxy, type="latency", attributes={"latency": 300})
+    with connect(proxy) as s:
+        t0 = time.perf_counter()
+        for i in range(5):
+            s.sendall(bytes([65 + i]))
+            time.sleep(0.05)  # pacing, so that each byte is a read of its own
+        assert recv_exactly(s, 5) == b"ABCDE"
+        elapsed = time.perf_counter() - t0
+    # One 300 ms delay plus the 200 ms of pacing, not five delays in a row (1.5 s).
+    assert 0.5 <= elapsed < 1.3, elapsed
+
+
+def test_limit_data_count_survives_an_update(server_url: str, http: requests.Session, proxy: dict) -> None:
+    add_toxic(http, server_url, proxy, type="limit_data", attributes={"bytes": 50})
+    with connect(proxy) as s:
+        round_trip(s, b"a" * 30)
+        r = http.patch(
+            url(server_url, "proxies", proxy["name"], "toxics", "limit_data_downstream"),
+            json={"attributes": {"bytes": 60}},
+        )
+        assert r.json()["attributes"] == {"bytes": 60}
+        s.sendall(b"b" * 40)
+        got = b""
+        while chunk := s.recv(65536):
+            got += chunk
+    assert got == b"b" * 30

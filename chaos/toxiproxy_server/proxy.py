@@ -113,12 +113,10 @@ class Stage:
         self.task: asyncio.Task[None] | None = None
         self.closed = False
         self.uninterruptible = False
-        self.active = False
 
     def start(self) -> None:
         # Toxicity is rolled per connection, per direction, whenever the stage (re)starts.
-        self.active = random.random() < self.toxic.toxicity
-        fn = self.toxic.type.pipe if self.active else noop
+        fn = self.toxic.type.pipe if random.random() < self.toxic.toxicity else noop
         self.task = asyncio.get_running_loop().create_task(fn(self))
 
     def interrupt(self) -> bool:
@@ -222,12 +220,10 @@ class Link:
         "paused",
         "source",
         "stages",
-        "upstream",
     )
 
-    def __init__(self, conn: Connection, upstream: bool, source: Side, dest: Side, metric: Any) -> None:
+    def __init__(self, conn: Connection, source: Side, dest: Side, metric: Any) -> None:
         self.conn = conn
-        self.upstream = upstream
         self.source = source
         self.dest = dest
         self.stages: list[Stage] = []
@@ -406,12 +402,21 @@ class Connection:
         if self.closed:  # the proxy stopped while we were dialling
             self.server.transport.close()  # type: ignore[union-attr]
             return
+        try:
+            self._link_up()
+        except Exception as exc:  # a bug must cost this connection only, not leave it hanging
+            log("error", "Failed to set up connection", proxy=proxy.name, err=repr(exc))
+            self.close()
+            proxy.conns.discard(self)
+
+    def _link_up(self) -> None:
+        proxy = self.proxy
         metrics = proxy.metrics
         self.up = Link(
-            self, True, self.client, self.server, metrics.counter(proxy, "upstream") if metrics else None
+            self, self.client, self.server, metrics.counter(proxy, "upstream") if metrics else None
         )
         self.down = Link(
-            self, False, self.server, self.client, metrics.counter(proxy, "downstream") if metrics else None
+            self, self.server, self.client, metrics.counter(proxy, "downstream") if metrics else None
         )
         up_toxics, down_toxics = proxy.chain(True), proxy.chain(False)
         if any(t.type.name == "reset_peer" for t in up_toxics + down_toxics):

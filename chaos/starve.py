@@ -166,7 +166,11 @@ class Starvation:
         if root is None:
             raise StarveError("no writable cgroup v1 cpu controller")
         self._home = root / _proc_cgroup(self.pid)["cpu"].lstrip("/")
-        self._make_cgroup(root)
+        # v1 nests freely: under the process's own cgroup it keeps the limits it had (a container's).
+        try:
+            self._make_cgroup(self._home)
+        except OSError:
+            self._make_cgroup(root)
         _write(self._cgroup / "cpu.cfs_period_us", str(PERIOD_US))  # type: ignore[operator]
         _write(self._cgroup / "cpu.cfs_quota_us", str(max(int(self.share * PERIOD_US), 1000)))  # type: ignore[operator]
         _write(self._cgroup / "cgroup.procs", str(self.pid))  # type: ignore[operator]

@@ -55,8 +55,9 @@ FAULT_KINDS: dict[str, FaultKind] = {
             "process",
             {"duration_s": (float, ...), "share": (float, 0.1)},
         ),
-        # Network faults act on the links of the target instance (or a link:NAME), through
-        # the fault proxy; see chaos/netfaults.py. `direction` is both, upstream or downstream.
+        # Network faults act, through the fault proxy, on the links the target instance
+        # connects over (chaos/netfaults.py); `direction` is both, upstream or downstream.
+        # They need the runner to route the links through the proxy (control.network).
         FaultKind(
             "partition",
             "blackhole the link's data for duration_s (Toxiproxy timeout 0); connections close at the end",

@@ -33,7 +33,16 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from reports.checkers import HELD, MAX_EXAMPLES, UNKNOWN, VIOLATED, CheckContext, CheckResult, checker
+from reports.checkers import (
+    HELD,
+    MAX_EXAMPLES,
+    UNKNOWN,
+    VIOLATED,
+    CheckContext,
+    CheckResult,
+    FaultWindow,
+    checker,
+)
 
 NS = 1_000_000_000
 MS = 1_000_000
@@ -44,6 +53,8 @@ FAULT_GRACE_NS = 2 * NS
 #: between an event and the record of it when a bound is checked from below.
 TOLERANCE_NS = 50 * MS
 WORKER_ROLES = ("worker", "server")
+#: Faults on a process; every other kind (partition, latency ...) is on a network link.
+PROCESS_FAULTS = ("kill", "restart", "freeze", "starve")
 
 
 # --- helpers shared with the other family checkers --------------------------------------
@@ -66,9 +77,12 @@ def broker_instances(ctx: CheckContext) -> set[str]:
     return {i for i, role in ctx.meta.get("processes", {}).items() if role not in WORKER_ROLES}
 
 
-def _concerns(target: str, instance: str, brokers: set[str], *, own: bool, broker: bool, link: bool) -> bool:
-    if target.startswith("link:"):
-        return link and instance in target
+def _concerns(
+    fault: FaultWindow, instance: str, brokers: set[str], *, own: bool, broker: bool, link: bool
+) -> bool:
+    target = fault.target
+    if target.startswith("link:") or fault.fault not in PROCESS_FAULTS:  # a fault on the network
+        return link and (target == instance or target.startswith(f"link:{instance}"))
     return (own and target == instance) or (broker and target in brokers)
 
 
@@ -87,7 +101,7 @@ def excused_spans(
     return [
         (f.start_ns, end_of_time if f.stop_ns is None else f.stop_ns + after_ns)
         for f in ctx.faults
-        if _concerns(f.target, instance, brokers, own=own, broker=broker, link=link)
+        if _concerns(f, instance, brokers, own=own, broker=broker, link=link)
     ]
 
 

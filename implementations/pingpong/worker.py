@@ -61,11 +61,17 @@ class Worker:
         self.socket: zmq.Socket | None = None
         self.name = ""
 
-    def connect(self) -> None:
-        """Open a new DEALER under a fresh identity and announce it with READY."""
+    def connect(self, reason: str = "") -> None:
+        """Open a new DEALER under a fresh identity and announce it with READY.
+
+        With a ``reason`` it is a reconnect, recorded before READY can register the new identity.
+        """
+        old = self.name
         if self.socket is not None:
             self.socket.close(linger=0)
         self.name = f"{self.identity}-{os.urandom(2).hex()}"
+        if reason:
+            self.writer.emit("reconnect", worker=self.name, reason=reason, detail=old)
         self.socket = self.context.socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt_string(zmq.IDENTITY, self.name)
@@ -88,13 +94,7 @@ class Worker:
             now = time.monotonic()
             if now - heard >= self.silence_s:
                 old = self.name
-                self.connect()
-                self.writer.emit(
-                    "reconnect",
-                    worker=self.name,
-                    reason=f"nothing heard for {self.silence_s * 1000:.0f} ms",
-                    detail=old,
-                )
+                self.connect(reason=f"nothing heard for {self.silence_s * 1000:.0f} ms")
                 self.log.warning(
                     "%s heard nothing for %.1f s: reconnected as %s", old, now - heard, self.name
                 )

@@ -55,6 +55,8 @@ TOLERANCE_NS = 50 * MS
 WORKER_ROLES = ("worker", "server")
 #: Faults on a process; every other kind (partition, latency ...) is on a network link.
 PROCESS_FAULTS = ("kill", "restart", "freeze", "starve")
+#: Network faults that lose what is sent (rather than delay it).
+LOSSY_FAULTS = ("partition", "disconnect", "reset", "limit_data", "bandwidth")
 
 
 # --- helpers shared with the other family checkers --------------------------------------
@@ -123,6 +125,22 @@ def excused_column(ctx: CheckContext, ts: Column, src: Column, lead_ns: int) -> 
         elif f.target not in brokers:
             here = here & (src == f.target)
         cond = cond | here
+    return cond
+
+
+def lost_on_link(ctx: CheckContext, ts: Column, src: Column) -> Column:
+    """True for a message a worker instance ``src`` sent while a lossy fault cut its link."""
+    cond = F.lit(False)
+    for f in ctx.faults:
+        if f.fault not in LOSSY_FAULTS:
+            continue
+        on_it = (
+            src == f.target
+            if not f.target.startswith("link:")
+            else F.lit(f.target).startswith(F.concat(F.lit("link:"), src))
+        )
+        here = ts >= f.start_ns if f.stop_ns is None else ts.between(f.start_ns, f.stop_ns)
+        cond = cond | (on_it & here)
     return cond
 
 
@@ -314,10 +332,18 @@ def expiry(ctx: CheckContext) -> CheckResult:
     opts = options(ctx)
     expire_ns = int(float(opts.get("worker_expire_s", 3.0)) * NS)
     margin_ns = int(float(ctx.promises.get("expire_margin_s", 1.0)) * NS)
-    # What the broker hears from a connection: READY (its registration), PINGs and results.
-    said = _events(ctx, "ping", "done").select("ts", "worker")
+    # What the broker hears from a connection: READY (its registration), PINGs and results,
+    # except what the worker sent into a partitioned (or otherwise lossy) link.
+    said = (
+        _events(ctx, "ping", "done")
+        .filter(~lost_on_link(ctx, F.col("ts"), F.col("src")))
+        .select("ts", "worker")
+    )
     ready = _events(ctx, "worker_ready").filter(F.col("detail") == "ready").select("ts", "worker")
-    last_said = said.unionByName(ready).groupBy("worker").agg(F.max("ts").alias("last_ts"))
+    registered = _events(ctx, "worker_ready").select("worker").distinct()
+    last_said = (
+        said.unionByName(ready).groupBy("worker").agg(F.max("ts").alias("last_ts")).join(registered, "worker")
+    )
     expired = _events(ctx, "worker_expired").select("ts", "src", "ev", "worker", "reason", "detail")
     messages = said.unionByName(ready)
     # The last message before each expiry (a connection may be registered again afterwards).

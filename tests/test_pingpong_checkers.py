@@ -198,3 +198,18 @@ def test_resend(spark) -> None:
     res = run("pingpong_resend", ctx(spark, resend_history(0.3), kill, resend_ms=1000))
     assert res.status == VIOLATED and res.examples[0]["problem"] == "resent before resend_ms"
     assert run("pingpong_resend", ctx(spark, resend_history(None), kill)).status == UNKNOWN
+
+
+def test_expiry_ignores_pings_lost_in_a_partition(spark) -> None:
+    """worker-2's link is cut at 10 s: later PINGs never arrive; it expires 3.2 s after the last that did."""
+    events = [e for e in clean_history() if e["ev"] != "worker_expired"]
+    events += heartbeats("worker-2-bbbb", "worker-2", 10.3, 14, answer_s=None)
+    events.append(
+        ev(9.3 + 3.2, "broker", "worker_expired", worker="worker-2-bbbb", reason="silent", detail="")
+    )
+    res = run("pingpong_expiry", ctx(spark, events))
+    assert res.status == VIOLATED and "before" in res.examples[0]["problem"]
+    partition = FaultWindow(1, "partition", "worker-2", at(10.0), at(18.0))
+    res = run("pingpong_expiry", ctx(spark, events, [partition]))
+    assert res.status == HELD, res.examples
+    assert res.figures["expiry_after_last_message"]["max_ms"] == pytest.approx(3200, abs=5)

@@ -64,6 +64,7 @@ FIELD_TYPES: dict[str, str] = {
     "lock": "string",  # WMP: the id of a worker's capacity slot locked for a manager
     "manager": "string",  # WMP: the manager a job or lock belongs to
     "capacity": "int",  # WMP: how many jobs (held or locked) a worker may have at once
+    "deps": "string",  # dwork: the names of the tasks a task waits for, comma-separated
 }
 
 
@@ -162,6 +163,23 @@ EVENTS: dict[str, EventKind] = {
     "wmp_result": EventKind(
         "manager", ("worker", "manager", "job"), ("rid", "detail"), "a manager received DONE for a job"
     ),
+    # --- dwork (implementations/dwork); job is the task name ------------------------
+    "task_create": EventKind(
+        "scheduler", ("job",), ("deps", "rid", "detail"), "the scheduler added a task (or deps to one)"
+    ),
+    "task_assign": EventKind(
+        "scheduler", ("job", "worker"), (), "the scheduler gave a ready task to a Steal"
+    ),
+    "task_complete": EventKind(
+        "scheduler", ("job", "worker"), (), "the scheduler accepted a task's Complete (once per task)"
+    ),
+    "task_requeue": EventKind(
+        "scheduler",
+        ("job", "worker", "reason"),
+        (),
+        "an assigned task went back to the pool (exit, transfer)",
+    ),
+    "task_run": EventKind("worker", ("job", "worker"), ("rid",), "a worker started running a task"),
 }
 
 _ALLOWED = {name: kind.allowed for name, kind in EVENTS.items()}

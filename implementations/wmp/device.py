@@ -25,8 +25,8 @@ import logging
 import zmq
 
 from harness.history import HistoryWriter
+from implementations.runtime import announce_ready, start_role
 from implementations.wmp import wire
-from implementations.wmp.role import announce_ready, start_role
 
 
 class Device:

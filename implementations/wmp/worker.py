@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import zmq
 
 from harness.history import HistoryWriter, rid_of
+from implementations.runtime import announce_ready, start_role
 from implementations.wmp import wire
-from implementations.wmp.role import announce_ready, start_role
 
 
 @dataclass

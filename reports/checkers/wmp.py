@@ -39,7 +39,7 @@ def _lock_timeout_ns(ctx: CheckContext) -> int:
     return int(float(options.get("lock_timeout_ms", 1000)) * 1_000_000)
 
 
-def _in_fault(ctx: CheckContext, start: Column, stop: Column) -> Column:
+def in_fault(ctx: CheckContext, start: Column, stop: Column) -> Column:
     """Whether [start, stop] overlaps a fault window (one that never healed lasts forever)."""
     hit = F.lit(False)
     for f in ctx.faults:
@@ -50,7 +50,14 @@ def _in_fault(ctx: CheckContext, start: Column, stop: Column) -> Column:
     return hit
 
 
-def _problems(*labelled: tuple[str, DataFrame]) -> dict[str, tuple[int, list[dict[str, Any]]]]:
+class Found(dict):
+    """problem label -> (count, first examples as dicts)."""
+
+    def n(self, label: str) -> int:
+        return self.get(label, (0, []))[0]
+
+
+def problems(*labelled: tuple[str, DataFrame]) -> Found:
     """problem label -> (count, first examples), for every label that has rows (one action)."""
     frames = [
         df.select(F.lit(label).alias("problem"), F.to_json(F.struct(*df.columns)).alias("row"))
@@ -65,22 +72,18 @@ def _problems(*labelled: tuple[str, DataFrame]) -> dict[str, tuple[int, list[dic
         .withColumn("i", F.row_number().over(per_problem.orderBy("row")))
         .where(F.col("i") <= MAX_EXAMPLES)
     )
-    found: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+    found = Found()
     for r in firsts.collect():
         found.setdefault(r["problem"], (r["n"], []))[1].append(json.loads(r["row"]))
     return found
 
 
-def _verdict(
-    name: str, found: dict[str, tuple[int, list]], violations: tuple[str, ...], summary: str, **figures: Any
+def verdict(
+    name: str, found: Found, violations: tuple[str, ...], summary: str, **figures: Any
 ) -> CheckResult:
     count = sum(found.get(label, (0, []))[0] for label in violations)
     examples = [{"problem": label, **row} for label in violations for row in found.get(label, (0, []))[1]]
     return CheckResult(name, VIOLATED if count else HELD, count, examples[:MAX_EXAMPLES], summary, figures)
-
-
-def _n(found: dict[str, tuple[int, list]], label: str) -> int:
-    return found.get(label, (0, []))[0]
 
 
 def _manager_side(ev: DataFrame) -> DataFrame:
@@ -122,20 +125,20 @@ def single_take(ctx: CheckContext) -> CheckResult:
         F.col("given_to").isNull() | (F.col("given_to") != F.col("worker"))
     )
     unaccepted = given.join(accepted.select("manager", "job"), ["manager", "job"], "left_anti")
-    found = _problems(
+    found = problems(
         (GIVEN_TWICE, twice), (ACCEPTED_TWICE, many), (PHANTOM, phantom), (NEVER_ACCEPTED, unaccepted)
     )
-    return _verdict(
+    return verdict(
         "wmp_single_take",
         found,
         (GIVEN_TWICE, ACCEPTED_TWICE, PHANTOM),
-        f"{n_given} jobs given; {_n(found, GIVEN_TWICE)} given twice, {_n(found, ACCEPTED_TWICE)} accepted "
-        f"more than once, {_n(found, PHANTOM)} by another worker; {_n(found, NEVER_ACCEPTED)} never accepted",
+        f"{n_given} jobs given; {found.n(GIVEN_TWICE)} given twice, {found.n(ACCEPTED_TWICE)} accepted "
+        f"more than once, {found.n(PHANTOM)} by another worker; {found.n(NEVER_ACCEPTED)} never accepted",
         given=n_given,
-        given_twice=_n(found, GIVEN_TWICE),
-        accepted_twice=_n(found, ACCEPTED_TWICE),
-        phantom=_n(found, PHANTOM),
-        never_accepted=_n(found, NEVER_ACCEPTED),
+        given_twice=found.n(GIVEN_TWICE),
+        accepted_twice=found.n(ACCEPTED_TWICE),
+        phantom=found.n(PHANTOM),
+        never_accepted=found.n(NEVER_ACCEPTED),
     )
 
 
@@ -170,19 +173,19 @@ def capacity(ctx: CheckContext) -> CheckResult:
     )
     peaks = held.groupBy("worker", "pid").agg(F.max("held").alias("peak"), F.max("cap").alias("cap"))
     full = peaks.where(F.col("peak") >= F.col("cap"))
-    found = _problems((OVER, over), (UNLOCKED_TAKE, unlocked), (FULL, full), ("worker process", peaks))
-    if not _n(found, "worker process"):
+    found = problems((OVER, over), (UNLOCKED_TAKE, unlocked), (FULL, full), ("worker process", peaks))
+    if not found.n("worker process"):
         return CheckResult("wmp_capacity", UNKNOWN, summary="no worker locked a slot")
-    return _verdict(
+    return verdict(
         "wmp_capacity",
         found,
         (OVER, UNLOCKED_TAKE),
-        f"{_n(found, 'worker process')} worker processes, {_n(found, FULL)} reached their capacity; "
-        f"{_n(found, OVER)} events over capacity, {_n(found, UNLOCKED_TAKE)} jobs without a lock",
-        workers=_n(found, "worker process"),
-        reached_capacity=_n(found, FULL),
-        over_capacity=_n(found, OVER),
-        taken_without_lock=_n(found, UNLOCKED_TAKE),
+        f"{found.n('worker process')} worker processes, {found.n(FULL)} reached their capacity; "
+        f"{found.n(OVER)} events over capacity, {found.n(UNLOCKED_TAKE)} jobs without a lock",
+        workers=found.n("worker process"),
+        reached_capacity=found.n(FULL),
+        over_capacity=found.n(OVER),
+        taken_without_lock=found.n(UNLOCKED_TAKE),
     )
 
 
@@ -227,27 +230,27 @@ def no_releases(ctx: CheckContext) -> CheckResult:
     stuck = joined.where(
         F.col("end_ts").isNull() & (F.col("last_ts") > F.col("lock_ts") + timeout + RELEASE_SLACK_NS)
     )
-    found = _problems(
+    found = problems(
         (NO_ANSWER, nos),
         (NO_TAKEN, joined.where(F.col("takes") > 0)),
         (NO_STUCK, stuck),
         (NO_RELEASED, joined.where(F.col("how") == "no")),
         (NO_TOO_LATE, joined.where(F.col("how") == "timeout")),
     )
-    if not _n(found, NO_ANSWER):
+    if not found.n(NO_ANSWER):
         return CheckResult("wmp_no_releases", UNKNOWN, summary="no manager answered NO")
-    return _verdict(
+    return verdict(
         "wmp_no_releases",
         found,
         (NO_TAKEN, NO_STUCK),
-        f"{_n(found, NO_ANSWER)} NO answers: {_n(found, NO_RELEASED)} released their lock, "
-        f"{_n(found, NO_TOO_LATE)} came after its timeout; {_n(found, NO_TAKEN)} became jobs, "
-        f"{_n(found, NO_STUCK)} never released",
-        no=_n(found, NO_ANSWER),
-        released_by_no=_n(found, NO_RELEASED),
-        released_by_timeout=_n(found, NO_TOO_LATE),
-        became_job=_n(found, NO_TAKEN),
-        never_released=_n(found, NO_STUCK),
+        f"{found.n(NO_ANSWER)} NO answers: {found.n(NO_RELEASED)} released their lock, "
+        f"{found.n(NO_TOO_LATE)} came after its timeout; {found.n(NO_TAKEN)} became jobs, "
+        f"{found.n(NO_STUCK)} never released",
+        no=found.n(NO_ANSWER),
+        released_by_no=found.n(NO_RELEASED),
+        released_by_timeout=found.n(NO_TOO_LATE),
+        became_job=found.n(NO_TAKEN),
+        never_released=found.n(NO_STUCK),
     )
 
 
@@ -271,28 +274,28 @@ def lock_timeout(ctx: CheckContext) -> CheckResult:
         (by_timeout & (F.col("end_ts") > bound)) | (F.col("end_ts").isNull() & (F.col("last_ts") > bound))
     )
     # A frozen or starved worker releases late: that is the fault's doing, not the protocol's.
-    excused = _in_fault(ctx, F.col("lock_ts"), F.coalesce("end_ts", "last_ts"))
-    found = _problems(
+    excused = in_fault(ctx, F.col("lock_ts"), F.coalesce("end_ts", "last_ts"))
+    found = problems(
         (LOCK, locks),
         (TIMED_OUT, locks.where(by_timeout)),
         (EARLY, early),
         (LATE, late.where(~excused)),
         (LATE_IN_FAULT, late.where(excused)),
     )
-    if not _n(found, LOCK):
+    if not found.n(LOCK):
         return CheckResult("wmp_lock_timeout", UNKNOWN, summary="no worker locked a slot")
-    return _verdict(
+    return verdict(
         "wmp_lock_timeout",
         found,
         (EARLY, LATE),
-        f"{_n(found, LOCK)} locks, {_n(found, TIMED_OUT)} released by timeout ({timeout / 1e6:.0f} ms); "
-        f"{_n(found, EARLY)} too early, {_n(found, LATE)} held too long "
-        f"({_n(found, LATE_IN_FAULT)} during faults)",
-        locks=_n(found, LOCK),
-        timed_out=_n(found, TIMED_OUT),
-        early=_n(found, EARLY),
-        late=_n(found, LATE),
-        late_in_faults=_n(found, LATE_IN_FAULT),
+        f"{found.n(LOCK)} locks, {found.n(TIMED_OUT)} released by timeout ({timeout / 1e6:.0f} ms); "
+        f"{found.n(EARLY)} too early, {found.n(LATE)} held too long "
+        f"({found.n(LATE_IN_FAULT)} during faults)",
+        locks=found.n(LOCK),
+        timed_out=found.n(TIMED_OUT),
+        early=found.n(EARLY),
+        late=found.n(LATE),
+        late_in_faults=found.n(LATE_IN_FAULT),
     )
 
 
@@ -316,23 +319,23 @@ def result_routing(ctx: CheckContext) -> CheckResult:
         received.select("worker", "manager", "job"), ["worker", "manager", "job"], "left_anti"
     )
     missing = missing.where(F.col("done_ts") + DELIVERY_SLACK_NS < end_ts)
-    excused = _in_fault(ctx, F.col("done_ts") - DELIVERY_SLACK_NS, F.col("done_ts") + DELIVERY_SLACK_NS)
-    found = _problems(
+    excused = in_fault(ctx, F.col("done_ts") - DELIVERY_SLACK_NS, F.col("done_ts") + DELIVERY_SLACK_NS)
+    found = problems(
         (SENT, sent),
         (MISROUTED, misrouted),
         (LOST, missing.where(~excused)),
         (LOST_IN_FAULT, missing.where(excused)),
     )
-    if not _n(found, SENT):
+    if not found.n(SENT):
         return CheckResult("wmp_result_routing", UNKNOWN, summary="no worker finished a job")
-    return _verdict(
+    return verdict(
         "wmp_result_routing",
         found,
         (MISROUTED, LOST),
-        f"{_n(found, SENT)} results sent; {_n(found, MISROUTED)} misrouted, {_n(found, LOST)} lost outside "
-        f"faults, {_n(found, LOST_IN_FAULT)} lost during faults",
-        sent=_n(found, SENT),
-        misrouted=_n(found, MISROUTED),
-        lost=_n(found, LOST),
-        lost_in_faults=_n(found, LOST_IN_FAULT),
+        f"{found.n(SENT)} results sent; {found.n(MISROUTED)} misrouted, {found.n(LOST)} lost outside "
+        f"faults, {found.n(LOST_IN_FAULT)} lost during faults",
+        sent=found.n(SENT),
+        misrouted=found.n(MISROUTED),
+        lost=found.n(LOST),
+        lost_in_faults=found.n(LOST_IN_FAULT),
     )

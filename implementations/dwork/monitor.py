@@ -5,7 +5,8 @@
 
 dwork has no failure detector: the seed's Exit notification is sent "by whoever
 notices". This role plays the operator's watchdog. Workers send heartbeats to its ROUTER
-(their routing id is their location); a worker silent for ``--timeout-ms`` is reported
+(their routing id is their location) and get an acknowledgement (a worker waits for
+the first before it steals). A worker silent for ``--timeout-ms`` is reported
 with Exit, which puts its assigned tasks back in the ready pool. A worker heard again
 after that is simply watched again (its next Steal makes it active at the scheduler).
 An Exit that gets no reply is sent again on the next check.
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> None:
                         continue
                     if worker not in last_seen or worker in down:
                         log.info("watching %s", worker)
+                    beats.send_multipart([frames[0], b"WATCHING"], zmq.NOBLOCK)
                     last_seen[worker] = time.monotonic()
                     down.discard(worker)
             now = time.monotonic()

@@ -7,7 +7,9 @@ Its identity is its ``location`` (the seed's hostname). It steals only when it h
 task, asks for up to ``--n``, runs them one after the other and sends a Complete for each
 as soon as it is done (the result is the task's body: echo), so a worker killed in the
 middle loses only the tasks it had not completed. With ``--monitor`` it sends a
-heartbeat there from a thread of its own, so a monitor notices when it dies or freezes.
+heartbeat there from a thread of its own, so a monitor notices when it dies or freezes;
+it starts stealing once the monitor has acknowledged a heartbeat (or after
+``--watch-wait-ms``), so that no task is stolen by a worker the monitor does not know.
 
 Choices where the seed is open:
 - A Steal whose reply does not come within ``--timeout-ms`` may still have assigned tasks
@@ -16,6 +18,8 @@ Choices where the seed is open:
 - A Complete whose reply does not come is sent again; NotFound to the resend means the
   first one got through (or the task was given to another worker after an Exit).
 - On SIGTERM, the tasks it stole but has not run are handed back with Transfer.
+- At start it sends Exit for its own name: a former process under that name (killed and
+  restarted before the monitor noticed) may still hold tasks, which go back to the pool.
 """
 
 from __future__ import annotations
@@ -35,18 +39,29 @@ from implementations.runtime import announce_ready, start_role
 
 
 def heartbeat(
-    context: zmq.Context, endpoint: str, identity: str, every_s: float, stop: threading.Event
+    context: zmq.Context,
+    endpoint: str,
+    identity: str,
+    every_s: float,
+    stop: threading.Event,
+    watched: threading.Event,
 ) -> None:
+    """Send a heartbeat every ``every_s`` until ``stop``; set ``watched`` when the monitor acknowledges."""
     sock = context.socket(zmq.DEALER)
     sock.linger = 0
     sock.setsockopt_string(zmq.ROUTING_ID, identity)
     sock.setsockopt(zmq.SNDHWM, 10)
     sock.connect(endpoint)
     try:
-        while not stop.wait(every_s):
+        while not stop.is_set():
             # The monitor away (Again): it will notice the silence, which is the point.
             with contextlib.suppress(zmq.Again):
                 sock.send(b"HEARTBEAT", zmq.NOBLOCK)
+            deadline = time.monotonic() + every_s
+            while not stop.is_set() and (left := deadline - time.monotonic()) > 0:
+                if sock.poll(int(left * 1000) + 1):
+                    sock.recv()
+                    watched.set()
     finally:
         sock.close(linger=0)
 
@@ -71,6 +86,10 @@ class Worker:
 
     def run(self) -> None:
         idle = self.args.idle_ms / 1000
+        # A former process of ours (killed, restarted under the same name) may hold tasks.
+        reply = self.call(m.query(m.T.Exit, location=self.me))
+        if reply is not None and reply.type == m.T.OK:
+            self.log.info("a former %s was still active: its tasks went back to the pool", self.me)
         announce_ready(self.log, f"dwork worker {self.me}")
         while True:
             reply = self.call(m.query(m.T.Steal, location=self.me, n=self.args.n))
@@ -130,20 +149,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout-ms", type=int, default=30000, help="wait this long for a reply")
     parser.add_argument("--monitor", help="the monitor's endpoint, for heartbeats")
     parser.add_argument("--heartbeat-ms", type=int, default=300)
+    parser.add_argument(
+        "--watch-wait-ms", type=int, default=5000, help="wait this long for the monitor at start"
+    )
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("--n must be at least 1")
     log, history = start_role(args.identity)
     worker = Worker(args, log, history)
-    stop = threading.Event()
+    stop, watched = threading.Event(), threading.Event()
     beats = threading.Thread(
         target=heartbeat,
-        args=(worker.context, args.monitor, args.identity, args.heartbeat_ms / 1000, stop),
+        args=(worker.context, args.monitor, args.identity, args.heartbeat_ms / 1000, stop, watched),
         daemon=True,
     )
-    if args.monitor:
-        beats.start()
     try:
+        if args.monitor:
+            beats.start()
+            # Steal nothing before the monitor watches us: a worker that died unnoticed would keep its tasks.
+            if not watched.wait(args.watch_wait_ms / 1000):
+                log.warning(
+                    "the monitor has not acknowledged us in %d ms; working anyway", args.watch_wait_ms
+                )
         worker.run()
     finally:
         stop.set()

@@ -3,13 +3,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -20,83 +15,50 @@ import zmq
 
 from harness.history import read_events
 from implementations.wmp import wire
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.procs import Proc, Procs, wait_for
 
 
 class Cluster:
-    """Role processes of one test, each in its own process group, recording to one history."""
+    """WMP role processes of one test (started and stopped by ``Procs``), recording to one history."""
 
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
+    def __init__(self, procs: Procs, tmp: Path) -> None:
+        self.procs = procs
         self.history = tmp / "history"
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.ports: dict[str, int] = {}
+        self.ports: dict[str, str] = {}
+        self.running: dict[str, Proc] = {}
 
     def ep(self, name: str) -> str:
         if name not in self.ports:
-            self.ports[name] = free_port()
-        return f"tcp://127.0.0.1:{self.ports[name]}"
+            self.ports[name] = self.procs.endpoint()
+        return self.ports[name]
 
-    def start(self, role: str, name: str, *args: str) -> None:
-        env = {
-            **os.environ,
-            "ZCHAOS_HISTORY_DIR": str(self.history),
-            "ZCHAOS_SRC": name,
-            "PYTHONPATH": str(ROOT),
-        }
-        log = (self.tmp / f"{name}.log").open("ab")
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", f"implementations.wmp.{role}", "--identity", name, *args],
-            cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True,
-        )  # fmt: skip
-        self.wait_log(name, "ready:")
+    def start(self, role: str, name: str, *args: str) -> Proc:
+        env = {"ZCHAOS_HISTORY_DIR": str(self.history), "ZCHAOS_SRC": name}
+        proc = self.procs.python(name, f"implementations.wmp.{role}", "--identity", name, *args, env=env)
+        proc.wait_log("ready:")
+        self.running[name] = proc
+        return proc
 
-    def log(self, name: str) -> str:
-        return (self.tmp / f"{name}.log").read_text(errors="replace")
+    def wait_log(self, name: str, text: str, count: int = 1) -> None:
+        proc = self.running[name]
+        wait_for(lambda: proc.text().count(text) >= count, 15, f"{name} to log {text!r} {count} times")
 
-    def wait_log(self, name: str, text: str, count: int = 1, timeout: float = 15) -> None:
-        deadline = time.monotonic() + timeout
-        while self.log(name).count(text) < count:
-            if self.procs[name].poll() is not None:
-                raise AssertionError(f"{name} exited: {self.log(name)[-2000:]}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{name} did not log {text!r} in {timeout} s: {self.log(name)[-2000:]}")
-            time.sleep(0.02)
-
-    def stop(self, name: str, sig: int = signal.SIGTERM) -> int | None:
-        proc = self.procs.pop(name)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        try:
-            return proc.wait(5)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            return proc.wait(5)
+    def stop(self, name: str, sig: int = signal.SIGTERM) -> int:
+        proc = self.running.pop(name)
+        if sig == signal.SIGTERM:
+            return proc.stop()
+        proc.signal(sig)
+        return proc.popen.wait(10)
 
     def events(self, ev: str | None = None) -> list[dict]:
         if not self.history.exists():
             return []
         return [e for e in read_events(self.history) if ev is None or e["ev"] == ev]
 
-    def close(self) -> None:
-        for name in list(self.procs):
-            self.stop(name)
-
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp_path)
-    try:
-        yield c
-    finally:
-        c.close()
+def cluster(procs: Procs, tmp_path: Path) -> Cluster:
+    return Cluster(procs, tmp_path)
 
 
 @pytest.fixture
@@ -292,10 +254,7 @@ def test_worker_killed_while_holding_jobs_the_client_retry_is_served(
     want = {f"c:{i}|x".encode() for i in range(4)}
     for body in want:
         sock.send_multipart([b"", body])
-    deadline = time.monotonic() + 15
-    while len([e for e in c.events("wmp_take") if "pid" in e]) < 4:
-        assert time.monotonic() < deadline, "worker-1 never held 4 jobs"
-        time.sleep(0.05)
+    wait_for(lambda: len([e for e in c.events("wmp_take") if "pid" in e]) == 4, 15, "worker-1 to hold 4 jobs")
     c.stop("worker-1", signal.SIGKILL)
     c.start("worker", "worker-2", "--connect", c.ep("ba"), "--capacity", "2", "--work-ms", "10")
     # The protocol gives nothing back: the client's retries (same request ids) get done.
@@ -333,4 +292,4 @@ def test_worker_survives_malformed_messages(cluster: Cluster, ctx: zmq.Context) 
     manager.send_multipart([address, *wire.encode(wire.make("WAKE", "m"))])
     expect(manager, "GIVE")
     cluster.wait_log("worker-1", "malformed", count=2)
-    assert cluster.procs["worker-1"].poll() is None
+    assert cluster.running["worker-1"].popen.poll() is None

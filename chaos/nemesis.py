@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from chaos.faults import FAULT_KINDS
+from chaos.starve import Starvation
 
 log = logging.getLogger("zchaos.nemesis")
 
@@ -183,6 +184,41 @@ class Nemesis:
         self._wait(fault.params["duration_s"])
         self.control.signal(fault.target, signal.SIGCONT)
         self._emit("fault_stop", fault, pid=pid)
+
+    def _do_starve(self, fault: PlannedFault) -> None:
+        pid = self.control.signal(fault.target, 0)  # signal 0: only its pid
+        if pid is None:
+            self._emit("fault_start", fault, detail="target was not running")
+            self._emit("fault_stop", fault, detail="nothing to do")
+            return
+        starvation = Starvation(pid, fault.params.get("share", 0.1), max_s=fault.params["duration_s"] + 60)
+        method = starvation.start()
+        try:
+            self._emit("fault_start", fault, pid=pid, detail=method)
+            self.injected += 1
+            self._wait(fault.params["duration_s"])
+        finally:
+            starvation.stop()
+            self._emit("fault_stop", fault, pid=pid)
+
+    def _do_network(self, fault: PlannedFault) -> None:
+        network = getattr(self.control, "network", None)
+        if network is None:
+            raise RuntimeError(
+                "network faults need the run's links routed through the fault proxy "
+                "(the runner's process control has no `network`)"
+            )
+        active = network.apply(fault.kind, fault.target, fault.params)
+        try:
+            self._emit("fault_start", fault, detail=active.describe())
+            self.injected += 1
+            self._wait(fault.params["duration_s"])
+        finally:
+            active.revert()
+            self._emit("fault_stop", fault)
+
+    _do_partition = _do_disconnect = _do_reset = _do_latency = _do_network
+    _do_bandwidth = _do_slicer = _do_limit_data = _do_network
 
 
 assert all(hasattr(Nemesis, f"_do_{name}") for name in FAULT_KINDS), "every fault kind needs a handler"

@@ -116,9 +116,15 @@ class _Control:
 
 class Runner:
     def __init__(
-        self, scenario: Scenario, *, runs_dir: str | Path = "runs", progress: Progress | None = None
+        self,
+        scenario: Scenario,
+        *,
+        runs_dir: str | Path = "runs",
+        progress: Progress | None = None,
+        ui_port: int | None = None,
     ) -> None:
         self.scenario = scenario
+        self.ui_port = ui_port  # serve Locust's web UI on 127.0.0.1:ui_port while the load runs
         self.run = RunDir.create(runs_dir, scenario.name)
         self.progress = progress or Progress()
         self.history = HistoryWriter(history_file(self.run.history, "runner"), "runner")
@@ -171,8 +177,21 @@ class Runner:
             seed=self.scenario.seed,
             name=self.scenario.manifest.name,
         )
+        if self.ui_port is None:
+            mode = ["--headless"]
+        else:
+            # The UI stays up a minute after the run so the user can read it.
+            mode = [
+                "--autostart",
+                "--autoquit",
+                "60",
+                "--web-host",
+                "127.0.0.1",
+                "--web-port",
+                str(self.ui_port),
+            ]
         argv = [
-            sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
+            sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *mode,
             "--users", str(load.users), "--spawn-rate", str(load.spawn_rate),
             "--run-time", f"{self.scenario.duration_s:g}s",
             "--stop-timeout", f"{self.scenario.drain_s:g}",
@@ -209,6 +228,9 @@ class Runner:
             + self.scenario.drain_s
             + self.scenario.load.users / self.scenario.load.spawn_rate
         )
+        if self.ui_port is not None:
+            limit += 60
+            self.progress.note(f"Locust web UI: http://127.0.0.1:{self.ui_port}/")
         deadline = t0 + limit + 30
         try:
             while not _exited_within(locust, 0.5):
@@ -278,5 +300,7 @@ def build_report_for(run: RunDir, progress: Progress) -> dict[str, Any]:
     return verdict
 
 
-def run_scenario(scenario: Scenario, *, runs_dir: str | Path = "runs", report: bool = True) -> RunResult:
-    return Runner(scenario, runs_dir=runs_dir).execute(report=report)
+def run_scenario(
+    scenario: Scenario, *, runs_dir: str | Path = "runs", report: bool = True, ui_port: int | None = None
+) -> RunResult:
+    return Runner(scenario, runs_dir=runs_dir, ui_port=ui_port).execute(report=report)

@@ -57,7 +57,7 @@ FAULT_KINDS: dict[str, FaultKind] = {
         ),
         # Network faults act, through the fault proxy, on the links the target instance
         # connects over (chaos/netfaults.py); `direction` is both, upstream or downstream.
-        # They need the runner to route the links through the proxy (control.network).
+        # The runner routes every link through the fault proxy when the plan has one.
         FaultKind(
             "partition",
             "blackhole the link's data for duration_s (Toxiproxy timeout 0); connections close at the end",

@@ -19,10 +19,13 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from chaos.faults import FAULT_KINDS
 from chaos.starve import Starvation
+
+if TYPE_CHECKING:
+    from chaos.netfaults import NetworkFaults
 
 log = logging.getLogger("zchaos.nemesis")
 
@@ -90,10 +93,17 @@ def plan_faults(fault_lines: Sequence[Any], instances: dict[str, list[str]], see
 class Nemesis:
     """Carries out a plan from ``start()`` on, until ``stop()``."""
 
-    def __init__(self, plan: list[PlannedFault], control: ProcessControl, history: EventSink) -> None:
+    def __init__(
+        self,
+        plan: list[PlannedFault],
+        control: ProcessControl,
+        history: EventSink,
+        network: NetworkFaults | None = None,
+    ) -> None:
         self.plan = plan
         self.control = control
         self.history = history
+        self.network = network  # the run's links behind the fault proxy (None: no link faults)
         self.injected = 0
         self._stopping = threading.Event()
         self._locks: dict[str, threading.Lock] = {}
@@ -202,13 +212,9 @@ class Nemesis:
             self._emit("fault_stop", fault, pid=pid)
 
     def _do_network(self, fault: PlannedFault) -> None:
-        network = getattr(self.control, "network", None)
-        if network is None:
-            raise RuntimeError(
-                "network faults need the run's links routed through the fault proxy "
-                "(the runner's process control has no `network`)"
-            )
-        active = network.apply(fault.kind, fault.target, fault.params)
+        if self.network is None:
+            raise RuntimeError("network faults need the run's links routed through the fault proxy")
+        active = self.network.apply(fault.kind, fault.target, fault.params)
         try:
             self._emit("fault_start", fault, detail=active.describe())
             self.injected += 1

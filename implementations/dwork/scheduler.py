@@ -156,7 +156,8 @@ class Scheduler:
         self.active.discard(where)
         for name in sorted(self.assigned.pop(where, set())):
             self._requeue(self.tasks[name], "exit", ())
-        self.log.info("worker %s marked down", where)
+        if was_active:
+            self.log.info("worker %s marked down", where)
         return m.query(m.T.OK if was_active else m.T.NotFound)
 
     def status(self, req: m.QueryMsg) -> m.QueryMsg:

@@ -13,9 +13,10 @@ Choices where the seed is open:
   ignored in effect, and a READY sent after a TAKE updates the count). ``slots=0`` forgets
   the path. An entry not refreshed by a READY within ``--ready-ttl-ms`` is forgotten (the
   workers repeat READY well within that while they have free capacity).
-- WAKE goes to every remembered path with free slots ("any worker"), at most once per path
-  until that path answers with GIVE or READY (or ``--wake-retry-ms`` passes), so a queue of
-  jobs does not make a storm of WAKEs.
+- WAKE goes to every remembered path with free slots ("any worker"): as many WAKEs as the
+  path has free slots, up to the number of jobs waiting, counting those still unanswered
+  by a GIVE (forgotten after ``--wake-retry-ms``), so that a worker can lock several
+  slots at once and a queue of jobs does not make a storm of WAKEs.
 - Reliability is the application's: a job whose worker dies is not given again; the client
   retries (Lazy Pirate) and the retry is a new job. Jobs waiting longer than
   ``--job-ttl-ms`` are dropped (their client has given up on them).
@@ -44,7 +45,8 @@ class Waiting:
     address: bytes  # routing id of the neighbour the path goes through
     slots: int
     seen: float
-    woken: float = 0.0  # when a WAKE went unanswered so far (0: none pending)
+    wakes: int = 0  # WAKEs sent that no GIVE has answered yet
+    woken: float = 0.0  # when the last of them went
 
 
 @dataclass
@@ -138,9 +140,14 @@ class Manager:
             return
         now = time.monotonic()
         for path, w in self.waiting.items():
-            if w.slots > 0 and (not w.woken or now - w.woken > self.wake_retry):
-                w.woken = now
+            if now - w.woken > self.wake_retry:
+                w.wakes = 0  # a worker busy elsewhere ignored them; they may be sent again
+            extra = min(w.slots, len(self.queue)) - w.wakes
+            for _ in range(extra):
                 self.send(w.address, wire.make("WAKE", self.me, route=path[:-1]))
+            if extra > 0:
+                w.wakes += extra
+                w.woken = now
 
     def on_backend(self, frames: list[bytes]) -> None:
         address, rest = frames[0], frames[1:]
@@ -167,14 +174,18 @@ class Manager:
             self.seen_paths.add(msg.path)
             self.log.info("worker %s ready (%d slots) via %s", msg.origin, slots, "/".join(msg.path))
             self.history.emit("worker_ready", worker=msg.origin, detail="/".join(msg.path))
-        self.waiting[msg.path] = Waiting(address, slots, time.monotonic())
+        known = self.waiting.get(msg.path)
+        if known is None:
+            self.waiting[msg.path] = Waiting(address, slots, time.monotonic())
+        else:
+            known.address, known.slots, known.seen = address, slots, time.monotonic()
         self.wake()
 
     def on_give(self, address: bytes, msg: wire.Message) -> None:
         lock = msg.headers["lock"]
         w = self.waiting.get(msg.path)
         if w is not None:
-            w.woken = 0.0
+            w.wakes = max(0, w.wakes - 1)
         job = self._next_job()
         route = wire.reply_route(msg)
         if job is None:

@@ -10,6 +10,7 @@ requests already waiting with Exit ("server is exiting") and stops.
 
 Choices where the seed is open (see also ``messages.py``):
 - A dependency on a task not (yet) created waits for it to be created and completed.
+  Cycles are not detected: tasks in one wait forever (``dwork_all_complete`` shows them).
 - Create of a task that exists adds the listed dependencies that are not complete; a task
   already assigned or complete cannot wait any more and keeps its state (the deps are
   ignored and logged). Completed tasks are remembered for dependencies and Lookup.

@@ -7,6 +7,7 @@ every group it started: SIGTERM, a deadline, then SIGKILL.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -50,7 +51,8 @@ class Proc:
         self.out = tmp / f"{src}.out"
         self.err = tmp / f"{src}.err"
         self.history = tmp / "history"
-        env = {**os.environ, "ZCHAOS_HISTORY_DIR": str(self.history), "ZCHAOS_SRC": src, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "ZCHAOS_HISTORY_DIR": str(self.history), "ZCHAOS_SRC": src}
+        env["PYTHONPATH"] = str(ROOT)
         with self.out.open("ab") as out, self.err.open("ab") as err:
             self.popen = subprocess.Popen(
                 [sys.executable, "-m", module, *args],
@@ -70,7 +72,8 @@ class Proc:
 
         def seen() -> bool:
             if self.popen.poll() is not None:
-                raise AssertionError(f"{self.src} exited with {self.popen.returncode}: {self.stderr()[-2000:]}")
+                code = self.popen.returncode
+                raise AssertionError(f"{self.src} exited with {code}: {self.stderr()[-2000:]}")
             return bool(regex.search(self.out.read_text(errors="replace")))
 
         wait_until(seen, timeout_s, f"{pattern!r} from {self.src}")
@@ -94,10 +97,8 @@ class Proc:
                 self.popen.wait(timeout_s)
             except ProcessLookupError:
                 pass
-        try:  # a child it left behind in its group
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # a child left in its group
             os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         return self.popen.returncode
 
 
@@ -129,8 +130,6 @@ class Procs:
     def stop_all(self) -> None:
         for proc in reversed(self.started):
             if proc.popen.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGCONT)  # a frozen process cannot handle SIGTERM
-                except ProcessLookupError:
-                    pass
+                with contextlib.suppress(ProcessLookupError):  # a frozen process cannot handle SIGTERM
+                    os.killpg(proc.pid, signal.SIGCONT)
             proc.stop()

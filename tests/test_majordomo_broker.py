@@ -137,7 +137,7 @@ def test_dead_idle_worker_expires_within_liveness(procs: Procs, ctx: zmq.Context
     assert mmi(ctx, endpoint, b"echo") == b"404"
 
 
-def test_workers_register_again_after_a_broker_restart(procs: Procs, ctx: zmq.Context, tmp_path: Path) -> None:
+def test_workers_register_again_after_a_broker_restart(procs: Procs, ctx: zmq.Context, tmp_path: Path):
     endpoint = free_endpoint()
     broker = start_broker(procs, endpoint)
     start_worker(procs, endpoint, "worker-1")
@@ -266,8 +266,11 @@ def test_broker_survives_malformed_messages_and_keeps_serving(procs: Procs, ctx:
     ]
     for frames in garbage:
         bad.send_multipart(frames)
-    malformed = wait_until(lambda: len(procs.events("malformed")) >= len(garbage) and procs.events("malformed"),
-                           10, "every malformed message recorded")  # fmt: skip
+    malformed = wait_until(
+        lambda: len(procs.events("malformed")) >= len(garbage) and procs.events("malformed"),
+        10,
+        "every malformed message recorded",
+    )
     assert len(malformed) == len(garbage)
     # Valid but unexpected commands: answered with DISCONNECT, and the broker carries on.
     bad.send_multipart([b"", b"MDPW01", b"\x04"])  # HEARTBEAT before READY
@@ -298,7 +301,10 @@ def test_mmi_answers(procs: Procs, ctx: zmq.Context) -> None:
     assert mmi(ctx, endpoint, b"echo") == b"200"
     assert mmi(ctx, endpoint, b"other") == b"404"
     assert mmi(ctx, endpoint, b"echo", name=b"mmi.version") == b"501"
-    answers = wait_until(lambda: len(procs.events("mmi_reply")) == 4 and procs.events("mmi_reply"), 5, "events")
+    answers = wait_until(lambda: len(procs.events("mmi_reply")) == 4 and procs.events("mmi_reply"), 5, "MMI")
     assert [(e["service"], e["code"]) for e in answers] == [
-        ("echo", 404), ("echo", 200), ("other", 404), ("mmi.version", 501)
+        ("echo", 404),
+        ("echo", 200),
+        ("other", 404),
+        ("mmi.version", 501),
     ]

@@ -17,6 +17,7 @@ import importlib
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class CheckContext:
     events: DataFrame  # every history event, with the columns of harness.history.FIELD_TYPES
     meta: dict[str, Any]  # run.json
     faults: list[FaultWindow]
+    run_dir: Path | None = None  # the run directory, for checkers that read logs/ (None in unit tests)
 
     @property
     def promises(self) -> dict[str, Any]:

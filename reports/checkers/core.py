@@ -1,0 +1,643 @@
+"""The generic checkers: invariants every request-reply system under test is held to.
+
+Each checker is a handful of Spark DataFrame operations over the whole history (nothing
+but counts and the first offending events comes back to Python), and reports exact
+counts, up to MAX_EXAMPLES offending events (earliest first), a one-line summary and
+figures. Family checkers may reuse ``examples``, ``run_time`` and ``client_budget_ns``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from reports.checkers import (
+    HELD,
+    MAX_EXAMPLES,
+    UNKNOWN,
+    VIOLATED,
+    CheckContext,
+    CheckResult,
+    FaultWindow,
+    checker,
+)
+
+NS = 1_000_000_000
+#: Clients connect, brokers learn their workers and sockets warm up during the first
+#: seconds of load; a retry or a slow reply then says nothing about steady state.
+WARMUP_NS = 2 * NS
+DEFAULT_CLIENT_BUDGET_S = 10.0
+LOG_TAIL_LINES = 10
+EVENT_KEYS = ("ts", "src", "ev", "cid", "seq", "rid")
+
+
+# --- helpers shared by checkers -------------------------------------------------------
+
+
+def example(row: dict[str, Any]) -> dict[str, Any]:
+    """One offending event for a report: the event keys first, then every non-null extra."""
+    out = {k: row.get(k) for k in EVENT_KEYS}
+    out.update({k: v for k, v in row.items() if k not in out and v is not None})
+    return out
+
+
+def examples(df: DataFrame, n: int = MAX_EXAMPLES) -> list[dict[str, Any]]:
+    """The first ``n`` rows of ``df`` by time, as example dicts."""
+    return [example(r.asDict()) for r in df.orderBy("ts").limit(n).collect()]
+
+
+def run_time(ctx: CheckContext, key: str) -> int:
+    """A time of run.json (``load_started_ns``...), else the first/last event's time."""
+    value = ctx.meta.get(key)
+    if value is not None:
+        return int(value)
+    fn = F.min if key in ("started_ns", "load_started_ns") else F.max
+    found = ctx.events.agg(fn("ts")).first()[0]
+    return int(found or 0)
+
+
+def client_budget_ns(ctx: CheckContext) -> int:
+    """How long a client works on one request before it gives up (timeout x attempts)."""
+    return int(float(ctx.meta.get("client_budget_s") or DEFAULT_CLIENT_BUDGET_S) * NS)
+
+
+def _n(value: Any) -> int:
+    return int(value or 0)
+
+
+def _status(violations: int) -> str:
+    return VIOLATED if violations else HELD
+
+
+def _events(ctx: CheckContext, *kinds: str) -> DataFrame:
+    return ctx.events.filter(F.col("ev").isin(*kinds))
+
+
+# --- no_lost ---------------------------------------------------------------------------
+
+
+@checker(
+    "no_lost",
+    "every request that was sent ends in a reply or an abandon; one still open at the end "
+    "of the load (or its client's last) is indeterminate, not lost",
+)
+def no_lost(ctx: CheckContext) -> CheckResult:
+    sends = (
+        _events(ctx, "send")
+        .groupBy("cid", "seq")
+        .agg(
+            F.min("ts").alias("ts"),
+            F.max("ts").alias("last_send_ts"),
+            F.min("src").alias("src"),
+            F.min("rid").alias("rid"),
+            F.count("*").alias("sends"),
+        )
+    )
+    ends = (
+        _events(ctx, "reply", "abandon")
+        .groupBy("cid", "seq")
+        .agg(
+            F.max((F.col("ev") == "reply").cast("int")).alias("replied"),
+            F.max((F.col("ev") == "abandon").cast("int")).alias("abandoned"),
+        )
+    )
+    last = sends.groupBy("cid").agg(F.max("seq").alias("last_seq"))
+    cutoff = run_time(ctx, "load_stopped_ns") - client_budget_ns(ctx)
+    requests = (
+        sends.join(ends, ["cid", "seq"], "left")
+        .join(last, "cid")
+        .withColumn("open", F.col("replied").isNull())
+        .withColumn(
+            "indeterminate",
+            F.col("open") & ((F.col("last_send_ts") > cutoff) | (F.col("seq") == F.col("last_seq"))),
+        )
+    )
+    row = requests.agg(
+        F.count("*").alias("requests"),
+        F.sum(F.coalesce("replied", F.lit(0))).alias("replied"),
+        F.sum(F.when((F.col("replied") == 0) & (F.col("abandoned") == 1), 1)).alias("abandoned"),
+        F.sum(F.col("indeterminate").cast("int")).alias("indeterminate"),
+        F.sum((F.col("open") & ~F.col("indeterminate")).cast("int")).alias("lost"),
+    ).first()
+    total, lost, indeterminate = _n(row["requests"]), _n(row["lost"]), _n(row["indeterminate"])
+    figures = {
+        "requests": total,
+        "replied": _n(row["replied"]),
+        "abandoned": _n(row["abandoned"]),
+        "indeterminate": indeterminate,
+        "lost": lost,
+    }
+    summary = (
+        f"{total} requests: {figures['replied']} replied, {figures['abandoned']} abandoned, "
+        f"{indeterminate} indeterminate, {lost} lost"
+    )
+    if total == 0:
+        return CheckResult("no_lost", UNKNOWN, summary="no request was sent", figures=figures)
+    found = []
+    if lost:
+        offenders = requests.filter(F.col("open") & ~F.col("indeterminate")).select(
+            "ts",
+            "src",
+            F.lit("send").alias("ev"),
+            "cid",
+            "seq",
+            "rid",
+            "sends",
+            "last_send_ts",
+            F.lit("no reply and no abandon").alias("problem"),
+        )
+        found = examples(offenders)
+    return CheckResult("no_lost", _status(lost), lost, found, summary, figures)
+
+
+# --- no_duplicate ----------------------------------------------------------------------
+
+
+@checker(
+    "no_duplicate",
+    "each request is delivered at most once: its replies plus the unexpected messages carrying its id",
+)
+def no_duplicate(ctx: CheckContext) -> CheckResult:
+    cols = ["ts", "src", "ev", "cid", "seq", "rid", "got_rid"]
+    deliveries = (
+        _events(ctx, "reply")
+        .select(*cols, F.col("rid").alias("delivered_rid"))
+        .unionByName(
+            _events(ctx, "unexpected")
+            .filter(F.col("got_rid").isNotNull())
+            .select(*cols, F.col("got_rid").alias("delivered_rid"))
+        )
+    )
+    per_rid = deliveries.groupBy("delivered_rid").agg(F.count("*").alias("n"))
+    row = per_rid.agg(
+        F.sum("n").alias("deliveries"),
+        F.count("*").alias("rids"),
+        F.sum(F.when(F.col("n") > 1, F.col("n") - 1)).alias("extra"),
+        F.sum(F.when(F.col("n") > 1, 1)).alias("dup_rids"),
+        F.max("n").alias("max_n"),
+    ).first()
+    extra = _n(row["extra"])
+    figures = {
+        "deliveries": _n(row["deliveries"]),
+        "requests_delivered": _n(row["rids"]),
+        "duplicated_requests": _n(row["dup_rids"]),
+        "extra_deliveries": extra,
+        "max_deliveries": _n(row["max_n"]),
+    }
+    summary = (
+        f"{figures['deliveries']} deliveries of {figures['requests_delivered']} requests; "
+        f"{figures['duplicated_requests']} delivered more than once ({extra} extra)"
+    )
+    if figures["deliveries"] == 0:
+        return CheckResult("no_duplicate", UNKNOWN, summary="no reply was delivered", figures=figures)
+    found = []
+    if extra:
+        dup = per_rid.filter(F.col("n") > 1).select("delivered_rid", F.col("n").alias("deliveries"))
+        order = Window.partitionBy("delivered_rid").orderBy("ts", "src")
+        second = (
+            deliveries.join(F.broadcast(dup), "delivered_rid")
+            .withColumn("k", F.row_number().over(order))
+            .filter(F.col("k") == 2)
+            .select(*cols, "delivered_rid", "deliveries", F.lit("delivered again").alias("problem"))
+        )
+        found = examples(second)
+    return CheckResult("no_duplicate", _status(extra), extra, found, summary, figures)
+
+
+# --- in_order --------------------------------------------------------------------------
+
+
+@checker(
+    "in_order",
+    "per client, replies arrive in strictly increasing seq (only where the manifest promises "
+    "in_order; otherwise unknown, so CI shows it as skipped rather than as a pass)",
+)
+def in_order(ctx: CheckContext) -> CheckResult:
+    if not ctx.promises.get("in_order", True):
+        return CheckResult("in_order", UNKNOWN, summary="not promised", figures={"promised": False})
+    order = Window.partitionBy("cid").orderBy("ts", "seq")
+    replies = (
+        _events(ctx, "reply")
+        .select("ts", "src", "ev", "cid", "seq", "rid")
+        .withColumn("prev_seq", F.lag("seq").over(order))
+        .withColumn("prev_ts", F.lag("ts").over(order))
+        .withColumn("bad", F.col("seq") <= F.col("prev_seq"))
+    )
+    row = replies.agg(
+        F.count("*").alias("replies"),
+        F.countDistinct("cid").alias("clients"),
+        F.sum(F.col("bad").cast("int")).alias("bad"),
+    ).first()
+    bad = _n(row["bad"])
+    figures = {
+        "promised": True,
+        "replies": _n(row["replies"]),
+        "clients": _n(row["clients"]),
+        "out_of_order": bad,
+    }
+    summary = f"{figures['replies']} replies to {figures['clients']} clients; {bad} out of order"
+    if figures["replies"] == 0:
+        return CheckResult("in_order", UNKNOWN, summary="no reply arrived", figures=figures)
+    found = []
+    if bad:
+        found = examples(
+            replies.filter("bad")
+            .drop("bad")
+            .withColumn("problem", F.lit("seq not above the previous reply's seq"))
+        )
+    return CheckResult("in_order", _status(bad), bad, found, summary, figures)
+
+
+# --- correct_reply ---------------------------------------------------------------------
+
+
+@checker(
+    "correct_reply",
+    "each reply is the one for its request: payload intact (ok), and no message meant for "
+    "another client or without a request id",
+)
+def correct_reply(ctx: CheckContext) -> CheckResult:
+    is_reply = F.col("ev") == "reply"
+    owner = F.regexp_extract("got_rid", r"^(.*):[^:]*$", 1)
+    problem = (
+        F.when(is_reply & ~F.coalesce("ok", F.lit(False)), F.lit("reply not as expected (ok=false)"))
+        .when(~is_reply & F.col("got_rid").isNull(), F.lit("unexpected message without a request id"))
+        .when(~is_reply & (owner != F.col("cid")), F.lit("reply meant for another client"))
+    )
+    checked = (
+        _events(ctx, "reply", "unexpected")
+        .select("ts", "src", "ev", "cid", "seq", "rid", "ok", "got_rid", "worker", "detail")
+        .withColumn("problem", problem)
+    )
+    row = checked.agg(
+        F.sum(is_reply.cast("int")).alias("replies"),
+        F.sum((is_reply & F.col("problem").isNotNull()).cast("int")).alias("bad_replies"),
+        F.sum((~is_reply & F.col("problem").isNull()).cast("int")).alias("stale_own"),
+        F.sum((~is_reply & F.col("problem").isNotNull()).cast("int")).alias("bad_unexpected"),
+    ).first()
+    figures = {
+        "replies": _n(row["replies"]),
+        "replies_not_ok": _n(row["bad_replies"]),
+        "foreign_or_unidentified": _n(row["bad_unexpected"]),
+        "stale_own_replies": _n(row["stale_own"]),  # late replies to the client's own request
+    }
+    bad = figures["replies_not_ok"] + figures["foreign_or_unidentified"]
+    summary = (
+        f"{figures['replies']} replies: {figures['replies_not_ok']} not as expected, "
+        f"{figures['foreign_or_unidentified']} foreign or unidentified messages, "
+        f"{figures['stale_own_replies']} stale own replies"
+    )
+    if figures["replies"] == 0 and bad == 0:
+        return CheckResult("correct_reply", UNKNOWN, summary="no reply arrived", figures=figures)
+    found = examples(checked.filter(F.col("problem").isNotNull())) if bad else []
+    return CheckResult("correct_reply", _status(bad), bad, found, summary, figures)
+
+
+# --- execution_count -------------------------------------------------------------------
+
+
+@checker(
+    "execution_count",
+    "how many times each request was executed (worker exec events): never for a request "
+    "nobody sent; exactly once or at least once for an answered one, as promised",
+)
+def execution_count(ctx: CheckContext) -> CheckResult:
+    mode = ctx.promises.get("execution", "at_least_once")
+    execs = _events(ctx, "exec").select("ts", "src", "ev", "rid", "worker")
+    per_rid = execs.groupBy("rid").agg(F.count("*").alias("n"))
+    sent = _events(ctx, "send").groupBy("rid").agg(F.min("cid").alias("cid"), F.min("seq").alias("seq"))
+    answered = (
+        _events(ctx, "reply").filter(F.col("ok")).select("rid").distinct().withColumn("answered", F.lit(1))
+    )
+    requests = (
+        sent.join(per_rid, "rid", "left")
+        .join(answered, "rid", "left")
+        .withColumn("n", F.coalesce("n", F.lit(0)))
+    )
+    hist = requests.agg(
+        F.count("*").alias("requests"),
+        *(F.sum((F.col("n") == k).cast("int")).alias(f"x{k}") for k in (0, 1, 2)),
+        F.sum((F.col("n") >= 3).cast("int")).alias("x3"),
+        F.sum(((F.col("n") == 0) & F.col("answered").isNotNull()).cast("int")).alias("answered_unexecuted"),
+    ).first()
+    unsent = per_rid.join(sent, "rid", "left_anti")
+    row = per_rid.agg(
+        F.sum("n").alias("execs"),
+        F.sum(F.when(F.col("n") > 1, 1)).alias("multi"),
+    ).first()
+    n_unsent = unsent.count()
+    figures = {
+        "mode": mode,
+        "requests": _n(hist["requests"]),
+        "exec_events": _n(row["execs"]),
+        "histogram": {"0": _n(hist["x0"]), "1": _n(hist["x1"]), "2": _n(hist["x2"]), "3+": _n(hist["x3"])},
+        "executed_more_than_once": _n(row["multi"]),
+        "answered_but_not_executed": _n(hist["answered_unexecuted"]),
+        "executed_but_never_sent": n_unsent,
+    }
+    h = figures["histogram"]
+    summary = (
+        f"{figures['requests']} requests executed 0/1/2/3+ times: {h['0']}/{h['1']}/{h['2']}/{h['3+']}; "
+        f"{n_unsent} executions of unsent requests"
+    )
+    if figures["exec_events"] == 0:
+        return CheckResult(
+            "execution_count",
+            UNKNOWN,
+            summary="no exec events: the implementation does not record executions",
+            figures=figures,
+        )
+    offenders: list[DataFrame] = []
+    violations = n_unsent
+    ex_cols = [
+        "ts",
+        "src",
+        "ev",
+        F.lit(None).cast("string").alias("cid"),
+        F.lit(None).cast("long").alias("seq"),
+    ]
+    if n_unsent:
+        first_exec = Window.partitionBy("rid").orderBy("ts", "src")
+        offenders.append(
+            execs.join(unsent.select("rid"), "rid")
+            .withColumn("k", F.row_number().over(first_exec))
+            .filter(F.col("k") == 1)
+            .select(*ex_cols, "rid", "worker", F.lit("executed, never sent").alias("problem"))
+        )
+    if mode == "exactly_once" and figures["executed_more_than_once"]:
+        violations += figures["executed_more_than_once"]
+        again = Window.partitionBy("rid").orderBy("ts", "src")
+        multi = per_rid.filter(F.col("n") > 1).select("rid", F.col("n").alias("executions"))
+        offenders.append(
+            execs.join(F.broadcast(multi), "rid")
+            .withColumn("k", F.row_number().over(again))
+            .filter(F.col("k") == 2)
+            .join(sent, "rid", "left")
+            .select(
+                "ts", "src", "ev", "cid", "seq", "rid", "worker", F.lit("executed again").alias("problem")
+            )
+        )
+    if mode == "at_least_once" and figures["answered_but_not_executed"]:
+        violations += figures["answered_but_not_executed"]
+        unexecuted = requests.filter((F.col("n") == 0) & F.col("answered").isNotNull()).select("rid")
+        offenders.append(
+            _events(ctx, "reply")
+            .filter(F.col("ok"))
+            .join(unexecuted, "rid")
+            .select(
+                "ts",
+                "src",
+                "ev",
+                "cid",
+                "seq",
+                "rid",
+                "worker",
+                F.lit("answered, never executed").alias("problem"),
+            )
+        )
+    found: list[dict[str, Any]] = []
+    for df in offenders:
+        found.extend(examples(df))
+    found = sorted(found, key=lambda e: e["ts"])[:MAX_EXAMPLES]
+    return CheckResult("execution_count", _status(violations), violations, found, summary, figures)
+
+
+# --- steady_state ----------------------------------------------------------------------
+
+
+def relaxed_windows(ctx: CheckContext, faults: list[FaultWindow]) -> list[tuple[int, int | None]]:
+    """Merged [start, end] spans (ns) where steady-state rules do not apply; end None = open."""
+    grace = int(float(ctx.promises.get("steady_grace_s", 0.0)) * NS)
+    load_start = run_time(ctx, "load_started_ns")
+    spans: list[tuple[int, int | None]] = [(load_start, load_start + WARMUP_NS)]
+    spans += [(f.start_ns, None if f.stop_ns is None else f.stop_ns + grace) for f in faults]
+    spans.sort(key=lambda s: s[0])
+    merged: list[tuple[int, int | None]] = []
+    for start, end in spans:
+        if merged and (merged[-1][1] is None or start <= merged[-1][1]):
+            prev_start, prev_end = merged[-1]
+            new_end = None if prev_end is None or end is None else max(prev_end, end)
+            merged[-1] = (prev_start, new_end)
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _inside(spans: list[tuple[int, int | None]]) -> Column:
+    cond = F.lit(False)
+    for start, end in spans:
+        here = F.col("ts") >= start if end is None else F.col("ts").between(start, end)
+        cond = cond | here
+    return cond
+
+
+@checker(
+    "steady_state",
+    "outside fault windows (plus steady_grace_s after each) and the warm-up: no retry, no "
+    "abandon, and reply latency p99 within latency_p99_ms",
+)
+def steady_state(ctx: CheckContext) -> CheckResult:
+    spans = relaxed_windows(ctx, ctx.faults)
+    bound_ms = float(ctx.promises.get("latency_p99_ms", 500.0))
+    steady = ctx.events.filter(~_inside(spans))
+    is_reply = F.col("ev") == "reply"
+    row = steady.agg(
+        F.sum(is_reply.cast("int")).alias("replies"),
+        F.sum((F.col("ev") == "retry").cast("int")).alias("retries"),
+        F.sum((F.col("ev") == "abandon").cast("int")).alias("abandons"),
+        F.percentile(F.when(is_reply, F.col("latency_us")), F.lit(0.99)).alias("p99_us"),
+        F.max(F.when(is_reply, F.col("latency_us"))).alias("max_us"),
+    ).first()
+    retries, abandons, replies = _n(row["retries"]), _n(row["abandons"]), _n(row["replies"])
+    p99_ms = None if row["p99_us"] is None else row["p99_us"] / 1000.0
+    slow = p99_ms is not None and p99_ms > bound_ms
+    figures = {
+        "replies": replies,
+        "retries": retries,
+        "abandons": abandons,
+        "p99_ms": p99_ms,
+        "max_ms": None if row["max_us"] is None else row["max_us"] / 1000.0,
+        "latency_p99_bound_ms": bound_ms,
+        "relaxed_windows_ns": [[s, e] for s, e in spans],
+    }
+    p99_text = "n/a" if p99_ms is None else f"{p99_ms:.1f} ms"
+    summary = (
+        f"outside fault windows: {replies} replies, {retries} retries, {abandons} abandons, "
+        f"p99 {p99_text} (bound {bound_ms:g} ms)"
+    )
+    if replies == 0 and retries == 0 and abandons == 0:
+        return CheckResult(
+            "steady_state", UNKNOWN, summary="no traffic outside fault windows", figures=figures
+        )
+    violations = retries + abandons + int(slow)
+    found: list[dict[str, Any]] = []
+    if retries or abandons:
+        found = examples(
+            steady.filter(F.col("ev").isin("retry", "abandon"))
+            .select("ts", "src", "ev", "cid", "seq", "rid", "attempt", "reason")
+            .withColumn("problem", F.concat(F.col("ev"), F.lit(" outside fault windows")))
+        )
+    if slow:
+        slowest = steady.filter(is_reply).orderBy(F.col("latency_us").desc()).limit(1)
+        found += examples(
+            slowest.select("ts", "src", "ev", "cid", "seq", "rid", "latency_us", "worker").withColumn(
+                "problem", F.lit(f"p99 latency {p99_ms:.1f} ms above {bound_ms:g} ms (slowest reply)")
+            )
+        )
+        found = sorted(found, key=lambda e: e["ts"])[:MAX_EXAMPLES]
+    return CheckResult("steady_state", _status(violations), violations, found, summary, figures)
+
+
+# --- no_unexpected_exit ----------------------------------------------------------------
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_bytes: int = 64 * 1024) -> list[str]:
+    """The last ``lines`` lines of a log file (empty if there is none)."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read()
+    except OSError:
+        return []
+    tail = deque(data.decode("utf-8", "replace").splitlines(), maxlen=lines)
+    return list(tail)
+
+
+@checker(
+    "no_unexpected_exit",
+    "no process ends unless the harness ended it (a fault or the teardown); a crash shows "
+    "with the tail of its log",
+)
+def no_unexpected_exit(ctx: CheckContext) -> CheckResult:
+    procs = _events(ctx, "proc_start", "proc_exit")
+    unexpected = (F.col("ev") == "proc_exit") & ~F.coalesce("expected", F.lit(False))
+    row = procs.agg(
+        F.sum((F.col("ev") == "proc_start").cast("int")).alias("starts"),
+        F.sum((F.col("ev") == "proc_exit").cast("int")).alias("exits"),
+        F.sum(unexpected.cast("int")).alias("bad"),
+    ).first()
+    bad = _n(row["bad"])
+    figures = {"starts": _n(row["starts"]), "exits": _n(row["exits"]), "unexpected_exits": bad}
+    summary = f"{figures['starts']} process starts, {figures['exits']} exits, {bad} unexpected"
+    if figures["starts"] == 0 and figures["exits"] == 0:
+        return CheckResult(
+            "no_unexpected_exit", UNKNOWN, summary="no process events recorded", figures=figures
+        )
+    found = []
+    if bad:
+        found = examples(
+            procs.filter(unexpected).select(
+                "ts", "src", "ev", "cid", "seq", "rid", "instance", "role", "pid", "code", "signal", "detail"
+            )
+        )
+        for ex in found:
+            how = f"signal {ex['signal']}" if ex.get("signal") is not None else f"code {ex.get('code')}"
+            ex["problem"] = f"{ex.get('role')} {ex.get('instance')} exited with {how}"
+            if ctx.run_dir is not None and ex.get("instance"):
+                ex["log_tail"] = log_tail(ctx.run_dir / "logs" / f"{ex['instance']}.log")
+    return CheckResult("no_unexpected_exit", _status(bad), bad, found, summary, figures)
+
+
+# --- recovery --------------------------------------------------------------------------
+
+
+def _first_after(df: DataFrame, faults: DataFrame, extra: Column | None = None) -> dict[int, int]:
+    """fault_id -> the first event time of ``df`` at or after the fault's stop."""
+    cond = df["ts"] >= faults["stop_ns"]
+    if extra is not None:
+        cond = cond & extra
+    rows = df.join(F.broadcast(faults), cond).groupBy("fault_id").agg(F.min("ts").alias("t")).collect()
+    return {r["fault_id"]: r["t"] for r in rows}
+
+
+@checker(
+    "recovery",
+    "after each fault stops, the system serves an ok reply again within recovery_bound_s "
+    "(and, as a figure, when the target worker executes again)",
+)
+def recovery(ctx: CheckContext) -> CheckResult:
+    bound_s = float(ctx.promises.get("recovery_bound_s", 10.0))
+    load_stop = run_time(ctx, "load_stopped_ns")
+    healed = [f for f in ctx.faults if f.stop_ns is not None]
+    rows: list[dict[str, Any]] = []
+    first_ok: dict[int, int] = {}
+    first_exec: dict[int, int] = {}
+    if healed:
+        faults = ctx.spark.createDataFrame(
+            [(f.fault_id, f.stop_ns, f.target) for f in healed], "fault_id int, stop_ns long, target string"
+        )
+        ok = _events(ctx, "reply").filter(F.col("ok")).select("ts")
+        first_ok = _first_after(ok, faults)
+        execs = _events(ctx, "exec").select("ts", "worker")
+        on_target = (execs["worker"] == faults["target"]) | execs["worker"].startswith(
+            F.concat(faults["target"], F.lit("-"))
+        )
+        first_exec = _first_after(execs, faults, on_target)
+    violations, unknown = 0, 0
+    found = []
+    for f in ctx.faults:
+        rec = tgt = None
+        within: bool | None = None
+        if f.stop_ns is not None:
+            if f.fault_id in first_ok:
+                rec = (first_ok[f.fault_id] - f.stop_ns) / NS
+                within = rec <= bound_s
+            elif f.stop_ns + bound_s * NS < load_stop:
+                within = False
+            if f.fault_id in first_exec:
+                tgt = (first_exec[f.fault_id] - f.stop_ns) / NS
+        rows.append(
+            {
+                "fault_id": f.fault_id,
+                "fault": f.fault,
+                "target": f.target,
+                "start_ns": f.start_ns,
+                "stop_ns": f.stop_ns,
+                "recovery_s": rec,
+                "target_recovery_s": tgt,
+                "within_bound": within,
+            }
+        )
+        if within is False:
+            violations += 1
+            problem = (
+                "no ok reply after the fault" if rec is None else f"recovered in {rec:.2f} s > {bound_s:g} s"
+            )
+            found.append(
+                example(
+                    {
+                        "ts": f.stop_ns,
+                        "src": "nemesis",
+                        "ev": "fault_stop",
+                        "fault_id": f.fault_id,
+                        "fault": f.fault,
+                        "target": f.target,
+                        "recovery_s": rec,
+                        "problem": problem,
+                    }
+                )
+            )
+        elif f.stop_ns is not None and within is None:
+            unknown += 1
+    times = [r["recovery_s"] for r in rows if r["recovery_s"] is not None]
+    figures = {"bound_s": bound_s, "faults": rows, "max_recovery_s": max(times) if times else None}
+    worst = f", slowest {max(times):.2f} s" if times else ""
+    summary = (
+        f"{len(healed)} healed faults: {len(healed) - violations - unknown} recovered within "
+        f"{bound_s:g} s, {violations} not, {unknown} undecided{worst}"
+    )
+    if violations:
+        status = VIOLATED
+    elif unknown or not healed:
+        status = UNKNOWN
+        if not healed:
+            summary = "no fault healed during the run"
+    else:
+        status = HELD
+    return CheckResult("recovery", status, violations, found[:MAX_EXAMPLES], summary, figures)

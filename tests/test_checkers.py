@@ -1,0 +1,441 @@
+"""Unit tests of the generic checkers on small hand-made histories (real Spark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckContext, FaultWindow, registry
+from reports.checkers.core import WARMUP_NS
+from reports.history_frame import events_frame
+
+NS = 1_000_000_000
+T0 = 1_700_000_000 * NS  # load start
+LOAD_S = 60
+GENERIC = (
+    "no_lost",
+    "no_duplicate",
+    "in_order",
+    "correct_reply",
+    "execution_count",
+    "steady_state",
+    "no_unexpected_exit",
+    "recovery",
+)
+
+
+def t(seconds: float) -> int:
+    return T0 + int(seconds * NS)
+
+
+def request(
+    cid: str,
+    seq: int,
+    at: float,
+    *,
+    reply: bool = True,
+    ok: bool = True,
+    latency_ms: float = 2.0,
+    execs: int = 1,
+    worker: str = "worker-1",
+) -> list[dict[str, Any]]:
+    """The events of one request sent at ``at`` s: send, its executions, its reply."""
+    rid = f"{cid}:{seq}"
+    events = [{"ts": t(at), "src": cid, "ev": "send", "cid": cid, "seq": seq, "rid": rid, "attempt": 1}]
+    for k in range(execs):
+        events.append({"ts": t(at) + 1000 + k, "src": worker, "ev": "exec", "rid": rid, "worker": worker})
+    if reply:
+        lat = int(latency_ms * 1000)
+        events.append(
+            {
+                "ts": t(at) + lat * 1000,
+                "src": cid,
+                "ev": "reply",
+                "cid": cid,
+                "seq": seq,
+                "rid": rid,
+                "ok": ok,
+                "latency_us": lat,
+                "worker": worker,
+            }
+        )
+    return events
+
+
+def clean_history(clients: int = 2, per_client: int = 20) -> list[dict[str, Any]]:
+    """Healthy traffic over the load: every request answered once, in order, in 2 ms."""
+    events: list[dict[str, Any]] = []
+    for c in range(1, clients + 1):
+        for seq in range(1, per_client + 1):
+            events += request(f"client-{c}", seq, at=seq * (LOAD_S - 5) / per_client + c * 0.01)
+    for inst in ("queue", "worker-1"):
+        events.append(
+            {
+                "ts": t(-1),
+                "src": "runner",
+                "ev": "proc_start",
+                "role": inst.split("-")[0],
+                "instance": inst,
+                "pid": 100,
+            }
+        )
+        events.append(
+            {
+                "ts": t(LOAD_S + 5),
+                "src": "runner",
+                "ev": "proc_exit",
+                "role": inst.split("-")[0],
+                "instance": inst,
+                "pid": 100,
+                "signal": 15,
+                "expected": True,
+            }
+        )
+    return events
+
+
+def make_ctx(
+    spark,
+    events: list[dict[str, Any]],
+    *,
+    faults: list[FaultWindow] = (),
+    run_dir: Path | None = None,
+    **promises: Any,
+) -> CheckContext:
+    prom = {
+        "checks": list(GENERIC),
+        "execution": "at_least_once",
+        "in_order": True,
+        "recovery_bound_s": 5.0,
+        "steady_grace_s": 5.0,
+        "latency_p99_ms": 100.0,
+    }
+    prom.update(promises)
+    meta = {
+        "manifest": {"name": "test", "promises": prom},
+        "scenario": {"name": "unit"},
+        "load_started_ns": T0,
+        "load_stopped_ns": t(LOAD_S),
+        "ended_ns": t(LOAD_S + 10),
+        "client_budget_s": 3.0,
+    }
+    return CheckContext(spark, events_frame(spark, events), meta, list(faults), run_dir)
+
+
+def check(name: str, ctx: CheckContext):
+    return registry()[name].run(ctx)
+
+
+def test_clean_history_holds_everywhere(spark):
+    fault = FaultWindow(1, "kill", "worker-1", t(20), t(21))
+    ctx = make_ctx(spark, clean_history(), faults=[fault])
+    for name in GENERIC:
+        result = check(name, ctx)
+        assert (result.status, result.violations, result.examples) == (HELD, 0, []), (name, result)
+        assert result.summary
+
+
+# --- no_lost ---------------------------------------------------------------------------
+
+
+def test_no_lost_counts_lost_requests_and_spares_indeterminate_ones(spark):
+    events = clean_history()
+    events += request("client-3", 1, at=10, reply=False)  # lost
+    events += request("client-3", 2, at=12, reply=False)  # lost
+    events += request("client-3", 3, at=14)
+    events += request("client-3", 4, at=30, reply=False)  # the client's last request: indeterminate
+    events += request("client-4", 1, at=5, reply=False)
+    events.append(
+        {
+            "ts": t(8),
+            "src": "client-4",
+            "ev": "abandon",
+            "cid": "client-4",
+            "seq": 1,
+            "rid": "client-4:1",
+            "reason": "timeout",
+        }
+    )
+    events += request("client-4", 2, at=LOAD_S - 1, reply=False)  # in flight at the end
+    events += request("client-4", 3, at=LOAD_S - 0.5)
+    result = check("no_lost", make_ctx(spark, events))
+    assert result.status == VIOLATED
+    assert result.violations == 2
+    assert result.figures["indeterminate"] == 2
+    assert result.figures["abandoned"] == 1
+    first = result.examples[0]
+    assert (first["cid"], first["seq"], first["rid"], first["ts"]) == ("client-3", 1, "client-3:1", t(10))
+    assert [e["seq"] for e in result.examples] == [1, 2]
+
+
+def test_no_lost_without_requests_is_unknown(spark):
+    result = check("no_lost", make_ctx(spark, [{"ts": t(1), "src": "runner", "ev": "phase", "name": "load"}]))
+    assert result.status == UNKNOWN
+
+
+# --- no_duplicate ----------------------------------------------------------------------
+
+
+def test_no_duplicate_counts_extra_deliveries_and_shows_the_second(spark):
+    events = clean_history()
+    dup = request("client-1", 3, at=0)[-1]
+    events.append({**dup, "ts": t(9.5)})  # a second reply to client-1:3
+    events.append(
+        {
+            "ts": t(11),
+            "src": "client-1",
+            "ev": "unexpected",
+            "cid": "client-1",
+            "seq": 4,
+            "got_rid": "client-1:3",
+        }
+    )  # and a third delivery
+    events.append(
+        {
+            "ts": t(12),
+            "src": "client-2",
+            "ev": "unexpected",
+            "cid": "client-2",
+            "seq": 4,
+            "got_rid": "client-2:4",
+        }
+    )  # the reply to client-2:4 arrived twice
+    result = check("no_duplicate", make_ctx(spark, events))
+    assert result.status == VIOLATED
+    assert result.violations == 3
+    assert result.figures["duplicated_requests"] == 2
+    first = result.examples[0]
+    assert (first["ts"], first["ev"], first["rid"]) == (t(9.5), "reply", "client-1:3")
+    assert result.examples[1]["delivered_rid"] == "client-2:4"
+
+
+# --- in_order --------------------------------------------------------------------------
+
+
+def test_in_order_flags_a_reply_below_the_previous_seq(spark):
+    events = clean_history()
+    events += request("client-9", 2, at=10, latency_ms=1)
+    events += request("client-9", 1, at=10.5, latency_ms=1)  # seq 1 answered after seq 2
+    events += request("client-9", 3, at=11, latency_ms=1)
+    result = check("in_order", make_ctx(spark, events))
+    assert result.status == VIOLATED
+    assert result.violations == 1
+    first = result.examples[0]
+    assert (first["cid"], first["seq"], first["prev_seq"]) == ("client-9", 1, 2)
+
+
+def test_in_order_is_unknown_where_not_promised(spark):
+    events = request("client-9", 2, at=10) + request("client-9", 1, at=11)
+    result = check("in_order", make_ctx(spark, events, in_order=False))
+    assert (result.status, result.summary) == (UNKNOWN, "not promised")
+
+
+# --- correct_reply ---------------------------------------------------------------------
+
+
+def test_correct_reply_flags_bad_payloads_and_foreign_replies(spark):
+    events = clean_history()
+    events += request("client-5", 1, at=7, ok=False)
+    events.append(
+        {
+            "ts": t(8),
+            "src": "client-5",
+            "ev": "unexpected",
+            "cid": "client-5",
+            "seq": 2,
+            "got_rid": "client-1:2",
+        }
+    )  # meant for client-1
+    events.append(
+        {"ts": t(9), "src": "client-5", "ev": "unexpected", "cid": "client-5", "seq": 2, "detail": "garbage"}
+    )  # no request id at all
+    events.append(
+        {
+            "ts": t(9.5),
+            "src": "client-5",
+            "ev": "unexpected",
+            "cid": "client-5",
+            "seq": 2,
+            "got_rid": "client-5:1",
+        }
+    )  # stale reply to its own earlier request: not this check's
+    result = check("correct_reply", make_ctx(spark, events))
+    assert result.status == VIOLATED
+    assert result.violations == 3
+    assert result.figures["stale_own_replies"] == 1
+    assert [e["ts"] for e in result.examples] == [t(7) + 2_000_000, t(8), t(9)]
+    assert result.examples[0]["rid"] == "client-5:1"
+    assert result.examples[1]["problem"] == "reply meant for another client"
+
+
+# --- execution_count -------------------------------------------------------------------
+
+
+def test_execution_count_exactly_once_flags_double_execution(spark):
+    events = clean_history()
+    events += request("client-6", 1, at=5, execs=2)
+    events += request("client-6", 2, at=6, execs=3)
+    events += request("client-6", 3, at=7, execs=0, reply=False)
+    result = check("execution_count", make_ctx(spark, events, execution="exactly_once"))
+    assert result.status == VIOLATED
+    assert result.violations == 2
+    assert result.figures["histogram"] == {"0": 1, "1": 40, "2": 1, "3+": 1}
+    first = result.examples[0]
+    assert (first["rid"], first["ts"], first["problem"]) == ("client-6:1", t(5) + 1001, "executed again")
+
+
+def test_execution_count_flags_executions_of_unsent_requests(spark):
+    events = clean_history()
+    events.append({"ts": t(3), "src": "worker-1", "ev": "exec", "rid": "ghost:1", "worker": "worker-1"})
+    result = check("execution_count", make_ctx(spark, events))
+    assert (result.status, result.violations) == (VIOLATED, 1)
+    assert result.examples[0]["rid"] == "ghost:1"
+    assert result.figures["executed_but_never_sent"] == 1
+
+
+def test_execution_count_at_least_once_flags_answered_unexecuted(spark):
+    events = clean_history()
+    events += request("client-6", 1, at=5, execs=2)  # fine under at-least-once
+    events += request("client-6", 2, at=6, execs=0)  # answered, never executed
+    result = check("execution_count", make_ctx(spark, events))
+    assert (result.status, result.violations) == (VIOLATED, 1)
+    assert (result.examples[0]["ev"], result.examples[0]["rid"]) == ("reply", "client-6:2")
+    assert result.figures["executed_more_than_once"] == 1
+
+
+def test_execution_count_without_exec_events_is_unknown(spark):
+    events = [e for e in clean_history() if e["ev"] != "exec"]
+    result = check("execution_count", make_ctx(spark, events))
+    assert result.status == UNKNOWN
+
+
+# --- steady_state ----------------------------------------------------------------------
+
+
+def _retry(cid: str, seq: int, at: float) -> dict[str, Any]:
+    return {"ts": t(at), "src": cid, "ev": "retry", "cid": cid, "seq": seq, "attempt": 2, "reason": "timeout"}
+
+
+def test_steady_state_flags_retries_and_abandons_outside_fault_windows_only(spark):
+    fault = FaultWindow(1, "freeze", "worker-1", t(20), t(22))
+    events = clean_history()
+    events.append(_retry("client-1", 1, WARMUP_NS / NS / 2))  # warm-up: ignored
+    events.append(_retry("client-1", 5, 21))  # inside the fault: ignored
+    events.append(_retry("client-1", 6, 26))  # inside the grace (5 s): ignored
+    events.append(_retry("client-2", 9, 30))  # steady: violation
+    events.append(
+        {
+            "ts": t(40),
+            "src": "client-2",
+            "ev": "abandon",
+            "cid": "client-2",
+            "seq": 12,
+            "rid": "client-2:12",
+            "reason": "timeout",
+        }
+    )
+    result = check("steady_state", make_ctx(spark, events, faults=[fault]))
+    assert (result.status, result.violations) == (VIOLATED, 2)
+    assert (result.figures["retries"], result.figures["abandons"]) == (1, 1)
+    first = result.examples[0]
+    assert (first["ts"], first["cid"], first["seq"], first["ev"]) == (t(30), "client-2", 9, "retry")
+
+
+def test_steady_state_flags_p99_latency_above_bound(spark):
+    events = clean_history()
+    events += request("client-7", 1, at=30, latency_ms=900)
+    events += request("client-7", 2, at=31, latency_ms=800)
+    result = check("steady_state", make_ctx(spark, events))
+    assert (result.status, result.violations) == (VIOLATED, 1)
+    assert result.figures["p99_ms"] > 100
+    assert result.examples[0]["rid"] == "client-7:1"
+    assert "p99" in result.examples[0]["problem"]
+
+
+def test_steady_state_ignores_slow_replies_inside_an_unhealed_fault(spark):
+    fault = FaultWindow(1, "partition", "link:worker-1", t(29), None)
+    events = clean_history() + request("client-7", 1, at=30, latency_ms=900)
+    result = check("steady_state", make_ctx(spark, events, faults=[fault]))
+    assert result.status == HELD
+
+
+# --- no_unexpected_exit ----------------------------------------------------------------
+
+
+def test_no_unexpected_exit_reports_the_crash_with_its_log_tail(spark, tmp_path):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "worker-2.log").write_text(
+        "".join(f"line {i}\n" for i in range(50)) + "Traceback: boom\n"
+    )
+    events = clean_history()
+    events.append(
+        {
+            "ts": t(33),
+            "src": "runner",
+            "ev": "proc_exit",
+            "role": "worker",
+            "instance": "worker-2",
+            "pid": 4242,
+            "code": 1,
+            "expected": False,
+        }
+    )
+    events.append(
+        {
+            "ts": t(34),
+            "src": "runner",
+            "ev": "proc_exit",
+            "role": "worker",
+            "instance": "worker-3",
+            "pid": 4243,
+            "signal": 9,
+            "expected": True,
+        }
+    )
+    result = check("no_unexpected_exit", make_ctx(spark, events, run_dir=tmp_path))
+    assert (result.status, result.violations) == (VIOLATED, 1)
+    first = result.examples[0]
+    assert (first["instance"], first["role"], first["code"], first["ts"]) == ("worker-2", "worker", 1, t(33))
+    assert first["log_tail"][-1] == "Traceback: boom"
+    assert len(first["log_tail"]) == 10
+
+
+# --- recovery --------------------------------------------------------------------------
+
+
+def test_recovery_per_fault_within_beyond_and_undecided(spark):
+    faults = [
+        FaultWindow(1, "kill", "worker-1", t(10), t(11)),  # replies resume 0.5 s later
+        FaultWindow(2, "freeze", "queue", t(30), t(31)),  # silence for 8 s > 5 s bound
+        FaultWindow(3, "kill", "worker-2", t(57), t(58)),  # too close to the end to say
+        FaultWindow(4, "partition", "link:worker-1", t(50), None),  # never healed
+    ]
+    events = [e for e in clean_history(per_client=5) if e["ev"] not in ("reply", "exec")]
+    events += request("client-1", 100, at=11.5, worker="worker-1-a7")
+    events += request("client-1", 101, at=39)
+    result = check("recovery", make_ctx(spark, events, faults=faults))
+    assert (result.status, result.violations) == (VIOLATED, 1)
+    rows = {r["fault_id"]: r for r in result.figures["faults"]}
+    assert rows[1]["recovery_s"] == pytest.approx(0.502, abs=1e-3)
+    assert rows[1]["target_recovery_s"] == pytest.approx(0.5, abs=1e-3)
+    assert rows[1]["within_bound"] is True
+    assert rows[2]["within_bound"] is False
+    assert rows[2]["recovery_s"] == pytest.approx(8.002, abs=1e-3)
+    assert rows[3]["within_bound"] is None
+    assert rows[4]["stop_ns"] is None
+    assert result.examples[0]["fault_id"] == 2
+
+
+def test_recovery_with_no_reply_at_all_after_a_fault_is_violated(spark):
+    faults = [FaultWindow(1, "kill", "queue", t(10), t(11))]
+    events = [e for e in clean_history() if e["ev"] != "reply" or e["ts"] < t(10)]
+    result = check("recovery", make_ctx(spark, events, faults=faults))
+    assert (result.status, result.violations) == (VIOLATED, 1)
+    assert result.examples[0]["problem"] == "no ok reply after the fault"
+
+
+def test_recovery_without_faults_is_unknown(spark):
+    result = check("recovery", make_ctx(spark, clean_history()))
+    assert result.status == UNKNOWN

@@ -4,27 +4,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 import zmq
 
-from tests.pirate_support import ROOT, Procs, free_endpoint, wait_until
+from tests.pirate_support import Pirates, pirates_fixture  # noqa: F401 - a fixture
+from tests.procs import ROOT, wait_for
 
 
-@pytest.fixture
-def procs(tmp_path: Path) -> Iterator[Procs]:
-    p = Procs(tmp_path)
-    try:
-        yield p
-    finally:
-        p.stop_all()
-
-
-def test_server_echoes_records_and_exits_cleanly(procs: Procs) -> None:
-    endpoint = free_endpoint()
-    server = procs.start("implementations.lazy_pirate.server", ["--frontend", endpoint], "server")
+def test_server_echoes_records_and_exits_cleanly(pirates: Pirates) -> None:
+    endpoint = pirates.endpoint()
+    server = pirates.start("implementations.lazy_pirate.server", ["--frontend", endpoint], "server")
     ctx = zmq.Context()
     try:
         sock = ctx.socket(zmq.REQ)
@@ -39,11 +28,11 @@ def test_server_echoes_records_and_exits_cleanly(procs: Procs) -> None:
         assert sock.poll(5000) and sock.recv_multipart() == [b"no request id"]
     finally:
         ctx.destroy(linger=0)
-    done = wait_until(lambda: len(procs.events("done")) == 5 and procs.events("done"), 5, "5 done")
+    done = wait_for(lambda: len(pirates.events("done")) == 5 and pirates.events("done"), 5, "5 done")
     assert [e["rid"] for e in done] == [f"client-1:{i}" for i in range(1, 6)]
-    assert {e["worker"] for e in procs.events("exec")} == {"server"}
+    assert {e["worker"] for e in pirates.events("exec")} == {"server"}
     assert server.stop() == 0
-    assert "stopping" in server.stderr()
+    assert "stopping" in server.text()
 
 
 def test_server_reports_a_port_in_use() -> None:

@@ -4,26 +4,16 @@ workers unregistered)."""
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import zmq
 
 from implementations.simple_pirate.queue import parse_backend, parse_frontend
-from tests.pirate_support import Procs, free_endpoint, wait_until
+from tests.pirate_support import Pirates, pirates_fixture  # noqa: F401 - a fixture
+from tests.procs import wait_for
 
 TIMEOUT_MS = 1000
-
-
-@pytest.fixture
-def procs(tmp_path: Path) -> Iterator[Procs]:
-    p = Procs(tmp_path)
-    try:
-        yield p
-    finally:
-        p.stop_all()
 
 
 @pytest.fixture
@@ -49,12 +39,12 @@ def test_parse_backend_and_frontend() -> None:
 QUEUE, WORKER = "implementations.simple_pirate.queue", "implementations.simple_pirate.worker"
 
 
-def start(procs: Procs, n_workers: int = 2) -> tuple[str, str]:
-    frontend, backend = free_endpoint(), free_endpoint()
-    procs.start(QUEUE, ["--frontend", frontend, "--backend", backend], "queue")
+def start(pirates: Pirates, n_workers: int = 2) -> tuple[str, str]:
+    frontend, backend = pirates.endpoint(), pirates.endpoint()
+    pirates.start(QUEUE, ["--frontend", frontend, "--backend", backend], "queue")
     for i in range(1, n_workers + 1):
-        procs.start(WORKER, ["--connect", backend, "--identity", f"worker-{i}"], f"worker-{i}")
-    wait_until(lambda: len(procs.events("worker_ready")) == n_workers, 10, "workers registered")
+        pirates.start(WORKER, ["--connect", backend, "--identity", f"worker-{i}"], f"worker-{i}")
+    wait_for(lambda: len(pirates.events("worker_ready")) == n_workers, 10, "workers registered")
     return frontend, backend
 
 
@@ -73,37 +63,37 @@ def lazy_request(ctx: zmq.Context, endpoint: str, body: list[bytes], attempts: i
     raise AssertionError(f"no reply after {attempts} attempts")
 
 
-def test_echo_through_the_queue(procs: Procs, ctx: zmq.Context) -> None:
-    frontend, _ = start(procs)
+def test_echo_through_the_queue(pirates: Pirates, ctx: zmq.Context) -> None:
+    frontend, _ = start(pirates)
     for i in range(1, 21):
         body = [f"c:{i}|payload".encode(), b"second frame"]
         assert lazy_request(ctx, frontend, body) == (body, 1)
-    execs = procs.events("exec")
-    assert len(execs) == 20 and len(procs.events("dispatch")) == 20
+    execs = pirates.events("exec")
+    assert len(execs) == 20 and len(pirates.events("dispatch")) == 20
     assert {e["worker"].rsplit("-", 1)[0] for e in execs} == {"worker-1", "worker-2"}  # load balanced
 
 
-def test_a_dead_idle_worker_stays_listed_and_costs_a_retry(procs: Procs, ctx: zmq.Context) -> None:
-    frontend, _ = start(procs)
-    first = procs.events("worker_ready")[0]["worker"]
-    next(p for p in procs.started if p.src == first.rsplit("-", 1)[0]).stop(signal.SIGKILL)
+def test_a_dead_idle_worker_stays_listed_and_costs_a_retry(pirates: Pirates, ctx: zmq.Context) -> None:
+    frontend, _ = start(pirates)
+    first = pirates.events("worker_ready")[0]["worker"]
+    pirates.kill(pirates.proc(first.rsplit("-", 1)[0]))
     reply, attempts = lazy_request(ctx, frontend, [b"c:1|x"])
     assert reply == [b"c:1|x"] and attempts == 2
-    assert procs.events("dispatch", rid="c:1")[0]["worker"] == first  # handed to the dead one
+    assert pirates.events("dispatch", rid="c:1")[0]["worker"] == first  # handed to the dead one
 
 
-def test_a_restarted_queue_knows_no_worker(procs: Procs, ctx: zmq.Context) -> None:
-    frontend, backend = start(procs, n_workers=1)
-    procs.started[0].stop(signal.SIGKILL)
-    procs.start(QUEUE, ["--frontend", frontend, "--backend", backend], "queue-2")
+def test_a_restarted_queue_knows_no_worker(pirates: Pirates, ctx: zmq.Context) -> None:
+    frontend, backend = start(pirates, n_workers=1)
+    pirates.kill(pirates.proc("queue"))
+    pirates.start(QUEUE, ["--frontend", frontend, "--backend", backend], "queue-2")
     with pytest.raises(AssertionError, match="no reply"):
         lazy_request(ctx, frontend, [b"c:1|x"], attempts=2)
-    assert procs.events("worker_ready", src="queue-2") == []
-    assert procs.events("exec") == []
+    assert pirates.events("worker_ready", src="queue-2") == []
+    assert pirates.events("exec") == []
 
 
-def test_queue_survives_malformed_messages(procs: Procs, ctx: zmq.Context) -> None:
-    frontend, backend = start(procs)
+def test_queue_survives_malformed_messages(pirates: Pirates, ctx: zmq.Context) -> None:
+    frontend, backend = start(pirates)
     rogue_client = ctx.socket(zmq.DEALER)
     rogue_worker = ctx.socket(zmq.DEALER)
     for sock, endpoint in ((rogue_client, frontend), (rogue_worker, backend)):
@@ -112,17 +102,17 @@ def test_queue_survives_malformed_messages(procs: Procs, ctx: zmq.Context) -> No
     rogue_client.send_multipart([b"no delimiter"])
     rogue_worker.send_multipart([b"", b"\x07"])
     rogue_worker.send_multipart([b"", b"client", b"not empty", b"body"])
-    wait_until(lambda: len(procs.events("malformed")) == 3, 10, "3 malformed messages recorded")
+    wait_for(lambda: len(pirates.events("malformed")) == 3, 10, "3 malformed messages recorded")
     for i in range(1, 6):
         assert lazy_request(ctx, frontend, [f"c:{i}|x".encode()])[0] == [f"c:{i}|x".encode()]
 
 
-def test_worker_starts_over_after_a_malformed_request(procs: Procs, ctx: zmq.Context) -> None:
-    backend = free_endpoint()
+def test_worker_starts_over_after_a_malformed_request(pirates: Pirates, ctx: zmq.Context) -> None:
+    backend = pirates.endpoint()
     queue = ctx.socket(zmq.ROUTER)
     queue.linger = 0
     queue.bind(backend)
-    procs.start(WORKER, ["--connect", backend, "--identity", "worker-1"], "worker-1")
+    pirates.start(WORKER, ["--connect", backend, "--identity", "worker-1"], "worker-1")
     assert queue.poll(10000)
     ready = queue.recv_multipart()
     assert ready[1:] == [b"", b"\x01"] and ready[0].startswith(b"worker-1-")
@@ -133,4 +123,4 @@ def test_worker_starts_over_after_a_malformed_request(procs: Procs, ctx: zmq.Con
     queue.send_multipart([again[0], b"", b"C", b"", b"c:1|x"])
     assert queue.poll(10000)
     assert queue.recv_multipart() == [again[0], b"", b"C", b"", b"c:1|x"]
-    assert len(procs.events("malformed", src="worker-1")) == 1
+    assert len(pirates.events("malformed", src="worker-1")) == 1

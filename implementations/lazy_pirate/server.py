@@ -10,47 +10,36 @@ intact. It records ``exec``/``done`` for every request whose first frame carries
 id (``worker`` = ``--identity``) and treats any other request as opaque (echoed, not
 recorded). It simulates no faults of its own (the guide's server crashes and stalls at
 random): the harness kills and freezes it. ``--work-ms`` simulates the work of a request.
-Prints ``ready`` once bound; exits cleanly on SIGTERM/SIGINT.
+Logs ``ready:`` once bound; exits cleanly on SIGTERM/SIGINT (implementations.runtime).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import time
 
 import zmq
 
-from harness.history import rid_of, writer_from_env
+from harness.history import rid_of
+from implementations.runtime import announce_ready, start_role
 
-log = logging.getLogger("lpserver")
-
-
-class Shutdown(Exception):
-    """Raised by the SIGTERM handler to leave the loop."""
-
-
-def _shutdown(signum: int, frame: object) -> None:
-    raise Shutdown(signal.Signals(signum).name)
+log = logging.getLogger("server")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--frontend", required=True, help="endpoint to bind")
     parser.add_argument("--identity", default="server", help="name in the history (worker field)")
     parser.add_argument("--work-ms", type=int, default=0)
     args = parser.parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format=f"%(asctime)s {args.identity} %(message)s")  # fmt: skip
-    signal.signal(signal.SIGTERM, _shutdown)
-    signal.signal(signal.SIGINT, _shutdown)
-
+    _, writer = start_role(args.identity)
     ctx = zmq.Context()
     socket = ctx.socket(zmq.REP)
     socket.linger = 0
-    writer = writer_from_env(args.identity)
     work_s = args.work_ms / 1000
     try:
         try:
@@ -58,8 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         except zmq.ZMQError as exc:
             log.error("cannot bind %s: %s", args.frontend, exc)
             return 2
-        log.info("bound %s", args.frontend)
-        print("ready", flush=True)
+        announce_ready(log, args.frontend)
         while True:
             frames = socket.recv_multipart()
             rid = rid_of(frames[0])
@@ -70,9 +58,8 @@ def main(argv: list[str] | None = None) -> int:
             socket.send_multipart(frames)
             if rid is not None:
                 writer.emit("done", rid=rid, worker=args.identity)
-    except (Shutdown, KeyboardInterrupt):
-        log.info("stopping")
     finally:
+        log.info("stopping")
         socket.close()
         ctx.term()
         writer.close()

@@ -6,7 +6,7 @@
 
 One ROUTER serves clients and workers, as the spec says; it binds every endpoint given
 (``--frontend`` and optionally ``--backend``) so a harness can put clients and workers
-behind separate fault proxies while both still reach the same socket. Prints ``ready``
+behind separate fault proxies while both still reach the same socket. Logs ``ready:``
 once bound. Records ``worker_ready``/``worker_expired`` (with the service), ``dispatch``,
 ``requeue``, ``request_expired``, ``mmi_reply`` and ``malformed`` in the history.
 
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import time
 from collections import deque
@@ -45,10 +44,11 @@ from typing import Any
 
 import zmq
 
-from harness.history import HistoryWriter, rid_of, writer_from_env
+from harness.history import HistoryWriter, rid_of
 from implementations.majordomo import mdp
+from implementations.runtime import announce_ready, start_role
 
-log = logging.getLogger("mdbroker")
+log = logging.getLogger("broker")
 
 
 @dataclass
@@ -181,7 +181,7 @@ class Broker:
         self.workers[identity] = worker
         service = self._service(service_name)
         service.waiting[identity] = worker
-        log.info("worker %s ready for %s", worker.name, service_name)
+        log.info("worker %s registered for %s", worker.name, service_name)
         self.writer.emit("worker_ready", worker=worker.name, service=service_name)
         self._dispatch(service)
 
@@ -255,7 +255,7 @@ class Broker:
             self.socket.send_multipart(mdp.to_worker(identity, mdp.DISCONNECT))
 
     def run(self) -> None:
-        """Serve until a signal raises ``Shutdown`` (or KeyboardInterrupt)."""
+        """Serve until SIGTERM/SIGINT (SystemExit, see implementations.runtime)."""
         next_tick = time.monotonic() + self.heartbeat_s
         socket = self.socket
         while True:
@@ -273,30 +273,24 @@ class Broker:
                 next_tick = time.monotonic() + self.heartbeat_s
 
 
-class Shutdown(Exception):
-    """Raised by the SIGTERM handler to leave the loop."""
-
-
-def _shutdown(signum: int, frame: object) -> None:
-    raise Shutdown(signal.Signals(signum).name)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--frontend", required=True, help="endpoint to bind (clients, and workers)")
     parser.add_argument("--backend", help="a second endpoint the same socket binds (workers)")
-    parser.add_argument("--heartbeat-ms", type=int, default=2500)
-    parser.add_argument("--liveness", type=int, default=3)
-    parser.add_argument("--request-expiry-ms", type=int, default=10000)
+    parser.add_argument("--heartbeat-ms", type=int, default=2500, help="heartbeat interval (default 2500)")
+    parser.add_argument("--liveness", type=int, default=3, help="silent intervals before expiry (default 3)")
+    parser.add_argument("--request-expiry-ms", type=int, default=10000,
+                        help="longest wait of a request in its service queue (default 10000)")  # fmt: skip
+    parser.add_argument("--name", default="broker", help="name in logs and history (default broker)")
     args = parser.parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s broker %(message)s")
-    signal.signal(signal.SIGTERM, _shutdown)
-    signal.signal(signal.SIGINT, _shutdown)
+    _, writer = start_role(args.name)
+    endpoints = [e for e in (args.frontend, args.backend) if e]
 
     ctx = zmq.Context()
     socket = ctx.socket(zmq.ROUTER)
-    socket.linger = 500
-    writer = writer_from_env("broker")
+    socket.linger = 500  # lets the DISCONNECTs of a clean stop leave
     broker = Broker(
         socket,
         writer,
@@ -305,20 +299,19 @@ def main(argv: list[str] | None = None) -> int:
         request_expiry_ms=args.request_expiry_ms,
     )
     try:
-        for endpoint in filter(None, (args.frontend, args.backend)):
+        for endpoint in endpoints:
             try:
                 socket.bind(endpoint)
             except zmq.ZMQError as exc:
                 log.error("cannot bind %s: %s", endpoint, exc)
                 return 2
-        log.info("bound %s; heartbeat %d ms x %d", ", ".join(filter(None, (args.frontend, args.backend))),
-                 args.heartbeat_ms, args.liveness)  # fmt: skip
-        print("ready", flush=True)
+        log.info("heartbeat %d ms x %d, request expiry %d ms", args.heartbeat_ms, args.liveness,
+                 args.request_expiry_ms)  # fmt: skip
+        announce_ready(log, " ".join(endpoints))
         broker.run()
-    except (Shutdown, KeyboardInterrupt):
+    finally:
         log.info("stopping: DISCONNECT to %d worker(s)", len(broker.workers))
         broker.disconnect_all()
-    finally:
         socket.close()
         ctx.term()
         writer.close()

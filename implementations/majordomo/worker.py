@@ -6,7 +6,7 @@
 
 Registers for one service with READY, answers each REQUEST with a REPLY carrying the
 same body (echo), and records ``exec``/``done`` for every request whose first body frame
-carries a request id. Prints ``ready`` after its first READY left.
+carries a request id. Logs ``ready:`` after its first READY left.
 
 Protocol choices:
 
@@ -30,24 +30,15 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
-import sys
 import time
 
 import zmq
 
-from harness.history import HistoryWriter, rid_of, writer_from_env
+from harness.history import HistoryWriter, rid_of
 from implementations.majordomo import mdp
+from implementations.runtime import announce_ready, start_role
 
-log = logging.getLogger("mdworker")
-
-
-class Shutdown(Exception):
-    """Raised by the SIGTERM handler to leave the loop."""
-
-
-def _shutdown(signum: int, frame: object) -> None:
-    raise Shutdown(signal.Signals(signum).name)
+log = logging.getLogger("worker")
 
 
 class MdpWorker:
@@ -94,7 +85,7 @@ class MdpWorker:
 
     def run(self) -> None:
         self.connect()
-        print("ready", flush=True)
+        announce_ready(log, self.name)
         while True:
             assert self.socket is not None
             if self.socket.poll(int(self.heartbeat_s * 1000)):
@@ -144,8 +135,10 @@ class MdpWorker:
             self.socket = None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--connect", required=True, help="the broker's endpoint")
     parser.add_argument("--identity", default="worker", help="instance name (prefix of the identity)")
     parser.add_argument("--service", default="echo")
@@ -154,13 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reconnect-ms", type=int, default=2500)
     parser.add_argument("--work-ms", type=int, default=0)
     args = parser.parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format=f"%(asctime)s {args.identity} %(message)s")  # fmt: skip
-    signal.signal(signal.SIGTERM, _shutdown)
-    signal.signal(signal.SIGINT, _shutdown)
-
+    _, writer = start_role(args.identity)
     ctx = zmq.Context()
-    writer = writer_from_env(args.identity)
     worker = MdpWorker(
         ctx,
         args.connect,
@@ -174,14 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         worker.run()
-    except (Shutdown, KeyboardInterrupt):
-        log.info("stopping")
     finally:
+        log.info("stopping")
         worker.close()
         ctx.term()
         writer.close()
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

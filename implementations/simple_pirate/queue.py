@@ -18,32 +18,24 @@ Messages: READY from a worker = ``[worker, '', 0x01]``; a request from a client 
 body...]``; a worker's reply ``[worker, '', client, '', body...]`` goes back as ``[client,
 '', body...]`` and puts the worker at the tail of the list. Anything else is logged,
 recorded as ``malformed`` and dropped (a worker that sent it is not put back on the list).
-Records ``worker_ready`` and ``dispatch``. Prints ``ready`` once bound.
+Records ``worker_ready`` and ``dispatch``. Logs ``ready:`` once bound.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 from collections import deque
 
 import zmq
 
-from harness.history import HistoryWriter, rid_of, writer_from_env
+from harness.history import HistoryWriter, rid_of
+from implementations.runtime import announce_ready, start_role
 
-log = logging.getLogger("spqueue")
+log = logging.getLogger("queue")
 
 READY = b"\x01"
-
-
-class Shutdown(Exception):
-    """Raised by the SIGTERM handler to leave the loop."""
-
-
-def _shutdown(signum: int, frame: object) -> None:
-    raise Shutdown(signal.Signals(signum).name)
 
 
 def describe(frames: list[bytes]) -> str:
@@ -133,19 +125,18 @@ class Queue:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--frontend", required=True, help="endpoint to bind for clients")
     parser.add_argument("--backend", required=True, help="endpoint to bind for workers")
+    parser.add_argument("--name", default="queue", help="name in logs and history (default queue)")
     args = parser.parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s queue %(message)s")
-    signal.signal(signal.SIGTERM, _shutdown)
-    signal.signal(signal.SIGINT, _shutdown)
-
+    _, writer = start_role(args.name)
     ctx = zmq.Context()
     frontend = ctx.socket(zmq.ROUTER)
     backend = ctx.socket(zmq.ROUTER)
     frontend.linger = backend.linger = 0
-    writer = writer_from_env("queue")
     try:
         for sock, endpoint in ((frontend, args.frontend), (backend, args.backend)):
             try:
@@ -153,12 +144,10 @@ def main(argv: list[str] | None = None) -> int:
             except zmq.ZMQError as exc:
                 log.error("cannot bind %s: %s", endpoint, exc)
                 return 2
-        log.info("bound frontend %s, backend %s", args.frontend, args.backend)
-        print("ready", flush=True)
+        announce_ready(log, f"frontend {args.frontend} backend {args.backend}")
         Queue(frontend, backend, writer).run()
-    except (Shutdown, KeyboardInterrupt):
-        log.info("stopping")
     finally:
+        log.info("stopping")
         frontend.close()
         backend.close()
         ctx.term()

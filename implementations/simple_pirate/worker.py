@@ -10,7 +10,7 @@ A request arrives as ``[client, '', body...]`` and the same frames go back as th
 so multi-frame bodies work. No heartbeats, faithfully: the worker cannot tell that its
 queue restarted and never registers again. A message it cannot parse is recorded as
 ``malformed``; since a REQ socket must answer before it can receive again, the worker then
-starts over with a new socket and READY. Records ``exec``/``done``; prints ``ready`` once
+starts over with a new socket and READY. Records ``exec``/``done``; logs ``ready:`` once
 READY left; exits cleanly on SIGTERM/SIGINT.
 """
 
@@ -19,25 +19,16 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
-import sys
 import time
 
 import zmq
 
-from harness.history import rid_of, writer_from_env
+from harness.history import rid_of
+from implementations.runtime import announce_ready, start_role
 
-log = logging.getLogger("spworker")
+log = logging.getLogger("worker")
 
 READY = b"\x01"
-
-
-class Shutdown(Exception):
-    """Raised by the SIGTERM handler to leave the loop."""
-
-
-def _shutdown(signum: int, frame: object) -> None:
-    raise Shutdown(signal.Signals(signum).name)
 
 
 def connect(ctx: zmq.Context, endpoint: str, instance: str) -> tuple[zmq.Socket, str]:
@@ -51,22 +42,19 @@ def connect(ctx: zmq.Context, endpoint: str, instance: str) -> tuple[zmq.Socket,
     return socket, name
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--connect", required=True, help="the queue's backend endpoint")
     parser.add_argument("--identity", default="worker", help="instance name (prefix of the identity)")
     parser.add_argument("--work-ms", type=int, default=0)
     args = parser.parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format=f"%(asctime)s {args.identity} %(message)s")  # fmt: skip
-    signal.signal(signal.SIGTERM, _shutdown)
-    signal.signal(signal.SIGINT, _shutdown)
-
+    _, writer = start_role(args.identity)
     ctx = zmq.Context()
-    writer = writer_from_env(args.identity)
     work_s = args.work_ms / 1000
     socket, name = connect(ctx, args.connect, args.identity)
-    print("ready", flush=True)
+    announce_ready(log, name)
     try:
         while True:
             frames = socket.recv_multipart()
@@ -85,14 +73,12 @@ def main(argv: list[str] | None = None) -> int:
             socket.send_multipart(frames)
             if rid is not None:
                 writer.emit("done", rid=rid, worker=name)
-    except (Shutdown, KeyboardInterrupt):
-        log.info("stopping")
     finally:
+        log.info("stopping")
         socket.close(linger=0)
         ctx.term()
         writer.close()
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

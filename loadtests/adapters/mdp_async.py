@@ -3,8 +3,8 @@ requests in flight, replies matched to requests by the request id in the first b
 
 Each request is sent as ``['', MDPC01, service, body...]`` (a DEALER adds no delimiter of
 its own). A request with no reply after ``timeout_ms`` is sent again on the same socket
-(other requests are in flight on it, so it is not closed), at most ``retries`` attempts
-in all, then abandoned. A reply whose request id is not in flight (a late answer to an
+(other requests are in flight on it, so it is not closed), at most ``retries`` times,
+then abandoned. A reply whose request id is not in flight (a late answer to an
 earlier attempt of a finished request, or garbage) is recorded as ``unexpected`` against
 the request it names when that one finished recently, and dropped. Options as in
 ``mdp_sync`` (``service``, ``timeout_ms``, ``retries``, ``body_frames``, ``mmi_every``) plus
@@ -48,7 +48,7 @@ class MdpAsyncClient(AsyncClientAdapter):
         super().__init__(endpoint, options, cid, context)
         self.service = str(self.options["service"])
         self.timeout_s = int(self.options["timeout_ms"]) / 1000
-        self.retries = max(1, int(self.options["retries"]))
+        self.retries = max(0, int(self.options["retries"]))
         self.body_frames = int(self.options["body_frames"])
         self.mmi_every = int(self.options["mmi_every"])
         self.count = 0
@@ -111,7 +111,7 @@ class MdpAsyncClient(AsyncClientAdapter):
 
     def _expire(self, now: float, done: list) -> None:
         for rid, flight in [(r, f) for r, f in self.pending.items() if f.deadline <= now]:
-            if flight.log.attempts < self.retries:
+            if flight.log.attempts <= self.retries:
                 flight.log.retried("timeout")
                 flight.deadline = now + self.timeout_s
                 self.socket.send_multipart(flight.message)

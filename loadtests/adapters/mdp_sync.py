@@ -2,7 +2,7 @@
 
 Client rule (Lazy Pirate's): send ``[MDPC01, service, body...]`` on a REQ socket, poll
 ``timeout_ms`` for the reply; on timeout close the socket (LINGER 0), open a new one and
-resend, at most ``retries`` attempts in all, then abandon. A reply that is not the one in
+resend, at most ``retries`` resends (as the ``lazy_pirate`` adapter counts), then abandon. A reply that is not the one in
 flight (wrong header, service or request id) is recorded as ``unexpected`` and treated
 like a timeout, since a REQ socket cannot wait for a second reply.
 
@@ -83,7 +83,7 @@ class MdpSyncClient(ClientAdapter):
         super().__init__(endpoint, options, cid, context)
         self.service = str(self.options["service"])
         self.timeout_ms = int(self.options["timeout_ms"])
-        self.retries = max(1, int(self.options["retries"]))
+        self.retries = max(0, int(self.options["retries"]))
         self.body_frames = int(self.options["body_frames"])
         self.mmi_every = int(self.options["mmi_every"])
         self.mmi = MmiProbe(context, endpoint, self.service) if self.mmi_every > 0 else None
@@ -109,7 +109,8 @@ class MdpSyncClient(ClientAdapter):
         if self.mmi is not None and self.count % self.mmi_every == 0:
             self.mmi.ask()
         message = [MDPC01, self.service.encode(), *body_with_frames(body, self.body_frames)]
-        for attempt in range(1, self.retries + 1):
+        attempts = self.retries + 1
+        for attempt in range(1, attempts + 1):
             if self.socket is None:
                 self.socket = self._open()
             self.socket.send_multipart(message)
@@ -122,9 +123,9 @@ class MdpSyncClient(ClientAdapter):
                 log.unexpected(frames, why)
             # REQ cannot resend before a reply: the guide's brute force is a new socket.
             self._reset()
-            if attempt < self.retries:
+            if attempt < attempts:
                 log.retried("timeout")
-        raise Abandoned(f"no reply after {self.retries} attempt(s) of {self.timeout_ms} ms")
+        raise Abandoned(f"no reply after {attempts} attempt(s) of {self.timeout_ms} ms")
 
     def close(self) -> None:
         self._reset()

@@ -2,9 +2,10 @@
 
 Client rule (Lazy Pirate's): send ``[MDPC01, service, body...]`` on a REQ socket, poll
 ``timeout_ms`` for the reply; on timeout close the socket (LINGER 0), open a new one and
-resend, at most ``retries`` resends (as the ``lazy_pirate`` adapter counts), then abandon. A reply that is not the one in
-flight (wrong header, service or request id) is recorded as ``unexpected`` and treated
-like a timeout, since a REQ socket cannot wait for a second reply.
+resend, at most ``retries`` resends (counted as the ``lazy_pirate`` adapter does), then
+abandon. A reply that is not the one in flight (wrong header, service or request id) is
+recorded as ``unexpected`` and treated like a timeout, since a REQ socket cannot wait for
+a second reply.
 
 Options: ``service`` (default ``echo``), ``timeout_ms``, ``retries``, ``body_frames`` (the
 request carries that many copies of the payload frame; the echo must return them all),

@@ -9,8 +9,9 @@ the echoes that come back during ``seconds`` (after a warm-up second). The basel
 processes, each a minimal Python REP echo; every broker runs with its own protocol's
 workers (the implementations under test). All processes run on loopback in their own
 process groups, without history recording. Prints requests/s and the ratio to the
-baseline with the same worker count. ``--profile`` also runs the Majordomo broker under
-cProfile and prints where its time goes.
+baseline with the same worker count; a second reference line, "zmq.proxy lockstep", keeps
+only one request in flight per worker (the pirate brokers' own discipline). ``--profile``
+also runs the Majordomo broker under cProfile and prints where its time goes.
 """
 
 from __future__ import annotations
@@ -210,6 +211,12 @@ def main() -> None:
     for workers in args.workers:
         baseline = measure("zmq.proxy", workers, args.window, args.seconds)
         print(f"{'zmq.proxy':18s} {workers:7d} {baseline:10.0f} {1.0:13.2f}", flush=True)
+        # The pirate brokers hand a worker one request at a time (it must answer first), so
+        # each request waits a full broker-worker round trip; the same proxy with one request
+        # in flight per worker shows what that lockstep alone costs at C speed.
+        lockstep = measure("zmq.proxy", workers, workers, args.seconds)
+        ratio = lockstep / baseline
+        print(f"{'zmq.proxy lockstep':18s} {workers:7d} {lockstep:10.0f} {ratio:13.2f}", flush=True)
         for kind in kinds[1:]:
             rate = measure(kind, workers, args.window, args.seconds)
             print(f"{kind:18s} {workers:7d} {rate:10.0f} {rate / baseline:13.2f}", flush=True)

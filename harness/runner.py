@@ -27,7 +27,7 @@ from harness.rundir import RunDir
 from harness.scenario import Scenario
 from harness.supervisor import Managed, ProcSpec, Supervisor, log_tail
 from harness.topology import PROJECT_ROOT, Topology
-from loadtests.user import ENV_LOAD, LoadConfig
+from loadtests.config import ENV_LOAD, LoadConfig
 
 LOCUSTFILE = PROJECT_ROOT / "loadtests" / "locustfile.py"
 EXIT_INTERRUPTED = 130

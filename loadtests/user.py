@@ -12,46 +12,17 @@ and web UI stay true. The load's configuration comes from the runner as JSON in
 from __future__ import annotations
 
 import itertools
-import json
-import os
 import random
 import time
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import zmq.green as zmq
 from locust import User, constant, task
 
-from harness.history import HistoryWriter, history_file, payload_for, request_id
+from harness.history import HistoryWriter, NullWriter, history_file, payload_for, request_id
 from loadtests.adapters import adapter_class
 from loadtests.adapters.base import Abandoned, AsyncClientAdapter, ClientAdapter, RequestLog
-
-ENV_LOAD = "ZCHAOS_LOAD"
-
-
-@dataclass(frozen=True)
-class LoadConfig:
-    adapter: str
-    endpoint: str
-    history_dir: str
-    options: dict[str, Any] = field(default_factory=dict)
-    payload_bytes: int = 32
-    wait_ms: float = 20.0
-    seed: int = 1
-    name: str = "request"  # the request name in Locust's statistics
-
-    def to_env(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_env(cls) -> LoadConfig:
-        text = os.environ.get(ENV_LOAD)
-        if not text:
-            raise SystemExit(
-                f"loadtests/locustfile.py is run by zchaos, which sets {ENV_LOAD}; "
-                "use `zchaos load IMPL` or `zchaos run SCENARIO`"
-            )
-        return cls(**json.loads(text))
+from loadtests.config import LoadConfig
 
 
 class WrongReply(Exception):
@@ -81,7 +52,12 @@ class ZchaosUser(User):
         if _context is None:
             _context = zmq.Context()
         if _writer is None:
-            _writer = HistoryWriter(history_file(self.config.history_dir, f"locust-{index}"), "locust")
+            # No history folder: a benchmark measuring what recording costs.
+            _writer = (
+                HistoryWriter(history_file(self.config.history_dir, f"locust-{index}"), "locust")
+                if self.config.history_dir
+                else NullWriter("locust")
+            )
         self.writer = _writer
         self.seq = 0
         self.rng = random.Random(f"{self.config.seed}:{self.cid}")

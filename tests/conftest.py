@@ -24,3 +24,39 @@ def spark() -> Iterator[SparkSession]:
     session = get_spark()
     yield session
     stop_spark()
+
+
+_MARK = "ZCHAOS_TEST_SESSION"
+
+
+def _leftovers(token: str) -> list:
+    import psutil
+
+    me = os.getpid()
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid == me:
+            continue
+        try:
+            if proc.environ().get(_MARK) == token:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_outlives_the_tests() -> Iterator[None]:
+    """Every process a test starts inherits a mark; at the end none may be left running."""
+    import uuid
+
+    token = uuid.uuid4().hex
+    os.environ[_MARK] = token
+    yield
+    import psutil
+
+    _, left = psutil.wait_procs(_leftovers(token), timeout=10)  # some may be on their way out
+    left = [p for p in left if p.status() != psutil.STATUS_ZOMBIE]
+    for proc in left:
+        proc.kill()
+    assert not left, f"processes left running by the tests: {[(p.pid, p.cmdline()[:4]) for p in left]}"

@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     workers_only.register(backend, zmq.POLLIN)
 
     idle: OrderedDict[bytes, float] = OrderedDict()  # worker identity -> expiry, LRU first
+    known: set[bytes] = set()  # idle or busy: a heartbeat crossing a request is no new worker
     heartbeat_at = time.monotonic() + interval
     announce_ready(log, f"frontend {args.frontend} backend {args.backend}")
     try:
@@ -68,15 +69,18 @@ def main(argv: list[str] | None = None) -> None:
                 try:
                     command, message = parse_from_worker(rest)
                 except Malformed as exc:
-                    log.warning("malformed message from worker %s: %s %s", name, exc, describe(rest))
+                    log.warning("malformed message from %s: %s %s", name, exc, describe(rest))
                     history.emit("malformed", worker=name, detail=f"{exc}: {describe(rest)}")
+                    # Junk proves a known worker alive, but makes no stranger a worker.
                     command, message = "MALFORMED", None
-                if worker not in idle and command in ("READY", "HEARTBEAT"):
-                    log.info("worker %s registered (%s)", name, command)
-                    history.emit("worker_ready", worker=name, detail=command)
-                # Any message is a sign of life, and a worker that sent one is idle again.
-                idle.pop(worker, None)
-                idle[worker] = time.monotonic() + expiry_after
+                if command != "MALFORMED" or worker in known:
+                    if worker not in known:
+                        log.info("worker %s registered (%s)", name, command)
+                        history.emit("worker_ready", worker=name, detail=command)
+                        known.add(worker)
+                    # Any message is a sign of life, and a worker that sent one is idle again.
+                    idle.pop(worker, None)
+                    idle[worker] = time.monotonic() + expiry_after
                 if message is not None:
                     frontend.send_multipart(message.frames())
 
@@ -103,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
                     break
                 # The LRU order is also expiry order: every touch re-inserts at the tail.
                 del idle[worker]
+                known.discard(worker)
                 name = worker.decode(errors="replace")
                 log.info("worker %s expired (silent for %.1f s)", name, expiry_after)
                 history.emit("worker_expired", worker=name, reason=f"silent for {expiry_after:.1f} s")

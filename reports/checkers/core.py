@@ -202,7 +202,11 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
             deliveries.join(F.broadcast(dup), "delivered_rid")
             .withColumn("k", F.row_number().over(order))
             .filter(F.col("k") == 2)
-            .select(*cols, "delivered_rid", "deliveries", F.lit("delivered again").alias("problem"))
+            .select(
+                *(F.col("delivered_rid").alias("rid") if c == "rid" else c for c in cols),
+                "deliveries",
+                F.lit("delivered again").alias("problem"),
+            )
         )
         found = examples(second)
     return CheckResult("no_duplicate", _status(extra), extra, found, summary, figures)

@@ -1,0 +1,261 @@
+"""report.html: the reliability report of one run, one self-contained file.
+
+Everything is inline (CSS, an SVG timeline drawn here, no script, no external URL), so
+the page works offline and from a CI artefact. The template autoescapes every value;
+the SVG is built from numbers and escaped labels only.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import math
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from harness.rundir import RunDir
+
+NS = 1_000_000_000
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+LOCUST_COLUMNS = (
+    "Type",
+    "Name",
+    "Request Count",
+    "Failure Count",
+    "Requests/s",
+    "Failures/s",
+    "Median Response Time",
+    "Average Response Time",
+    "95%",
+    "99%",
+    "99.9%",
+    "Max Response Time",
+)
+EXAMPLE_COLUMNS = ("src", "ev", "cid", "seq", "rid", "problem")
+
+# Timeline geometry (SVG user units).
+WIDTH, LEFT, RIGHT = 960, 58, 16
+TOP1, H1 = 40, 150  # throughput panel
+TOP2, H2 = TOP1 + H1 + 34, 150  # latency panel
+HEIGHT = TOP2 + H2 + 40
+
+
+def _nice_step(span: float, ticks: int) -> float:
+    raw = span / max(1, ticks)
+    mag = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
+    for m in (1, 2, 5, 10):
+        if raw <= m * mag:
+            return m * mag
+    return 10 * mag
+
+
+def _ms_label(ms: float) -> str:
+    if ms >= 1000:
+        return f"{ms / 1000:g} s"
+    return f"{ms:g} ms"
+
+
+def timeline_chart(
+    timeline: list[dict[str, Any]],
+    faults: list[dict[str, Any]],
+    t0_ns: int,
+    grace_s: float,
+    load_s: float | None,
+) -> dict[str, Any] | None:
+    """Coordinates of the timeline SVG: throughput and latency per second, fault bands."""
+    if not timeline:
+        return None
+    t_min = min(0.0, timeline[0]["t"])
+    t_max = timeline[-1]["t"] + 1.0
+    for f in faults:
+        t_max = max(t_max, (f["start_ns"] - t0_ns) / NS)
+    if load_s is not None:
+        t_max = max(t_max, load_s)
+    span = max(t_max - t_min, 1.0)
+    plot_w = WIDTH - LEFT - RIGHT
+
+    def x(t: float) -> float:
+        return round(LEFT + (t - t_min) / span * plot_w, 1)
+
+    step = _nice_step(span, 12)
+    xticks = [{"x": x(t), "label": f"{t:g}"} for t in _frange(math.ceil(t_min / step) * step, t_max, step)]
+
+    # Throughput: replies per second, with retries and abandons as bars on the same axis.
+    top_rate = max(
+        max(r["replies"] for r in timeline), max(r["retries"] + r["abandons"] for r in timeline), 1
+    )
+    rstep = _nice_step(top_rate, 4)
+    rmax = rstep * math.ceil(top_rate / rstep)
+
+    def y1(v: float) -> float:
+        return round(TOP1 + H1 - v / rmax * H1, 1)
+
+    replies = " ".join(f"{x(r['t'] + 0.5)},{y1(r['replies'])}" for r in timeline)
+    area = f"{x(timeline[0]['t'] + 0.5)},{y1(0)} {replies} {x(timeline[-1]['t'] + 0.5)},{y1(0)}"
+    bar_w = max(1.0, plot_w / span * 0.7)
+    bars = [
+        {
+            "x": round(x(r["t"] + 0.15), 1),
+            "y": min(y1(r["retries"] + r["abandons"]), TOP1 + H1 - 2),
+            "w": round(bar_w, 1),
+            "h": round(max(2.0, (r["retries"] + r["abandons"]) / rmax * H1), 1),
+            "title": f"t={r['t']} s: {r['retries']} retries, {r['abandons']} abandons",
+        }
+        for r in timeline
+        if r["retries"] or r["abandons"]
+    ]
+    yticks1 = [{"y": y1(v), "label": f"{v:g}"} for v in _frange(0, rmax, rstep)]
+
+    # Latency: p50/p90/p99 on a log scale, a gap where a second had no reply.
+    values = [r[k] for r in timeline for k in ("p50_ms", "p90_ms", "p99_ms") if r[k]]
+    lat_lines: list[dict[str, Any]] = []
+    yticks2: list[dict[str, Any]] = []
+    if values:
+        lo = math.floor(math.log10(max(min(values), 0.001)))
+        hi = max(math.ceil(math.log10(max(values))), lo + 1)
+
+        def y2(ms: float) -> float:
+            v = math.log10(max(ms, 10**lo))
+            return round(TOP2 + H2 - (v - lo) / (hi - lo) * H2, 1)
+
+        for key, cls in (("p50_ms", "p50"), ("p90_ms", "p90"), ("p99_ms", "p99")):
+            segment: list[str] = []
+            for r in timeline:
+                if r[key] is None:
+                    if segment:
+                        lat_lines.append({"cls": cls, "points": " ".join(segment)})
+                    segment = []
+                else:
+                    segment.append(f"{x(r['t'] + 0.5)},{y2(r[key])}")
+            if segment:
+                lat_lines.append({"cls": cls, "points": " ".join(segment)})
+        yticks2 = [{"y": y2(10**e), "label": _ms_label(10**e)} for e in range(lo, hi + 1)]
+
+    bands = []
+    for i, f in enumerate(faults):
+        start = (f["start_ns"] - t0_ns) / NS
+        stop = None if f.get("stop_ns") is None else (f["stop_ns"] - t0_ns) / NS
+        end = t_max if stop is None else stop
+        x0, x1 = x(max(start, t_min)), x(min(end, t_max))
+        grace_end = x(min(end + grace_s, t_max)) if stop is not None else x1
+        label = f"{f.get('fault')} {f.get('target')}"
+        healed = "never healed" if stop is None else f"{start:.1f} to {stop:.1f} s"
+        bands.append(
+            {
+                "id": f.get("fault_id"),
+                "x": x0,
+                "w": max(round(x1 - x0, 1), 2.0),
+                "gx": max(x1, x0 + 2.0),
+                "gw": round(max(grace_end - max(x1, x0 + 2.0), 0.0), 1),
+                "label": label,
+                "label_x": x0 + 3,
+                "label_y": TOP1 - 24 + 11 * (i % 3) - 4,
+                "title": f"fault {f.get('fault_id')}: {label}, {healed}",
+            }
+        )
+    legend_y = HEIGHT - 8
+    return {
+        "width": WIDTH,
+        "height": HEIGHT,
+        "left": LEFT,
+        "right": WIDTH - RIGHT,
+        "top1": TOP1,
+        "bottom1": TOP1 + H1,
+        "top2": TOP2,
+        "bottom2": TOP2 + H2,
+        "xticks": xticks,
+        "yticks1": yticks1,
+        "yticks2": yticks2,
+        "replies": replies,
+        "area": area,
+        "bars": bars,
+        "lat_lines": lat_lines,
+        "bands": bands,
+        "load_stop_x": x(load_s) if load_s is not None and t_min <= load_s <= t_max else None,
+        "legend_y": legend_y,
+    }
+
+
+def _frange(start: float, stop: float, step: float) -> list[float]:
+    """start, start+step, ... up to stop (included, give or take rounding)."""
+    count = math.floor((stop - start) / step + 1e-9) + 1
+    return [round(start + k * step, 9) for k in range(max(0, min(count, 1000)))]
+
+
+def locust_stats(run: RunDir) -> list[dict[str, str]] | None:
+    """Rows of Locust's stats_stats.csv (selected columns), or None when there is none."""
+    path = run.locust / "stats_stats.csv"
+    try:
+        with path.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except (OSError, csv.Error, UnicodeDecodeError):
+        return None
+    return [{c: r[c] for c in LOCUST_COLUMNS if c in r and r[c] is not None} for r in rows]
+
+
+def _rel_s(ts: Any, t0: int) -> str:
+    if not isinstance(ts, int):
+        return ""
+    return f"{(ts - t0) / NS:.3f}"
+
+
+def _utc(ts: Any) -> str:
+    if not isinstance(ts, int):
+        return ""
+    return dt.datetime.fromtimestamp(ts / NS, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+def _fmt(v: Any, digits: int = 2) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _details(ex: dict[str, Any]) -> list[tuple[str, str]]:
+    skip = {"ts", "log_tail", *EXAMPLE_COLUMNS}
+    return [(k, _fmt(v)) for k, v in ex.items() if k not in skip and v is not None]
+
+
+def render_html(verdict: dict[str, Any], meta: dict[str, Any], run: RunDir) -> str:
+    """The report page as a string."""
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=select_autoescape(["html", "j2"], default=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(rel_s=_rel_s, utc=_utc, fmt=_fmt, details=_details)
+    metrics = verdict.get("metrics") or {}
+    t0 = metrics.get("t0_ns") or meta.get("load_started_ns") or 0
+    promises = (meta.get("manifest") or {}).get("promises") or {}
+    load_stop = meta.get("load_stopped_ns")
+    load_s = (load_stop - t0) / NS if isinstance(load_stop, int) and t0 else None
+    chart = timeline_chart(
+        metrics.get("timeline") or [],
+        verdict.get("faults") or [],
+        t0,
+        float(promises.get("steady_grace_s") or 0.0),
+        load_s,
+    )
+    scenario = meta.get("scenario") or {}
+    return env.get_template("report.html.j2").render(
+        v=verdict,
+        scenario=scenario,
+        manifest=meta.get("manifest") or {},
+        promises=promises,
+        t0=t0,
+        chart=chart,
+        locust=locust_stats(run),
+        example_columns=EXAMPLE_COLUMNS,
+        generated=_utc(verdict.get("generated_ns")),
+    )
+
+
+def write_html(verdict: dict[str, Any], meta: dict[str, Any], run: RunDir, path: Path) -> None:
+    path.write_text(render_html(verdict, meta, run), encoding="utf-8")

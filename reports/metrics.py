@@ -1,0 +1,112 @@
+"""Run metrics from the history: a per-second timeline, exact latency percentiles, counts.
+
+Percentiles are Spark's exact ``percentile`` over the recorded ``latency_us`` of every
+reply (Locust rounds to whole milliseconds; the history does not).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+NS = 1_000_000_000
+TIMELINE_QUANTILES = (0.5, 0.9, 0.99)
+OVERALL_QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p99.9": 0.999}
+#: The events the timeline follows; runner and broker events do not make a second busy.
+TIMELINE_EVENTS = ("send", "reply", "retry", "abandon", "unexpected")
+MAX_TIMELINE_S = 7 * 24 * 3600
+
+
+def _ms(us: float | None) -> float | None:
+    return None if us is None else round(us / 1000.0, 3)
+
+
+def _quantiles(qs: tuple[float, ...]) -> Any:
+    return F.array(*(F.lit(q) for q in qs))
+
+
+def timeline(events: DataFrame, t0_ns: int) -> list[dict[str, Any]]:
+    """One row per second since ``t0_ns`` (gaps filled with zeros, so an outage shows)."""
+    is_reply = F.col("ev") == "reply"
+    rows = (
+        events.filter(F.col("ev").isin(*TIMELINE_EVENTS))
+        .withColumn("t", F.floor((F.col("ts") - F.lit(t0_ns)) / F.lit(NS)).cast("long"))
+        .groupBy("t")
+        .agg(
+            F.sum((F.col("ev") == "send").cast("int")).alias("sends"),
+            F.sum(is_reply.cast("int")).alias("replies"),
+            F.sum((F.col("ev") == "retry").cast("int")).alias("retries"),
+            F.sum((F.col("ev") == "abandon").cast("int")).alias("abandons"),
+            F.percentile(F.when(is_reply, F.col("latency_us")), _quantiles(TIMELINE_QUANTILES)).alias("q"),
+        )
+        .collect()
+    )
+    by_second = {r["t"]: r for r in rows}
+    if not by_second:
+        return []
+    span = range(min(by_second), max(by_second) + 1)
+    if len(span) > MAX_TIMELINE_S:  # a wild timestamp must not make millions of empty rows
+        span = sorted(by_second)
+    out = []
+    for t in span:
+        r = by_second.get(t)
+        q = (r["q"] if r is not None else None) or [None] * len(TIMELINE_QUANTILES)
+        out.append(
+            {
+                "t": t,
+                "sends": r["sends"] if r else 0,
+                "replies": r["replies"] if r else 0,
+                "retries": r["retries"] if r else 0,
+                "abandons": r["abandons"] if r else 0,
+                "p50_ms": _ms(q[0]),
+                "p90_ms": _ms(q[1]),
+                "p99_ms": _ms(q[2]),
+            }
+        )
+    return out
+
+
+def latency(events: DataFrame) -> dict[str, Any]:
+    """Exact reply latency percentiles over the whole run, in ms."""
+    row = (
+        events.filter(F.col("ev") == "reply")
+        .agg(
+            F.count("latency_us").alias("n"),
+            F.percentile("latency_us", _quantiles(tuple(OVERALL_QUANTILES.values()))).alias("q"),
+            F.max("latency_us").alias("max"),
+            F.avg("latency_us").alias("mean"),
+        )
+        .first()
+    )
+    q = row["q"] or [None] * len(OVERALL_QUANTILES)
+    out: dict[str, Any] = {"count": int(row["n"] or 0)}
+    out.update({name: _ms(v) for name, v in zip(OVERALL_QUANTILES, q, strict=True)})
+    out["max"] = _ms(row["max"])
+    out["mean"] = _ms(row["mean"])
+    return out
+
+
+def counts(events: DataFrame) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """Events per kind, and per source and kind."""
+    per_kind: dict[str, int] = {}
+    per_src: dict[str, dict[str, int]] = {}
+    for r in events.groupBy("src", "ev").count().collect():
+        src, ev = r["src"] or "?", r["ev"] or "?"
+        per_kind[ev] = per_kind.get(ev, 0) + r["count"]
+        per_src.setdefault(src, {})[ev] = r["count"]
+    return dict(sorted(per_kind.items())), dict(sorted(per_src.items()))
+
+
+def compute_metrics(events: DataFrame, t0_ns: int) -> dict[str, Any]:
+    """Everything the report shows besides the checks; ``t`` of the timeline counts from t0."""
+    per_kind, per_src = counts(events)
+    return {
+        "t0_ns": t0_ns,
+        "events_total": sum(per_kind.values()),
+        "events": per_kind,
+        "sources": per_src,
+        "latency_ms": latency(events),
+        "timeline": timeline(events, t0_ns),
+    }

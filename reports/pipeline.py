@@ -1,0 +1,245 @@
+"""The report pipeline: a run directory in, verdict.json, junit.xml and report.html out.
+
+``build_report`` reads ``run.json`` and the history (one SparkSession per process), pairs
+the fault events into windows, runs the checks the manifest promises, computes metrics,
+and writes the three files. Bad input is a ``SetupError`` naming the file (no run.json,
+no history, nothing in it); lines that are not JSON events (a line cut short by a killed
+writer) are counted, shown in the report, and left out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import SetupError
+from harness.history import EVENTS, FIELD_TYPES
+from harness.rundir import RunDir
+from reports.checkers import UNKNOWN, CheckContext, CheckResult, FaultWindow, registry
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+MAX_BAD_LINES_SHOWN = 5
+CORRUPT = "_corrupt_record"
+EVENTS_PER_PARTITION = 500_000
+
+
+def load_meta(run: RunDir) -> dict[str, Any]:
+    """run.json, checked for what the report needs."""
+    try:
+        meta = json.loads(run.run_json.read_text())
+    except FileNotFoundError:
+        raise SetupError("no run.json: not a run directory", where=run.run_json) from None
+    except (OSError, ValueError) as exc:
+        raise SetupError(f"cannot read run.json: {exc}", where=run.run_json) from None
+    if not isinstance(meta, dict):
+        raise SetupError("run.json should hold a JSON object", where=run.run_json)
+    promises = (meta.get("manifest") or {}).get("promises")
+    if not isinstance(promises, dict) or not isinstance(promises.get("checks"), list):
+        raise SetupError("run.json lacks manifest.promises.checks (the checks to run)", where=run.run_json)
+    return meta
+
+
+def read_events(spark: SparkSession, run: RunDir) -> tuple[DataFrame, dict[str, Any]]:
+    """The history's good events (cached) and an account of the input: files, bad lines."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from reports.history_frame import history_schema, read_history
+
+    hist = run.history
+    if not hist.is_dir():
+        raise SetupError("no history folder in the run directory", where=hist)
+    files = sorted(hist.glob("*.jsonl"))
+    parquet = hist / "events.parquet"
+    if parquet.exists():
+        raw = read_history(spark, hist).withColumn(CORRUPT, F.lit(None).cast("string"))
+        raw = raw.withColumn("_file", F.lit(str(parquet)))
+        source = "parquet"
+    elif files:
+        schema = history_schema().add(T.StructField(CORRUPT, T.StringType(), True))
+        raw = (
+            spark.read.schema(schema)
+            .option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", CORRUPT)
+            .json([str(f) for f in files])
+            .withColumn("_file", F.input_file_name())
+        )
+        source = "jsonl"
+    else:
+        raise SetupError("the history folder holds no *.jsonl file", where=hist)
+    # Spark refuses queries on raw JSON that touch only the corrupt-record column: cache first.
+    raw = raw.cache()
+    bad = F.col(CORRUPT).isNotNull() | F.col("ts").isNull() | F.col("ev").isNull()
+    row = raw.agg(F.count("*").alias("n"), F.sum(bad.cast("int")).alias("bad")).first()
+    total, n_bad = int(row["n"] or 0), int(row["bad"] or 0)
+    shown = []
+    if n_bad:
+        for r in raw.filter(bad).select("_file", CORRUPT, "ev").limit(MAX_BAD_LINES_SHOWN).collect():
+            text = r[CORRUPT] if r[CORRUPT] is not None else "(a JSON object without ts or ev)"
+            shown.append({"file": Path(r["_file"]).name, "line": text[:200]})
+    if total - n_bad == 0:
+        raise SetupError("the history holds no event", where=hist)
+    _fit_partitions(spark, total)
+    events = raw.filter(~bad).select(*FIELD_TYPES).cache()
+    raw.unpersist()
+    return events, {
+        "source": source,
+        "files": len(files),
+        "events": total - n_bad,
+        "bad_lines": n_bad,
+        "bad_examples": shown,
+    }
+
+
+def _fit_partitions(spark: SparkSession, events: int) -> None:
+    """Fewer shuffle partitions for a small history: on a short run, per-task overhead dominates."""
+    configured = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
+    wanted = max(1, min(configured, math.ceil(events / EVENTS_PER_PARTITION)))
+    if wanted < configured:
+        spark.conf.set("spark.sql.shuffle.partitions", str(wanted))
+
+
+def fault_windows(events: DataFrame) -> tuple[list[FaultWindow], list[str]]:
+    """Faults paired by fault_id from fault_start/fault_stop, and what did not pair."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        events.filter(F.col("ev").isin("fault_start", "fault_stop"))
+        .select("ts", "ev", "fault_id", "fault", "target")
+        .orderBy("ts")
+        .collect()
+    )
+    starts: dict[int, Any] = {}
+    stops: dict[int, int] = {}
+    warnings = []
+    for r in rows:
+        if r["ev"] == "fault_start":
+            starts.setdefault(r["fault_id"], r)
+        else:
+            stops.setdefault(r["fault_id"], r["ts"])
+    for fid in sorted(stops.keys() - starts.keys(), key=str):
+        warnings.append(f"fault_stop of fault {fid} without a fault_start: ignored")
+    faults = [
+        FaultWindow(fid, r["fault"], r["target"], r["ts"], stops.get(fid))
+        for fid, r in sorted(starts.items(), key=lambda kv: kv[1]["ts"])
+    ]
+    return faults, warnings
+
+
+def process_exits(events: DataFrame) -> list[dict[str, Any]]:
+    from pyspark.sql import functions as F
+
+    rows = (
+        events.filter(F.col("ev") == "proc_exit")
+        .select("ts", "instance", "role", "pid", "code", "signal", "expected", "detail")
+        .orderBy("ts")
+        .collect()
+    )
+    return [r.asDict() for r in rows]
+
+
+def run_checks(
+    ctx: CheckContext, names: list[str], say: Callable[[str], None]
+) -> tuple[list[CheckResult], list[str]]:
+    """Each promised check; one that is unknown or crashes becomes an unknown result and an error."""
+    checkers = registry()
+    results, errors = [], []
+    for name in names:
+        say(f"checking {name}")
+        found = checkers.get(name)
+        if found is None:
+            results.append(CheckResult(name, UNKNOWN, summary="no such checker"))
+            errors.append(f"no checker named {name!r} (known: {', '.join(sorted(checkers))})")
+            continue
+        try:
+            results.append(found.run(ctx))
+        except Exception as exc:  # a checker's bug must not hide the other results
+            results.append(CheckResult(name, UNKNOWN, summary=f"checker failed: {type(exc).__name__}: {exc}"))
+            errors.append(f"checker {name} failed:\n{traceback.format_exc(limit=8)}")
+    return results, errors
+
+
+def check_run(
+    spark: SparkSession, run: RunDir, meta: dict[str, Any], say: Callable[[str], None]
+) -> dict[str, Any]:
+    """The verdict of one run: its history read, checked and measured."""
+    from reports.checkers.core import run_time
+    from reports.metrics import compute_metrics
+    from reports.verdict import build_verdict
+
+    say("reading history")
+    events, account = read_events(spark, run)
+    if account["bad_lines"]:
+        say(f"skipped {account['bad_lines']} history line(s) that are not events")
+    faults, warnings = fault_windows(events)
+    for key, fallback in (("load_started_ns", "min"), ("load_stopped_ns", "max"), ("ended_ns", "max")):
+        if meta.get(key) is None:
+            warnings.append(f"run.json has no {key}: using the {fallback} event time")
+    account["warnings"] = warnings
+    ctx = CheckContext(spark, events, meta, faults, run.root)
+    results, errors = run_checks(ctx, list(meta["manifest"]["promises"]["checks"]), say)
+    say("computing metrics")
+    metrics = compute_metrics(events, run_time(ctx, "load_started_ns"))
+    account["unknown_event_kinds"] = sorted(ev for ev in metrics["events"] if ev not in EVENTS)
+    recovery = next((r for r in results if r.name == "recovery"), None)
+    fault_rows = (recovery.figures.get("faults") if recovery else None) or [
+        {"fault_id": f.fault_id, "fault": f.fault, "target": f.target, "start_ns": f.start_ns}
+        | {"stop_ns": f.stop_ns}
+        for f in faults
+    ]
+    times = {k: meta.get(k) for k in ("started_ns", "load_started_ns", "load_stopped_ns", "ended_ns")}
+    verdict = build_verdict(
+        meta,
+        results,
+        metrics,
+        docs={name: c.doc for name, c in registry().items()},
+        errors=errors,
+        extra={
+            "run_dir": str(run.root),
+            "generated_ns": time.time_ns(),
+            "times": times,
+            "faults": fault_rows,
+            "processes": process_exits(events),
+            "input": account,
+        },
+    )
+    events.unpersist()
+    return verdict
+
+
+def build_report(run_dir: Path, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Check a run directory's history and write its verdict.json, junit.xml and report.html.
+
+    Returns the verdict (the content of verdict.json). Raises SetupError, naming the file,
+    when the directory is not a run or its history holds no event.
+    """
+    from reports.html import write_html
+    from reports.junit import write_junit
+    from reports.spark import get_spark
+
+    say = progress or (lambda _message: None)
+    run = RunDir(Path(run_dir))
+    if not run.root.is_dir():
+        raise SetupError("no such run directory", where=run.root)
+    meta = load_meta(run)
+    say("starting Spark")
+    spark = get_spark()
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    try:
+        verdict = check_run(spark, run, meta, say)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    say("writing verdict.json, junit.xml, report.html")
+    tmp = run.verdict_json.with_suffix(".tmp")
+    tmp.write_text(json.dumps(verdict, indent=2, default=str))
+    tmp.replace(run.verdict_json)
+    write_junit(verdict, run.junit_xml)
+    write_html(verdict, meta, run, run.report_html)
+    return verdict

@@ -1,0 +1,283 @@
+"""The report pipeline end to end on a synthetic run directory (real Spark, real files)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from harness.errors import SetupError
+from harness.history import HistoryWriter, history_file
+from harness.rundir import RunDir
+from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckResult
+from reports.junit import junit_tree
+from reports.pipeline import build_report
+from reports.verdict import build_verdict
+
+NS = 1_000_000_000
+T0 = 1_763_726_400 * NS
+LOAD_S = 30
+EVIL = "<script>alert('x')</script>&"
+CHECKS = [
+    "no_lost",
+    "no_duplicate",
+    "in_order",
+    "correct_reply",
+    "execution_count",
+    "steady_state",
+    "no_unexpected_exit",
+    "recovery",
+]
+
+
+def t(s: float) -> int:
+    return T0 + int(s * NS)
+
+
+def make_run(root: Path, *, expect_violated: tuple[str, ...] = ("no_duplicate",)) -> RunDir:
+    """A run of 3 clients for 30 s with worker-2 killed from 10 to 12 s, a duplicate reply,
+    a crash of worker-3 (with a log), a truncated history line and HTML in the history."""
+    run = RunDir(root)
+    for sub in (run.history, run.logs, run.locust):
+        sub.mkdir(parents=True)
+    rng = random.Random(3)
+    writers: dict[str, HistoryWriter] = {}
+
+    def w(src: str) -> HistoryWriter:
+        if src not in writers:
+            writers[src] = HistoryWriter(history_file(run.history, src), src)
+        return writers[src]
+
+    runner = w("runner")
+    for inst in ("queue", "worker-1", "worker-2", "worker-3"):
+        runner.emit("proc_start", ts=t(-1), role=inst.split("-")[0], instance=inst, pid=1000 + len(inst))
+    nemesis = w("nemesis")
+    nemesis.emit("fault_start", ts=t(10), fault="kill", target="worker-2", fault_id=1, params="{}")
+    nemesis.emit("fault_stop", ts=t(12), fault="kill", target="worker-2", fault_id=1, params="{}")
+    runner.emit("proc_exit", ts=t(10), role="worker", instance="worker-2", pid=1008, signal=9, expected=True)
+    runner.emit(
+        "proc_exit",
+        ts=t(20),
+        role="worker",
+        instance="worker-3",
+        pid=1008,
+        code=3,
+        expected=False,
+        detail=EVIL,
+    )
+    for c in range(1, 4):
+        cid = f"client-{c}"
+        client = w(cid)
+        at, seq = 0.05 * c, 0
+        while at < LOAD_S:
+            seq += 1
+            rid = f"{cid}:{seq}"
+            worker = f"worker-{1 + (seq % 2) * (0 if 10 <= at < 12.5 else 1)}"
+            client.emit("send", ts=t(at), cid=cid, seq=seq, rid=rid, attempt=1)
+            lat = rng.uniform(0.5, 3.0) if not 10 <= at < 12 else rng.uniform(100, 900)
+            w(worker).emit("exec", ts=t(at) + 10_000, rid=rid, worker=worker)
+            client.emit(
+                "reply",
+                ts=t(at + lat / 1000),
+                cid=cid,
+                seq=seq,
+                rid=rid,
+                ok=True,
+                latency_us=int(lat * 1000),
+                worker=worker,
+            )
+            at += 0.1 + lat / 1000
+        if c == 1:  # the reply to request 3 arrives a second time, while the last one is in flight
+            client.emit("unexpected", ts=t(LOAD_S - 0.01), cid=cid, seq=seq, got_rid=f"{cid}:3", detail=EVIL)
+    for writer in writers.values():
+        writer.close()
+    with history_file(run.history, "client-2").open("a") as fh:
+        fh.write('{"ts": 17637264')  # a writer killed mid-line
+    run.log("worker-3").write_text(
+        "starting\nready\n" + EVIL + "\nTraceback (most recent call last):\nBoom\n"
+    )
+    (run.locust / "stats_stats.csv").write_text(
+        "Type,Name,Request Count,Failure Count,Median Response Time,Requests/s,99%,Max Response Time\n"
+        "zmq,echo,1234,0,1,40.5,3,900\n,Aggregated,1234,0,1,40.5,3,900\n"
+    )
+    promises = {
+        "checks": CHECKS,
+        "execution": "at_least_once",
+        "in_order": True,
+        "recovery_bound_s": 5.0,
+        "steady_grace_s": 3.0,
+        "latency_p99_ms": 50.0,
+    }
+    run.write_meta(
+        {
+            "scenario": {
+                "name": "synthetic-kill",
+                "description": EVIL,
+                "seed": 7,
+                "duration_s": LOAD_S,
+                "topology": {"queue": 1, "worker": 3},
+                "load": {"users": 3},
+                "implementation": "pp",
+            },
+            "manifest": {"name": "paranoid-pirate", "promises": promises},
+            "expect_violated": list(expect_violated),
+            "started_ns": t(-2),
+            "load_started_ns": T0,
+            "load_stopped_ns": t(LOAD_S),
+            "ended_ns": t(LOAD_S + 3),
+            "client_budget_s": 5.0,
+        }
+    )
+    return run
+
+
+@pytest.fixture(scope="module")
+def built(spark, tmp_path_factory):
+    run = make_run(tmp_path_factory.mktemp("run") / "run")
+    messages: list[str] = []
+    verdict = build_report(run.root, progress=messages.append)
+    return run, verdict, messages
+
+
+def test_verdict_json(built):
+    run, verdict, messages = built
+    assert json.loads(run.verdict_json.read_text()) == json.loads(json.dumps(verdict, default=str))
+    checks = verdict["checks"]
+    assert list(checks) == CHECKS
+    assert checks["no_duplicate"] | {"examples": None} == checks["no_duplicate"] | {
+        "status": "violated",
+        "passed": True,
+        "violations": 1,
+        "expected": True,
+        "examples": None,
+    }
+    assert checks["no_duplicate"]["examples"][0]["rid"] == "client-1:3"
+    exit_check = checks["no_unexpected_exit"]
+    assert (exit_check["status"], exit_check["passed"], exit_check["violations"]) == ("violated", False, 1)
+    assert exit_check["examples"][0]["log_tail"][-1] == "Boom"
+    assert checks["no_lost"]["status"] == "held"
+    assert checks["recovery"]["status"] == "held"
+    assert checks["steady_state"]["status"] == "held", checks["steady_state"]["summary"]
+    assert verdict["passed"] is False and verdict["exit_code"] == 1
+    assert verdict["input"]["bad_lines"] == 1
+    assert verdict["input"]["bad_examples"][0]["file"] == "client-2.jsonl"
+    assert verdict["metrics"]["latency_ms"]["count"] > 500
+    assert verdict["metrics"]["timeline"][0]["t"] == 0
+    assert "reading history" in messages and "checking recovery" in messages
+
+
+def test_junit_xml(built):
+    run, _, _ = built
+    suite = ET.parse(run.junit_xml).getroot().find("testsuite")
+    assert suite.get("tests") == str(len(CHECKS)) and suite.get("failures") == "1"
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert set(cases) == set(CHECKS)
+    assert {c.get("classname") for c in cases.values()} == {"synthetic-kill"}
+    assert cases["no_unexpected_exit"].find("failure") is not None
+    assert cases["no_duplicate"].find("failure") is None  # violated, as expected
+    assert cases["no_lost"].find("failure") is None and cases["no_lost"].find("skipped") is None
+
+
+def test_report_html(built):
+    run, _, _ = built
+    page = run.report_html.read_text()
+    assert EVIL not in page and "<script" not in page
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;" in page
+    assert page.count('class="fault-band"') == 1 and "kill worker-2" in page
+    assert 'id="violations-no_unexpected_exit"' in page and 'id="violations-no_duplicate"' in page
+    assert "Traceback (most recent call last):" in page
+    assert "Aggregated" in page  # Locust's statistics
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "https://" not in page
+
+
+def test_expected_violation_that_did_not_happen_fails_the_run():
+    meta = {"scenario": {"name": "s"}, "manifest": {"name": "m"}, "expect_violated": ["no_lost", "recovery"]}
+    results = [
+        CheckResult("no_lost", HELD, summary="all answered"),
+        CheckResult("recovery", VIOLATED, 1, summary="slow"),
+        CheckResult("in_order", UNKNOWN, summary="not promised"),
+    ]
+    verdict = build_verdict(meta, results, {})
+    assert (verdict["passed"], verdict["exit_code"], verdict["status"]) == (False, 1, VIOLATED)
+    checks = verdict["checks"]
+    assert [checks[n]["passed"] for n in ("no_lost", "recovery", "in_order")] == [False, True, True]
+    assert "did not show it" in checks["no_lost"]["note"]
+    suite = junit_tree(verdict).getroot().find("testsuite")
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert cases["no_lost"].find("failure") is not None
+    assert cases["recovery"].find("failure") is None
+    assert cases["in_order"].find("skipped").get("message") == "not promised"
+    assert suite.get("failures") == "1" and suite.get("skipped") == "1"
+
+
+def test_all_held_or_unknown_passes():
+    results = [CheckResult("no_lost", HELD), CheckResult("in_order", UNKNOWN)]
+    verdict = build_verdict({"scenario": {"name": "s"}}, results, {})
+    assert (verdict["passed"], verdict["exit_code"], verdict["status"]) == (True, 0, UNKNOWN)
+
+
+def test_missing_run_json_names_the_file(tmp_path):
+    (tmp_path / "history").mkdir()
+    with pytest.raises(SetupError) as err:
+        build_report(tmp_path)
+    assert err.value.where == str(tmp_path / "run.json")
+
+
+def test_empty_history_names_the_folder(spark, tmp_path):
+    run = make_run(tmp_path / "run")
+    for f in run.history.glob("*.jsonl"):
+        f.write_text("")
+    with pytest.raises(SetupError) as err:
+        build_report(run.root)
+    assert err.value.where == str(run.history)
+    assert "no event" in err.value.message
+
+
+def test_report_renders_offline_in_chromium(built, tmp_path):
+    """The page, opened by a real headless browser with no network, has its SVG bands and table."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium is not installed (./dev tests installs it)")
+    run, _, _ = built
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=1100,1600",
+    ]
+    url = run.report_html.as_uri()
+    shot = tmp_path / "report.png"
+    dom = _browse([browser, *flags, "--dump-dom", url]).decode()
+    assert dom.count('class="fault-band"') == 1
+    assert '<rect class="band"' in dom and "kill worker-2" in dom
+    assert 'id="violations-no_unexpected_exit"' in dom
+    _browse([browser, *flags, f"--screenshot={shot}", url])
+    png = shot.read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 50_000  # a blank page of this size is ~10 kB
+
+
+def _browse(argv: list[str], timeout: float = 90) -> bytes:
+    """Run headless Chromium in its own process group; nothing of it outlives the call."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        assert proc.returncode == 0, f"chromium exited with {proc.returncode}"
+        return out
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

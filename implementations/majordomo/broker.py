@@ -136,9 +136,8 @@ class Broker:
         asked = ""
         if msg.service == mdp.MMI_SERVICE:
             asked = msg.body[-1].decode("utf-8", "backslashreplace")
-            known = self.services.get(asked)
-            # A worker in a service's table is registered and not expired: waiting or busy.
-            alive = known is not None and any(w.service == asked for w in self.workers.values())
+            # Every worker in the table is registered and not expired, waiting or busy.
+            alive = any(w.service == asked for w in self.workers.values())
             code = mdp.MMI_FOUND if alive else mdp.MMI_NOT_FOUND
         else:
             code = mdp.MMI_NOT_IMPLEMENTED

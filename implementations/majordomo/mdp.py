@@ -58,12 +58,6 @@ class WorkerCommand:
         return COMMAND_NAMES[self.command]
 
 
-@dataclass(frozen=True)
-class ClientReply:
-    service: str
-    body: list[bytes]
-
-
 def describe(frames: list[bytes], limit: int = 6) -> str:
     """A short printable rendering of a message, for logs and ``malformed`` events."""
     shown = [repr(f[:24]) + ("…" if len(f) > 24 else "") for f in frames[:limit]]
@@ -141,21 +135,7 @@ def parse_worker_inbound(frames: list[bytes]) -> WorkerCommand:
     raise ProtocolError(f"unexpected command {command[:8]!r} from the broker")
 
 
-def parse_client_reply(frames: list[bytes]) -> ClientReply:
-    """A reply as a client sees it, after its socket removed the empty delimiter."""
-    if len(frames) < 3:
-        raise ProtocolError(f"{len(frames)} frame(s), need MDPC01, service, body")
-    if frames[0] != C_CLIENT:
-        raise ProtocolError(f"unknown protocol header {frames[0][:16]!r}")
-    return ClientReply(_service(frames[1]), list(frames[2:]))
-
-
 # --- building ---------------------------------------------------------------------------------
-
-
-def client_request(service: str, body: list[bytes]) -> list[bytes]:
-    """A REQUEST as a REQ client sends it (REQ adds the empty delimiter itself)."""
-    return [C_CLIENT, service.encode(), *body]
 
 
 def client_reply(client: bytes, service: str, body: list[bytes]) -> list[bytes]:

@@ -14,7 +14,8 @@ Protocol choices (where 7/MDP leaves room, or where we differ from the guide's m
 
 - One request queue and one FIFO idle-worker list per service, created on first use.
 - Heartbeats go to every registered worker every ``heartbeat-ms``, busy or idle, and every
-  worker, busy or idle, expires after ``heartbeat-ms x liveness`` of silence. (The guide's
+  worker, busy or idle, expires after ``heartbeat-ms x liveness`` of silence (checked on
+  every heartbeat tick, and before any dispatch to it). (The guide's
   broker never expires a busy worker, so a worker that dies holding a request would keep
   it forever.) Any command but DISCONNECT counts as a sign of life.
 - A worker that expires, disconnects or breaks the protocol while holding a request gives
@@ -193,9 +194,15 @@ class Broker:
     # --- outbound ---------------------------------------------------------------------
 
     def _dispatch(self, service: Service) -> None:
+        now = time.monotonic()
         while service.waiting and service.requests:
             identity = next(iter(service.waiting))
             worker = service.waiting.pop(identity)
+            if worker.expiry < now:
+                # Silent past its liveness but not purged yet (the broker itself was stalled,
+                # or the timer has not fired): never hand it work.
+                self._delete(worker, "silent", notify=False)
+                continue
             pending = service.requests.popleft()
             worker.request = pending
             self.socket.send_multipart(mdp.worker_request(identity, pending.client, pending.body))

@@ -7,8 +7,9 @@ its own). A request with no reply after ``timeout_ms`` is sent again on the same
 then abandoned. A reply whose request id is not in flight (a late answer to an
 earlier attempt of a finished request, or garbage) is recorded as ``unexpected`` against
 the request it names when that one finished recently, and dropped. Options as in
-``mdp_sync`` (``service``, ``timeout_ms``, ``retries``, ``body_frames``, ``mmi_every``) plus
-``window`` (how many requests the Locust user keeps in flight).
+``mdp_sync`` (``service``, ``timeout_ms``, ``retries``, ``body_frames``, ``mmi_every``: every
+N requests and on every resend) plus ``window`` (how many requests the Locust user keeps
+in flight).
 """
 
 from __future__ import annotations
@@ -64,12 +65,15 @@ class MdpAsyncClient(AsyncClientAdapter):
     def submit(self, body: list[bytes], log: RequestLog) -> None:
         self.count += 1
         if self.mmi_every > 0 and self.count % self.mmi_every == 0:
-            # The broker records its answer; the reply (service mmi.service) is dropped in poll.
-            self.socket.send_multipart([b"", MDPC01, MMI_SERVICE, self.service.encode()])
+            self._ask_mmi()
         message = [b"", MDPC01, self.service.encode(), *body_with_frames(body, self.body_frames)]
         self.pending[log.rid] = _InFlight(log, message, time.monotonic() + self.timeout_s)
         self.socket.send_multipart(message)
         log.sent()
+
+    def _ask_mmi(self) -> None:
+        """Ask mmi.service about the service; the broker records its answer, the reply is dropped."""
+        self.socket.send_multipart([b"", MDPC01, MMI_SERVICE, self.service.encode()])
 
     def in_flight(self) -> int:
         return len(self.pending)
@@ -113,6 +117,8 @@ class MdpAsyncClient(AsyncClientAdapter):
         for rid, flight in [(r, f) for r, f in self.pending.items() if f.deadline <= now]:
             if flight.log.attempts <= self.retries:
                 flight.log.retried("timeout")
+                if self.mmi_every > 0:
+                    self._ask_mmi()
                 flight.deadline = now + self.timeout_s
                 self.socket.send_multipart(flight.message)
                 flight.log.sent()

@@ -9,9 +9,9 @@ a second reply.
 
 Options: ``service`` (default ``echo``), ``timeout_ms``, ``retries``, ``body_frames`` (the
 request carries that many copies of the payload frame; the echo must return them all),
-``mmi_every`` (every N requests also ask ``mmi.service`` about the service on a side
-DEALER, without waiting: the broker records its answer, which the ``mmi_service``
-checker compares with worker liveness; 0 = never).
+``mmi_every`` (every N requests, and after every timeout, also ask ``mmi.service`` about
+the service on a side DEALER, without waiting: the broker records its answer, which the
+``mmi_service`` checker compares with worker liveness; 0 = never).
 """
 
 from __future__ import annotations
@@ -124,6 +124,8 @@ class MdpSyncClient(ClientAdapter):
                 log.unexpected(frames, why)
             # REQ cannot resend before a reply: the guide's brute force is a new socket.
             self._reset()
+            if self.mmi is not None:
+                self.mmi.ask()  # is anybody serving? (the outages are what the MMI check is about)
             if attempt < attempts:
                 log.retried("timeout")
         raise Abandoned(f"no reply after {attempts} attempt(s) of {self.timeout_ms} ms")

@@ -27,6 +27,10 @@ from implementations.runtime import announce_ready, start_role
 
 log = logging.getLogger("server")
 
+#: Blocking waits are cut into slices this long: a SIGTERM delivered to one of libzmq's
+#: threads only runs its Python handler when the main thread is back in the interpreter.
+WAIT_SLICE_MS = 250
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -49,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         announce_ready(log, args.frontend)
         while True:
+            if not socket.poll(WAIT_SLICE_MS):
+                continue
             frames = socket.recv_multipart()
             rid = rid_of(frames[0])
             if rid is not None:

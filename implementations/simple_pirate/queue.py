@@ -35,6 +35,10 @@ from implementations.runtime import announce_ready, start_role
 
 log = logging.getLogger("queue")
 
+#: Blocking waits are cut into slices this long: a SIGTERM delivered to one of libzmq's
+#: threads only runs its Python handler when the main thread is back in the interpreter.
+WAIT_SLICE_MS = 250
+
 READY = b"\x01"
 
 
@@ -117,7 +121,7 @@ class Queue:
         both.register(self.backend, zmq.POLLIN)
         both.register(self.frontend, zmq.POLLIN)
         while True:
-            ready = dict((both if self.idle else backend_only).poll())
+            ready = dict((both if self.idle else backend_only).poll(WAIT_SLICE_MS))
             if self.backend in ready:
                 self.on_backend(self.backend.recv_multipart())
             if self.frontend in ready and self.idle:

@@ -28,6 +28,10 @@ from implementations.runtime import announce_ready, start_role
 
 log = logging.getLogger("worker")
 
+#: Blocking waits are cut into slices this long: a SIGTERM delivered to one of libzmq's
+#: threads only runs its Python handler when the main thread is back in the interpreter.
+WAIT_SLICE_MS = 250
+
 READY = b"\x01"
 
 
@@ -57,6 +61,8 @@ def main(argv: list[str] | None = None) -> None:
     announce_ready(log, name)
     try:
         while True:
+            if not socket.poll(WAIT_SLICE_MS):
+                continue
             frames = socket.recv_multipart()
             if len(frames) < 3 or frames[1] != b"" or not frames[0]:
                 detail = f"expected [client, '', body...]: {[f[:24] for f in frames[:4]]}"

@@ -121,6 +121,21 @@ EVENTS: dict[str, EventKind] = {
     "malformed": EventKind(
         "any", ("detail",), ("worker",), "a process received a message it could not parse"
     ),
+    "requeue": EventKind(
+        "broker",
+        ("service",),
+        ("rid", "worker", "reason"),
+        "a request a lost worker held went back to the head of its queue (at-least-once)",
+    ),
+    "request_expired": EventKind(
+        "broker", ("service",), ("rid", "reason"), "a queued request waited too long and was dropped"
+    ),
+    "mmi_reply": EventKind(
+        "broker",
+        ("service", "code"),
+        ("detail",),
+        "the broker answered an MMI query about service with code (200/404/501); detail: the mmi.* asked",
+    ),
     "discard": EventKind(
         "broker",
         ("worker",),

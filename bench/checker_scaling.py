@@ -219,7 +219,8 @@ def main() -> None:
             t = time.perf_counter()
             n = generate(spark, run.history, size)
             json_size = sum(f.stat().st_size for f in run.history.glob("*.jsonl"))
-            print(f"\n== {n:,} events ({mb(json_size)} of JSON lines, generated in {time.perf_counter() - t:.1f} s)")
+            gen_s = time.perf_counter() - t
+            print(f"\n== {n:,} events ({mb(json_size)} of JSON lines, generated in {gen_s:.1f} s)")
             spark_check(spark, run)  # warm-up: JIT and planner, so the first figure is not the JVM's start
             found_json, s_json, p_json = timed(lambda run=run: spark_check(spark, run))
             _, s_compact, p_compact = timed(lambda run=run: compact(spark, run))

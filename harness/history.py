@@ -78,9 +78,7 @@ class EventKind:
 
 EVENTS: dict[str, EventKind] = {
     # --- load clients -------------------------------------------------------------
-    "send": EventKind(
-        "client", ("cid", "seq", "rid", "attempt"), (), "a request (or a resend) left"
-    ),
+    "send": EventKind("client", ("cid", "seq", "rid", "attempt"), (), "a request (or a resend) left"),
     "reply": EventKind(
         "client",
         ("cid", "seq", "rid", "ok", "latency_us"),
@@ -93,9 +91,7 @@ EVENTS: dict[str, EventKind] = {
         ("rid", "reason"),
         "a request timed out and will be sent again on a fresh socket",
     ),
-    "abandon": EventKind(
-        "client", ("cid", "seq", "rid", "reason"), (), "the client gave up on a request"
-    ),
+    "abandon": EventKind("client", ("cid", "seq", "rid", "reason"), (), "the client gave up on a request"),
     "unexpected": EventKind(
         "client",
         ("cid", "seq"),
@@ -106,9 +102,7 @@ EVENTS: dict[str, EventKind] = {
     "exec": EventKind("worker", ("rid", "worker"), ("service",), "a worker started a job"),
     "done": EventKind("worker", ("rid", "worker"), ("service",), "a worker finished a job"),
     # --- brokers ------------------------------------------------------------------
-    "worker_ready": EventKind(
-        "broker", ("worker",), ("service", "detail"), "the broker registered a worker"
-    ),
+    "worker_ready": EventKind("broker", ("worker",), ("service", "detail"), "the broker registered a worker"),
     "worker_expired": EventKind(
         "broker",
         ("worker",),
@@ -201,7 +195,7 @@ class HistoryWriter:
 class NullWriter(HistoryWriter):
     """A writer for a process that runs outside zchaos: it checks events, records none."""
 
-    def __init__(self, src: str = "") -> None:  # noqa: D107 - no file on purpose
+    def __init__(self, src: str = "") -> None:
         self.src = src
         self._fd = None
 
@@ -251,3 +245,28 @@ def read_events(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
 def request_id(cid: str, seq: int) -> str:
     """The run-unique id of request ``seq`` of client ``cid`` (carried in its payload)."""
     return f"{cid}:{seq}"
+
+
+#: A request payload starts with its request id and this byte, then filler: workers find
+#: the id of the job they run (for ``exec``/``done``) without knowing the client protocol.
+RID_SEPARATOR = b"|"
+
+
+def payload_for(rid: str, size: int, filler: bytes) -> bytes:
+    """A request body of ``size`` bytes (at least the id) that starts with the request id."""
+    head = rid.encode() + RID_SEPARATOR
+    if len(head) >= size:
+        return head
+    need = size - len(head)
+    return head + (filler * (need // max(1, len(filler)) + 1))[:need]
+
+
+def rid_of(frame: bytes) -> str | None:
+    """The request id a payload frame carries, or None if it carries none."""
+    head, sep, _ = frame.partition(RID_SEPARATOR)
+    if not sep:
+        return None
+    try:
+        return head.decode()
+    except UnicodeDecodeError:
+        return None

@@ -89,8 +89,7 @@ class Readiness:
             return cls("log", arg)
         raise table.error(
             "ready",
-            f"expected 'port:ENDPOINT' (one of {sorted(endpoints)}), 'log:REGEX' or 'none'; "
-            f"got {text!r}",
+            f"expected 'port:ENDPOINT' (one of {sorted(endpoints)}), 'log:REGEX' or 'none'; got {text!r}",
         )
 
 

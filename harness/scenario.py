@@ -236,7 +236,9 @@ def parse_scenario(data: dict[str, Any], path: Path | None, *, where: str | Path
     expect_violated = tuple(et.list_of("violated", str, []))
     for check in expect_violated:
         if check not in manifest.promises.checks:
-            raise et.error("violated", f"{check!r} is not a check of {manifest.name} ({list(manifest.promises.checks)})")
+            raise et.error(
+                "violated", f"{check!r} is not a check of {manifest.name} ({list(manifest.promises.checks)})"
+            )
     et.done()
     top.done()
     return Scenario(

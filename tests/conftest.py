@@ -1,4 +1,5 @@
-"""Fixtures shared by the whole test run: the one SparkSession (about 5 s to start)."""
+"""Fixtures shared by the whole test run: the one SparkSession (about 5 s to start), and
+real processes that are stopped after each test (``procs``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.procs import procs  # noqa: F401 - a fixture
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -21,3 +24,36 @@ def spark() -> Iterator[SparkSession]:
     session = get_spark()
     yield session
     stop_spark()
+
+
+_MARK = "ZCHAOS_TEST_SESSION"
+
+
+def _leftovers(token: str) -> list:
+    import psutil
+
+    me = os.getpid()
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid == me:
+            continue
+        try:
+            if proc.environ().get(_MARK) == token:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_outlives_the_tests() -> Iterator[None]:
+    """Every process a test starts inherits a mark; at the end none may be left running."""
+    import uuid
+
+    token = uuid.uuid4().hex
+    os.environ[_MARK] = token
+    yield
+    left = [p for p in _leftovers(token) if p.status() != "zombie"]
+    for proc in left:
+        proc.kill()
+    assert not left, f"processes left running by the tests: {[(p.pid, p.cmdline()[:4]) for p in left]}"

@@ -19,35 +19,15 @@ from typing import Any
 
 import zmq
 
-from harness.history import HistoryWriter
+from harness.history import HistoryWriter, payload_for, rid_of
 
-RID_SEPARATOR = b"|"
-
-
-def payload_for(rid: str, size: int, filler: bytes) -> bytes:
-    """A request body of ``size`` bytes (at least the id) that starts with the request id."""
-    head = rid.encode() + RID_SEPARATOR
-    if len(head) >= size:
-        return head
-    need = size - len(head)
-    return head + (filler * (need // max(1, len(filler)) + 1))[:need]
-
-
-def rid_of(frame: bytes) -> str | None:
-    """The request id a payload frame carries, or None if it carries none."""
-    head, sep, _ = frame.partition(RID_SEPARATOR)
-    if not sep:
-        return None
-    try:
-        return head.decode()
-    except UnicodeDecodeError:
-        return None
+__all__ = ["payload_for", "rid_of"]
 
 
 class RequestLog:
     """What an adapter records about the request it is working on."""
 
-    __slots__ = ("writer", "cid", "seq", "rid", "attempts")
+    __slots__ = ("attempts", "cid", "rid", "seq", "writer")
 
     def __init__(self, writer: HistoryWriter, cid: str, seq: int, rid: str) -> None:
         self.writer = writer
@@ -59,7 +39,9 @@ class RequestLog:
     def sent(self) -> None:
         """An attempt left (the first send, or a resend after ``retried``)."""
         self.attempts += 1
-        self.writer.emit("send", src=self.cid, cid=self.cid, seq=self.seq, rid=self.rid, attempt=self.attempts)
+        self.writer.emit(
+            "send", src=self.cid, cid=self.cid, seq=self.seq, rid=self.rid, attempt=self.attempts
+        )
 
     def retried(self, reason: str) -> None:
         """The current attempt failed (timeout, ...) and the request will be sent again."""

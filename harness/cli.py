@@ -1,0 +1,179 @@
+"""The ``zchaos`` command line.
+
+Exit codes: 0 every invariant held (or failed only as the scenario expected), 1 an
+invariant was violated, 2 the scenario or the set-up was wrong (the message says which
+file and key), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.errors import SetupError
+
+EPILOG = """\
+examples:
+  zchaos run scenarios/paranoid-pirate-kill-worker.toml
+  zchaos suite scenarios/ci/
+  zchaos report runs/20261121T120000Z-paranoid-pirate-kill-worker
+  zchaos load paranoid-pirate --users 20 --duration 30
+  zchaos list
+"""
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from harness.runner import run_scenario
+    from harness.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario) if args.seed is None else _with_seed(args.scenario, args.seed)
+    result = run_scenario(scenario, runs_dir=args.runs_dir, report=not args.no_report)
+    return result.exit_code
+
+
+def _with_seed(path: str, seed: int):
+    from harness.config import load_toml
+    from harness.scenario import parse_scenario
+
+    data = load_toml(path, "scenario")
+    data["seed"] = seed
+    return parse_scenario(data, Path(path).resolve(), where=path)
+
+
+def _cmd_suite(args: argparse.Namespace) -> int:
+    from harness.suite import run_suite
+
+    return run_suite(Path(args.directory), runs_dir=Path(args.runs_dir))
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from harness.progress import Progress
+    from harness.rundir import RunDir
+    from harness.runner import build_report_for
+
+    run = RunDir(Path(args.run))
+    if not run.run_json.exists():
+        raise SetupError("not a run folder (it has no run.json)", where=args.run)
+    verdict = build_report_for(run, Progress())
+    return int(verdict.get("exit_code", 1))
+
+
+def _cmd_load(args: argparse.Namespace) -> int:
+    from harness.runner import run_scenario
+    from harness.scenario import parse_scenario
+
+    data: dict = {
+        "name": f"load-{Path(args.implementation).stem}",
+        "implementation": args.implementation,
+        "duration_s": args.duration,
+        "seed": args.seed,
+        "load": {"users": args.users, "spawn_rate": args.spawn_rate, "wait_ms": args.wait_ms,
+                 "processes": args.processes},
+    }  # fmt: skip
+    if args.workers is not None:
+        data["topology"] = {"worker": args.workers}
+    scenario = parse_scenario(data, None, where="zchaos load")
+    return run_scenario(scenario, runs_dir=args.runs_dir, report=not args.no_report).exit_code
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from chaos.faults import FAULT_KINDS, SELECTORS
+    from harness.manifest import builtin_manifests, load_manifest
+
+    print("implementations (zchaos run/load take a name or a manifest path):")
+    for name, path in builtin_manifests().items():
+        manifest = load_manifest(path)
+        print(f"  {name:<22} {manifest.description}")
+    print("\nfaults ([[faults]] kind = ...):")
+    for kind in FAULT_KINDS.values():
+        params = ", ".join(f"{p}{'' if d is ... else '?'}" for p, (_, d) in kind.params.items())
+        print(f"  {kind.name:<10} {kind.doc}" + (f"  [{params}]" if params else ""))
+    print(f"  targets: an instance (worker-2), a role (queue), or role:{'|'.join(SELECTORS)}")
+    print("\ninvariants ([promises] checks = [...]):")
+    from reports.checkers import registry
+
+    for checker in registry().values():
+        print(f"  {checker.name:<20} {checker.doc}")
+    print("\nscenarios:")
+    for path in sorted(Path("scenarios").rglob("*.toml")) if Path("scenarios").is_dir() else []:
+        print(f"  {path}")
+    return 0
+
+
+def _cmd_toxiproxy(args: argparse.Namespace, rest: list[str]) -> int:
+    from chaos.toxiproxy_server import main as server_main
+
+    return server_main(rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="zchaos",
+        description="Chaos and load testing for ZeroMQ broker/worker systems.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("run", help="run one chaos scenario and report on it")
+    p.add_argument("scenario", help="a scenario file (TOML), e.g. scenarios/paranoid-pirate-kill-worker.toml")
+    p.add_argument("--runs-dir", default="runs", help="where run folders go (default: runs)")
+    p.add_argument("--seed", type=int, help="override the scenario's seed")
+    p.add_argument("--no-report", action="store_true", help="record the run but skip the Spark report")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("suite", help="run every scenario of a folder (the CI suite)")
+    p.add_argument("directory", help="a folder of scenario files, e.g. scenarios/ci/")
+    p.add_argument("--runs-dir", default="runs", help="where run folders go (default: runs)")
+    p.set_defaults(func=_cmd_suite)
+
+    p = sub.add_parser("report", help="(re)build the verdict and report of a stored run")
+    p.add_argument("run", help="a run folder, e.g. runs/20261121T120000Z-NAME")
+    p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("load", help="load-test an implementation (no faults)")
+    p.add_argument("implementation", help="a built-in implementation name or a manifest path")
+    p.add_argument("--users", type=int, default=10, help="Locust users (default 10)")
+    p.add_argument("--spawn-rate", type=float, default=10, help="users started per second (default 10)")
+    p.add_argument(
+        "--wait-ms", type=float, default=0, help="pause between two requests of a user (default 0)"
+    )
+    p.add_argument("--duration", type=float, default=30, help="seconds of load (default 30)")
+    p.add_argument("--workers", type=int, help="worker instances (default: the manifest's)")
+    p.add_argument("--processes", type=int, default=1, help="Locust processes (default 1)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the request streams (default 1)")
+    p.add_argument("--runs-dir", default="runs", help="where run folders go (default: runs)")
+    p.add_argument("--no-report", action="store_true", help="skip the Spark report")
+    p.set_defaults(func=_cmd_load)
+
+    p = sub.add_parser("list", help="implementations, faults, invariants and scenarios zchaos knows")
+    p.set_defaults(func=_cmd_list)
+
+    sub.add_parser(
+        "toxiproxy", help="a Toxiproxy-compatible fault proxy server (-host, -port, -config)", add_help=False
+    ).set_defaults(func=None)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    if argv and argv[0] == "toxiproxy":  # the real server's single-dash flags, passed through
+        try:
+            return _cmd_toxiproxy(parser.parse_args(["toxiproxy"]), argv[1:])
+        except KeyboardInterrupt:
+            return 0
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except SetupError as exc:
+        print(f"zchaos: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("zchaos: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""What the user sees while a run goes on, and the verdict at its end.
+
+Progress goes to stderr: one line rewritten in place on a terminal, a line every few
+seconds otherwise (CI logs). It counts requests from the clients' history files as they
+grow, so it costs the load nothing. The verdict table goes to stdout.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chaos.nemesis import Nemesis, PlannedFault
+    from harness.rundir import RunDir
+    from harness.scenario import Scenario
+
+_COUNTED = {
+    "send": b'"ev":"send"',
+    "reply": b'"ev":"reply"',
+    "retry": b'"ev":"retry"',
+    "abandon": b'"ev":"abandon"',
+}
+STATUS_MARK = {"held": "ok  ", "violated": "FAIL", "unknown": "??  "}
+
+
+class HistoryCounter:
+    """Counts client events in ``history/locust-*.jsonl`` incrementally."""
+
+    def __init__(self, history_dir: Path) -> None:
+        self.history_dir = history_dir
+        self.offsets: dict[Path, int] = {}
+        self.counts = dict.fromkeys(_COUNTED, 0)
+
+    def update(self) -> dict[str, int]:
+        for path in self.history_dir.glob("locust-*.jsonl"):
+            offset = self.offsets.get(path, 0)
+            with path.open("rb") as fh:
+                fh.seek(offset)
+                chunk = fh.read()
+            end = chunk.rfind(b"\n") + 1  # count whole lines only
+            for name, needle in _COUNTED.items():
+                self.counts[name] += chunk.count(needle, 0, end)
+            self.offsets[path] = offset + end
+        return self.counts
+
+
+class Progress:
+    def __init__(
+        self, stream: IO[str] | None = None, out: IO[str] | None = None, every_s: float = 5.0
+    ) -> None:
+        self.stream = stream or sys.stderr
+        self.out = out or sys.stdout
+        self.tty = self.stream.isatty()
+        self.every_s = every_s
+        self._last = 0.0
+        self._counter: HistoryCounter | None = None
+        self._nemesis: Nemesis | None = None
+        self._total = 0.0
+        self._live_line = False
+
+    def _print(self, text: str) -> None:
+        if self._live_line:
+            self.stream.write("\r\033[K")
+            self._live_line = False
+        print(text, file=self.stream, flush=True)
+
+    def header(self, scenario: Scenario, run: RunDir, plan: list[PlannedFault]) -> None:
+        topology = ", ".join(f"{n} {r}" for r, n in scenario.topology.items())
+        self._print(f"zchaos: {scenario.name} on {scenario.manifest.name} ({topology}), seed {scenario.seed}")
+        self._print(
+            f"  load: {scenario.load.users} users for {scenario.duration_s:g} s; "
+            f"{len(plan)} fault(s) planned; run folder {run.root}"
+        )
+        for fault in plan:
+            self._print(f"    {fault.describe()}")
+
+    def phase(self, name: str) -> None:
+        self._print(f"[{name}]")
+
+    def note(self, text: str) -> None:
+        self._print(f"  {text}")
+
+    def warn(self, text: str) -> None:
+        self._print(f"  ! {text}")
+
+    def start_load(self, total_s: float, history_dir: Path, nemesis: Nemesis) -> None:
+        self._counter = HistoryCounter(history_dir)
+        self._nemesis = nemesis
+        self._total = total_s
+
+    def tick(self, elapsed: float) -> None:
+        now = time.monotonic()
+        if not self.tty and now - self._last < self.every_s:
+            return
+        self._last = now
+        c = self._counter.update() if self._counter else {}
+        faults = self._nemesis.injected if self._nemesis else 0
+        upcoming = self._nemesis.next_fault(elapsed) if self._nemesis else None
+        line = (
+            f"  {min(elapsed, self._total):5.0f}/{self._total:g} s  requests {c.get('send', 0):>7} "
+            f"replies {c.get('reply', 0):>7}  retries {c.get('retry', 0)}  abandons {c.get('abandon', 0)}  "
+            f"faults {faults}"
+        )
+        if upcoming is not None:
+            line += f"  next: {upcoming.kind} {upcoming.target} at {upcoming.at_s:g} s"
+        if self.tty:
+            self.stream.write("\r\033[K" + line[:160])
+            self.stream.flush()
+            self._live_line = True
+        else:
+            self._print(line)
+
+    def end_load(self) -> None:
+        if self._counter is not None:
+            c = self._counter.update()
+            self._print(
+                f"  load done: {c['send']} sends, {c['reply']} replies, {c['retry']} retries, "
+                f"{c['abandon']} abandons"
+            )
+
+    def verdict(self, verdict: dict[str, Any], run: RunDir) -> None:
+        self._print("")
+        out = self.out
+        print(f"verdict for {run.root.name}:", file=out)
+        checks: dict[str, dict[str, Any]] = verdict.get("checks", {})
+        width = max((len(n) for n in checks), default=10)
+        for name, check in checks.items():
+            status = check.get("status", "unknown")
+            mark = STATUS_MARK.get(status, status)
+            expected = "  (expected)" if check.get("expected") and status == "violated" else ""
+            print(f"  {mark} {name:<{width}}  {check.get('summary', '')}{expected}", file=out)
+        word = "PASSED" if verdict.get("passed") else "FAILED"
+        print(f"{word}  report: {run.report_html}", file=out, flush=True)

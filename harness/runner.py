@@ -1,0 +1,282 @@
+"""The runner: one scenario, from an empty run directory to a verdict.
+
+Set-up (ports, processes, readiness) -> load (Locust, with the nemesis carrying out the
+fault plan) -> drain -> teardown (every process stopped, also on Ctrl-C, SIGTERM or an
+error) -> report (the Spark pipeline). Progress goes to the terminal while it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from chaos.nemesis import Nemesis, PlannedFault, plan_faults
+from harness.errors import SetupError
+from harness.history import HistoryWriter, history_file
+from harness.ports import PortAllocator
+from harness.progress import Progress
+from harness.rundir import RunDir
+from harness.scenario import Scenario
+from harness.supervisor import Managed, ProcSpec, Supervisor, log_tail
+from harness.topology import PROJECT_ROOT, Topology
+from loadtests.config import ENV_LOAD, LoadConfig
+
+LOCUSTFILE = PROJECT_ROOT / "loadtests" / "locustfile.py"
+EXIT_INTERRUPTED = 130
+
+
+class Interrupted(Exception):
+    """The runner got SIGINT or SIGTERM; everything is torn down before it propagates."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@dataclass
+class RunResult:
+    run: RunDir
+    exit_code: int
+    verdict: dict[str, Any] | None
+
+
+@contextlib.contextmanager
+def interrupts_raise() -> Iterator[None]:
+    """Turn SIGINT/SIGTERM into Interrupted in the main thread, for the duration."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Ignore SIGINT/SIGTERM while tearing down, so that a second Ctrl-C cannot leave processes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def client_budget_s(options: dict[str, Any]) -> float:
+    """How long a client may work on one request before it abandons it (timeout × attempts)."""
+    if "timeout_ms" in options:
+        return options["timeout_ms"] / 1000 * (options.get("retries", 0) + 1)
+    return 10.0
+
+
+def _exited_within(managed: Managed, timeout: float) -> bool:
+    try:
+        managed.popen.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+class _Control:
+    """The nemesis's handle on the run's processes."""
+
+    def __init__(self, supervisor: Supervisor, topology: Topology, roles: dict[str, str]) -> None:
+        self.supervisor = supervisor
+        self.topology = topology
+        self.roles = roles  # instance -> role
+
+    def signal(self, instance: str, sig: int, *, expected_exit: bool = False) -> int | None:
+        return self.supervisor.signal(instance, sig, expected_exit=expected_exit)
+
+    def stop(self, instance: str) -> None:
+        self.supervisor.stop(instance)
+
+    def start(self, instance: str) -> int:
+        spec = self.topology.proc_spec(self.roles[instance], instance)
+        return self.supervisor.start(spec).pid
+
+
+class Runner:
+    def __init__(
+        self, scenario: Scenario, *, runs_dir: str | Path = "runs", progress: Progress | None = None
+    ) -> None:
+        self.scenario = scenario
+        self.run = RunDir.create(runs_dir, scenario.name)
+        self.progress = progress or Progress()
+        self.history = HistoryWriter(history_file(self.run.history, "runner"), "runner")
+        self.nemesis_history = HistoryWriter(history_file(self.run.history, "nemesis"), "nemesis")
+        self.topology = Topology(scenario, self.run, PortAllocator())
+        self.supervisor = Supervisor(self.history, self.topology.base_env())
+        self.supervisor.on_unexpected_exit = self._unexpected_exit
+        self.roles = {i: r for r in scenario.manifest.roles for i in scenario.instances(r)}
+        self.plan: list[PlannedFault] = plan_faults(
+            scenario.faults, {r: scenario.instances(r) for r in scenario.manifest.roles}, scenario.seed
+        )
+        self.meta: dict[str, Any] = {
+            "scenario": scenario.as_dict(),
+            "manifest": scenario.manifest.as_dict(),
+            "expect_violated": list(scenario.expect_violated),
+            "client_budget_s": client_budget_s(scenario.load.client_options),
+            "plan": [f.__dict__ for f in self.plan],
+            "ports": self.topology.ports,
+            "processes": self.roles,
+            "started_ns": time.time_ns(),
+        }
+        self.run.write_meta(self.meta)
+
+    def _unexpected_exit(self, managed: Managed) -> None:
+        code = managed.popen.returncode
+        how = f"signal {-code}" if code < 0 else f"code {code}"
+        self.progress.warn(f"{managed.spec.instance} exited unexpectedly ({how}); see {managed.spec.log}")
+
+    def _phase(self, name: str) -> None:
+        self.history.emit("phase", name=name)
+        self.progress.phase(name)
+
+    # -- the phases -------------------------------------------------------------------
+
+    def _start_system(self) -> None:
+        for role in self.topology.start_order():
+            for instance in self.scenario.instances(role):
+                self.progress.note(f"starting {instance}")
+                self.supervisor.start(self.topology.proc_spec(role, instance))
+
+    def _locust_spec(self) -> ProcSpec:
+        load = self.scenario.load
+        config = LoadConfig(
+            adapter=self.scenario.manifest.adapter,
+            endpoint=self.topology.client_address(),
+            history_dir=str(self.run.history),
+            options=load.client_options,
+            payload_bytes=load.payload_bytes,
+            wait_ms=load.wait_ms,
+            seed=self.scenario.seed,
+            name=self.scenario.manifest.name,
+        )
+        argv = [
+            sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
+            "--users", str(load.users), "--spawn-rate", str(load.spawn_rate),
+            "--run-time", f"{self.scenario.duration_s:g}s",
+            "--stop-timeout", f"{self.scenario.drain_s:g}",
+            "--csv", str(self.run.locust_csv_prefix), "--only-summary",
+            "--loglevel", "WARNING", "--exit-code-on-error", "0",
+        ]  # fmt: skip
+        if load.processes > 1:
+            master_port = PortAllocator().allocate()
+            argv += [
+                "--processes", str(load.processes),
+                "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
+            ]  # fmt: skip
+        return ProcSpec(
+            instance="locust",
+            role="locust",
+            argv=argv,
+            log=self.run.log("locust"),
+            env={ENV_LOAD: config.to_env()},
+        )
+
+    def _run_load(self) -> None:
+        nemesis = Nemesis(
+            self.plan, _Control(self.supervisor, self.topology, self.roles), self.nemesis_history
+        )
+        locust = self.supervisor.start(self._locust_spec())
+        locust.expected_exit = True  # it ends by itself when the run time is over
+        t0 = time.monotonic()
+        self.meta["load_started_ns"] = time.time_ns()
+        nemesis.start(t0)
+        self.progress.start_load(self.scenario.duration_s, self.run.history, nemesis)
+        # Locust stops its users after the run time and lets requests in flight finish.
+        limit = (
+            self.scenario.duration_s
+            + self.scenario.drain_s
+            + self.scenario.load.users / self.scenario.load.spawn_rate
+        )
+        deadline = t0 + limit + 30
+        try:
+            while not _exited_within(locust, 0.5):
+                elapsed = time.monotonic() - t0
+                if elapsed >= self.scenario.duration_s and "load_stopped_ns" not in self.meta:
+                    self.meta["load_stopped_ns"] = time.time_ns()
+                    self._phase("drain")
+                if time.monotonic() > deadline:
+                    raise SetupError(f"Locust did not stop within {limit + 30:.0f} s; see {locust.spec.log}")
+                self.progress.tick(elapsed)
+        except BaseException:
+            nemesis.stop()
+            raise
+        finally:
+            self.meta.setdefault("load_stopped_ns", time.time_ns())
+            self.meta["faults_injected"] = nemesis.injected
+        errors = nemesis.stop()
+        for error in errors:
+            self.progress.warn(f"fault failed: {error}")
+        self.meta["fault_errors"] = errors
+        self.progress.end_load()
+        if locust.popen.returncode not in (0, None):
+            raise SetupError(
+                f"Locust failed with exit code {locust.popen.returncode}; last lines of {locust.spec.log}:\n"
+                f"{log_tail(locust.spec.log)}"
+            )
+
+    def execute(self, *, report: bool = True) -> RunResult:
+        """Run the scenario; teardown always happens, whatever goes wrong."""
+        self.progress.header(self.scenario, self.run, self.plan)
+        try:
+            with interrupts_raise():
+                try:
+                    self._phase("setup")
+                    self._start_system()
+                    self._phase("load")
+                    self._run_load()
+                finally:
+                    with interrupts_deferred():
+                        self._phase("teardown")
+                        self.supervisor.stop_all()
+                        self.meta["ended_ns"] = time.time_ns()
+                        self.run.write_meta(self.meta)
+                        self.history.close()
+                        self.nemesis_history.close()
+        except Interrupted as exc:
+            self.progress.warn(
+                f"interrupted ({exc}); every process of the run was stopped. Run folder: {self.run.root}"
+            )
+            return RunResult(self.run, EXIT_INTERRUPTED, None)
+        if not report:
+            return RunResult(self.run, 0, None)
+        return self.report()
+
+    def report(self) -> RunResult:
+        verdict = build_report_for(self.run, self.progress)
+        return RunResult(self.run, int(verdict.get("exit_code", 1)), verdict)
+
+
+def build_report_for(run: RunDir, progress: Progress) -> dict[str, Any]:
+    """Run the Spark pipeline over a run folder and print the verdict."""
+    from reports.pipeline import build_report
+
+    progress.phase("report")
+    verdict = build_report(run.root, progress=progress.note)
+    progress.verdict(verdict, run)
+    return verdict
+
+
+def run_scenario(scenario: Scenario, *, runs_dir: str | Path = "runs", report: bool = True) -> RunResult:
+    return Runner(scenario, runs_dir=runs_dir).execute(report=report)

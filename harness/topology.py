@@ -1,0 +1,127 @@
+"""The topology of a run: which processes, on which ports, linked how.
+
+It turns a scenario (with its manifest) into the processes to start, each with its
+command line filled in (placeholders of ``harness/manifest.py``), and names every
+network link a fault may cut: ``link:clients`` (the load clients to the client
+endpoint) and ``link:<instance>`` for each instance that connects to an endpoint
+(``link:<instance>:<endpoint>`` when it connects to several). A link is direct unless
+the runner routes it through a fault proxy with ``route``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.history import ENV_HISTORY_DIR, ENV_SOURCE
+from harness.manifest import PLACEHOLDER
+from harness.ports import PortAllocator
+from harness.rundir import RunDir
+from harness.scenario import Scenario
+from harness.supervisor import ProcSpec
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CLIENTS_LINK = "link:clients"
+
+
+@dataclass(frozen=True)
+class Link:
+    name: str  # link:worker-1
+    instance: str  # who connects ("clients" for the load)
+    endpoint: str  # to which endpoint
+    upstream_port: int  # the port the endpoint is bound on
+
+
+class Topology:
+    def __init__(self, scenario: Scenario, run: RunDir, ports: PortAllocator) -> None:
+        self.scenario = scenario
+        self.manifest = scenario.manifest
+        self.run = run
+        self.ports = {endpoint: ports.allocate() for endpoint in self.manifest.endpoints}
+        self._routes: dict[str, str] = {}
+
+    # -- addresses and links --------------------------------------------------------
+
+    def bind_address(self, endpoint: str) -> str:
+        return f"tcp://127.0.0.1:{self.ports[endpoint]}"
+
+    def links(self) -> list[Link]:
+        """Every link of the topology, the clients' first."""
+        found = [
+            Link(
+                CLIENTS_LINK,
+                "clients",
+                self.manifest.client_endpoint,
+                self.ports[self.manifest.client_endpoint],
+            )
+        ]
+        for role in self.manifest.roles.values():
+            for instance in self.scenario.instances(role.name):
+                for endpoint in role.connects:
+                    name = f"link:{instance}" if len(role.connects) == 1 else f"link:{instance}:{endpoint}"
+                    found.append(Link(name, instance, endpoint, self.ports[endpoint]))
+        return found
+
+    def route(self, link: str, address: str) -> None:
+        """Send the traffic of ``link`` to ``address`` (a fault proxy) instead of straight on."""
+        self._routes[link] = address
+
+    def link_address(self, link: Link) -> str:
+        return self._routes.get(link.name, self.bind_address(link.endpoint))
+
+    def client_address(self) -> str:
+        return self.link_address(self.links()[0])
+
+    # -- processes ------------------------------------------------------------------
+
+    def start_order(self) -> list[str]:
+        """Roles that bind endpoints first, so that connecting roles find them ready."""
+        roles = list(self.manifest.roles.values())
+        return [r.name for r in roles if r.binds] + [r.name for r in roles if not r.binds]
+
+    def base_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH")) if p)
+        env["PYTHONUNBUFFERED"] = "1"
+        env[ENV_HISTORY_DIR] = str(self.run.history)
+        return env
+
+    def proc_spec(self, role_name: str, instance: str) -> ProcSpec:
+        role = self.manifest.roles[role_name]
+        index = instance.rsplit("-", 1)[1] if instance != role_name else "1"
+        links = {lk.endpoint: lk for lk in self.links() if lk.instance == instance}
+        simple = {
+            "python": sys.executable,
+            "role": role_name,
+            "instance": instance,
+            "index": index,
+            "manifest_dir": str(self.manifest.directory),
+            "run_dir": str(self.run.root),
+        }
+
+        def fill(match) -> str:
+            head, sub = match.group(1), match.group(2)
+            if sub is None:
+                return simple[head]
+            if head == "bind":
+                return self.bind_address(sub)
+            if head == "connect":
+                return self.link_address(links[sub]) if sub in links else self.bind_address(sub)
+            return str(self.scenario.options[sub])
+
+        argv = [PLACEHOLDER.sub(fill, arg) for arg in role.command]
+        ready_port = self.ports[role.ready.arg] if role.ready.kind == "port" else None
+        ready_line = role.ready.arg if role.ready.kind == "log" else None
+        return ProcSpec(
+            instance=instance,
+            role=role_name,
+            argv=argv,
+            log=self.run.log(instance),
+            env={**role.env, ENV_SOURCE: instance},
+            ready_port=ready_port,
+            ready_line=ready_line,
+            stop_signal=getattr(signal, role.stop_signal),
+        )

@@ -1,0 +1,117 @@
+"""Paranoid Pirate queue: clients on a ROUTER frontend, workers on a ROUTER backend.
+
+Requests go to the least recently used idle worker. Workers heartbeat the queue and the
+queue heartbeats idle workers every interval; an idle worker silent for
+``liveness × interval`` is expired and gets no more work. Run alone:
+
+    python -m implementations.paranoid_pirate.queue --frontend tcp://127.0.0.1:5555 \
+        --backend tcp://127.0.0.1:5556
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import OrderedDict
+
+import zmq
+
+from harness.history import rid_of
+from implementations.paranoid_pirate.protocol import HEARTBEAT, Malformed, describe, parse_from_worker
+from implementations.runtime import announce_ready, start_role
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--frontend", required=True, help="endpoint to bind for clients")
+    parser.add_argument("--backend", required=True, help="endpoint to bind for workers")
+    parser.add_argument("--heartbeat-ms", type=int, default=1000, help="heartbeat interval (default 1000)")
+    parser.add_argument("--liveness", type=int, default=3, help="missed heartbeats before expiry (default 3)")
+    parser.add_argument("--name", default="queue", help="name in logs and history (default queue)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    log, history = start_role(args.name)
+    interval = args.heartbeat_ms / 1000
+    expiry_after = interval * args.liveness
+
+    ctx = zmq.Context()
+    frontend = ctx.socket(zmq.ROUTER)
+    backend = ctx.socket(zmq.ROUTER)
+    for sock in (frontend, backend):
+        sock.linger = 0
+    frontend.bind(args.frontend)
+    backend.bind(args.backend)
+    both = zmq.Poller()
+    both.register(backend, zmq.POLLIN)
+    both.register(frontend, zmq.POLLIN)
+    workers_only = zmq.Poller()
+    workers_only.register(backend, zmq.POLLIN)
+
+    idle: OrderedDict[bytes, float] = OrderedDict()  # worker identity -> expiry, LRU first
+    heartbeat_at = time.monotonic() + interval
+    announce_ready(log, f"frontend {args.frontend} backend {args.backend}")
+    try:
+        while True:
+            poller = both if idle else workers_only
+            timeout_ms = max(0.0, heartbeat_at - time.monotonic()) * 1000
+            events = dict(poller.poll(timeout_ms))
+
+            if backend in events:
+                frames = backend.recv_multipart()
+                worker, rest = frames[0], frames[1:]
+                name = worker.decode(errors="replace")
+                try:
+                    command, message = parse_from_worker(rest)
+                except Malformed as exc:
+                    log.warning("malformed message from worker %s: %s %s", name, exc, describe(rest))
+                    history.emit("malformed", worker=name, detail=f"{exc}: {describe(rest)}")
+                    command, message = "MALFORMED", None
+                if worker not in idle and command in ("READY", "HEARTBEAT"):
+                    log.info("worker %s registered (%s)", name, command)
+                    history.emit("worker_ready", worker=name, detail=command)
+                # Any message is a sign of life, and a worker that sent one is idle again.
+                idle.pop(worker, None)
+                idle[worker] = time.monotonic() + expiry_after
+                if message is not None:
+                    frontend.send_multipart(message.frames())
+
+            if frontend in events:
+                frames = frontend.recv_multipart()
+                if len(frames) < 3 or frames[1] != b"":
+                    log.warning("malformed request from a client: %s", describe(frames))
+                    history.emit("malformed", detail=f"client request: {describe(frames)}")
+                else:
+                    worker, _ = idle.popitem(last=False)
+                    backend.send_multipart([worker, *frames])
+                    rid = rid_of(frames[2])
+                    if rid is not None and history.enabled:
+                        history.emit("dispatch", worker=worker.decode(errors="replace"), rid=rid)
+
+            now = time.monotonic()
+            if now >= heartbeat_at:
+                for worker in idle:
+                    backend.send_multipart([worker, HEARTBEAT])
+                heartbeat_at = now + interval
+            while idle:
+                worker, expiry = next(iter(idle.items()))
+                if expiry > now:
+                    break
+                # The LRU order is also expiry order: every touch re-inserts at the tail.
+                del idle[worker]
+                name = worker.decode(errors="replace")
+                log.info("worker %s expired (silent for %.1f s)", name, expiry_after)
+                history.emit("worker_expired", worker=name, reason=f"silent for {expiry_after:.1f} s")
+    finally:
+        frontend.close()
+        backend.close()
+        ctx.term()
+        history.close()
+
+
+if __name__ == "__main__":
+    main()

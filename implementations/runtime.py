@@ -1,0 +1,40 @@
+"""What every role process of the built-in implementations shares: logging to stderr,
+a clean exit on SIGTERM/SIGINT, the readiness line, and the history writer.
+
+The harness waits for a role's readiness line in its log (``ready`` by default, see the
+manifests) and stops roles with SIGTERM; a role turns that signal into SystemExit so its
+``finally`` blocks close sockets (linger 0) and it exits with code 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from types import FrameType
+
+from harness.history import HistoryWriter, writer_from_env
+
+
+def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
+
+
+def start_role(name: str) -> tuple[logging.Logger, HistoryWriter]:
+    """Set up a role process called ``name``: logging, signals, and its history writer."""
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.INFO,
+        format=f"%(asctime)s.%(msecs)03d {name} %(levelname)s %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    signal.signal(signal.SIGINT, _exit_on_signal)
+    return logging.getLogger(name), writer_from_env(name)
+
+
+def announce_ready(log: logging.Logger, what: str) -> None:
+    """The line the manifests' ``ready = "log:ready"`` waits for."""
+    log.info("ready: %s", what)
+    for handler in logging.getLogger().handlers:
+        handler.flush()

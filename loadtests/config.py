@@ -1,0 +1,40 @@
+"""The load's configuration, as the runner hands it to Locust (JSON in ``ZCHAOS_LOAD``).
+
+Kept apart from ``loadtests/user.py`` because importing Locust monkey-patches the whole
+process for gevent: the runner and the benchmarks must be able to build a LoadConfig
+without that.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ENV_LOAD = "ZCHAOS_LOAD"
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    adapter: str
+    endpoint: str
+    history_dir: str  # "" records nothing (benchmarks of the recording cost)
+    options: dict[str, Any] = field(default_factory=dict)
+    payload_bytes: int = 32
+    wait_ms: float = 20.0
+    seed: int = 1
+    name: str = "request"  # the request name in Locust's statistics
+
+    def to_env(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_env(cls) -> LoadConfig:
+        text = os.environ.get(ENV_LOAD)
+        if not text:
+            raise SystemExit(
+                f"loadtests/locustfile.py is run by zchaos, which sets {ENV_LOAD}; "
+                "use `zchaos load IMPL` or `zchaos run SCENARIO`"
+            )
+        return cls(**json.loads(text))

@@ -1,0 +1,135 @@
+"""The Locust user of zchaos: one protocol client per user, every request in the history.
+
+Each user is one client with its own identity (``client-7``). It numbers its requests
+(``seq`` 1, 2, 3 ...), gives each a run-unique id carried at the head of the payload,
+lets its adapter speak the protocol, checks the reply against the request, records the
+outcome (``reply`` or ``abandon``; the adapter records ``send``, ``retry`` and
+``unexpected``) and fires Locust's ``request`` event, so Locust's statistics, CSV files
+and web UI stay true. The load's configuration comes from the runner as JSON in
+``ZCHAOS_LOAD`` (``LoadConfig``); the same seed gives every client the same payloads.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from typing import Any
+
+import zmq.green as zmq
+from locust import User, constant, task
+
+from harness.history import HistoryWriter, NullWriter, history_file, payload_for, request_id
+from loadtests.adapters import adapter_class
+from loadtests.adapters.base import Abandoned, AsyncClientAdapter, ClientAdapter, RequestLog
+from loadtests.config import LoadConfig
+
+
+class WrongReply(Exception):
+    """The reply was not the one the request asked for (Locust counts it as a failure)."""
+
+
+_context: zmq.Context | None = None
+_writer: HistoryWriter | None = None
+_numbers = itertools.count(1)
+
+
+def _process_index(user: User) -> int:
+    return getattr(user.environment.runner, "worker_index", 0) or 0
+
+
+class ZchaosUser(User):
+    """Base class; ``make_user_class`` binds it to a LoadConfig."""
+
+    abstract = True
+    config: LoadConfig
+
+    def on_start(self) -> None:
+        global _context, _writer
+        index = _process_index(self)
+        n = next(_numbers)
+        self.cid = f"client-{n}" if index == 0 else f"client-{index}.{n}"
+        if _context is None:
+            _context = zmq.Context()
+        if _writer is None:
+            # No history folder: a benchmark measuring what recording costs.
+            _writer = (
+                HistoryWriter(history_file(self.config.history_dir, f"locust-{index}"), "locust")
+                if self.config.history_dir
+                else NullWriter("locust")
+            )
+        self.writer = _writer
+        self.seq = 0
+        self.rng = random.Random(f"{self.config.seed}:{self.cid}")
+        self.adapter: ClientAdapter = adapter_class(self.config.adapter)(
+            self.config.endpoint, self.config.options, self.cid, _context
+        )
+        self.starts: dict[str, tuple[list[bytes], float]] = {}
+
+    def on_stop(self) -> None:
+        self.adapter.close()
+
+    def _new_request(self) -> tuple[list[bytes], RequestLog]:
+        self.seq += 1
+        rid = request_id(self.cid, self.seq)
+        filler = bytes(self.rng.randrange(97, 123) for _ in range(8))
+        body = [payload_for(rid, self.config.payload_bytes, filler)]
+        return body, RequestLog(self.writer, self.cid, self.seq, rid)
+
+    def _finish(self, body: list[bytes], log: RequestLog, outcome: Any, started: float) -> None:
+        elapsed = time.perf_counter() - started
+        exception: Exception | None = None
+        if isinstance(outcome, Abandoned):
+            self.writer.emit(
+                "abandon", src=self.cid, cid=self.cid, seq=log.seq, rid=log.rid, reason=outcome.reason
+            )
+            exception = outcome
+            length = 0
+        else:
+            ok = outcome.frames == self.adapter.expected_reply(body)
+            fields = {"worker": outcome.worker} if outcome.worker else {}
+            self.writer.emit(
+                "reply", src=self.cid, cid=self.cid, seq=log.seq, rid=log.rid, ok=ok,
+                latency_us=int(elapsed * 1e6), **fields,
+            )  # fmt: skip
+            if not ok:
+                exception = WrongReply(f"reply to {log.rid} differs from the request")
+            length = sum(map(len, outcome.frames))
+        self.environment.events.request.fire(
+            request_type=self.config.adapter,
+            name=self.config.name,
+            response_time=elapsed * 1000,
+            response_length=length,
+            exception=exception,
+            context={"cid": self.cid, "seq": log.seq},
+        )
+
+    @task
+    def one_request(self) -> None:
+        if isinstance(self.adapter, AsyncClientAdapter):
+            self._async_round()
+            return
+        body, log = self._new_request()
+        started = time.perf_counter()
+        try:
+            outcome: Any = self.adapter.request(body, log)
+        except Abandoned as exc:
+            outcome = exc
+        self._finish(body, log, outcome, started)
+
+    def _async_round(self) -> None:
+        """Top the window up, then collect what finished (one Locust task per round)."""
+        adapter: AsyncClientAdapter = self.adapter  # type: ignore[assignment]
+        while adapter.in_flight() < adapter.options["window"]:
+            body, log = self._new_request()
+            self.starts[log.rid] = (body, time.perf_counter())
+            adapter.submit(body, log)
+        for log, outcome in adapter.poll(0.05):
+            body, started = self.starts.pop(log.rid)
+            self._finish(body, log, outcome, started)
+
+
+def make_user_class(config: LoadConfig) -> type[ZchaosUser]:
+    """A concrete Locust user class for this load."""
+    wait = constant(config.wait_ms / 1000)
+    return type("ZchaosClient", (ZchaosUser,), {"config": config, "wait_time": wait, "abstract": False})

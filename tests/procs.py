@@ -1,0 +1,102 @@
+"""Helpers for tests that run real processes: start in a new process group, wait for a
+condition with a deadline, and stop everything at the end of the test."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.ports import PortAllocator
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.05) -> object:
+    """Poll ``condition`` until it returns something truthy; fail the test after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+class Proc:
+    def __init__(self, name: str, argv: list[str], log: Path, env: dict[str, str]) -> None:
+        self.name = name
+        self.log = log
+        with log.open("ab") as fh:
+            self.popen = subprocess.Popen(
+                argv, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def wait_log(self, pattern: str, timeout: float = 15.0, *, after: int = 0) -> re.Match:
+        """Wait until the log (from character ``after`` on) matches ``pattern``."""
+        regex = re.compile(pattern)
+        return wait_for(lambda: regex.search(self.text(), after), timeout, f"{self.name} to log {pattern!r}")
+
+    def signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, sig)
+
+    def stop(self, timeout: float = 5.0) -> int:
+        if self.popen.poll() is None:
+            self.signal(signal.SIGCONT)
+            self.signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.signal(signal.SIGKILL)
+                self.popen.wait()
+        self.signal(signal.SIGKILL)  # anything left in its group
+        return self.popen.returncode
+
+
+class Procs:
+    """Starts ``python -m module`` processes for one test and stops them all at its end."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.started: list[Proc] = []
+        self.ports = PortAllocator()
+
+    def endpoint(self) -> str:
+        return f"tcp://127.0.0.1:{self.ports.allocate()}"
+
+    def python(self, name: str, module: str, *args: str, env: dict[str, str] | None = None) -> Proc:
+        full_env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **(env or {})}
+        proc = Proc(name, [sys.executable, "-m", module, *args], self.tmp / f"{name}.log", full_env)
+        self.started.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.started):
+            proc.stop()
+
+
+@pytest.fixture
+def procs(tmp_path: Path) -> Iterator[Procs]:
+    group = Procs(tmp_path)
+    try:
+        yield group
+    finally:
+        group.stop_all()

@@ -1,0 +1,71 @@
+"""A run interrupted half-way (Ctrl-C or SIGTERM) stops every process it started."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness.history import read_events
+from tests.procs import ROOT, wait_for
+
+SCENARIO = """
+implementation = "paranoid-pirate"
+duration_s = 60
+[topology]
+worker = 2
+[load]
+users = 4
+[[faults]]
+kind = "freeze"
+target = "worker-1"
+at_s = [1]
+duration_s = 30
+"""
+
+
+def processes_of(runs: Path) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.environ().get("ZCHAOS_HISTORY_DIR", "").startswith(str(runs)):
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return [p for p in found if p.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_run_leaves_nothing_running(tmp_path: Path, sig: int) -> None:
+    scenario = tmp_path / "long.toml"
+    scenario.write_text(SCENARIO)
+    runs = tmp_path / "runs"
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--runs-dir", str(runs)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+
+        def frozen_under_load() -> bool:
+            nemesis = list(runs.glob("*/history/nemesis.jsonl"))
+            return bool(nemesis) and any(e["ev"] == "fault_start" for e in read_events(nemesis[0]))
+
+        wait_for(frozen_under_load, 60, "the load to run with a worker frozen")
+        assert len(processes_of(runs)) >= 4  # queue, two workers, Locust
+        os.kill(runner.pid, sig)
+        output, _ = runner.communicate(timeout=60)
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+            runner.wait()
+    assert runner.returncode == 130, output.decode(errors="replace")
+    assert b"interrupted" in output
+    assert processes_of(runs) == []
+    history = next(runs.glob("*/history/runner.jsonl"))
+    exits = [e for e in read_events(history) if e["ev"] == "proc_exit"]
+    assert len(exits) == 4 and all(e["expected"] for e in exits)

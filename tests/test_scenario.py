@@ -1,0 +1,109 @@
+"""Scenario files are validated before anything runs; mistakes name the file and the key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chaos.nemesis import plan_faults
+from harness.errors import SetupError
+from harness.scenario import load_scenario
+from tests.procs import ROOT
+
+GOOD = """
+implementation = "paranoid-pirate"
+seed = 3
+duration_s = 40
+
+[topology]
+worker = 4
+
+[load]
+users = 5
+
+[[faults]]
+kind = "kill"
+target = "worker:random"
+every_s = 10
+restart_after_s = 2
+
+[[faults]]
+kind = "freeze"
+target = "worker:half"
+random = { count = 2, between = [5, 35] }
+duration_s = 4
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "s.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_a_good_scenario_is_read_whole(tmp_path: Path) -> None:
+    scenario = load_scenario(write(tmp_path, GOOD))
+    assert scenario.name == "s"
+    assert scenario.topology == {"queue": 1, "worker": 4}
+    assert scenario.instances("worker") == ["worker-1", "worker-2", "worker-3", "worker-4"]
+    assert scenario.load.users == 5 and scenario.load.client_options == {"timeout_ms": 2500, "retries": 3}
+    kill, freeze = scenario.faults
+    assert kill.times_s == (10.0, 20.0, 30.0)
+    assert kill.params == {"restart_after_s": 2.0}
+    assert len(freeze.times_s) == 2 and all(5 <= t <= 35 for t in freeze.times_s)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("users = 5", "userz = 5"), "load.userz: unknown key; did you mean 'users'?"),
+        (("users = 5", 'users = "five"'), "load.users: expected an integer"),
+        (('kind = "kill"', 'kind = "explode"'), "faults[0].kind: unknown fault 'explode'"),
+        (('target = "worker:random"', 'target = "worker-9"'), "faults[0].target: unknown target 'worker-9'"),
+        (("every_s = 10", "every_s = 10\nat_s = [1]"), "faults[0]: give exactly one of"),
+        (("worker = 4", "wrker = 4"), "topology.wrker: no such role"),
+        (('implementation = "paranoid-pirate"', 'implementation = "nope"'), "unknown implementation 'nope'"),
+        (("duration_s = 4\n", "duration_s = 4\nduraton = 1\n"), "faults[1].duraton: unknown key"),
+        (("between = [5, 35]", "between = [5, 99]"), "lies outside the load"),
+    ],
+)
+def test_mistakes_name_the_file_and_the_key(tmp_path: Path, edit: tuple[str, str], message: str) -> None:
+    path = write(tmp_path, GOOD.replace(*edit, 1))
+    with pytest.raises(SetupError) as caught:
+        load_scenario(path)
+    assert message in str(caught.value)
+    assert str(path) in str(caught.value)
+
+
+def test_a_missing_or_broken_file_is_a_setup_error(tmp_path: Path) -> None:
+    with pytest.raises(SetupError, match="no such scenario file"):
+        load_scenario(tmp_path / "absent.toml")
+    with pytest.raises(SetupError, match="not valid TOML"):
+        load_scenario(write(tmp_path, "implementation = [oops"))
+
+
+def test_the_same_seed_gives_the_same_plan(tmp_path: Path) -> None:
+    scenario = load_scenario(write(tmp_path, GOOD))
+    instances = {r: scenario.instances(r) for r in scenario.manifest.roles}
+    first = plan_faults(scenario.faults, instances, scenario.seed)
+    assert first == plan_faults(scenario.faults, instances, scenario.seed)
+    assert [f.kind for f in first].count("kill") == 3
+    assert [f.kind for f in first].count("freeze") == 4  # half of 4 workers, twice
+    assert [f.at_s for f in first] == sorted(f.at_s for f in first)
+    other_seeds = [plan_faults(scenario.faults, instances, seed) for seed in range(10, 20)]
+    assert any(plan != first for plan in other_seeds)  # the seed decides the targets
+
+
+def test_cli_exits_2_with_the_key_and_no_traceback(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace("users = 5", "userz = 5"))
+    result = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", str(path), "--runs-dir", str(tmp_path / "runs")],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "load.userz: unknown key" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "runs").exists()  # nothing was started

@@ -49,5 +49,67 @@ FAULT_KINDS: dict[str, FaultKind] = {
             "process",
             {"duration_s": (float, ...)},
         ),
+        FaultKind(
+            "starve",
+            "keep only `share` of one CPU for the process for duration_s (CPU overload, a slow host)",
+            "process",
+            {"duration_s": (float, ...), "share": (float, 0.1)},
+        ),
+        # Network faults act, through the fault proxy, on the links the target instance
+        # connects over (chaos/netfaults.py); `direction` is both, upstream or downstream.
+        # The runner routes every link through the fault proxy when the plan has one.
+        FaultKind(
+            "partition",
+            "blackhole the link's data for duration_s (Toxiproxy timeout 0); connections close at the end",
+            "link",
+            {"duration_s": (float, ...), "direction": (str, "both")},
+        ),
+        FaultKind(
+            "disconnect",
+            "close the link's connections and refuse new ones for duration_s (proxy disabled)",
+            "link",
+            {"duration_s": (float, ...)},
+        ),
+        FaultKind(
+            "reset",
+            "reset connections (RST) timeout_ms after their first data, for duration_s (reset_peer)",
+            "link",
+            {"duration_s": (float, ...), "timeout_ms": (int, 0), "direction": (str, "upstream")},
+        ),
+        FaultKind(
+            "latency",
+            "delay the link's data by latency_ms ± jitter_ms for duration_s",
+            "link",
+            {
+                "duration_s": (float, ...),
+                "latency_ms": (int, ...),
+                "jitter_ms": (int, 0),
+                "direction": (str, "downstream"),
+            },
+        ),
+        FaultKind(
+            "bandwidth",
+            "limit the link to rate_kb_s KB/s (0 stalls it) for duration_s",
+            "link",
+            {"duration_s": (float, ...), "rate_kb_s": (int, ...), "direction": (str, "downstream")},
+        ),
+        FaultKind(
+            "slicer",
+            "cut the link's data into pieces of about average_size bytes, delay_us apart, for duration_s",
+            "link",
+            {
+                "duration_s": (float, ...),
+                "average_size": (int, ...),
+                "size_variation": (int, 0),
+                "delay_us": (int, 0),
+                "direction": (str, "downstream"),
+            },
+        ),
+        FaultKind(
+            "limit_data",
+            "close each connection of the link after `bytes` bytes, for duration_s",
+            "link",
+            {"duration_s": (float, ...), "bytes": (int, ...), "direction": (str, "downstream")},
+        ),
     )
 }

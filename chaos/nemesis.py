@@ -19,9 +19,13 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from chaos.faults import FAULT_KINDS
+from chaos.starve import Starvation
+
+if TYPE_CHECKING:
+    from chaos.netfaults import NetworkFaults
 
 log = logging.getLogger("zchaos.nemesis")
 
@@ -89,10 +93,17 @@ def plan_faults(fault_lines: Sequence[Any], instances: dict[str, list[str]], see
 class Nemesis:
     """Carries out a plan from ``start()`` on, until ``stop()``."""
 
-    def __init__(self, plan: list[PlannedFault], control: ProcessControl, history: EventSink) -> None:
+    def __init__(
+        self,
+        plan: list[PlannedFault],
+        control: ProcessControl,
+        history: EventSink,
+        network: NetworkFaults | None = None,
+    ) -> None:
         self.plan = plan
         self.control = control
         self.history = history
+        self.network = network  # the run's links behind the fault proxy (None: no link faults)
         self.injected = 0
         self._stopping = threading.Event()
         self._locks: dict[str, threading.Lock] = {}
@@ -183,6 +194,37 @@ class Nemesis:
         self._wait(fault.params["duration_s"])
         self.control.signal(fault.target, signal.SIGCONT)
         self._emit("fault_stop", fault, pid=pid)
+
+    def _do_starve(self, fault: PlannedFault) -> None:
+        pid = self.control.signal(fault.target, 0)  # signal 0: only its pid
+        if pid is None:
+            self._emit("fault_start", fault, detail="target was not running")
+            self._emit("fault_stop", fault, detail="nothing to do")
+            return
+        starvation = Starvation(pid, fault.params.get("share", 0.1), max_s=fault.params["duration_s"] + 60)
+        method = starvation.start()
+        try:
+            self._emit("fault_start", fault, pid=pid, detail=method)
+            self.injected += 1
+            self._wait(fault.params["duration_s"])
+        finally:
+            starvation.stop()
+            self._emit("fault_stop", fault, pid=pid)
+
+    def _do_network(self, fault: PlannedFault) -> None:
+        if self.network is None:
+            raise RuntimeError("network faults need the run's links routed through the fault proxy")
+        active = self.network.apply(fault.kind, fault.target, fault.params)
+        try:
+            self._emit("fault_start", fault, detail=active.describe())
+            self.injected += 1
+            self._wait(fault.params["duration_s"])
+        finally:
+            active.revert()
+            self._emit("fault_stop", fault)
+
+    _do_partition = _do_disconnect = _do_reset = _do_latency = _do_network
+    _do_bandwidth = _do_slicer = _do_limit_data = _do_network
 
 
 assert all(hasattr(Nemesis, f"_do_{name}") for name in FAULT_KINDS), "every fault kind needs a handler"

@@ -74,7 +74,10 @@ def _cmd_load(args: argparse.Namespace) -> int:
     if args.workers is not None:
         data["topology"] = {"worker": args.workers}
     scenario = parse_scenario(data, None, where="zchaos load")
-    return run_scenario(scenario, runs_dir=args.runs_dir, report=not args.no_report).exit_code
+    ui_port = args.ui_port if args.ui else None
+    return run_scenario(
+        scenario, runs_dir=args.runs_dir, report=not args.no_report, ui_port=ui_port
+    ).exit_code
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -145,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1, help="seed of the request streams (default 1)")
     p.add_argument("--runs-dir", default="runs", help="where run folders go (default: runs)")
     p.add_argument("--no-report", action="store_true", help="skip the Spark report")
+    p.add_argument("--ui", action="store_true", help="serve Locust's web UI while the load runs")
+    p.add_argument("--ui-port", type=int, default=8089, help="port of the web UI on 127.0.0.1 (default 8089)")
     p.set_defaults(func=_cmd_load)
 
     p = sub.add_parser("list", help="implementations, faults, invariants and scenarios zchaos knows")

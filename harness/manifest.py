@@ -275,6 +275,23 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
     )
 
 
+CLIENTS_LINK = "link:clients"
+
+
+def link_name(instance: str, endpoint: str, role: Role) -> str:
+    """``link:worker-1`` (or ``link:worker-1:backend`` for a role that connects to several)."""
+    return f"link:{instance}" if len(role.connects) == 1 else f"link:{instance}:{endpoint}"
+
+
+def link_names(manifest: Manifest, topology: dict[str, int]) -> list[str]:
+    """Every network link of a topology: the load clients', then each connecting instance's."""
+    names = [CLIENTS_LINK]
+    for role in manifest.roles.values():
+        for instance in role.instance_names(topology[role.name]):
+            names += [link_name(instance, endpoint, role) for endpoint in role.connects]
+    return names
+
+
 def builtin_manifests() -> dict[str, Path]:
     """Name -> path of every manifest shipped under implementations/."""
     found: dict[str, Path] = {}

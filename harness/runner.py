@@ -16,8 +16,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from chaos.faults import FAULT_KINDS
 from chaos.nemesis import Nemesis, PlannedFault, plan_faults
 from harness.errors import SetupError
 from harness.history import HistoryWriter, history_file
@@ -28,6 +29,9 @@ from harness.scenario import Scenario
 from harness.supervisor import Managed, ProcSpec, Supervisor, log_tail
 from harness.topology import PROJECT_ROOT, Topology
 from loadtests.config import ENV_LOAD, LoadConfig
+
+if TYPE_CHECKING:
+    from chaos.netfaults import NetworkFaults
 
 LOCUSTFILE = PROJECT_ROOT / "loadtests" / "locustfile.py"
 EXIT_INTERRUPTED = 130
@@ -116,15 +120,23 @@ class _Control:
 
 class Runner:
     def __init__(
-        self, scenario: Scenario, *, runs_dir: str | Path = "runs", progress: Progress | None = None
+        self,
+        scenario: Scenario,
+        *,
+        runs_dir: str | Path = "runs",
+        progress: Progress | None = None,
+        ui_port: int | None = None,
     ) -> None:
         self.scenario = scenario
+        self.ui_port = ui_port  # serve Locust's web UI on 127.0.0.1:ui_port while the load runs
         self.run = RunDir.create(runs_dir, scenario.name)
         self.progress = progress or Progress()
         self.history = HistoryWriter(history_file(self.run.history, "runner"), "runner")
         self.nemesis_history = HistoryWriter(history_file(self.run.history, "nemesis"), "nemesis")
         self.topology = Topology(scenario, self.run, PortAllocator())
         self.supervisor = Supervisor(self.history, self.topology.base_env())
+        self.network: NetworkFaults | None = None  # the fault proxy, when a link fault is planned
+        self._proxy_stack = contextlib.ExitStack()
         self.supervisor.on_unexpected_exit = self._unexpected_exit
         self.roles = {i: r for r in scenario.manifest.roles for i in scenario.instances(r)}
         self.plan: list[PlannedFault] = plan_faults(
@@ -153,6 +165,30 @@ class Runner:
 
     # -- the phases -------------------------------------------------------------------
 
+    def _start_fault_proxy(self) -> None:
+        """One proxy per link, when the plan has a network fault; the processes then connect
+        through them. Without one, links stay direct: a proxy would only add latency."""
+        if not any(FAULT_KINDS[f.kind].target == "link" for f in self.plan):
+            return
+        from chaos.netfaults import NetworkFaults
+        from chaos.toxiproxy_client import ToxiproxyError, toxiproxy_server
+
+        log = self._proxy_stack.enter_context(self.run.log("toxiproxy").open("wb"))
+        try:
+            info = self._proxy_stack.enter_context(toxiproxy_server(log))
+        except ToxiproxyError as exc:
+            raise SetupError(
+                f"the fault proxy would not start: {exc}; see {self.run.log('toxiproxy')}"
+            ) from None
+        self.network = NetworkFaults(info.client, prefix=self.run.root.name)
+        self._proxy_stack.callback(self.network.close)
+        for link in self.topology.links():
+            self.topology.route(
+                link.name, self.network.add_link(link.name, link.instance, link.upstream_port)
+            )
+        self.meta["fault_proxy"] = {"url": info.url, "kind": info.kind, "links": len(self.topology.links())}
+        self.progress.note(f"fault proxy: {info.kind} at {info.url}, one proxy per link")
+
     def _start_system(self) -> None:
         for role in self.topology.start_order():
             for instance in self.scenario.instances(role):
@@ -171,8 +207,21 @@ class Runner:
             seed=self.scenario.seed,
             name=self.scenario.manifest.name,
         )
+        if self.ui_port is None:
+            mode = ["--headless"]
+        else:
+            # The UI stays up a minute after the run so the user can read it.
+            mode = [
+                "--autostart",
+                "--autoquit",
+                "60",
+                "--web-host",
+                "127.0.0.1",
+                "--web-port",
+                str(self.ui_port),
+            ]
         argv = [
-            sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
+            sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *mode,
             "--users", str(load.users), "--spawn-rate", str(load.spawn_rate),
             "--run-time", f"{self.scenario.duration_s:g}s",
             "--stop-timeout", f"{self.scenario.drain_s:g}",
@@ -194,9 +243,8 @@ class Runner:
         )
 
     def _run_load(self) -> None:
-        nemesis = Nemesis(
-            self.plan, _Control(self.supervisor, self.topology, self.roles), self.nemesis_history
-        )
+        control = _Control(self.supervisor, self.topology, self.roles)
+        nemesis = Nemesis(self.plan, control, self.nemesis_history, self.network)
         locust = self.supervisor.start(self._locust_spec())
         locust.expected_exit = True  # it ends by itself when the run time is over
         t0 = time.monotonic()
@@ -209,6 +257,9 @@ class Runner:
             + self.scenario.drain_s
             + self.scenario.load.users / self.scenario.load.spawn_rate
         )
+        if self.ui_port is not None:
+            limit += 60
+            self.progress.note(f"Locust web UI: http://127.0.0.1:{self.ui_port}/")
         deadline = t0 + limit + 30
         try:
             while not _exited_within(locust, 0.5):
@@ -243,6 +294,7 @@ class Runner:
             with interrupts_raise():
                 try:
                     self._phase("setup")
+                    self._start_fault_proxy()
                     self._start_system()
                     self._phase("load")
                     self._run_load()
@@ -250,6 +302,7 @@ class Runner:
                     with interrupts_deferred():
                         self._phase("teardown")
                         self.supervisor.stop_all()
+                        self._proxy_stack.close()
                         self.meta["ended_ns"] = time.time_ns()
                         self.run.write_meta(self.meta)
                         self.history.close()
@@ -278,5 +331,7 @@ def build_report_for(run: RunDir, progress: Progress) -> dict[str, Any]:
     return verdict
 
 
-def run_scenario(scenario: Scenario, *, runs_dir: str | Path = "runs", report: bool = True) -> RunResult:
-    return Runner(scenario, runs_dir=runs_dir).execute(report=report)
+def run_scenario(
+    scenario: Scenario, *, runs_dir: str | Path = "runs", report: bool = True, ui_port: int | None = None
+) -> RunResult:
+    return Runner(scenario, runs_dir=runs_dir, ui_port=ui_port).execute(report=report)

@@ -45,7 +45,7 @@ from typing import Any
 from chaos.faults import FAULT_KINDS, SELECTORS
 from harness.config import REQUIRED, Table, load_toml
 from harness.errors import SetupError
-from harness.manifest import Manifest, load_manifest
+from harness.manifest import Manifest, link_names, load_manifest
 
 
 @dataclass(frozen=True)
@@ -148,16 +148,24 @@ def _schedule_times(ft: Table, rng: random.Random, duration_s: float) -> tuple[f
     return tuple(times)
 
 
-def check_target(target: str, manifest: Manifest, topology: dict[str, int], ft: Table) -> None:
-    """Raise unless ``target`` names an instance, a role or a role selector of this topology."""
-    instances = {i for r in manifest.roles.values() for i in r.instance_names(topology[r.name])}
+def check_target(
+    target: str, link_fault: bool, manifest: Manifest, topology: dict[str, int], ft: Table
+) -> None:
+    """Raise unless ``target`` names what the fault can hit: an instance, a role or a role
+    selector (``worker:random``); for a network fault also a link (``link:clients``), and
+    an instance then stands for every link it connects over."""
+    roles = manifest.roles
+    if link_fault:
+        roles = {n: r for n, r in roles.items() if r.connects}
+    instances = {i for r in roles.values() for i in r.instance_names(topology[r.name])}
+    links = set(link_names(manifest, topology)) if link_fault else set()
     role, _, selector = target.partition(":")
-    role = role[:-1] if role.endswith("s") and role[:-1] in manifest.roles else role
-    if target in instances or (role in manifest.roles and selector in ("", *SELECTORS)):
-        if role in manifest.roles and topology[role] == 0:
+    role = role[:-1] if role.endswith("s") and role[:-1] in roles else role
+    if target in instances or target in links or (role in roles and selector in ("", *SELECTORS)):
+        if role in roles and topology[role] == 0:
             raise ft.error("target", f"role {role!r} has no instances in this topology")
         return
-    known = sorted(instances) + [f"{r}:{s}" for r in manifest.roles for s in SELECTORS]
+    known = sorted(instances) + [f"{r}:{s}" for r in roles for s in SELECTORS] + sorted(links)
     raise ft.error("target", f"unknown target {target!r} (known: {', '.join(known)})")
 
 
@@ -221,7 +229,7 @@ def parse_scenario(data: dict[str, Any], path: Path | None, *, where: str | Path
         if kind is None:
             raise ft.error("kind", f"unknown fault {kind_name!r} (known: {', '.join(sorted(FAULT_KINDS))})")
         target = ft.get("target", str)
-        check_target(target, manifest, topology, ft)
+        check_target(target, kind.target == "link", manifest, topology, ft)
         rng = random.Random(f"{seed}:{i}")
         times = _schedule_times(ft, rng, duration_s)
         params = {}

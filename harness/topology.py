@@ -17,14 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.history import ENV_HISTORY_DIR, ENV_SOURCE
-from harness.manifest import PLACEHOLDER
+from harness.manifest import CLIENTS_LINK, PLACEHOLDER, link_name
 from harness.ports import PortAllocator
 from harness.rundir import RunDir
 from harness.scenario import Scenario
 from harness.supervisor import ProcSpec
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CLIENTS_LINK = "link:clients"
 
 
 @dataclass(frozen=True)
@@ -50,19 +49,14 @@ class Topology:
 
     def links(self) -> list[Link]:
         """Every link of the topology, the clients' first."""
-        found = [
-            Link(
-                CLIENTS_LINK,
-                "clients",
-                self.manifest.client_endpoint,
-                self.ports[self.manifest.client_endpoint],
-            )
-        ]
+        client_endpoint = self.manifest.client_endpoint
+        found = [Link(CLIENTS_LINK, "clients", client_endpoint, self.ports[client_endpoint])]
         for role in self.manifest.roles.values():
             for instance in self.scenario.instances(role.name):
                 for endpoint in role.connects:
-                    name = f"link:{instance}" if len(role.connects) == 1 else f"link:{instance}:{endpoint}"
-                    found.append(Link(name, instance, endpoint, self.ports[endpoint]))
+                    found.append(
+                        Link(link_name(instance, endpoint, role), instance, endpoint, self.ports[endpoint])
+                    )
         return found
 
     def route(self, link: str, address: str) -> None:

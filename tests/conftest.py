@@ -53,7 +53,10 @@ def no_process_outlives_the_tests() -> Iterator[None]:
     token = uuid.uuid4().hex
     os.environ[_MARK] = token
     yield
-    left = [p for p in _leftovers(token) if p.status() != "zombie"]
+    import psutil
+
+    _, left = psutil.wait_procs(_leftovers(token), timeout=10)  # some may be on their way out
+    left = [p for p in left if p.status() != psutil.STATUS_ZOMBIE]
     for proc in left:
         proc.kill()
     assert not left, f"processes left running by the tests: {[(p.pid, p.cmdline()[:4]) for p in left]}"

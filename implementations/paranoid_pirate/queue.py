@@ -1,8 +1,8 @@
 """Paranoid Pirate queue: clients on a ROUTER frontend, workers on a ROUTER backend.
 
 Requests go to the least recently used idle worker. Workers heartbeat the queue and the
-queue heartbeats idle workers every interval; an idle worker silent for
-``liveness × interval`` is expired and gets no more work. Run alone:
+queue heartbeats idle workers every interval; a worker silent for ``liveness × interval``
+(idle, or busy with a request) is expired and gets no more work. Run alone:
 
     python -m implementations.paranoid_pirate.queue --frontend tcp://127.0.0.1:5555 \
         --backend tcp://127.0.0.1:5556
@@ -52,7 +52,11 @@ def main(argv: list[str] | None = None) -> None:
     workers_only = zmq.Poller()
     workers_only.register(backend, zmq.POLLIN)
 
-    idle: OrderedDict[bytes, float] = OrderedDict()  # worker identity -> expiry, LRU first
+    idle: OrderedDict[bytes, None] = OrderedDict()  # idle workers, least recently used first
+    # Every live worker, idle or busy, and when it expires. Busy ones expire too (the
+    # guide's queue forgets them): a worker cut off with a request in hand is as dead
+    # as an idle one, and its late reply registers it again.
+    known: dict[bytes, float] = {}
     heartbeat_at = time.monotonic() + interval
     announce_ready(log, f"frontend {args.frontend} backend {args.backend}")
     try:
@@ -68,15 +72,18 @@ def main(argv: list[str] | None = None) -> None:
                 try:
                     command, message = parse_from_worker(rest)
                 except Malformed as exc:
-                    log.warning("malformed message from worker %s: %s %s", name, exc, describe(rest))
+                    log.warning("malformed message from %s: %s %s", name, exc, describe(rest))
                     history.emit("malformed", worker=name, detail=f"{exc}: {describe(rest)}")
+                    # Junk proves a known worker alive, but makes no stranger a worker.
                     command, message = "MALFORMED", None
-                if worker not in idle and command in ("READY", "HEARTBEAT"):
-                    log.info("worker %s registered (%s)", name, command)
-                    history.emit("worker_ready", worker=name, detail=command)
-                # Any message is a sign of life, and a worker that sent one is idle again.
-                idle.pop(worker, None)
-                idle[worker] = time.monotonic() + expiry_after
+                if command != "MALFORMED" or worker in known:
+                    if worker not in known:
+                        log.info("worker %s registered (%s)", name, command)
+                        history.emit("worker_ready", worker=name, detail=command)
+                    # Any message is a sign of life, and a worker that sent one is idle again.
+                    known[worker] = time.monotonic() + expiry_after
+                    idle.pop(worker, None)
+                    idle[worker] = None
                 if message is not None:
                     frontend.send_multipart(message.frames())
 
@@ -94,18 +101,25 @@ def main(argv: list[str] | None = None) -> None:
 
             now = time.monotonic()
             if now >= heartbeat_at:
+                heartbeat_at = now + interval
+                for worker in [w for w, expiry in known.items() if expiry <= now]:
+                    del known[worker]
+                    busy = worker not in idle
+                    idle.pop(worker, None)
+                    name = worker.decode(errors="replace")
+                    log.info(
+                        "worker %s expired (silent for %.1f s%s)",
+                        name,
+                        expiry_after,
+                        ", busy" if busy else "",
+                    )
+                    history.emit(
+                        "worker_expired",
+                        worker=name,
+                        reason=f"silent for {expiry_after:.1f} s" + (", busy" if busy else ""),
+                    )
                 for worker in idle:
                     backend.send_multipart([worker, HEARTBEAT])
-                heartbeat_at = now + interval
-            while idle:
-                worker, expiry = next(iter(idle.items()))
-                if expiry > now:
-                    break
-                # The LRU order is also expiry order: every touch re-inserts at the tail.
-                del idle[worker]
-                name = worker.decode(errors="replace")
-                log.info("worker %s expired (silent for %.1f s)", name, expiry_after)
-                history.emit("worker_expired", worker=name, reason=f"silent for {expiry_after:.1f} s")
     finally:
         frontend.close()
         backend.close()

@@ -1,8 +1,12 @@
 """A deliberately faulty Paranoid Pirate worker, kept to show that the checkers fail.
 
-It behaves like the real worker, except that it sends every Nth reply twice
-(``--duplicate-every``) and never answers every Mth request (``--drop-every``). It is
-run by path from its own manifest, like a user's implementation outside zchaos.
+It behaves like the real worker, except that it never answers every Nth request
+(``--drop-every``) and answers every Mth request with the body of the request it served
+before (``--stale-every``: the classic reused-buffer bug). It runs by path from its own
+manifest, like a user's implementation outside zchaos.
+
+(A worker that merely sends a reply twice would not do: the client's REQ socket drops a
+second reply before its next request, so no client could ever see it.)
 """
 
 from __future__ import annotations
@@ -14,20 +18,22 @@ from implementations.paranoid_pirate.protocol import Enveloped
 from implementations.paranoid_pirate.worker import Worker, main
 
 faults = argparse.ArgumentParser(add_help=False)
-faults.add_argument("--duplicate-every", type=int, default=0)
 faults.add_argument("--drop-every", type=int, default=0)
+faults.add_argument("--stale-every", type=int, default=0)
 FAULTS, REST = faults.parse_known_args(sys.argv[1:])
 
 
 class FaultyWorker(Worker):
     handled = 0
+    previous_body: list[bytes] | None = None
 
     def handle(self, request: Enveloped) -> list[list[bytes]]:
         self.handled += 1
+        previous, self.previous_body = self.previous_body, request.body
         if FAULTS.drop_every and self.handled % FAULTS.drop_every == 0:
             return []
-        if FAULTS.duplicate_every and self.handled % FAULTS.duplicate_every == 0:
-            return [request.frames(), request.frames()]
+        if FAULTS.stale_every and self.handled % FAULTS.stale_every == 0 and previous is not None:
+            return [Enveloped(request.envelope, previous).frames()]
         return [request.frames()]
 
 

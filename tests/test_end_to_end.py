@@ -1,0 +1,111 @@
+"""End to end: a short chaos scenario passes on Paranoid Pirate, and the same load on a
+deliberately faulty implementation (outside the package) fails with the right invariant."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from harness.runner import run_scenario
+from harness.scenario import load_scenario
+from tests.procs import ROOT
+
+FAULTY = ROOT / "tests" / "faulty_impl" / "manifest.toml"
+
+KILLS = """
+description = "short kill-and-restart run"
+implementation = "{implementation}"
+seed = 11
+duration_s = 20
+drain_s = 10
+[topology]
+worker = 3
+[load]
+users = 6
+spawn_rate = 6
+wait_ms = 20
+[[faults]]
+kind = "kill"
+target = "worker:random"
+at_s = [6]
+restart_after_s = 2
+[[faults]]
+kind = "freeze"
+target = "worker:random"
+at_s = [12]
+duration_s = 4
+"""
+
+FAULTY_LOAD = """
+implementation = "{implementation}"
+seed = 5
+duration_s = 15
+drain_s = 10
+[topology]
+worker = {workers}
+[options]
+{option} = {every}
+[load]
+users = {users}
+spawn_rate = 4
+wait_ms = 20
+"""
+
+
+def checks(verdict: dict) -> dict[str, str]:
+    return {name: check["status"] for name, check in verdict["checks"].items()}
+
+
+def test_paranoid_pirate_survives_worker_kills_and_freezes(tmp_path: Path, spark) -> None:
+    path = tmp_path / "kills.toml"
+    path.write_text(KILLS.format(implementation="paranoid-pirate"))
+    result = run_scenario(load_scenario(path), runs_dir=tmp_path / "runs")
+
+    assert result.exit_code == 0, json.dumps(result.verdict["checks"], indent=1)[:3000]
+    assert set(checks(result.verdict).values()) == {"held"}
+    assert len(checks(result.verdict)) == 8
+    recovery = result.verdict["checks"]["recovery"]
+    assert "2 healed faults" in recovery["summary"]
+    junit = ET.parse(result.run.junit_xml).getroot()
+    assert len(junit.findall(".//testcase")) == 8 and not junit.findall(".//failure")
+    report = result.run.report_html.read_text()
+    assert "kill worker-" in report and "freeze worker-" in report  # fault bands are labelled
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", report)  # no external resource: works offline
+
+
+@pytest.mark.parametrize(
+    ("option", "every", "workers", "users", "violated"),
+    [
+        # Dropped requests: clients time out and retry with no fault to excuse it.
+        ("drop_every", 60, 2, 4, "steady_state"),
+        # One client, one worker: a stale reply is the client's own earlier reply, again.
+        ("stale_every", 40, 1, 1, "no_duplicate"),
+    ],
+)
+def test_a_faulty_implementation_fails_with_the_invariant_named(
+    tmp_path: Path, spark, option: str, every: int, workers: int, users: int, violated: str
+) -> None:
+    path = tmp_path / "faulty.toml"
+    path.write_text(
+        FAULTY_LOAD.format(implementation=FAULTY, option=option, every=every, workers=workers, users=users)
+    )
+    result = run_scenario(load_scenario(path), runs_dir=tmp_path / "runs")
+
+    assert result.exit_code == 1
+    verdict = result.verdict
+    assert verdict["passed"] is False
+    status = checks(verdict)
+    assert status[violated] == "violated"
+    failing = verdict["checks"][violated]
+    assert failing["violations"] >= 1 and failing["examples"]
+    # Nothing else is blamed: the replies that did arrive were meant for their client,
+    # in order, and none was lost.
+    for fine in ("no_lost", "correct_reply", "in_order", "no_unexpected_exit"):
+        assert status[fine] == "held", (fine, verdict["checks"][fine]["summary"])
+    junit = ET.parse(result.run.junit_xml).getroot()
+    failed = [c.get("name") for c in junit.iter("testcase") if c.find("failure") is not None]
+    assert violated in failed

@@ -51,7 +51,7 @@ def run_locust(endpoint: str, history_dir: str, seconds: int, users: int, work: 
             "--csv", str(prefix), "--only-summary", "--loglevel", "ERROR", "--exit-code-on-error", "0",
         ],
         env={**os.environ, ENV_LOAD: config.to_env(), "PYTHONPATH": str(ROOT)},
-        check=True, cwd=ROOT, timeout=seconds + 60, stdout=subprocess.DEVNULL,
+        check=True, cwd=ROOT, timeout=seconds + 60, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     with open(f"{prefix}_stats.csv") as fh:
         total = next(row for row in csv.DictReader(fh) if row["Name"] == "Aggregated")

@@ -59,6 +59,12 @@ FIELD_TYPES: dict[str, str] = {
     "signal": "int",  # the signal that ended it, when one did
     "expected": "bool",  # proc_exit: the harness (schedule or teardown) caused it
     "name": "string",  # phase name
+    # protocol families (WMP, dwork)
+    "job": "string",  # a protocol-level job or task id (WMP job, dwork task)
+    "lock": "string",  # WMP: the id of a worker's capacity slot locked for a manager
+    "manager": "string",  # WMP: the manager a job or lock belongs to
+    "capacity": "int",  # WMP: how many jobs (held or locked) a worker may have at once
+    "deps": "string",  # dwork: the names of the tasks a task waits for, comma-separated
 }
 
 
@@ -115,6 +121,21 @@ EVENTS: dict[str, EventKind] = {
     "malformed": EventKind(
         "any", ("detail",), ("worker",), "a process received a message it could not parse"
     ),
+    "requeue": EventKind(
+        "broker",
+        ("service",),
+        ("rid", "worker", "reason"),
+        "a request a lost worker held went back to the head of its queue (at-least-once)",
+    ),
+    "request_expired": EventKind(
+        "broker", ("service",), ("rid", "reason"), "a queued request waited too long and was dropped"
+    ),
+    "mmi_reply": EventKind(
+        "broker",
+        ("service", "code"),
+        ("detail",),
+        "the broker answered an MMI query about service with code (200/404/501); detail: the mmi.* asked",
+    ),
     # --- nemesis ------------------------------------------------------------------
     "fault_start": EventKind(
         "nemesis", ("fault", "target", "fault_id"), ("params", "pid", "detail"), "a fault began"
@@ -131,6 +152,49 @@ EVENTS: dict[str, EventKind] = {
         "a process ended (exit code or signal; expected if the harness ended it)",
     ),
     "phase": EventKind("runner", ("name",), ("detail",), "the run entered a phase"),
+    # --- WMP (implementations/wmp) ------------------------------------------------
+    "wmp_lock": EventKind(
+        "worker",
+        ("worker", "manager", "lock", "pid", "capacity"),
+        ("detail",),
+        "a worker locked a slot for a manager and sent GIVE",
+    ),
+    "wmp_unlock": EventKind(
+        "worker",
+        ("worker", "manager", "lock", "pid", "reason"),
+        ("detail",),
+        "a worker released a lock without a job (reason: no, timeout)",
+    ),
+    "wmp_take": EventKind(
+        "any",
+        ("worker", "manager", "job"),
+        ("lock", "rid", "pid", "detail"),
+        "manager: sent TAKE with a job; worker: accepted the job of a TAKE",
+    ),
+    "wmp_no": EventKind("manager", ("worker", "manager", "lock"), (), "a manager answered a GIVE with NO"),
+    "wmp_done": EventKind(
+        "worker", ("worker", "manager", "job", "pid"), ("rid",), "a worker sent DONE (its slot is free)"
+    ),
+    "wmp_result": EventKind(
+        "manager", ("worker", "manager", "job"), ("rid", "detail"), "a manager received DONE for a job"
+    ),
+    # --- dwork (implementations/dwork); job is the task name ------------------------
+    "task_create": EventKind(
+        "scheduler", ("job",), ("deps", "rid", "detail"), "the scheduler added a task (or deps to one)"
+    ),
+    "task_assign": EventKind(
+        "scheduler", ("job", "worker"), (), "the scheduler gave a ready task to a Steal"
+    ),
+    "task_complete": EventKind(
+        "scheduler", ("job", "worker"), (), "the scheduler accepted a task's Complete (once per task)"
+    ),
+    "task_requeue": EventKind(
+        "scheduler",
+        ("job", "worker", "reason"),
+        (),
+        "an assigned task went back to the pool (exit, transfer)",
+    ),
+    "task_run": EventKind("worker", ("job", "worker"), ("rid",), "a worker started running a task"),
 }
 
 _ALLOWED = {name: kind.allowed for name, kind in EVENTS.items()}

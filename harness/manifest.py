@@ -293,9 +293,10 @@ def link_names(manifest: Manifest, topology: dict[str, int]) -> list[str]:
 
 
 def builtin_manifests() -> dict[str, Path]:
-    """Name -> path of every manifest shipped under implementations/."""
+    """Name -> path of every manifest shipped under implementations/ (``manifest*.toml``:
+    a family may ship several flavours, e.g. another client)."""
     found: dict[str, Path] = {}
-    for path in sorted(IMPLEMENTATIONS_DIR.glob("*/manifest.toml")):
+    for path in sorted(IMPLEMENTATIONS_DIR.glob("*/manifest*.toml")):
         data = load_toml(path, "manifest")
         name = data.get("name")
         if isinstance(name, str):

@@ -142,10 +142,7 @@ def test_bad_targets_and_parameters(link: tuple[NetworkFaults, zmq.Socket]) -> N
 
 
 class Control:
-    """The nemesis's handle, as the runner gives it, with the run's network faults."""
-
-    def __init__(self, network: NetworkFaults) -> None:
-        self.network = network
+    """The nemesis's handle on processes, as the runner gives it (no process here)."""
 
     def signal(self, instance: str, sig: int, *, expected_exit: bool = False) -> int | None:
         return None
@@ -172,7 +169,7 @@ def test_nemesis_runs_a_partition_from_the_plan(link: tuple[NetworkFaults, zmq.S
         )
     ]
     events = Events()
-    nemesis = Nemesis(plan, Control(net), events)
+    nemesis = Nemesis(plan, Control(), events, net)
     nemesis.start()
     try:
         deadline = time.monotonic() + RECOVER_S
@@ -192,12 +189,8 @@ def test_nemesis_runs_a_partition_from_the_plan(link: tuple[NetworkFaults, zmq.S
 
 
 def test_nemesis_without_a_network_reports_an_error(link: tuple[NetworkFaults, zmq.Socket]) -> None:
-    class NoNetwork(Control):
-        def __init__(self) -> None:
-            pass
-
     plan = [PlannedFault(1, 0.0, "latency", "worker-1", "worker-1", {"duration_s": 0.1, "latency_ms": 5})]
-    nemesis = Nemesis(plan, NoNetwork(), Events())
+    nemesis = Nemesis(plan, Control(), Events())  # a run without the fault proxy
     nemesis.start()
     deadline = time.monotonic() + RECOVER_S
     while not nemesis._errors:

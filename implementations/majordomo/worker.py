@@ -1,0 +1,173 @@
+"""Majordomo 0.1 (7/MDP) echo worker.
+
+    python -m implementations.majordomo.worker --connect tcp://127.0.0.1:5555 \
+        --identity worker-2 [--service echo] [--heartbeat-ms 2500] [--liveness 3] \
+        [--reconnect-ms 2500] [--work-ms 0]
+
+Registers for one service with READY, answers each REQUEST with a REPLY carrying the
+same body (echo), and records ``exec``/``done`` for every request whose first body frame
+carries a request id. Logs ``ready:`` after its first READY left.
+
+Protocol choices:
+
+- A DEALER socket whose identity is ``<instance>-<8 hex>``, new on every connection, so
+  the broker never mistakes a reconnected worker for the old one and history events
+  still name the instance.
+- Heartbeat to the broker every ``heartbeat-ms``; the broker is dead after ``liveness``
+  intervals without any message from it; then wait ``reconnect-ms`` and start over with a
+  new socket and READY (no backoff, as in the guide's mdwrkapi).
+- A DISCONNECT from the broker means start over at once: new socket, READY (this is how
+  a worker re-registers with a restarted broker that did not know it).
+- ``work-ms`` simulates the application's work (a sleep before the reply); no heartbeats
+  are sent meanwhile, as with any single-threaded worker.
+- A malformed message from the broker is logged and dropped; it still counts as a sign
+  of the broker's life.
+- On SIGTERM/SIGINT the worker sends DISCONNECT to the broker and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+
+import zmq
+
+from harness.history import HistoryWriter, rid_of
+from implementations.majordomo import mdp
+from implementations.runtime import announce_ready, start_role
+
+log = logging.getLogger("worker")
+
+
+class MdpWorker:
+    def __init__(
+        self,
+        ctx: zmq.Context,
+        endpoint: str,
+        instance: str,
+        service: str,
+        writer: HistoryWriter,
+        *,
+        heartbeat_ms: int = 2500,
+        liveness: int = 3,
+        reconnect_ms: int = 2500,
+        work_ms: int = 0,
+    ) -> None:
+        self.ctx = ctx
+        self.endpoint = endpoint
+        self.instance = instance
+        self.service = service
+        self.writer = writer
+        self.heartbeat_s = heartbeat_ms / 1000
+        self.liveness_max = liveness
+        self.reconnect_s = reconnect_ms / 1000
+        self.work_s = work_ms / 1000
+        self.socket: zmq.Socket | None = None
+        self.name = instance
+        self.liveness = liveness
+        self.heartbeat_at = 0.0
+
+    def connect(self) -> None:
+        """A new socket and identity, then READY."""
+        if self.socket is not None:
+            self.socket.close(linger=0)
+        self.name = f"{self.instance}-{os.urandom(4).hex()}"
+        self.socket = self.ctx.socket(zmq.DEALER)
+        self.socket.identity = self.name.encode()
+        self.socket.linger = 0
+        self.socket.connect(self.endpoint)
+        self.socket.send_multipart(mdp.from_worker(mdp.READY, self.service.encode()))
+        self.liveness = self.liveness_max
+        self.heartbeat_at = time.monotonic() + self.heartbeat_s
+        log.info("connected to %s as %s, READY for %s", self.endpoint, self.name, self.service)
+
+    def run(self) -> None:
+        self.connect()
+        announce_ready(log, self.name)
+        while True:
+            assert self.socket is not None
+            if self.socket.poll(int(self.heartbeat_s * 1000)):
+                frames = self.socket.recv_multipart()
+                self.liveness = self.liveness_max
+                self.on_message(frames)
+            else:
+                self.liveness -= 1
+                if self.liveness == 0:
+                    log.warning("broker silent for %d intervals; reconnecting in %.1f s",
+                                self.liveness_max, self.reconnect_s)  # fmt: skip
+                    time.sleep(self.reconnect_s)
+                    self.connect()
+            if time.monotonic() >= self.heartbeat_at:
+                self.socket.send_multipart(mdp.from_worker(mdp.HEARTBEAT))
+                self.heartbeat_at = time.monotonic() + self.heartbeat_s
+
+    def on_message(self, frames: list[bytes]) -> None:
+        try:
+            cmd = mdp.parse_worker_inbound(frames)
+        except mdp.ProtocolError as exc:
+            detail = f"{exc}: {mdp.describe(frames)}"
+            log.warning("malformed message dropped: %s", detail)
+            self.writer.emit("malformed", detail=detail[:500], worker=self.name)
+            return
+        if cmd.command == mdp.REQUEST:
+            self.serve(cmd.client, list(cmd.body))
+        elif cmd.command == mdp.DISCONNECT:
+            log.info("DISCONNECT from the broker; reconnecting")
+            self.connect()
+
+    def serve(self, client: bytes, body: list[bytes]) -> None:
+        rid = rid_of(body[0])
+        if rid is not None:
+            self.writer.emit("exec", rid=rid, worker=self.name, service=self.service)
+        if self.work_s:
+            time.sleep(self.work_s)
+        assert self.socket is not None
+        self.socket.send_multipart(mdp.worker_reply(client, body))
+        if rid is not None:
+            self.writer.emit("done", rid=rid, worker=self.name, service=self.service)
+
+    def close(self) -> None:
+        if self.socket is not None:
+            self.socket.send_multipart(mdp.from_worker(mdp.DISCONNECT))
+            self.socket.close(linger=200)
+            self.socket = None
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--connect", required=True, help="the broker's endpoint")
+    parser.add_argument("--identity", default="worker", help="instance name (prefix of the identity)")
+    parser.add_argument("--service", default="echo")
+    parser.add_argument("--heartbeat-ms", type=int, default=2500)
+    parser.add_argument("--liveness", type=int, default=3)
+    parser.add_argument("--reconnect-ms", type=int, default=2500)
+    parser.add_argument("--work-ms", type=int, default=0)
+    args = parser.parse_args(argv)
+    _, writer = start_role(args.identity)
+    ctx = zmq.Context()
+    worker = MdpWorker(
+        ctx,
+        args.connect,
+        args.identity,
+        args.service,
+        writer,
+        heartbeat_ms=args.heartbeat_ms,
+        liveness=args.liveness,
+        reconnect_ms=args.reconnect_ms,
+        work_ms=args.work_ms,
+    )
+    try:
+        worker.run()
+    finally:
+        log.info("stopping")
+        worker.close()
+        ctx.term()
+        writer.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""The dwork load client: each request creates one small task graph and waits for it.
+
+A request's body (its id first) becomes the body of every task of a graph named after the
+request (``<rid>/0`` ...). The graph's shape rotates with the request counter (option
+``shape = "mixed"``) or is fixed: ``chain`` (each task waits for the one before),
+``fanout`` (one root, the others wait for it), ``fanin`` (the last waits for all others).
+The Create goes out Lazy Pirate style (timeout, fresh socket, resend: creating the same
+tasks again changes nothing). The request then polls Lookup on the graph's leaves until
+all are done, and its reply is the result a worker completed the first leaf with (echo:
+the body), so ``correct_reply`` checks what came back through a worker, ``no_lost`` that
+each graph ended in a reply or an abandon, and the latency is the graph's makespan.
+A graph not done within ``graph_timeout_ms`` is abandoned.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import zmq
+
+from implementations.dwork import messages as m
+from implementations.dwork.client import ApiClient, Timeout
+from loadtests.adapters.base import Abandoned, ClientAdapter, Reply, RequestLog
+
+SHAPES = ("chain", "fanout", "fanin")
+
+
+def graph(prefix: str, shape: str, size: int, body: bytes, origin: str) -> tuple[list[m.TaskMsg], list[str]]:
+    """The tasks of one graph and the names of its leaves (the tasks nothing waits for)."""
+    names = [f"{prefix}/{i}" for i in range(size)]
+    if shape == "chain":
+        deps = [[]] + [[names[i - 1]] for i in range(1, size)]
+        leaves = [names[-1]]
+    elif shape == "fanout":
+        deps = [[]] + [[names[0]] for _ in range(1, size)]
+        leaves = names[1:] or names
+    elif shape == "fanin":
+        deps = [[] for _ in range(size - 1)] + [names[:-1]]
+        leaves = [names[-1]]
+    else:
+        raise ValueError(f"unknown graph shape {shape!r} (one of {', '.join(SHAPES)} or mixed)")
+    tasks = [m.TaskMsg(name=n, origin=origin, deps=d, body=body) for n, d in zip(names, deps, strict=True)]
+    return tasks, leaves
+
+
+class DworkClient(ClientAdapter):
+    DEFAULTS: dict[str, Any] = {
+        "timeout_ms": 2500,
+        "retries": 3,
+        "shape": "mixed",
+        "tasks": 4,
+        "poll_ms": 10,
+        "graph_timeout_ms": 30000,
+    }
+
+    def __init__(self, endpoint: str, options: dict[str, Any], cid: str, context: zmq.Context) -> None:
+        super().__init__(endpoint, options, cid, context)
+        if self.options["shape"] not in (*SHAPES, "mixed"):
+            raise ValueError(
+                f"dwork: shape {self.options['shape']!r} is not one of {', '.join(SHAPES)}, mixed"
+            )
+        if self.options["tasks"] < 2:
+            raise ValueError("dwork: a graph needs tasks >= 2")
+        self.api = ApiClient(context, endpoint, int(self.options["timeout_ms"]))
+        self.count = 0
+
+    def request(self, body: list[bytes], log: RequestLog) -> Reply:
+        self.count += 1
+        shape = self.options["shape"]
+        if shape == "mixed":
+            shape = SHAPES[self.count % len(SHAPES)]
+        tasks, leaves = graph(log.rid, shape, int(self.options["tasks"]), body[0], self.cid)
+        create = m.query(m.T.Create, task=tasks)
+        for attempt in range(self.options["retries"] + 1):
+            log.sent()
+            try:
+                reply = self.api.call(create)
+            except (Timeout, m.IllFormed) as exc:
+                reason = str(exc)
+            else:
+                if reply.type == m.T.OK:
+                    break
+                reason = f"Create answered {m.type_name(reply.type)}"
+            if attempt < self.options["retries"]:
+                log.retried(reason)
+        else:
+            raise Abandoned(f"graph not created after {self.options['retries'] + 1} attempts ({reason})")
+        return self.wait(leaves, log)
+
+    def wait(self, leaves: list[str], log: RequestLog) -> Reply:
+        deadline = time.monotonic() + self.options["graph_timeout_ms"] / 1000
+        results: dict[str, m.QueryMsg] = {}
+        while time.monotonic() < deadline:
+            for name in leaves:
+                if name in results:
+                    continue
+                try:
+                    reply = self.api.call(m.query(m.T.Lookup, name=name))
+                except (Timeout, m.IllFormed):
+                    continue
+                if reply.type == m.T.OK and reply.name == "done":
+                    results[name] = reply
+            if len(results) == len(leaves):
+                first = results[leaves[0]]
+                bodies = {r.task[0].body if r.task else b"" for r in results.values()}
+                # Every leaf must come back with the same echo; a stray one shows as a wrong reply.
+                body = first.task[0].body if len(bodies) == 1 and first.task else b"<leaves disagree>"
+                return Reply([body], worker=first.location or None)
+            time.sleep(self.options["poll_ms"] / 1000)
+        raise Abandoned(f"graph not complete in {self.options['graph_timeout_ms']} ms")
+
+    def close(self) -> None:
+        self.api.close()
+
+
+ADAPTER = DworkClient

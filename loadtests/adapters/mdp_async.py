@@ -1,0 +1,140 @@
+"""Majordomo 0.1 asynchronous client (the guide's mdcliapi2, made reliable): DEALER, many
+requests in flight, replies matched to requests by the request id in the first body frame.
+
+Each request is sent as ``['', MDPC01, service, body...]`` (a DEALER adds no delimiter of
+its own). A request with no reply after ``timeout_ms`` is sent again on the same socket
+(other requests are in flight on it, so it is not closed), at most ``retries`` times,
+then abandoned. A reply whose request id is not in flight (a late answer to an
+earlier attempt of a finished request, or garbage) is recorded as ``unexpected`` against
+the request it names when that one finished recently, and dropped. Options as in
+``mdp_sync`` (``service``, ``timeout_ms``, ``retries``, ``body_frames``, ``mmi_every``: every
+N requests and on every resend) plus ``window`` (how many requests the Locust user keeps
+in flight).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import zmq
+
+from loadtests.adapters.base import Abandoned, AsyncClientAdapter, Reply, RequestLog, rid_of
+from loadtests.adapters.mdp_sync import MDPC01, MMI_SERVICE, body_with_frames, reply_mismatch
+
+#: finished requests remembered, to name the request a late duplicate reply belongs to
+REMEMBER = 1000
+
+
+@dataclass
+class _InFlight:
+    log: RequestLog
+    message: list[bytes]
+    deadline: float
+
+
+class MdpAsyncClient(AsyncClientAdapter):
+    DEFAULTS: dict[str, Any] = {
+        **AsyncClientAdapter.DEFAULTS,
+        "service": "echo",
+        "timeout_ms": 2500,
+        "retries": 3,
+        "body_frames": 1,
+        "mmi_every": 0,
+    }
+
+    def __init__(self, endpoint: str, options: dict[str, Any], cid: str, context: zmq.Context) -> None:
+        super().__init__(endpoint, options, cid, context)
+        self.service = str(self.options["service"])
+        self.timeout_s = int(self.options["timeout_ms"]) / 1000
+        self.retries = max(0, int(self.options["retries"]))
+        self.body_frames = int(self.options["body_frames"])
+        self.mmi_every = int(self.options["mmi_every"])
+        self.count = 0
+        self.pending: dict[str, _InFlight] = {}
+        self.finished: OrderedDict[str, RequestLog] = OrderedDict()
+        self.socket = context.socket(zmq.DEALER)
+        self.socket.linger = 0
+        self.socket.connect(endpoint)
+
+    def expected_reply(self, body: list[bytes]) -> list[bytes]:
+        return body_with_frames(body, self.body_frames)
+
+    def submit(self, body: list[bytes], log: RequestLog) -> None:
+        self.count += 1
+        if self.mmi_every > 0 and self.count % self.mmi_every == 0:
+            self._ask_mmi()
+        message = [b"", MDPC01, self.service.encode(), *body_with_frames(body, self.body_frames)]
+        self.pending[log.rid] = _InFlight(log, message, time.monotonic() + self.timeout_s)
+        self.socket.send_multipart(message)
+        log.sent()
+
+    def _ask_mmi(self) -> None:
+        """Ask mmi.service about the service; the broker records its answer, the reply is dropped."""
+        self.socket.send_multipart([b"", MDPC01, MMI_SERVICE, self.service.encode()])
+
+    def in_flight(self) -> int:
+        return len(self.pending)
+
+    def poll(self, timeout_s: float) -> list[tuple[RequestLog, Reply | Abandoned]]:
+        done: list[tuple[RequestLog, Reply | Abandoned]] = []
+        now = time.monotonic()
+        wait = timeout_s
+        if self.pending:
+            wait = max(0.0, min(wait, min(p.deadline for p in self.pending.values()) - now))
+        if self.socket.poll(int(wait * 1000)):
+            while True:
+                try:
+                    frames = self.socket.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                self._on_reply(frames, done)
+        self._expire(time.monotonic(), done)
+        return done
+
+    def _on_reply(self, frames: list[bytes], done: list) -> None:
+        if frames and frames[0] == b"":
+            frames = frames[1:]
+        if len(frames) >= 2 and frames[0] == MDPC01 and frames[1] == MMI_SERVICE:
+            return
+        why = reply_mismatch(frames, self.service, None)
+        rid = rid_of(frames[2]) if why is None else None
+        flight = self.pending.pop(rid, None) if rid is not None else None
+        if flight is not None:
+            self._finish(flight.log)
+            done.append((flight.log, Reply(frames[2:])))
+            return
+        late = self.finished.get(rid) if rid is not None else None
+        if late is not None:
+            late.unexpected(frames, "late reply to a finished request")
+        elif self.pending:
+            # Nothing names its request: charge it to the oldest request in flight.
+            next(iter(self.pending.values())).log.unexpected(frames, why or "reply to no request in flight")
+
+    def _expire(self, now: float, done: list) -> None:
+        for rid, flight in [(r, f) for r, f in self.pending.items() if f.deadline <= now]:
+            if flight.log.attempts <= self.retries:
+                flight.log.retried("timeout")
+                if self.mmi_every > 0:
+                    self._ask_mmi()
+                flight.deadline = now + self.timeout_s
+                self.socket.send_multipart(flight.message)
+                flight.log.sent()
+            else:
+                del self.pending[rid]
+                self._finish(flight.log)
+                reason = f"no reply after {flight.log.attempts} attempt(s) of {self.timeout_s * 1000:.0f} ms"
+                done.append((flight.log, Abandoned(reason)))
+
+    def _finish(self, log: RequestLog) -> None:
+        self.finished[log.rid] = log
+        if len(self.finished) > REMEMBER:
+            self.finished.popitem(last=False)
+
+    def close(self) -> None:
+        self.socket.close(linger=0)
+
+
+ADAPTER = MdpAsyncClient

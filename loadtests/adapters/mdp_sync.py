@@ -1,0 +1,139 @@
+"""Majordomo 0.1 synchronous client (the guide's mdcliapi): one request at a time on REQ.
+
+Client rule (Lazy Pirate's): send ``[MDPC01, service, body...]`` on a REQ socket, poll
+``timeout_ms`` for the reply; on timeout close the socket (LINGER 0), open a new one and
+resend, at most ``retries`` resends (counted as the ``lazy_pirate`` adapter does), then
+abandon. A reply that is not the one in flight (wrong header, service or request id) is
+recorded as ``unexpected`` and treated like a timeout, since a REQ socket cannot wait for
+a second reply.
+
+Options: ``service`` (default ``echo``), ``timeout_ms``, ``retries``, ``body_frames`` (the
+request carries that many copies of the payload frame; the echo must return them all),
+``mmi_every`` (every N requests, and after every timeout, also ask ``mmi.service`` about
+the service on a side DEALER, without waiting: the broker records its answer, which the
+``mmi_service`` checker compares with worker liveness; 0 = never).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import zmq
+
+from loadtests.adapters.base import Abandoned, ClientAdapter, Reply, RequestLog, rid_of
+
+# The client half of 7/MDP, written here again on purpose: a client that shared the
+# broker's codec would share its bugs.
+MDPC01 = b"MDPC01"
+MMI_SERVICE = b"mmi.service"
+
+
+def reply_mismatch(frames: list[bytes], service: str, rid: str | None) -> str | None:
+    """Why ``[MDPC01, service, body...]`` is not the reply expected (None: it is).
+
+    ``rid`` None accepts any request id (the caller matches it).
+    """
+    if len(frames) < 3:
+        return f"malformed reply: {len(frames)} frame(s)"
+    if frames[0] != MDPC01:
+        return f"malformed reply: header {frames[0][:16]!r}"
+    if frames[1] != service.encode():
+        return f"reply for service {frames[1][:32]!r}"
+    got = rid_of(frames[2])
+    if rid is not None and got != rid:
+        return f"reply for request {got!r}"
+    return None
+
+
+def body_with_frames(body: list[bytes], body_frames: int) -> list[bytes]:
+    """The request body for ``body_frames`` frames: the payload frame repeated."""
+    return body + [body[0]] * max(0, body_frames - len(body))
+
+
+class MmiProbe:
+    """Fire-and-forget ``mmi.service`` queries on a DEALER (answers are drained, unread)."""
+
+    def __init__(self, context: zmq.Context, endpoint: str, service: str) -> None:
+        self.socket = context.socket(zmq.DEALER)
+        self.socket.linger = 0
+        self.socket.sndhwm = 10
+        self.socket.connect(endpoint)
+        self.query = [b"", MDPC01, MMI_SERVICE, service.encode()]
+
+    def ask(self) -> None:
+        while self.socket.poll(0):
+            self.socket.recv_multipart()
+        with contextlib.suppress(zmq.Again):  # the broker is unreachable: the next probe tries again
+            self.socket.send_multipart(self.query, zmq.NOBLOCK)
+
+    def close(self) -> None:
+        self.socket.close(linger=0)
+
+
+class MdpSyncClient(ClientAdapter):
+    DEFAULTS: dict[str, Any] = {
+        "service": "echo",
+        "timeout_ms": 2500,
+        "retries": 3,
+        "body_frames": 1,
+        "mmi_every": 0,
+    }
+
+    def __init__(self, endpoint: str, options: dict[str, Any], cid: str, context: zmq.Context) -> None:
+        super().__init__(endpoint, options, cid, context)
+        self.service = str(self.options["service"])
+        self.timeout_ms = int(self.options["timeout_ms"])
+        self.retries = max(0, int(self.options["retries"]))
+        self.body_frames = int(self.options["body_frames"])
+        self.mmi_every = int(self.options["mmi_every"])
+        self.mmi = MmiProbe(context, endpoint, self.service) if self.mmi_every > 0 else None
+        self.count = 0
+        self.socket: zmq.Socket | None = None
+
+    def _open(self) -> zmq.Socket:
+        socket = self.context.socket(zmq.REQ)
+        socket.linger = 0
+        socket.connect(self.endpoint)
+        return socket
+
+    def _reset(self) -> None:
+        if self.socket is not None:
+            self.socket.close(linger=0)
+            self.socket = None
+
+    def expected_reply(self, body: list[bytes]) -> list[bytes]:
+        return body_with_frames(body, self.body_frames)
+
+    def request(self, body: list[bytes], log: RequestLog) -> Reply:
+        self.count += 1
+        if self.mmi is not None and self.count % self.mmi_every == 0:
+            self.mmi.ask()
+        message = [MDPC01, self.service.encode(), *body_with_frames(body, self.body_frames)]
+        attempts = self.retries + 1
+        for attempt in range(1, attempts + 1):
+            if self.socket is None:
+                self.socket = self._open()
+            self.socket.send_multipart(message)
+            log.sent()
+            if self.socket.poll(self.timeout_ms):
+                frames = self.socket.recv_multipart()
+                why = reply_mismatch(frames, self.service, log.rid)
+                if why is None:
+                    return Reply(frames[2:])
+                log.unexpected(frames, why)
+            # REQ cannot resend before a reply: the guide's brute force is a new socket.
+            self._reset()
+            if self.mmi is not None:
+                self.mmi.ask()  # is anybody serving? (the outages are what the MMI check is about)
+            if attempt < attempts:
+                log.retried("timeout")
+        raise Abandoned(f"no reply after {attempts} attempt(s) of {self.timeout_ms} ms")
+
+    def close(self) -> None:
+        self._reset()
+        if self.mmi is not None:
+            self.mmi.close()
+
+
+ADAPTER = MdpSyncClient

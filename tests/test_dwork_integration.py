@@ -1,0 +1,168 @@
+"""dwork with real processes on loopback: the scheduler's API answered request by request,
+workers running graphs in dependency order, a killed worker's tasks put back by the
+monitor's Exit, a stopped worker handing its tasks back with Transfer."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import zmq
+
+from harness.history import read_events
+from implementations.dwork import messages as m
+from implementations.dwork.client import ApiClient
+from loadtests.adapters.dwork import graph
+from tests.procs import Procs, wait_for
+
+T = m.T
+
+
+@pytest.fixture
+def ctx() -> Iterator[zmq.Context]:
+    context = zmq.Context()
+    yield context
+    context.destroy(linger=0)
+
+
+class Dwork:
+    """A scheduler (and, when asked, a monitor and workers) recording to one history."""
+
+    def __init__(self, procs: Procs, ctx: zmq.Context, tmp: Path) -> None:
+        self.procs = procs
+        self.history = tmp / "history"
+        self.api_ep = procs.endpoint()
+        self.monitor_ep = procs.endpoint()
+        self.start("scheduler", "implementations.dwork.scheduler", "--bind", self.api_ep)
+        self.api = ApiClient(ctx, self.api_ep, timeout_ms=5000)
+
+    def start(self, name: str, module: str, *args: str):
+        proc = self.procs.python(
+            name, module, *args, env={"ZCHAOS_HISTORY_DIR": str(self.history), "ZCHAOS_SRC": name}
+        )
+        proc.wait_log("ready")
+        return proc
+
+    def worker(self, name: str, *args: str):
+        return self.start(
+            name, "implementations.dwork.worker", "--connect", self.api_ep, "--identity", name,
+            "--monitor", self.monitor_ep, "--heartbeat-ms", "100", *args,
+        )  # fmt: skip
+
+    def monitor(self):
+        return self.start(
+            "monitor", "implementations.dwork.monitor", "--bind", self.monitor_ep,
+            "--scheduler", self.api_ep, "--timeout-ms", "800",
+        )  # fmt: skip
+
+    def call(self, t: int, **fields) -> m.QueryMsg:
+        return self.api.call(m.query(t, **fields))
+
+    def state(self, name: str) -> str:
+        reply = self.call(T.Lookup, name=name)
+        return reply.name if reply.type == T.OK else m.type_name(reply.type)
+
+    def events(self, ev: str) -> list[dict]:
+        return [e for e in read_events(self.history) if e["ev"] == ev] if self.history.exists() else []
+
+
+@pytest.fixture
+def dwork(procs: Procs, ctx: zmq.Context, tmp_path: Path) -> Dwork:
+    return Dwork(procs, ctx, tmp_path)
+
+
+def names(reply: m.QueryMsg) -> list[str]:
+    return [t.name for t in reply.task]
+
+
+def test_the_api_request_by_request(dwork: Dwork) -> None:
+    tasks, _ = graph("g", "chain", 3, b"g|x", "test")
+    assert dwork.call(T.Create, task=tasks).type == T.OK
+    status = dwork.call(T.OK)
+    assert status.type == T.OK and status.n == 1 and "1 ready" in status.name
+    assert dwork.state("g/1") == "waiting"
+    stolen = dwork.call(T.Steal, location="w1", n=5)
+    assert stolen.type == T.Transfer and names(stolen) == ["g/0"]  # only the root is ready
+    assert dwork.call(T.Steal, location="w2").type == T.NotFound
+    # Transfer: all or nothing, only from the location that holds the task.
+    assert dwork.call(T.Transfer, task=[m.TaskMsg(name="g/0")], location="w2").type == T.NotFound
+    assert dwork.call(T.Transfer, task=[m.TaskMsg(name="g/0")], location="w1").type == T.OK
+    assert dwork.state("g/0") == "ready"
+    stolen = dwork.call(T.Steal, location="w2")
+    assert names(stolen) == ["g/0"]
+    # Complete: NotFound lists the tasks not assigned to that location; the others complete.
+    done = [m.TaskMsg(name="g/0", body=b"g|x"), m.TaskMsg(name="g/9")]
+    reply = dwork.call(T.Complete, task=done, location="w2")
+    assert reply.type == T.NotFound and names(reply) == ["g/9"]
+    lookup = dwork.call(T.Lookup, name="g/0")
+    assert lookup.name == "done" and lookup.location == "w2" and lookup.task[0].body == b"g|x"
+    assert names(dwork.call(T.Steal, location="w3")) == ["g/1"]
+    # Exit puts the worker's tasks back; a second Exit is an FYI NotFound.
+    assert dwork.call(T.Exit, location="w3").type == T.OK
+    assert dwork.state("g/1") == "ready"
+    assert dwork.call(T.Exit, location="w3").type == T.NotFound
+    assert dwork.call(T.Lookup, name="nope").type == T.NotFound
+    requeues = [(e["job"], e["worker"], e["reason"]) for e in dwork.events("task_requeue")]
+    assert requeues == [("g/0", "w1", "transfer"), ("g/1", "w3", "exit")]
+
+
+def test_ill_formed_requests_get_error_and_garbage_is_dropped(dwork: Dwork, ctx: zmq.Context) -> None:
+    raw = ctx.socket(zmq.DEALER)
+    raw.linger = 0
+    raw.connect(dwork.api_ep)
+    raw.send_multipart([b"no envelope"])
+    raw.send_multipart([b"", b"a", b"b"])
+    for data in (b"\xff\xff", m.query(T.Steal, location="w", name="x").SerializeToString(), b""):
+        raw.send_multipart([b"", data])
+        assert raw.poll(5000)
+        _, body = raw.recv_multipart()
+        assert m.parse_reply(body).type == T.Error
+    assert dwork.call(T.OK).type == T.OK  # still serving
+    assert len(dwork.events("malformed")) == 5
+
+
+def test_workers_run_graphs_in_dependency_order(dwork: Dwork) -> None:
+    for w in ("worker-1", "worker-2"):
+        dwork.worker(w, "--work-ms", "5", "--n", "2")
+    leaves = []
+    for i, shape in enumerate(("chain", "fanout", "fanin") * 3):
+        tasks, graph_leaves = graph(f"g{i}", shape, 5, f"g{i}|x".encode(), "test")
+        assert dwork.call(T.Create, task=tasks).type == T.OK
+        leaves += graph_leaves
+    wait_for(lambda: all(dwork.state(n) == "done" for n in leaves), 30, "every graph to complete")
+    complete = {e["job"]: e["ts"] for e in dwork.events("task_complete")}
+    assert len(complete) == 45
+    deps = {e["job"]: [d for d in e.get("deps", "").split(",") if d] for e in dwork.events("task_create")}
+    runs = dwork.events("task_run")
+    assert len(runs) == 45
+    for run in runs:
+        assert all(complete[d] < run["ts"] for d in deps[run["job"]]), run
+    assert {e["worker"] for e in runs} == {"worker-1", "worker-2"}
+
+
+def test_killed_worker_is_noticed_and_its_tasks_run_elsewhere(dwork: Dwork) -> None:
+    dwork.monitor()
+    slow = dwork.worker("worker-1", "--work-ms", "60000", "--n", "2")
+    tasks, _ = graph("k", "fanin", 3, b"k|x", "test")  # k/0 and k/1 ready at once
+    dwork.call(T.Create, task=tasks)
+    wait_for(lambda: len(dwork.events("task_run")) >= 1, 15, "worker-1 to start a task")
+    slow.signal(signal.SIGKILL)
+    wait_for(lambda: dwork.events("worker_expired"), 15, "the monitor to mark worker-1 down")
+    dwork.worker("worker-2", "--work-ms", "5")
+    wait_for(lambda: dwork.state("k/2") == "done", 20, "the graph to complete on worker-2")
+    assert sorted(e["job"] for e in dwork.events("task_requeue")) == ["k/0", "k/1"]
+    assert {e["worker"] for e in dwork.events("task_complete")} == {"worker-2"}
+    assert len(dwork.events("task_complete")) == 3
+
+
+def test_stopped_worker_hands_back_what_it_had_not_run(dwork: Dwork) -> None:
+    slow = dwork.worker("worker-1", "--work-ms", "60000", "--n", "3")
+    tasks, _ = graph("s", "fanin", 4, b"s|x", "test")
+    dwork.call(T.Create, task=tasks)
+    wait_for(lambda: dwork.events("task_run"), 15, "worker-1 to start a task")
+    assert slow.stop() == 0
+    assert sorted(e["job"] for e in dwork.events("task_requeue")) == ["s/0", "s/1", "s/2"]
+    assert {e["reason"] for e in dwork.events("task_requeue")} == {"transfer"}
+    assert dwork.call(T.OK).n == 3

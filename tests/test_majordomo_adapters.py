@@ -1,0 +1,139 @@
+"""The Majordomo client adapters against a hand-driven fake broker (a ROUTER in the test):
+retries on fresh sockets, abandon, unexpected replies, matching by request id, body frames."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import zmq
+
+from harness.history import HistoryWriter, read_events
+from loadtests.adapters.base import Abandoned, RequestLog
+from loadtests.adapters.mdp_async import MdpAsyncClient
+from loadtests.adapters.mdp_sync import MdpSyncClient
+from tests.procs import wait_for
+
+
+@pytest.fixture
+def ctx() -> Iterator[zmq.Context]:
+    context = zmq.Context()
+    yield context
+    context.destroy(linger=0)
+
+
+@pytest.fixture
+def broker(ctx: zmq.Context) -> tuple[zmq.Socket, str]:
+    sock = ctx.socket(zmq.ROUTER)
+    sock.linger = 0
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    return sock, f"tcp://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def writer(tmp_path: Path) -> Iterator[HistoryWriter]:
+    with HistoryWriter(tmp_path / "client.jsonl", "client-1") as w:
+        yield w
+
+
+def events(writer: HistoryWriter, ev: str) -> list[dict]:
+    return [e for e in read_events(writer.path) if e["ev"] == ev]
+
+
+def recv(sock: zmq.Socket, timeout_ms: int = 5000) -> list[bytes]:
+    assert sock.poll(timeout_ms), "nothing arrived at the fake broker"
+    return sock.recv_multipart()
+
+
+def in_thread(result: dict, call) -> threading.Thread:
+    """Run a blocking request beside the fake broker; its outcome lands in result["r"]."""
+    thread = threading.Thread(target=lambda: result.setdefault("r", call()))
+    thread.start()
+    return thread
+
+
+def log_for(writer: HistoryWriter, seq: int) -> RequestLog:
+    return RequestLog(writer, "client-1", seq, f"client-1:{seq}")
+
+
+def test_sync_resends_on_a_new_socket_after_a_timeout(ctx, broker, writer) -> None:
+    sock, endpoint = broker
+    client = MdpSyncClient(endpoint, {"timeout_ms": 300, "retries": 2, "body_frames": 2}, "client-1", ctx)
+    body = [b"client-1:1|abc"]
+    result: dict = {}
+    thread = in_thread(result, lambda: client.request(body, log_for(writer, 1)))
+    first = recv(sock)
+    assert first[1:] == [b"", b"MDPC01", b"echo", b"client-1:1|abc", b"client-1:1|abc"]  # two body frames
+    second = recv(sock)  # the first attempt is ignored: a resend, from another socket
+    assert second[0] != first[0] and second[1:] == first[1:]
+    sock.send_multipart([second[0], b"", b"MDPC01", b"echo", *second[4:]])
+    thread.join(10)
+    assert result["r"].frames == client.expected_reply(body) == [body[0], body[0]]
+    assert [e["attempt"] for e in events(writer, "send")] == [1, 2]
+    assert [e["attempt"] for e in events(writer, "retry")] == [2]
+    client.close()
+
+
+def test_sync_abandons_after_its_retries(ctx, writer) -> None:
+    with zmq.Context() as other:
+        sock = other.socket(zmq.ROUTER)
+        port = sock.bind_to_random_port("tcp://127.0.0.1")
+        sock.close(linger=0)  # nobody listens there any more
+    client = MdpSyncClient(f"tcp://127.0.0.1:{port}", {"timeout_ms": 100, "retries": 2}, "client-1", ctx)
+    with pytest.raises(Abandoned, match="3 attempt"):
+        client.request([b"client-1:1|x"], log_for(writer, 1))
+    assert len(events(writer, "send")) == 3 and len(events(writer, "retry")) == 2
+    client.close()
+
+
+def test_sync_records_a_wrong_reply_and_resends(ctx, broker, writer) -> None:
+    sock, endpoint = broker
+    client = MdpSyncClient(endpoint, {"timeout_ms": 2000, "retries": 1}, "client-1", ctx)
+    result: dict = {}
+    thread = in_thread(result, lambda: client.request([b"client-1:2|x"], log_for(writer, 2)))
+    first = recv(sock)
+    sock.send_multipart([first[0], b"", b"MDPC01", b"echo", b"client-1:1|stale"])
+    second = recv(sock)
+    sock.send_multipart([second[0], b"", b"MDPC01", b"echo", b"client-1:2|x"])
+    thread.join(10)
+    assert result["r"].frames == [b"client-1:2|x"]
+    unexpected = events(writer, "unexpected")
+    assert len(unexpected) == 1 and unexpected[0]["got_rid"] == "client-1:1"
+
+
+def test_async_matches_replies_by_request_id_and_flags_late_duplicates(ctx, broker, writer) -> None:
+    sock, endpoint = broker
+    client = MdpAsyncClient(endpoint, {"timeout_ms": 5000, "mmi_every": 3}, "client-1", ctx)
+    for seq in (1, 2, 3):
+        client.submit([f"client-1:{seq}|x".encode()], log_for(writer, seq))
+    got = [recv(sock) for _ in range(4)]  # three requests and one mmi.service probe
+    requests = [m for m in got if m[3] == b"echo"]
+    probes = [m for m in got if m[3] == b"mmi.service"]
+    assert len(requests) == 3 and probes and probes[0][4:] == [b"echo"]
+    for m in reversed(requests):  # answered in reverse order
+        sock.send_multipart([m[0], b"", b"MDPC01", b"echo", m[4]])
+    sock.send_multipart([probes[0][0], b"", b"MDPC01", b"mmi.service", b"200"])  # ignored by the client
+    done: dict[str, list[bytes]] = {}
+    wait_for(lambda: done.update({log.rid: r.frames for log, r in client.poll(0.2)}) or len(done) == 3, 10,
+             "three replies")  # fmt: skip
+    assert done == {f"client-1:{s}": [f"client-1:{s}|x".encode()] for s in (1, 2, 3)}
+    assert client.in_flight() == 0
+    sock.send_multipart([requests[0][0], b"", b"MDPC01", b"echo", requests[0][4]])  # a duplicate
+    wait_for(lambda: client.poll(0.2) == [] and events(writer, "unexpected"), 10, "the duplicate recorded")
+    assert events(writer, "unexpected")[0]["got_rid"] == "client-1:1"
+    client.close()
+
+
+def test_async_resends_on_the_same_socket_then_abandons(ctx, broker, writer) -> None:
+    sock, endpoint = broker
+    client = MdpAsyncClient(endpoint, {"timeout_ms": 200, "retries": 1}, "client-1", ctx)
+    client.submit([b"client-1:1|x"], log_for(writer, 1))
+    first = recv(sock)
+    outcome: list = []
+    wait_for(lambda: outcome.extend(client.poll(0.1)) or outcome, 10, "the abandon")
+    assert recv(sock) == first  # the resend: same socket, same identity, same request
+    assert isinstance(outcome[0][1], Abandoned) and "2 attempt" in outcome[0][1].reason
+    assert [e["attempt"] for e in events(writer, "send")] == [1, 2]
+    client.close()

@@ -36,11 +36,10 @@ MAX_PARTITIONS = 200
 PARQUET = "events.parquet"  # where harness.history_frame.read_history looks first
 ACCOUNT_FILE = "_zchaos_input.json"  # inside the Parquet folder; Spark skips names starting with _
 #: From this many events on, the JSON lines are compacted into history/events.parquet at
-#: report time and checked from there. Measured (bench/checker_scaling.py, 1M events):
-#: writing the cached events costs about a tenth of checking them, checks from Parquet
-#: run about 30 % faster from a file 7x smaller, and the cache no longer competes with
-#: the aggregations for the heap. Below it a report takes seconds from the cache, and a
-#: write job's fixed cost is not worth paying for a rebuild that rarely comes.
+#: report time and checked from there, uncached. Measured (bench/checker_scaling.py, 2
+#: shared cores): 300k events check in 5.8 s cached vs 7.5 s compacting first; at 1M
+#: both take ~12.5 s and a rebuilt report then takes 6.8 s from a file 7x smaller; 10M
+#: events cached run the 2 GB driver heap out of memory, compacted they check in ~110 s.
 COMPACT_MIN_EVENTS = 1_000_000
 
 

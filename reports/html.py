@@ -37,7 +37,7 @@ EXAMPLE_COLUMNS = ("src", "ev", "cid", "seq", "rid", "problem")
 
 # Timeline geometry (SVG user units).
 WIDTH, LEFT, RIGHT = 960, 58, 16
-TOP1, H1 = 40, 150  # throughput panel
+TOP1, H1 = 58, 150  # throughput panel; fault labels in three rows above it
 TOP2, H2 = TOP1 + H1 + 34, 150  # latency panel
 HEIGHT = TOP2 + H2 + 40
 
@@ -151,7 +151,7 @@ def timeline_chart(
                 "gw": round(max(grace_end - max(x1, x0 + 2.0), 0.0), 1),
                 "label": label,
                 "label_x": x0 + 3,
-                "label_y": TOP1 - 24 + 11 * (i % 3) - 4,
+                "label_y": TOP1 - 30 + 11 * (i % 3),
                 "title": f"fault {f.get('fault_id')}: {label}, {healed}",
             }
         )

@@ -17,6 +17,7 @@ import pytest
 from harness.errors import SetupError
 from harness.history import HistoryWriter, history_file
 from harness.rundir import RunDir
+from reports import pipeline
 from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckResult
 from reports.junit import junit_tree
 from reports.pipeline import build_report
@@ -141,9 +142,12 @@ def make_run(root: Path, *, expect_violated: tuple[str, ...] = ("no_duplicate",)
 
 @pytest.fixture(scope="module")
 def built(spark, tmp_path_factory):
+    """One report of the synthetic run; its history is compacted (as a large one would be)."""
     run = make_run(tmp_path_factory.mktemp("run") / "run")
     messages: list[str] = []
-    verdict = build_report(run.root, progress=messages.append)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pipeline, "COMPACT_MIN_EVENTS", 1)
+        verdict = build_report(run.root, progress=messages.append)
     return run, verdict, messages
 
 
@@ -172,6 +176,7 @@ def test_verdict_json(built):
     assert verdict["metrics"]["latency_ms"]["count"] > 500
     assert verdict["metrics"]["timeline"][0]["t"] == 0
     assert "reading history" in messages and "checking recovery" in messages
+    assert "compacting the history into events.parquet" in messages
 
 
 def test_junit_xml(built):
@@ -197,6 +202,28 @@ def test_report_html(built):
     assert "Aggregated" in page  # Locust's statistics
     assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
     assert "https://" not in page
+
+
+def test_rebuild_reads_the_compacted_history(built):
+    run, first, _ = built
+    assert (run.history / "events.parquet" / "_zchaos_input.json").exists()
+    again = build_report(run.root)
+    assert again["input"]["source"] == "parquet"
+    assert (again["input"]["events"], again["input"]["bad_lines"]) == (first["input"]["events"], 1)
+    summary = {n: (c["status"], c["violations"]) for n, c in first["checks"].items()}
+    assert {n: (c["status"], c["violations"]) for n, c in again["checks"].items()} == summary
+
+
+def test_a_compaction_older_than_the_json_lines_is_ignored(tmp_path):
+    parquet = tmp_path / "events.parquet"
+    parquet.mkdir()
+    (parquet / "part-0.parquet").write_bytes(b"")
+    line = tmp_path / "client-1.jsonl"
+    line.write_text("{}\n")
+    os.utime(parquet / "part-0.parquet", (1000, 1000))
+    assert not pipeline._parquet_is_current(parquet, [line])
+    os.utime(line, (900, 900))
+    assert pipeline._parquet_is_current(parquet, [line])
 
 
 def test_expected_violation_that_did_not_happen_fails_the_run():

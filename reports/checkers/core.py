@@ -86,31 +86,27 @@ def _events(ctx: CheckContext, *kinds: str) -> DataFrame:
     "of the load (or its client's last) is indeterminate, not lost",
 )
 def no_lost(ctx: CheckContext) -> CheckResult:
+    is_send = F.col("ev") == "send"
+    # One shuffle: every send, reply and abandon of a request meet in one group.
     sends = (
-        _events(ctx, "send")
+        _events(ctx, "send", "reply", "abandon")
         .groupBy("cid", "seq")
         .agg(
-            F.min("ts").alias("ts"),
-            F.max("ts").alias("last_send_ts"),
-            F.min("src").alias("src"),
-            F.min("rid").alias("rid"),
-            F.count("*").alias("sends"),
-        )
-    )
-    ends = (
-        _events(ctx, "reply", "abandon")
-        .groupBy("cid", "seq")
-        .agg(
+            F.min(F.when(is_send, F.col("ts"))).alias("ts"),
+            F.max(F.when(is_send, F.col("ts"))).alias("last_send_ts"),
+            F.min(F.when(is_send, F.col("src"))).alias("src"),
+            F.min(F.when(is_send, F.col("rid"))).alias("rid"),
+            F.sum(is_send.cast("int")).alias("sends"),
             F.max((F.col("ev") == "reply").cast("int")).alias("replied"),
             F.max((F.col("ev") == "abandon").cast("int")).alias("abandoned"),
         )
+        .filter(F.col("sends") > 0)
     )
     last = sends.groupBy("cid").agg(F.max("seq").alias("last_seq"))
     cutoff = run_time(ctx, "load_stopped_ns") - client_budget_ns(ctx)
     requests = (
-        sends.join(ends, ["cid", "seq"], "left")
-        .join(last, "cid")
-        .withColumn("open", F.col("replied").isNull())
+        sends.join(F.broadcast(last), "cid")
+        .withColumn("open", (F.col("replied") == 0) & (F.col("abandoned") == 0))
         .withColumn(
             "indeterminate",
             F.col("open") & ((F.col("last_send_ts") > cutoff) | (F.col("seq") == F.col("last_seq"))),
@@ -118,7 +114,7 @@ def no_lost(ctx: CheckContext) -> CheckResult:
     )
     row = requests.agg(
         F.count("*").alias("requests"),
-        F.sum(F.coalesce("replied", F.lit(0))).alias("replied"),
+        F.sum("replied").alias("replied"),
         F.sum(F.when((F.col("replied") == 0) & (F.col("abandoned") == 1), 1)).alias("abandoned"),
         F.sum(F.col("indeterminate").cast("int")).alias("indeterminate"),
         F.sum((F.col("open") & ~F.col("indeterminate")).cast("int")).alias("lost"),

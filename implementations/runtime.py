@@ -38,3 +38,10 @@ def announce_ready(log: logging.Logger, what: str) -> None:
     log.info("ready: %s", what)
     for handler in logging.getLogger().handlers:
         handler.flush()
+
+
+def describe(frames: list[bytes], limit: int = 4) -> str:
+    """A short printable rendering of a message for logs and ``malformed`` events."""
+    shown = [repr(f[:24]) for f in frames[:limit]]
+    more = f" +{len(frames) - limit} more" if len(frames) > limit else ""
+    return f"[{', '.join(shown)}{more}]"

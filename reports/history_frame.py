@@ -27,11 +27,19 @@ def history_schema() -> StructType:
     return T.StructType([T.StructField(name, spark_types[t], True) for name, t in FIELD_TYPES.items()])
 
 
+def parquet_is_current(parquet: Path, files: list[Path]) -> bool:
+    """A compaction exists and no JSON-lines file changed after it was written."""
+    if not parquet.is_dir():
+        return parquet.exists()
+    written = max((p.stat().st_mtime for p in parquet.iterdir()), default=0.0)
+    return all(f.stat().st_mtime <= written for f in files)
+
+
 def read_history(spark: SparkSession, history_dir: str | Path) -> DataFrame:
-    """Every ``*.jsonl`` of a run's history folder (or its Parquet compaction, if present)."""
+    """Every ``*.jsonl`` of a run's history folder, or its Parquet compaction while that is current."""
     history_dir = Path(history_dir)
     parquet = history_dir / "events.parquet"
-    if parquet.exists():
+    if parquet_is_current(parquet, sorted(history_dir.glob("*.jsonl"))):
         return spark.read.schema(history_schema()).parquet(str(parquet))
     return spark.read.schema(history_schema()).option("mode", "PERMISSIVE").json(str(history_dir / "*.jsonl"))
 

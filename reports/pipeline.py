@@ -83,14 +83,14 @@ def read_events(spark: SparkSession, run: RunDir, say: Callable[[str], None] = l
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from reports.history_frame import history_schema, read_history
+    from reports.history_frame import history_schema, parquet_is_current, read_history
 
     hist = run.history
     if not hist.is_dir():
         raise SetupError("no history folder in the run directory", where=hist)
     files = sorted(hist.glob("*.jsonl"))
     parquet = hist / PARQUET
-    if _parquet_is_current(parquet, files):
+    if parquet_is_current(parquet, files):
         events = read_history(spark, hist).select(*FIELD_TYPES)
         total = events.count()
         account: dict[str, Any] = {"files": len(files), "events": total, "bad_lines": 0, "bad_examples": []}
@@ -138,14 +138,6 @@ def read_events(spark: SparkSession, run: RunDir, say: Callable[[str], None] = l
         return History(events, {"source": "jsonl", **account, "compaction_error": str(exc)}, raw)
     raw.unpersist()
     return History(read_history(spark, hist).select(*FIELD_TYPES), {"source": "parquet", **account})
-
-
-def _parquet_is_current(parquet: Path, files: list[Path]) -> bool:
-    """A compaction exists and no JSON-lines file changed after it was written."""
-    if not parquet.is_dir():
-        return parquet.exists()
-    written = max((p.stat().st_mtime for p in parquet.iterdir()), default=0.0)
-    return all(f.stat().st_mtime <= written for f in files)
 
 
 def compact(events: DataFrame, account: dict[str, Any], run: RunDir) -> None:

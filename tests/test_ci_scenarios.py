@@ -12,7 +12,10 @@ from harness.runner import run_scenario
 from harness.scenario import load_scenario
 from tests.procs import ROOT
 
-CI_SCENARIOS = sorted((ROOT / "scenarios" / "ci").glob("*.toml"))
+# test_end_to_end runs paranoid-pirate-kills with closer checks of the verdict and report.
+CI_SCENARIOS = sorted(
+    p for p in (ROOT / "scenarios" / "ci").glob("*.toml") if p.stem != "paranoid-pirate-kills"
+)
 
 
 @pytest.mark.parametrize("path", CI_SCENARIOS, ids=[p.stem for p in CI_SCENARIOS])

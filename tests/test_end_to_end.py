@@ -15,30 +15,7 @@ from harness.scenario import load_scenario
 from tests.procs import ROOT
 
 FAULTY = ROOT / "tests" / "faulty_impl" / "manifest.toml"
-
-KILLS = """
-description = "short kill-and-restart run"
-implementation = "{implementation}"
-seed = 11
-duration_s = 20
-drain_s = 10
-[topology]
-worker = 3
-[load]
-users = 6
-spawn_rate = 6
-wait_ms = 20
-[[faults]]
-kind = "kill"
-target = "worker:random"
-at_s = [6]
-restart_after_s = 2
-[[faults]]
-kind = "freeze"
-target = "worker:random"
-at_s = [12]
-duration_s = 4
-"""
+PP_KILLS = ROOT / "scenarios" / "ci" / "paranoid-pirate-kills.toml"  # one kill, one freeze
 
 FAULTY_LOAD = """
 implementation = "{implementation}"
@@ -61,9 +38,7 @@ def checks(verdict: dict) -> dict[str, str]:
 
 
 def test_paranoid_pirate_survives_worker_kills_and_freezes(tmp_path: Path, spark) -> None:
-    path = tmp_path / "kills.toml"
-    path.write_text(KILLS.format(implementation="paranoid-pirate"))
-    result = run_scenario(load_scenario(path), runs_dir=tmp_path / "runs")
+    result = run_scenario(load_scenario(PP_KILLS), runs_dir=tmp_path / "runs")
 
     assert result.exit_code == 0, json.dumps(result.verdict["checks"], indent=1)[:3000]
     assert set(checks(result.verdict).values()) == {"held"}

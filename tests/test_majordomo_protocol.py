@@ -68,4 +68,4 @@ def test_builders_round_trip_through_the_parsers() -> None:
 
 def test_describe_is_short() -> None:
     text = mdp.describe([b"x" * 100] * 10)
-    assert "+4 frames" in text and len(text) < 300
+    assert "+6 more" in text and len(text) < 300

@@ -19,6 +19,7 @@ from harness.history import HistoryWriter, history_file
 from harness.rundir import RunDir
 from reports import pipeline
 from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckResult
+from reports.history_frame import parquet_is_current
 from reports.junit import junit_tree
 from reports.pipeline import build_report
 from reports.verdict import build_verdict
@@ -221,9 +222,9 @@ def test_a_compaction_older_than_the_json_lines_is_ignored(tmp_path):
     line = tmp_path / "client-1.jsonl"
     line.write_text("{}\n")
     os.utime(parquet / "part-0.parquet", (1000, 1000))
-    assert not pipeline._parquet_is_current(parquet, [line])
+    assert not parquet_is_current(parquet, [line])
     os.utime(line, (900, 900))
-    assert pipeline._parquet_is_current(parquet, [line])
+    assert parquet_is_current(parquet, [line])
 
 
 def test_expected_violation_that_did_not_happen_fails_the_run():

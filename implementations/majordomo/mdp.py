@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from implementations.runtime import describe  # noqa: F401 - part of this module's API
+
 C_CLIENT = b"MDPC01"
 W_WORKER = b"MDPW01"
 
@@ -56,13 +58,6 @@ class WorkerCommand:
     @property
     def name(self) -> str:
         return COMMAND_NAMES[self.command]
-
-
-def describe(frames: list[bytes], limit: int = 6) -> str:
-    """A short printable rendering of a message, for logs and ``malformed`` events."""
-    shown = [repr(f[:24]) + ("…" if len(f) > 24 else "") for f in frames[:limit]]
-    more = f" +{len(frames) - limit} frames" if len(frames) > limit else ""
-    return f"[{', '.join(shown)}]{more}"
 
 
 def _service(frame: bytes) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from implementations.runtime import describe  # noqa: F401 - part of this module's API
+
 READY = b"\x01"
 HEARTBEAT = b"\x02"
 CONTROL = {READY: "READY", HEARTBEAT: "HEARTBEAT"}
@@ -54,10 +56,3 @@ def parse_to_worker(frames: list[bytes]) -> tuple[str, Enveloped | None]:
             return "HEARTBEAT", None
         raise Malformed(f"unknown one-frame command {frames[0][:16]!r}")
     return "REQUEST", split_envelope(frames)
-
-
-def describe(frames: list[bytes], limit: int = 4) -> str:
-    """A short printable rendering of a message for logs and ``malformed`` events."""
-    shown = [repr(f[:24]) for f in frames[:limit]]
-    more = f" +{len(frames) - limit} more" if len(frames) > limit else ""
-    return f"[{', '.join(shown)}{more}]"

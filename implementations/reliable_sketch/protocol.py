@@ -11,20 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from implementations.runtime import describe
+
 READY = b"READY"
 EMPTY = b""
 
 
 class Malformed(ValueError):
     """Frames that are not a message of the sketch."""
-
-
-def describe(frames: list[bytes], limit: int = 120) -> str:
-    """A short printable rendering of ``frames`` for logs and ``malformed`` events."""
-    text = " | ".join(repr(f[:40]) for f in frames[:6])
-    if len(frames) > 6:
-        text += f" | ... ({len(frames)} frames)"
-    return text[:limit]
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,11 @@ from collections import deque
 import zmq
 
 from harness.history import HistoryWriter, rid_of
-from implementations.runtime import announce_ready, start_role
+from implementations.runtime import (
+    announce_ready,
+    describe,
+    start_role,
+)
 
 log = logging.getLogger("queue")
 
@@ -40,10 +44,6 @@ log = logging.getLogger("queue")
 WAIT_SLICE_MS = 250
 
 READY = b"\x01"
-
-
-def describe(frames: list[bytes]) -> str:
-    return "[" + ", ".join(repr(f[:24]) for f in frames[:6]) + "]" + (" …" if len(frames) > 6 else "")
 
 
 def parse_backend(frames: list[bytes]) -> tuple[bytes, bytes | None, list[bytes]]:

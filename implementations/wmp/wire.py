@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
+from implementations.runtime import describe  # noqa: F401 - part of this module's API
+
 VERSION = b"WMP\x01"
 
 READY, WAKE, GIVE, TAKE, NO, DONE = (bytes([c]) for c in range(1, 7))
@@ -140,10 +142,3 @@ def decode(frames: list[bytes]) -> Message:
     if not payload and command in WITH_PAYLOAD:
         raise Malformed(f"{command} without a payload")
     return Message(command, lists["path"], lists["route"], headers, payload)
-
-
-def describe(frames: list[bytes], limit: int = 4) -> str:
-    """A short printable rendering of frames for logs and ``malformed`` events."""
-    shown = [repr(f[:24]) for f in frames[:limit]]
-    more = f" +{len(frames) - limit} more" if len(frames) > limit else ""
-    return f"[{', '.join(shown)}{more}]"

@@ -51,6 +51,13 @@ class CheckContext:
         return self.meta["manifest"]["promises"]
 
 
+def events_of(ctx: CheckContext, *kinds: str) -> DataFrame:
+    """The history's events of the given kinds (``ev``)."""
+    from pyspark.sql import functions as F
+
+    return ctx.events.filter(F.col("ev").isin(*kinds))
+
+
 @dataclass
 class CheckResult:
     name: str

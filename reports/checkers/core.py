@@ -24,6 +24,7 @@ from reports.checkers import (
     CheckResult,
     FaultWindow,
     checker,
+    events_of,
 )
 
 NS = 1_000_000_000
@@ -73,10 +74,6 @@ def _status(violations: int) -> str:
     return VIOLATED if violations else HELD
 
 
-def _events(ctx: CheckContext, *kinds: str) -> DataFrame:
-    return ctx.events.filter(F.col("ev").isin(*kinds))
-
-
 # --- no_lost ---------------------------------------------------------------------------
 
 
@@ -89,7 +86,7 @@ def no_lost(ctx: CheckContext) -> CheckResult:
     is_send = F.col("ev") == "send"
     # One shuffle: every send, reply and abandon of a request meet in one group.
     sends = (
-        _events(ctx, "send", "reply", "abandon")
+        events_of(ctx, "send", "reply", "abandon")
         .groupBy("cid", "seq")
         .agg(
             F.min(F.when(is_send, F.col("ts"))).alias("ts"),
@@ -160,10 +157,10 @@ def no_lost(ctx: CheckContext) -> CheckResult:
 def no_duplicate(ctx: CheckContext) -> CheckResult:
     cols = ["ts", "src", "ev", "cid", "seq", "rid", "got_rid"]
     deliveries = (
-        _events(ctx, "reply")
+        events_of(ctx, "reply")
         .select(*cols, F.col("rid").alias("delivered_rid"))
         .unionByName(
-            _events(ctx, "unexpected")
+            events_of(ctx, "unexpected")
             .filter(F.col("got_rid").isNotNull())
             .select(*cols, F.col("got_rid").alias("delivered_rid"))
         )
@@ -221,7 +218,7 @@ def in_order(ctx: CheckContext) -> CheckResult:
         return CheckResult("in_order", UNKNOWN, summary="not promised", figures={"promised": False})
     order = Window.partitionBy("cid").orderBy("ts", "seq")
     replies = (
-        _events(ctx, "reply")
+        events_of(ctx, "reply")
         .select("ts", "src", "ev", "cid", "seq", "rid")
         .withColumn("prev_seq", F.lag("seq").over(order))
         .withColumn("prev_ts", F.lag("ts").over(order))
@@ -269,7 +266,7 @@ def correct_reply(ctx: CheckContext) -> CheckResult:
         .when(~is_reply & (owner != F.col("cid")), F.lit("reply meant for another client"))
     )
     checked = (
-        _events(ctx, "reply", "unexpected")
+        events_of(ctx, "reply", "unexpected")
         .select("ts", "src", "ev", "cid", "seq", "rid", "ok", "got_rid", "worker", "detail")
         .withColumn("problem", problem)
     )
@@ -307,11 +304,11 @@ def correct_reply(ctx: CheckContext) -> CheckResult:
 )
 def execution_count(ctx: CheckContext) -> CheckResult:
     mode = ctx.promises.get("execution", "at_least_once")
-    execs = _events(ctx, "exec").select("ts", "src", "ev", "rid", "worker")
+    execs = events_of(ctx, "exec").select("ts", "src", "ev", "rid", "worker")
     per_rid = execs.groupBy("rid").agg(F.count("*").alias("n"))
-    sent = _events(ctx, "send").groupBy("rid").agg(F.min("cid").alias("cid"), F.min("seq").alias("seq"))
+    sent = events_of(ctx, "send").groupBy("rid").agg(F.min("cid").alias("cid"), F.min("seq").alias("seq"))
     answered = (
-        _events(ctx, "reply").filter(F.col("ok")).select("rid").distinct().withColumn("answered", F.lit(1))
+        events_of(ctx, "reply").filter(F.col("ok")).select("rid").distinct().withColumn("answered", F.lit(1))
     )
     requests = (
         sent.join(per_rid, "rid", "left")
@@ -385,7 +382,7 @@ def execution_count(ctx: CheckContext) -> CheckResult:
         violations += figures["answered_but_not_executed"]
         unexecuted = requests.filter((F.col("n") == 0) & F.col("answered").isNotNull()).select("rid")
         offenders.append(
-            _events(ctx, "reply")
+            events_of(ctx, "reply")
             .filter(F.col("ok"))
             .join(unexecuted, "rid")
             .select(
@@ -515,7 +512,7 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_bytes: int = 64 * 1024
     "with the tail of its log",
 )
 def no_unexpected_exit(ctx: CheckContext) -> CheckResult:
-    procs = _events(ctx, "proc_start", "proc_exit")
+    procs = events_of(ctx, "proc_start", "proc_exit")
     unexpected = (F.col("ev") == "proc_exit") & ~F.coalesce("expected", F.lit(False))
     row = procs.agg(
         F.sum((F.col("ev") == "proc_start").cast("int")).alias("starts"),
@@ -572,9 +569,9 @@ def recovery(ctx: CheckContext) -> CheckResult:
         faults = ctx.spark.createDataFrame(
             [(f.fault_id, f.stop_ns, f.target) for f in healed], "fault_id int, stop_ns long, target string"
         )
-        ok = _events(ctx, "reply").filter(F.col("ok")).select("ts")
+        ok = events_of(ctx, "reply").filter(F.col("ok")).select("ts")
         first_ok = _first_after(ok, faults)
-        execs = _events(ctx, "exec").select("ts", "worker")
+        execs = events_of(ctx, "exec").select("ts", "worker")
         on_target = (execs["worker"] == faults["target"]) | execs["worker"].startswith(
             F.concat(faults["target"], F.lit("-"))
         )

@@ -42,6 +42,7 @@ from reports.checkers import (
     CheckResult,
     FaultWindow,
     checker,
+    events_of,
 )
 
 NS = 1_000_000_000
@@ -196,10 +197,6 @@ def result(name: str, found: list[dict[str, Any]], summary: str, figures: dict[s
     return CheckResult(name, status, len(found), found[:MAX_EXAMPLES], summary, figures)
 
 
-def _events(ctx: CheckContext, *kinds: str) -> DataFrame:
-    return ctx.events.filter(F.col("ev").isin(*kinds))
-
-
 # --- every PING is answered ------------------------------------------------------------
 
 
@@ -210,7 +207,7 @@ def _events(ctx: CheckContext, *kinds: str) -> DataFrame:
 )
 def pings_answered(ctx: CheckContext) -> CheckResult:
     bound_ns = int(float(options(ctx).get("broker_timeout_ms", 1000)) * MS)
-    beats = _events(ctx, "ping", "pong").select("ts", "src", "ev", "worker")
+    beats = events_of(ctx, "ping", "pong").select("ts", "src", "ev", "worker")
     after = Window.partitionBy("worker").orderBy("ts").rowsBetween(1, Window.unboundedFollowing)
     pings = (
         beats.withColumn("pong_ts", F.first(F.when(F.col("ev") == "pong", F.col("ts")), True).over(after))
@@ -265,7 +262,7 @@ def pings_answered(ctx: CheckContext) -> CheckResult:
 
 def dispatch_to_expired(ctx: CheckContext, name: str) -> CheckResult:
     """Every dispatch to a worker follows its registration, with no expiry in between."""
-    broker = _events(ctx, "worker_ready", "worker_expired", "dispatch").select(
+    broker = events_of(ctx, "worker_ready", "worker_expired", "dispatch").select(
         "ts", "src", "ev", "worker", "rid", "reason", "detail"
     )
     before = Window.partitionBy("src", "worker").orderBy("ts").rowsBetween(Window.unboundedPreceding, -1)
@@ -317,8 +314,8 @@ def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
 
 def _jobs_outstanding(ctx: CheckContext) -> set[str]:
     """Worker connections that were sent more jobs than they finished (busy when they fell silent)."""
-    sent = _events(ctx, "dispatch").groupBy("worker").agg(F.count("*").alias("sent"))
-    done = _events(ctx, "done").groupBy("worker").agg(F.count("*").alias("done"))
+    sent = events_of(ctx, "dispatch").groupBy("worker").agg(F.count("*").alias("sent"))
+    done = events_of(ctx, "done").groupBy("worker").agg(F.count("*").alias("done"))
     busy = sent.join(done, "worker", "left").filter(F.col("sent") > F.coalesce(F.col("done"), F.lit(0)))
     return {r["worker"] for r in busy.select("worker").collect()}
 
@@ -335,16 +332,16 @@ def expiry(ctx: CheckContext) -> CheckResult:
     # What the broker hears from a connection: READY (its registration), PINGs and results,
     # except what the worker sent into a partitioned (or otherwise lossy) link.
     said = (
-        _events(ctx, "ping", "done")
+        events_of(ctx, "ping", "done")
         .filter(~lost_on_link(ctx, F.col("ts"), F.col("src")))
         .select("ts", "worker")
     )
-    ready = _events(ctx, "worker_ready").filter(F.col("detail") == "ready").select("ts", "worker")
-    registered = _events(ctx, "worker_ready").select("worker").distinct()
+    ready = events_of(ctx, "worker_ready").filter(F.col("detail") == "ready").select("ts", "worker")
+    registered = events_of(ctx, "worker_ready").select("worker").distinct()
     last_said = (
         said.unionByName(ready).groupBy("worker").agg(F.max("ts").alias("last_ts")).join(registered, "worker")
     )
-    expired = _events(ctx, "worker_expired").select("ts", "src", "ev", "worker", "reason", "detail")
+    expired = events_of(ctx, "worker_expired").select("ts", "src", "ev", "worker", "reason", "detail")
     messages = said.unionByName(ready)
     # The last message before each expiry (a connection may be registered again afterwards).
     before = (
@@ -443,12 +440,12 @@ def reconnect(ctx: CheckContext) -> CheckResult:
     return_ns = int(float(ctx.promises.get("return_bound_s", 5.0)) * NS)
     workers = worker_instances(ctx)
     ev = (
-        _events(ctx, "ping", "pong", "exec", "malformed", "reconnect")
+        events_of(ctx, "ping", "pong", "exec", "malformed", "reconnect")
         .filter(F.col("src").isin(list(workers)))
         .select("ts", "src", "ev", "worker", "reason", "detail")
     )
     starts = (
-        _events(ctx, "proc_start")
+        events_of(ctx, "proc_start")
         .filter(F.col("instance").isin(list(workers)))
         .select("ts", F.col("instance").alias("src"), "ev", "worker", "reason", "detail")
     )
@@ -457,7 +454,7 @@ def reconnect(ctx: CheckContext) -> CheckResult:
         by_src[row["src"]].append(row)
     registered = {
         r["worker"]: r["ts"]
-        for r in _events(ctx, "worker_ready").groupBy("worker").agg(F.min("ts").alias("ts")).collect()
+        for r in events_of(ctx, "worker_ready").groupBy("worker").agg(F.min("ts").alias("ts")).collect()
     }
     end = history_end(ctx)
     found: list[dict[str, Any]] = []
@@ -518,7 +515,9 @@ def workers_return(ctx: CheckContext) -> CheckResult:
     bound_ns = int(float(ctx.promises.get("return_bound_s", 5.0)) * NS)
     brokers = broker_instances(ctx)
     # A broker fault after which the broker process started again (kill with restart, restart).
-    starts = rows(_events(ctx, "proc_start").filter(F.col("instance").isin(list(brokers))), "ts", "instance")
+    starts = rows(
+        events_of(ctx, "proc_start").filter(F.col("instance").isin(list(brokers))), "ts", "instance"
+    )
     # Each broker fault after which the broker process started again (kill with restart,
     # restart), with the time of that start: the new broker can hear workers from then on.
     restarts = []
@@ -534,7 +533,7 @@ def workers_return(ctx: CheckContext) -> CheckResult:
         return CheckResult(
             "pingpong_workers_return", UNKNOWN, summary="the broker was not restarted", figures=figures
         )
-    ready = rows(_events(ctx, "worker_ready"), "ts", "worker", "detail")
+    ready = rows(events_of(ctx, "worker_ready"), "ts", "worker", "detail")
     end = history_end(ctx)
     found: list[dict[str, Any]] = []
     times: list[int] = []
@@ -590,10 +589,10 @@ def resend(ctx: CheckContext) -> CheckResult:
     if resend_ns <= 0:
         return CheckResult("pingpong_resend", UNKNOWN, summary="resend is off in this run", figures=figures)
     dispatch = (
-        _events(ctx, "dispatch").filter(F.col("rid") != "").select("ts", "src", "worker", "rid", "detail")
+        events_of(ctx, "dispatch").filter(F.col("rid") != "").select("ts", "src", "worker", "rid", "detail")
     )
-    done = _events(ctx, "done").select(F.col("worker").alias("d_worker"), F.col("rid").alias("d_rid"))
-    answered = _events(ctx, "reply").select(F.col("rid").alias("r_rid"), F.col("ts").alias("reply_ts"))
+    done = events_of(ctx, "done").select(F.col("worker").alias("d_worker"), F.col("rid").alias("d_rid"))
+    answered = events_of(ctx, "reply").select(F.col("rid").alias("r_rid"), F.col("ts").alias("reply_ts"))
     nxt = Window.partitionBy("rid").orderBy("ts")
     # A dispatch its worker never finished, with the next dispatch of the same job.
     lost = (

@@ -1,4 +1,4 @@
-"""nox sessions: tests, lint, demo, chaos (the CI scenario suite and soaks), bench."""
+"""nox sessions: tests, lint, demo, chaos (the scenario suites), bench."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ PYTHON = "3.11"
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """The test suite (unit, integration, end to end); soaks excluded."""
+    """The test suite: unit, integration, end to end, and the CI scenarios."""
     session.install("-e", ".[test]")
-    session.run("pytest", "-m", "not soak", *session.posargs)
+    session.run("pytest", *session.posargs)
 
 
 @nox.session(python=PYTHON)
@@ -35,15 +35,15 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def chaos(session: nox.Session) -> None:
-    """The CI scenario suite and the long chaos soaks."""
-    session.install("-e", ".[test]")
+    """The CI scenario suite, then every longer scenario of scenarios/ (about an hour)."""
+    session.install("-e", ".")
     session.run("zchaos", "suite", "scenarios/ci/")
-    session.run("pytest", "-m", "soak", *session.posargs)
+    session.run("zchaos", "suite", "scenarios/", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Every benchmark under bench/ (figures, not pass/fail)."""
-    session.install("-e", ".")
+    session.install("-e", ".[bench]")
     for script in sorted(__import__("pathlib").Path("bench").glob("*.py")):
         session.run("python", str(script), *session.posargs)

@@ -11,7 +11,11 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import time
+from collections.abc import Callable
 from types import FrameType
+
+import zmq
 
 from harness.history import HistoryWriter, writer_from_env
 
@@ -45,3 +49,21 @@ def describe(frames: list[bytes], limit: int = 4) -> str:
     shown = [repr(f[:24]) for f in frames[:limit]]
     more = f" +{len(frames) - limit} more" if len(frames) > limit else ""
     return f"[{', '.join(shown)}{more}]"
+
+
+def drain(
+    socket: zmq.Socket,
+    handle: Callable[[list[bytes], float], None],
+    batch: int,
+    more: Callable[[], bool] = lambda: True,
+) -> None:
+    """Hand up to ``batch`` waiting messages to ``handle(frames, now)`` without blocking,
+    while ``more()`` holds (e.g. while a worker is idle to take a request)."""
+    for _ in range(batch):
+        if not more():
+            return
+        try:
+            frames = socket.recv_multipart(zmq.NOBLOCK)
+        except zmq.Again:
+            return
+        handle(frames, time.monotonic())

@@ -53,7 +53,7 @@ from implementations.pingpong.protocol import (
     to_client,
     to_worker,
 )
-from implementations.runtime import announce_ready, start_role
+from implementations.runtime import announce_ready, drain, start_role
 
 MAX_POLL_S = 0.1
 #: Messages read from one socket in one loop turn, so neither side starves the other.
@@ -231,20 +231,10 @@ class Broker:
             poller = poll_both if self.idle and not self.waiting else poll_backend
             ready = dict(poller.poll(MAX_POLL_S * 1000))
             if self.backend in ready:
-                self._drain(self.backend, self.on_backend)
+                drain(self.backend, self.on_backend, BATCH)
             if self.frontend in ready:
-                self._drain(self.frontend, self.on_frontend, while_idle=True)
+                drain(self.frontend, self.on_frontend, BATCH, lambda: bool(self.idle))
             self.on_timers(time.monotonic())
-
-    def _drain(self, socket: zmq.Socket, handle, *, while_idle: bool = False) -> None:
-        for _ in range(BATCH):
-            if while_idle and not self.idle:
-                return
-            try:
-                frames = socket.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            handle(frames, time.monotonic())
 
 
 def main(argv: list[str] | None = None) -> None:

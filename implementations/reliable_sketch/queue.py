@@ -32,7 +32,6 @@ import argparse
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import zmq
@@ -46,7 +45,7 @@ from implementations.reliable_sketch.protocol import (
     to_client,
     to_server,
 )
-from implementations.runtime import announce_ready, start_role
+from implementations.runtime import announce_ready, drain, start_role
 
 MAX_POLL_S = 0.1
 BATCH = 200
@@ -195,24 +194,12 @@ class Queue:
             timeout = max(0.0, min(MAX_POLL_S, self.next_deadline() - time.monotonic()))
             ready = dict(poller.poll(timeout * 1000))
             if self.backend in ready:
-                self._drain(self.backend, self.on_backend)
+                drain(self.backend, self.on_backend, BATCH)
             if self.frontend in ready:
-                self._drain(self.frontend, self.on_frontend, while_ready=True)
+                drain(self.frontend, self.on_frontend, BATCH, lambda: bool(self.ready))
             # Replies that arrived while the frontend was read count before any deadline.
-            self._drain(self.backend, self.on_backend)
+            drain(self.backend, self.on_backend, BATCH)
             self.on_timers(time.monotonic())
-
-    def _drain(
-        self, socket: zmq.Socket, handle: Callable[[list[bytes], float], None], *, while_ready: bool = False
-    ) -> None:
-        for _ in range(BATCH):
-            if while_ready and not self.ready:
-                return
-            try:
-                frames = socket.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            handle(frames, time.monotonic())
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -155,11 +155,15 @@ class Nemesis:
                 log.exception("fault %s failed", fault.describe())
                 self._errors.append(f"{fault.describe()}: {exc}")
 
+    def _missed(self, fault: PlannedFault) -> None:
+        """The target was not running: the history still says the fault came, and did nothing."""
+        self._emit("fault_start", fault, detail="target was not running")
+        self._emit("fault_stop", fault, detail="nothing to do")
+
     def _do_kill(self, fault: PlannedFault) -> None:
         pid = self.control.signal(fault.target, signal.SIGKILL, expected_exit=True)
         if pid is None:
-            self._emit("fault_start", fault, detail="target was not running")
-            self._emit("fault_stop", fault, detail="nothing to do")
+            self._missed(fault)
             return
         self._emit("fault_start", fault, pid=pid)
         self.injected += 1
@@ -186,8 +190,7 @@ class Nemesis:
     def _do_freeze(self, fault: PlannedFault) -> None:
         pid = self.control.signal(fault.target, signal.SIGSTOP)
         if pid is None:
-            self._emit("fault_start", fault, detail="target was not running")
-            self._emit("fault_stop", fault, detail="nothing to do")
+            self._missed(fault)
             return
         self._emit("fault_start", fault, pid=pid)
         self.injected += 1
@@ -198,8 +201,7 @@ class Nemesis:
     def _do_starve(self, fault: PlannedFault) -> None:
         pid = self.control.signal(fault.target, 0)  # signal 0: only its pid
         if pid is None:
-            self._emit("fault_start", fault, detail="target was not running")
-            self._emit("fault_stop", fault, detail="nothing to do")
+            self._missed(fault)
             return
         starvation = Starvation(pid, fault.params.get("share", 0.1), max_s=fault.params["duration_s"] + 60)
         method = starvation.start()

@@ -66,6 +66,9 @@ class CheckResult:
     examples: list[dict[str, Any]] = field(default_factory=list)  # first offending events
     summary: str = ""  # one line with the figures, for the verdict table
     figures: dict[str, Any] = field(default_factory=dict)  # numbers worth showing
+    #: For UNKNOWN: what was missing and how to get it ("needs exec events from the workers:
+    #: run the subject with probe workers, see README"); shown in every output.
+    reason: str = ""
 
     @property
     def passed(self) -> bool:

@@ -98,6 +98,12 @@ EVENTS: dict[str, EventKind] = {
         "a request timed out and will be sent again on a fresh socket",
     ),
     "abandon": EventKind("client", ("cid", "seq", "rid", "reason"), (), "the client gave up on a request"),
+    "lost": EventKind(
+        "client",
+        ("cid", "seq", "rid", "reason"),
+        (),
+        "a client that never resends (reply_deadline_s) waited its deadline out: no reply, counted lost",
+    ),
     "unexpected": EventKind(
         "client",
         ("cid", "seq"),

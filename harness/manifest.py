@@ -42,7 +42,16 @@ in_order = true
 recovery_bound_s = 10.0
 steady_grace_s = 10.0            # how long after a fault steady-state rules are relaxed
 latency_p99_ms = 500.0           # steady-state latency bound
+requeue = false                  # the broker hands a dead worker's request to another worker
 ```
+
+``requeue = true`` promises that a request held by a worker that dies (or expires) is
+handed to another worker by the broker itself, so it is answered without any resend.
+Asynchronous clients that never resend (client option ``reply_deadline_s``, which must
+be at least ``recovery_bound_s``: a request answered within the recovery bound must not
+count as lost) record a request still unanswered after the deadline as ``lost``; with
+the promise every such loss fails ``no_lost``, without it a loss during a fault is only
+reported (nothing but a resend could have saved it).
 
 Placeholders in commands: ``{python}`` (this interpreter), ``{role}``, ``{instance}``
 (``worker-2``), ``{index}`` (2), ``{bind.E}`` (the address to bind endpoint E on),
@@ -121,6 +130,7 @@ class Promises:
     recovery_bound_s: float = 10.0
     steady_grace_s: float = 10.0
     latency_p99_ms: float = 500.0
+    requeue: bool = False
     extra: dict[str, Any] = field(default_factory=dict)  # family-specific promise values
 
     def as_dict(self) -> dict[str, Any]:
@@ -131,6 +141,7 @@ class Promises:
             "recovery_bound_s": self.recovery_bound_s,
             "steady_grace_s": self.steady_grace_s,
             "latency_p99_ms": self.latency_p99_ms,
+            "requeue": self.requeue,
             **self.extra,
         }
 
@@ -257,9 +268,13 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
         recovery_bound_s=recovery,
         steady_grace_s=pt.get("steady_grace_s", float, recovery, minimum=0),
         latency_p99_ms=pt.get("latency_p99_ms", float, 500.0, minimum=0),
+        requeue=pt.get("requeue", bool, False),
         extra=pt.remaining(),
     )
     pt.done()
+    deadline_problem = reply_deadline_problem(client_options, promises)
+    if deadline_problem:
+        raise client.error("options", deadline_problem)
     top.done()
     return Manifest(
         name=name,
@@ -273,6 +288,25 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
         roles=roles,
         promises=promises,
     )
+
+
+def reply_deadline_problem(options: dict[str, Any], promises: Promises) -> str | None:
+    """What is wrong with a no-resend client's ``reply_deadline_s`` (None: nothing).
+
+    A deadline shorter than the recovery bound would call lost a request that a correct
+    system answers while it is still recovering as promised.
+    """
+    deadline = options.get("reply_deadline_s")
+    if deadline is None or deadline == 0:
+        return None
+    if isinstance(deadline, bool) or not isinstance(deadline, int | float) or deadline < 0:
+        return f"reply_deadline_s must be a number of seconds (0: resend as usual), got {deadline!r}"
+    if deadline < promises.recovery_bound_s:
+        return (
+            f"reply_deadline_s = {deadline:g} is shorter than [promises] recovery_bound_s = "
+            f"{promises.recovery_bound_s:g}: a request answered within the recovery bound would count as lost"
+        )
+    return None
 
 
 CLIENTS_LINK = "link:clients"

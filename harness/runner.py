@@ -85,7 +85,10 @@ def interrupts_deferred() -> Iterator[None]:
 
 
 def client_budget_s(options: dict[str, Any]) -> float:
-    """How long a client may work on one request before it abandons it (timeout × attempts)."""
+    """How long a client may work on one request before it abandons it (timeout × attempts,
+    or the reply deadline of a client that never resends)."""
+    if options.get("reply_deadline_s"):
+        return float(options["reply_deadline_s"])
     if "timeout_ms" in options:
         return options["timeout_ms"] / 1000 * (options.get("retries", 0) + 1)
     return 10.0

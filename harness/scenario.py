@@ -45,7 +45,7 @@ from typing import Any
 from chaos.faults import FAULT_KINDS, SELECTORS
 from harness.config import REQUIRED, Table, load_toml
 from harness.errors import SetupError
-from harness.manifest import Manifest, link_names, load_manifest
+from harness.manifest import Manifest, link_names, load_manifest, reply_deadline_problem
 
 
 @dataclass(frozen=True)
@@ -220,6 +220,9 @@ def parse_scenario(data: dict[str, Any], path: Path | None, *, where: str | Path
         processes=lt.get("processes", int, defaults.processes, minimum=1),
         client_options={**manifest.client_options, **client_overrides},
     )
+    deadline_problem = reply_deadline_problem(load.client_options, manifest.promises)
+    if deadline_problem:
+        raise lt.error("client", deadline_problem)
     lt.done()
 
     faults = []

@@ -3,9 +3,9 @@
 Each user is one client with its own identity (``client-7``). It numbers its requests
 (``seq`` 1, 2, 3 ...), gives each a run-unique id carried at the head of the payload,
 lets its adapter speak the protocol, checks the reply against the request, records the
-outcome (``reply`` or ``abandon``; the adapter records ``send``, ``retry`` and
-``unexpected``) and fires Locust's ``request`` event, so Locust's statistics, CSV files
-and web UI stay true. The load's configuration comes from the runner as JSON in
+outcome (``reply``, ``abandon``, or ``lost`` for a client that never resends; the adapter
+records ``send``, ``retry`` and ``unexpected``) and fires Locust's ``request`` event, so
+Locust's statistics, CSV files and web UI stay true. The load's configuration comes from the runner as JSON in
 ``ZCHAOS_LOAD`` (``LoadConfig``); the same seed gives every client the same payloads.
 """
 
@@ -21,7 +21,7 @@ from locust import User, constant, task
 
 from harness.history import HistoryWriter, NullWriter, history_file, payload_for, request_id
 from loadtests.adapters import adapter_class
-from loadtests.adapters.base import Abandoned, AsyncClientAdapter, ClientAdapter, RequestLog
+from loadtests.adapters.base import Abandoned, AsyncClientAdapter, ClientAdapter, Lost, RequestLog
 from loadtests.config import LoadConfig
 
 
@@ -67,7 +67,14 @@ class ZchaosUser(User):
         self.starts: dict[str, tuple[list[bytes], float]] = {}
 
     def on_stop(self) -> None:
-        self.adapter.close()
+        # An asynchronous client collects what it has in flight before it goes (the
+        # adapter's own deadlines bound the wait; Locust's --stop-timeout cuts it short).
+        try:
+            if isinstance(self.adapter, AsyncClientAdapter):
+                while self.adapter.in_flight():
+                    self._collect()
+        finally:
+            self.adapter.close()
 
     def _new_request(self) -> tuple[list[bytes], RequestLog]:
         self.seq += 1
@@ -79,10 +86,9 @@ class ZchaosUser(User):
     def _finish(self, body: list[bytes], log: RequestLog, outcome: Any, started: float) -> None:
         elapsed = time.perf_counter() - started
         exception: Exception | None = None
-        if isinstance(outcome, Abandoned):
-            self.writer.emit(
-                "abandon", src=self.cid, cid=self.cid, seq=log.seq, rid=log.rid, reason=outcome.reason
-            )
+        if isinstance(outcome, Abandoned | Lost):
+            ev = "lost" if isinstance(outcome, Lost) else "abandon"
+            self.writer.emit(ev, src=self.cid, cid=self.cid, seq=log.seq, rid=log.rid, reason=outcome.reason)
             exception = outcome
             length = 0
         else:
@@ -113,7 +119,7 @@ class ZchaosUser(User):
         started = time.perf_counter()
         try:
             outcome: Any = self.adapter.request(body, log)
-        except Abandoned as exc:
+        except (Abandoned, Lost) as exc:
             outcome = exc
         self._finish(body, log, outcome, started)
 
@@ -124,6 +130,10 @@ class ZchaosUser(User):
             body, log = self._new_request()
             self.starts[log.rid] = (body, time.perf_counter())
             adapter.submit(body, log)
+        self._collect()
+
+    def _collect(self) -> None:
+        adapter: AsyncClientAdapter = self.adapter  # type: ignore[assignment]
         for log, outcome in adapter.poll(0.05):
             body, started = self.starts.pop(log.rid)
             self._finish(body, log, outcome, started)

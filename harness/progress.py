@@ -15,7 +15,7 @@ from typing import IO, TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from chaos.nemesis import Nemesis, PlannedFault
     from harness.rundir import RunDir
-    from harness.scenario import Scenario
+    from harness.scenario import LoadSpec, Scenario
 
 _COUNTED = {
     "send": b'"ev":"send"',
@@ -59,6 +59,7 @@ class Progress:
         self._counter: HistoryCounter | None = None
         self._nemesis: Nemesis | None = None
         self._total = 0.0
+        self._load: LoadSpec | None = None
         self._live_line = False
 
     def _print(self, text: str) -> None:
@@ -74,6 +75,11 @@ class Progress:
             f"  load: {scenario.load.users} users for {scenario.duration_s:g} s; "
             f"{len(plan)} fault(s) planned; run folder {run.root}"
         )
+        for phase in scenario.load.phases:
+            self._print(
+                f"    phase {phase.name}: {phase.start_s:g}-{phase.end_s:g} s, {phase.users} users, "
+                f"{phase.wait_ms:g} ms between requests"
+            )
         for fault in plan:
             self._print(f"    {fault.describe()}")
 
@@ -86,10 +92,13 @@ class Progress:
     def warn(self, text: str) -> None:
         self._print(f"  ! {text}")
 
-    def start_load(self, total_s: float, history_dir: Path, nemesis: Nemesis) -> None:
+    def start_load(
+        self, total_s: float, history_dir: Path, nemesis: Nemesis, load: LoadSpec | None = None
+    ) -> None:
         self._counter = HistoryCounter(history_dir)
         self._nemesis = nemesis
         self._total = total_s
+        self._load = load
 
     def tick(self, elapsed: float) -> None:
         now = time.monotonic()
@@ -99,8 +108,9 @@ class Progress:
         c = self._counter.update() if self._counter else {}
         faults = self._nemesis.injected if self._nemesis else 0
         upcoming = self._nemesis.next_fault(elapsed) if self._nemesis else None
-        line = (
-            f"  {min(elapsed, self._total):5.0f}/{self._total:g} s  requests {c.get('send', 0):>7} "
+        line = f"  {min(elapsed, self._total):5.0f}/{self._total:g} s" + self._phase_label(elapsed)
+        line += (
+            f"  requests {c.get('send', 0):>7} "
             f"replies {c.get('reply', 0):>7}  retries {c.get('retry', 0)}  abandons {c.get('abandon', 0)}  "
             f"faults {faults}"
         )
@@ -112,6 +122,15 @@ class Progress:
             self._live_line = True
         else:
             self._print(line)
+
+    def _phase_label(self, elapsed: float) -> str:
+        """`` phase idle (2/3, 1 user)`` while a phased load runs, else nothing."""
+        phase = self._load.phase_at(elapsed) if self._load else None
+        if phase is None:
+            return ""
+        n = self._load.phases.index(phase) + 1
+        users = f"{phase.users} user" + ("" if phase.users == 1 else "s")
+        return f"  phase {phase.name} ({n}/{len(self._load.phases)}, {users})"
 
     def end_load(self) -> None:
         if self._counter is not None:

@@ -209,6 +209,8 @@ class Runner:
             wait_ms=load.wait_ms,
             seed=self.scenario.seed,
             name=self.scenario.manifest.name,
+            phases=[p.as_dict() for p in load.phases],
+            origin_ns=time.time_ns(),  # Locust starts right after: the load's time zero
         )
         if self.ui_port is None:
             mode = ["--headless"]
@@ -223,10 +225,13 @@ class Runner:
                 "--web-port",
                 str(self.ui_port),
             ]
-        argv = [
-            sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *mode,
+        # With phases the load shape sets users and spawn rate and ends the load itself.
+        steady = [] if load.phases else [
             "--users", str(load.users), "--spawn-rate", str(load.spawn_rate),
             "--run-time", f"{self.scenario.duration_s:g}s",
+        ]  # fmt: skip
+        argv = [
+            sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *mode, *steady,
             "--stop-timeout", f"{self.scenario.drain_s:g}",
             "--csv", str(self.run.locust_csv_prefix), "--only-summary",
             "--loglevel", "WARNING", "--exit-code-on-error", "0",
@@ -253,13 +258,9 @@ class Runner:
         t0 = time.monotonic()
         self.meta["load_started_ns"] = time.time_ns()
         nemesis.start(t0)
-        self.progress.start_load(self.scenario.duration_s, self.run.history, nemesis)
+        self.progress.start_load(self.scenario.duration_s, self.run.history, nemesis, self.scenario.load)
         # Locust stops its users after the run time and lets requests in flight finish.
-        limit = (
-            self.scenario.duration_s
-            + self.scenario.drain_s
-            + self.scenario.load.users / self.scenario.load.spawn_rate
-        )
+        limit = self.scenario.duration_s + self.scenario.drain_s + self.scenario.load.ramp_s()
         if self.ui_port is not None:
             limit += 60
             self.progress.note(f"Locust web UI: http://127.0.0.1:{self.ui_port}/")

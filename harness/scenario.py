@@ -22,6 +22,16 @@ payload_bytes = 32                       # request size (the request id included
 processes = 1                            # Locust processes (--processes)
 client = { timeout_ms = 2500 }           # overrides of the manifest's client options
 
+[[load.phases]]                          # optional: the load in phases (Locust's LoadTestShape)
+name = "busy"                            # default phase-N; shown on the progress line
+duration_s = 40                          # the phases' durations add up to duration_s
+users = 10                               # users, spawn_rate, wait_ms: default [load]'s
+[[load.phases]]
+name = "idle"                            # a near-idle stretch: faults that land here hit a
+duration_s = 20                          # system whose workers hold no request
+users = 1
+wait_ms = 2000
+
 [[faults]]
 kind = "kill"                            # see `zchaos list` for the kinds and their parameters
 target = "worker:random"                 # an instance, a role, or role:random|half|all
@@ -49,6 +59,32 @@ from harness.manifest import Manifest, link_names, load_manifest, reply_deadline
 
 
 @dataclass(frozen=True)
+class LoadPhase:
+    """One stretch of the load: so many users, each pausing ``wait_ms`` between requests."""
+
+    name: str
+    start_s: float  # offset from the start of the load
+    duration_s: float
+    users: int
+    spawn_rate: float
+    wait_ms: float
+
+    @property
+    def end_s(self) -> float:
+        return self.start_s + self.duration_s
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "start_s": self.start_s,
+            "duration_s": self.duration_s,
+            "users": self.users,
+            "spawn_rate": self.spawn_rate,
+            "wait_ms": self.wait_ms,
+        }
+
+
+@dataclass(frozen=True)
 class LoadSpec:
     users: int = 10
     spawn_rate: float = 10.0
@@ -56,6 +92,19 @@ class LoadSpec:
     payload_bytes: int = 32
     processes: int = 1
     client_options: dict[str, Any] = field(default_factory=dict)
+    phases: tuple[LoadPhase, ...] = ()  # empty: ``users`` for the whole run
+
+    def phase_at(self, elapsed_s: float) -> LoadPhase | None:
+        """The phase the load is in ``elapsed_s`` after its start (the last one after its end)."""
+        for phase in self.phases:
+            if elapsed_s < phase.end_s:
+                return phase
+        return self.phases[-1] if self.phases else None
+
+    def ramp_s(self) -> float:
+        """The longest time spawning users can take over the run."""
+        steps = self.phases or (LoadPhase("", 0, 0, self.users, self.spawn_rate, self.wait_ms),)
+        return sum(p.users / p.spawn_rate for p in steps)
 
 
 @dataclass(frozen=True)
@@ -108,6 +157,7 @@ class Scenario:
                 "payload_bytes": self.load.payload_bytes,
                 "processes": self.load.processes,
                 "client_options": self.load.client_options,
+                "phases": [p.as_dict() for p in self.load.phases],
             },
             "faults": [
                 {"kind": f.kind, "target": f.target, "times_s": list(f.times_s), "params": f.params}
@@ -148,6 +198,34 @@ def _schedule_times(ft: Table, rng: random.Random, duration_s: float) -> tuple[f
     return tuple(times)
 
 
+def _phases(lt: Table, users: int, spawn_rate: float, wait_ms: float) -> tuple[LoadPhase, ...]:
+    """``[[load.phases]]``: each phase's users, spawn rate and wait default to [load]'s."""
+    phases: list[LoadPhase] = []
+    start = 0.0
+    for i, pt in enumerate(lt.tables("phases"), start=1):
+        name = pt.get("name", str, f"phase-{i}")
+        if any(p.name == name for p in phases):
+            raise pt.error("name", f"a phase named {name!r} comes earlier: give each phase its own name")
+        duration = pt.get("duration_s", float, minimum=0.1)
+        phase = LoadPhase(
+            name=name,
+            start_s=start,
+            duration_s=duration,
+            # 0 users: no load at all for a while (the users stop and new ones start after)
+            users=pt.get("users", int, users, minimum=0),
+            spawn_rate=pt.get("spawn_rate", float, spawn_rate, minimum=0.1),
+            wait_ms=pt.get("wait_ms", float, wait_ms, minimum=0),
+        )
+        pt.done()
+        phases.append(phase)
+        start = round(start + duration, 6)
+    if lt.has("phases") and not phases:
+        raise lt.error("phases", "is empty: give at least one [[load.phases]] or leave it out")
+    if phases and not any(p.users for p in phases):
+        raise lt.error("phases", "every phase has 0 users: there would be no load at all")
+    return tuple(phases)
+
+
 def check_target(
     target: str, link_fault: bool, manifest: Manifest, topology: dict[str, int], ft: Table
 ) -> None:
@@ -182,6 +260,7 @@ def parse_scenario(data: dict[str, Any], path: Path | None, *, where: str | Path
     except SetupError as exc:
         raise top.error("implementation", str(exc)) from None
     seed = top.get("seed", int, 1)
+    duration_given = top.has("duration_s")
     duration_s = top.get("duration_s", float, 60.0, minimum=1)
     drain_s = top.get("drain_s", float, manifest.promises.recovery_bound_s, minimum=0)
 
@@ -212,13 +291,27 @@ def parse_scenario(data: dict[str, Any], path: Path | None, *, where: str | Path
         if key not in manifest.client_options:
             known = sorted(manifest.client_options)
             raise lt.error("client", f"{key!r} is not a client option of {manifest.name} (known: {known})")
+    users = lt.get("users", int, defaults.users, minimum=1)
+    spawn_rate = lt.get("spawn_rate", float, defaults.spawn_rate, minimum=0.1)
+    wait_ms = lt.get("wait_ms", float, defaults.wait_ms, minimum=0)
+    phases = _phases(lt, users, spawn_rate, wait_ms)
+    if phases:
+        total = phases[-1].end_s
+        if duration_given and abs(total - duration_s) > 1e-6:
+            raise lt.error(
+                "phases",
+                f"the phases last {total:g} s in all but duration_s = {duration_s:g}: "
+                "make them agree, or leave duration_s out (it is then their sum)",
+            )
+        duration_s = total
     load = LoadSpec(
-        users=lt.get("users", int, defaults.users, minimum=1),
-        spawn_rate=lt.get("spawn_rate", float, defaults.spawn_rate, minimum=0.1),
-        wait_ms=lt.get("wait_ms", float, defaults.wait_ms, minimum=0),
+        users=max((p.users for p in phases), default=users),
+        spawn_rate=spawn_rate,
+        wait_ms=wait_ms,
         payload_bytes=lt.get("payload_bytes", int, defaults.payload_bytes, minimum=16),
         processes=lt.get("processes", int, defaults.processes, minimum=1),
         client_options={**manifest.client_options, **client_overrides},
+        phases=phases,
     )
     deadline_problem = reply_deadline_problem(load.client_options, manifest.promises)
     if deadline_problem:

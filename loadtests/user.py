@@ -17,12 +17,13 @@ import time
 from typing import Any
 
 import zmq.green as zmq
-from locust import User, constant, task
+from locust import User, task
 
 from harness.history import HistoryWriter, NullWriter, history_file, payload_for, request_id
 from loadtests.adapters import adapter_class
 from loadtests.adapters.base import Abandoned, AsyncClientAdapter, ClientAdapter, Lost, RequestLog
 from loadtests.config import LoadConfig
+from loadtests.shape import wait_time_for
 
 
 class WrongReply(Exception):
@@ -141,5 +142,5 @@ class ZchaosUser(User):
 
 def make_user_class(config: LoadConfig) -> type[ZchaosUser]:
     """A concrete Locust user class for this load."""
-    wait = constant(config.wait_ms / 1000)
+    wait = wait_time_for(config)
     return type("ZchaosClient", (ZchaosUser,), {"config": config, "wait_time": wait, "abstract": False})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import zmq
 
-from tests.procs import procs
+from tests.procs import procs, wait_for
 from tests.test_pingpong import Cluster, cluster
 from tests.test_sketch import start_sketch
 
@@ -27,3 +27,43 @@ def test_sketch_gives_up_on_a_request_no_server_answers_in_time(cluster: Cluster
         assert cluster.request(f"c:{n}|x".encode(), timeout_ms=5000) == f"c:{n}|x".encode()
     huge.close()
     assert queue.popen.poll() is None
+
+
+def test_simple_pirate_lists_no_stranger_for_its_replies_nor_anyone_twice(cluster: Cluster) -> None:
+    cluster.start(
+        "implementations.simple_pirate.queue",
+        ["--frontend", cluster.frontend, "--backend", cluster.backend],
+        "queue",
+    )
+    cluster.start(
+        "implementations.simple_pirate.worker",
+        ["--connect", cluster.backend, "--identity", "worker-1"],
+        "worker-1",
+    )
+    cluster.wait_event("worker_ready")
+    stranger = cluster.context.socket(zmq.DEALER)
+    stranger.linger = 0
+    stranger.setsockopt(zmq.ROUTING_ID, b"stranger")
+    stranger.connect(cluster.backend)
+    # Unsolicited "replies", a ghost READY (it will never answer), and more of both.
+    for _ in range(20):
+        stranger.send_multipart([b"", b"nobody", b"", b"s:0|junk"])
+    stranger.send_multipart([b"", b"\x01"])
+    for _ in range(20):
+        stranger.send_multipart([b"", b"\x01"])
+        stranger.send_multipart([b"", b"nobody", b"", b"s:0|junk"])
+    stranger.send_multipart([b"", b"\x07"])  # malformed: once it is recorded, all of the above was read
+    cluster.wait_event("malformed")
+    # Each request is served within a retry (the ghost may hold one request, once).
+    retries = 0
+    for n in range(1, 9):
+        for _attempt in range(2):
+            if cluster.request(f"c:{n}|x".encode(), timeout_ms=1000) == f"c:{n}|x".encode():
+                break
+            retries += 1
+        else:
+            raise AssertionError(f"request c:{n} not served in two attempts")
+    assert retries <= 1, retries
+    wait_for(lambda: len(cluster.events("discard")) >= 40, 10, "the stranger's replies dropped")
+    assert len(cluster.events("worker_ready", worker="stranger")) == 1
+    stranger.close()

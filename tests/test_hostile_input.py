@@ -67,3 +67,32 @@ def test_simple_pirate_lists_no_stranger_for_its_replies_nor_anyone_twice(cluste
     wait_for(lambda: len(cluster.events("discard")) >= 40, 10, "the stranger's replies dropped")
     assert len(cluster.events("worker_ready", worker="stranger")) == 1
     stranger.close()
+
+
+def test_paranoid_pirate_registers_a_worker_only_on_ready(cluster: Cluster) -> None:
+    timers = ["--heartbeat-ms", "500", "--liveness", "3"]
+    cluster.start(
+        "implementations.paranoid_pirate.queue",
+        ["--frontend", cluster.frontend, "--backend", cluster.backend, *timers],
+        "queue",
+    )
+    cluster.start(
+        "implementations.paranoid_pirate.worker",
+        ["--connect", cluster.backend, "--identity", "worker-1", *timers],
+        "worker-1",
+    )
+    cluster.wait_event("worker_ready")
+    stranger = cluster.context.socket(zmq.DEALER)
+    stranger.linger = 0
+    stranger.setsockopt(zmq.ROUTING_ID, b"stranger")
+    stranger.connect(cluster.backend)
+    stranger.send_multipart([b"nobody", b"", b"s:0|junk"])  # a "reply"
+    stranger.send_multipart([b"\x02"])  # a HEARTBEAT
+    stranger.send_multipart([b"\x07"])  # malformed: once it is recorded, all of the above was read
+    cluster.wait_event("malformed")
+    for n in range(1, 7):
+        assert cluster.request(f"c:{n}|x".encode(), timeout_ms=1500) == f"c:{n}|x".encode()
+    assert cluster.events("worker_ready", worker="stranger") == []
+    stranger.send_multipart([b"\x01"])  # READY does register it
+    cluster.wait_event("worker_ready", worker="stranger")
+    stranger.close()

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import zmq
 
+from implementations.pingpong.broker import MAX_RESENDS
 from tests.procs import procs, wait_for
-from tests.test_pingpong import Cluster, cluster
+from tests.test_pingpong import EXPIRE_S, Cluster, cluster, start_pingpong
 from tests.test_sketch import start_sketch
 
 __all__ = ["cluster", "procs"]  # fixtures
@@ -96,3 +97,30 @@ def test_paranoid_pirate_registers_a_worker_only_on_ready(cluster: Cluster) -> N
     stranger.send_multipart([b"\x01"])  # READY does register it
     cluster.wait_event("worker_ready", worker="stranger")
     stranger.close()
+
+
+def test_pingpong_a_job_that_reads_as_a_ping_does_not_wedge_the_only_worker(cluster: Cluster) -> None:
+    start_pingpong(cluster, 1)
+    hostile = cluster.context.socket(zmq.REQ)
+    hostile.linger = 0
+    hostile.connect(cluster.frontend)
+    hostile.send(b"PING")  # echoed, the result reads as the worker's heartbeat
+    cluster.wait_event("dispatch")
+    # The worker is expired as wedged within WORKER_EXPIRE_SECONDS and one PING, then serves.
+    assert cluster.request(b"c:1|x", timeout_ms=int((EXPIRE_S + 3) * 1000)) == b"c:1|x"
+    assert cluster.events("worker_expired", reason="wedged")
+    hostile.close()
+
+
+def test_pingpong_a_job_that_reads_as_ready_is_resent_a_bounded_number_of_times(cluster: Cluster) -> None:
+    start_pingpong(cluster, 2, "--resend-ms", "2000")
+    hostile = cluster.context.socket(zmq.REQ)
+    hostile.linger = 0
+    hostile.connect(cluster.frontend)
+    hostile.send(b"READY")  # echoed, the result reads as a restart: the job comes back
+    dropped = cluster.wait_event("request_expired", timeout=10)
+    assert "resends" in dropped["reason"]
+    assert len(cluster.events("dispatch")) == 1 + MAX_RESENDS
+    for n in range(1, 4):
+        assert cluster.request(f"c:{n}|x".encode(), timeout_ms=3000) == f"c:{n}|x".encode()
+    hostile.close()

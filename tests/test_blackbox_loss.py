@@ -20,11 +20,11 @@ STOCK = ROOT / "scenarios" / "majordomo-noresend-kill-busy-worker.toml"
 DROP_BROKER = ROOT / "tests" / "subjects" / "mdp_drop_broker" / "manifest.toml"
 
 
-def run_on(implementation: str | Path, runs_dir: Path) -> RunResult:
-    """The stock scenario, unchanged but for the implementation it runs on."""
-    data = load_toml(STOCK, "scenario")
+def run_on(implementation: str | Path, runs_dir: Path, stock: Path = STOCK) -> RunResult:
+    """A stock scenario, unchanged but for the implementation it runs on."""
+    data = load_toml(stock, "scenario")
     data["implementation"] = str(implementation)
-    return run_scenario(parse_scenario(data, STOCK), runs_dir=runs_dir)
+    return run_scenario(parse_scenario(data, stock), runs_dir=runs_dir)
 
 
 def statuses(result: RunResult) -> dict[str, str]:

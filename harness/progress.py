@@ -26,6 +26,10 @@ _COUNTED = {
 STATUS_MARK = {"held": "ok  ", "violated": "FAIL", "unknown": "??  "}
 
 
+def _users(n: int) -> str:
+    return f"{n} user" + ("" if n == 1 else "s")
+
+
 class HistoryCounter:
     """Counts client events in ``history/locust-*.jsonl`` incrementally."""
 
@@ -77,7 +81,7 @@ class Progress:
         )
         for phase in scenario.load.phases:
             self._print(
-                f"    phase {phase.name}: {phase.start_s:g}-{phase.end_s:g} s, {phase.users} users, "
+                f"    phase {phase.name}: {phase.start_s:g}-{phase.end_s:g} s, {_users(phase.users)}, "
                 f"{phase.wait_ms:g} ms between requests"
             )
         for fault in plan:
@@ -129,8 +133,7 @@ class Progress:
         if phase is None:
             return ""
         n = self._load.phases.index(phase) + 1
-        users = f"{phase.users} user" + ("" if phase.users == 1 else "s")
-        return f"  phase {phase.name} ({n}/{len(self._load.phases)}, {users})"
+        return f"  phase {phase.name} ({n}/{len(self._load.phases)}, {_users(phase.users)})"
 
     def end_load(self) -> None:
         if self._counter is not None:

@@ -629,12 +629,24 @@ def recovery(ctx: CheckContext) -> CheckResult:
         f"{len(healed)} healed faults: {len(healed) - violations - unknown} recovered within "
         f"{bound_s:g} s, {violations} not, {unknown} undecided{worst}"
     )
+    reason = ""
     if violations:
         status = VIOLATED
-    elif unknown or not healed:
+    elif not ctx.faults and not ctx.meta.get("plan"):
+        # A baseline: the plan gave this check nothing to judge, which is not a doubt.
+        status, summary = HELD, "no fault to recover from (the plan has none)"
+    elif not healed:
+        status, summary = UNKNOWN, "no fault healed during the run"
+        reason = (
+            "no planned fault ended before the run did, so no recovery could be timed; "
+            "let each fault end (duration_s, restart_after_s) at least recovery_bound_s before the load stops"
+        )
+    elif unknown:
         status = UNKNOWN
-        if not healed:
-            summary = "no fault healed during the run"
+        reason = (
+            f"{unknown} fault(s) ended less than recovery_bound_s ({bound_s:g} s) before the load "
+            "stopped and no ok reply came after them; schedule faults earlier or the load longer"
+        )
     else:
         status = HELD
-    return CheckResult("recovery", status, violations, found[:MAX_EXAMPLES], summary, figures)
+    return CheckResult("recovery", status, violations, found[:MAX_EXAMPLES], summary, figures, reason)

@@ -257,6 +257,7 @@ class Runner:
         locust.expected_exit = True  # it ends by itself when the run time is over
         t0 = time.monotonic()
         self.meta["load_started_ns"] = time.time_ns()
+        self.run.write_meta(self.meta)  # a runner killed from now on leaves the load's start
         nemesis.start(t0)
         self.progress.start_load(self.scenario.duration_s, self.run.history, nemesis)
         # Locust stops its users after the run time and lets requests in flight finish.

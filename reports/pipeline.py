@@ -322,8 +322,10 @@ def completeness(events: DataFrame, meta: dict[str, Any]) -> tuple[list[str], di
     failed = [r for r in rows if r["ev"] == "fault_error"]
     plan = meta.get("plan") or []
     load_start = meta.get("load_started_ns")
+    if load_start is None:  # a run.json written before the load began
+        load_start = next((r["ts"] for r in rows if r["ev"] == "phase" and r["name"] == "load"), None)
     last_ts = events.agg(F.max("ts")).first()[0]
-    reached_s = (last_ts - load_start) / NS if load_start and last_ts else None
+    reached_s = (last_ts - load_start) / NS if load_start is not None and last_ts is not None else None
     duration = (meta.get("scenario") or {}).get("duration_s")
     figures = {
         "phases_done": sorted(done),

@@ -439,7 +439,7 @@ def test_recovery_with_no_reply_at_all_after_a_fault_is_violated(spark):
 def test_recovery_in_a_baseline_holds_with_nothing_to_recover_from(spark):
     """A plan without faults gives recovery nothing to judge: a baseline is not unknown."""
     result = check("recovery", make_ctx(spark, clean_history()))
-    assert (result.status, result.summary) == (HELD, "no fault to recover from (the plan has none)")
+    assert result.status == HELD and "the plan has no fault" in result.summary
 
 
 def test_recovery_when_no_planned_fault_healed_is_unknown(spark):

@@ -43,6 +43,7 @@ from reports.checkers import (
     FaultWindow,
     checker,
     events_of,
+    nothing_to_judge,
 )
 
 NS = 1_000_000_000
@@ -403,7 +404,11 @@ def expiry(ctx: CheckContext) -> CheckResult:
         "never_expired": never,
     }
     if not delays and not unreachable and not found:
-        return CheckResult("pingpong_expiry", UNKNOWN, summary="no worker fell silent", figures=figures)
+        return nothing_to_judge(
+            ctx, "pingpong_expiry", "no worker fell silent",
+            "a fault on a worker was planned but no worker fell silent, so expiry could not be timed",
+            on=worker_instances(ctx), figures=figures,
+        )  # fmt: skip
     silent, gone = figures["expiry_after_last_message"], figures["unreachable_after_last_message"]
     summary = f"{silent['count']} silent workers expired"
     if delays:
@@ -530,9 +535,11 @@ def workers_return(ctx: CheckContext) -> CheckResult:
                 restarts.append((f, started[-1]))
     figures: dict[str, Any] = {"broker_restarts": len(restarts), "bound_s": bound_ns / NS}
     if not restarts:
-        return CheckResult(
-            "pingpong_workers_return", UNKNOWN, summary="the broker was not restarted", figures=figures
-        )
+        return nothing_to_judge(
+            ctx, "pingpong_workers_return", "the broker was not restarted",
+            "a broker kill or restart was planned but the broker did not start again during the run",
+            on=brokers, kinds=("kill", "restart"), figures=figures,
+        )  # fmt: skip
     ready = rows(events_of(ctx, "worker_ready"), "ts", "worker", "detail")
     end = history_end(ctx)
     found: list[dict[str, Any]] = []
@@ -637,7 +644,12 @@ def resend(ctx: CheckContext) -> CheckResult:
         )
     figures.update({"unfinished_dispatches": len(delays) + len(found), "resend_after": spread(delays)})
     if not delays and not found:
-        return CheckResult("pingpong_resend", UNKNOWN, summary="no job was left unfinished", figures=figures)
+        return nothing_to_judge(
+            ctx, "pingpong_resend", "no job was left unfinished",
+            "a fault on a worker was planned but no job was left unfinished; kill busy workers "
+            "(work_ms > 0, wait_ms = 0) to see resends",
+            on=worker_instances(ctx), figures=figures,
+        )  # fmt: skip
     after = figures["resend_after"]
     summary = (
         f"{len(delays)} jobs resent {after['min_ms']}-{after['max_ms']} ms after dispatch "

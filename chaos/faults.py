@@ -55,6 +55,24 @@ FAULT_KINDS: dict[str, FaultKind] = {
             "process",
             {"duration_s": (float, ...), "share": (float, 0.1)},
         ),
+        # A hostile or broken peer (chaos/malformed.py): junk of a protocol family sent
+        # straight to the endpoint the target binds (never through a link's proxy: the
+        # sender is the attacker, not a link). `family` defaults to the manifest's name
+        # when that is a family zchaos knows; the side (client or worker junk) is the
+        # client side for the manifest's client endpoint and the worker side otherwise.
+        FaultKind(
+            "malformed",
+            "send `family` junk (bad frames, unknown commands, strangers' READY/HEARTBEAT/replies) to "
+            "the target's `endpoint`, rate_per_s messages a second for duration_s",
+            "process",
+            {
+                "duration_s": (float, ...),
+                "endpoint": (str, ...),
+                "family": (str, None),
+                "rate_per_s": (float, 20.0),
+                "service": (str, "echo"),
+            },
+        ),
         # Network faults act, through the fault proxy, on the links the target instance
         # connects over (chaos/netfaults.py); `direction` is both, upstream or downstream.
         # The runner routes every link through the fault proxy when the plan has one.

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.malformed import FAMILIES
+
 #: How a scenario picks instances of a role: ``worker:random`` (one, seeded), ``worker:half``
 #: (half of them, rounded up, seeded), ``worker:all``.
 SELECTORS = ("random", "half", "all")
@@ -63,7 +65,8 @@ FAULT_KINDS: dict[str, FaultKind] = {
         FaultKind(
             "malformed",
             "send `family` junk (bad frames, unknown commands, strangers' READY/HEARTBEAT/replies) to "
-            "the target's `endpoint`, rate_per_s messages a second for duration_s",
+            "the target's `endpoint`, rate_per_s messages a second for duration_s; family: "
+            + ", ".join(FAMILIES),
             "process",
             {
                 "duration_s": (float, ...),

@@ -61,7 +61,7 @@ FAULT_KINDS: dict[str, FaultKind] = {
         # straight to the endpoint the target binds (never through a link's proxy: the
         # sender is the attacker, not a link). `family` defaults to the manifest's name
         # when that is a family zchaos knows; the side (client or worker junk) is the
-        # client side for the manifest's client endpoint and the worker side otherwise.
+        # client side for an endpoint the manifest's clients use, the worker side otherwise.
         FaultKind(
             "malformed",
             "send `family` junk (bad frames, unknown commands, strangers' READY/HEARTBEAT/replies) to "

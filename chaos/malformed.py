@@ -24,7 +24,7 @@ import contextlib
 import os
 import random
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import zmq
@@ -34,10 +34,10 @@ from implementations.paranoid_pirate import protocol as ppp
 from implementations.pingpong import protocol as pingpong
 
 
-def endpoint_side(endpoint: str, client_endpoint: str) -> str:
-    """Which junk an endpoint gets: the manifest's client endpoint the client side, any
-    other endpoint the worker side."""
-    return "client" if endpoint == client_endpoint else "worker"
+def endpoint_side(endpoint: str, client_endpoints: Collection[str]) -> str:
+    """Which junk an endpoint gets: an endpoint the manifest's clients connect to the client
+    side, any other endpoint the worker side."""
+    return "client" if endpoint in client_endpoints else "worker"
 
 
 #: The size of an oversized frame (a Majordomo or Pirate broker copies it whole).

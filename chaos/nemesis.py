@@ -241,6 +241,9 @@ class Nemesis:
         if endpoint not in self.endpoints:
             raise RuntimeError(f"the malformed fault needs the address of endpoint {endpoint!r}")
         address, side = self.endpoints[endpoint]
+        if self.control.signal(fault.target, 0) is None:  # signal 0: only whether it runs
+            self._missed(fault)
+            return
         rate = fault.params.get("rate_per_s", 20.0)
         period = max(1.0, 1.0 / rate)  # a batch a second, or one message per batch when slower
         per_batch = max(1, round(rate * period))

@@ -135,7 +135,10 @@ EVENTS: dict[str, EventKind] = {
         "a request a lost worker held went back to the head of its queue (at-least-once)",
     ),
     "request_expired": EventKind(
-        "broker", ("service",), ("rid", "reason"), "a queued request waited too long and was dropped"
+        "broker",
+        (),
+        ("service", "rid", "reason"),
+        "a broker dropped a request: it waited too long for a worker, or no send of it was answered in time",
     ),
     "mmi_reply": EventKind(
         "broker",

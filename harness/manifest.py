@@ -24,7 +24,7 @@ backend = "queue"
 command = ["{python}", "-m", "implementations.paranoid_pirate.queue",
            "--frontend", "{bind.frontend}", "--backend", "{bind.backend}",
            "--heartbeat-ms", "{opt.heartbeat_ms}"]
-ready = "port:frontend"          # "port:ENDPOINT", "log:REGEX" or "none"
+ready = "port:frontend"          # "port:ENDPOINT", "log:REGEX" (a line this start wrote) or "none"
 # count = 1, scalable = false, env = {}, stop_signal = "SIGTERM"
 
 [roles.worker]

@@ -165,6 +165,17 @@ class Runner:
 
     # -- the phases -------------------------------------------------------------------
 
+    def _remove_leftovers(self) -> None:
+        """Undo what runs killed without their teardown left on the host (starvation cgroups)."""
+        from chaos.starve import remove_leftovers
+
+        found = remove_leftovers()
+        for path in found.removed:
+            self.progress.note(f"removed a CPU-starvation cgroup left by a dead zchaos run: {path}")
+        for path, why in found.failed:
+            self.progress.warn(f"could not remove a cgroup left by a dead zchaos run: {path} ({why})")
+        self.meta["leftovers_removed"] = [str(p) for p in found.removed]
+
     def _start_fault_proxy(self) -> None:
         """One proxy per link, when the plan has a network fault; the processes then connect
         through them. Without one, links stay direct: a proxy would only add latency."""
@@ -294,6 +305,7 @@ class Runner:
             with interrupts_raise():
                 try:
                     self._phase("setup")
+                    self._remove_leftovers()
                     self._start_fault_proxy()
                     self._start_system()
                     self._phase("load")

@@ -586,7 +586,7 @@ def workers_return(ctx: CheckContext) -> CheckResult:
     "pingpong_resend",
     "with resend on: a job whose worker returns no result goes to another worker resend_ms "
     "after its dispatch (at most resend_margin_s later, never sooner)",
-    needs=("dispatch", "done"),
+    needs=("dispatch",),
 )
 def resend(ctx: CheckContext) -> CheckResult:
     resend_ns = int(float(options(ctx).get("resend_ms", 0)) * MS)

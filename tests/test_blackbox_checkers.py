@@ -120,7 +120,7 @@ def mmi_ctx(spark, events: list[dict[str, Any]], *, faults=(), roles=None, optio
     ctx.meta["manifest"].update(
         roles=roles or {"broker": {"service": None}, "worker": {"service": "echo", "probe": "majordomo"}},
         endpoints={"frontend": "broker", "backend": "broker"},
-        client_endpoint="frontend",
+        clients=[{"name": "mdp_sync", "adapter": "mdp_sync", "endpoints": ["frontend"]}],
         options=options if options is not None else {"heartbeat_ms": 500, "liveness": 3},  # 2 s tolerance
     )
     return ctx

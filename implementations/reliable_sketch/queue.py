@@ -87,7 +87,9 @@ class Queue:
         self.max_sends = max_sends
         self.ready: OrderedDict[bytes, None] = OrderedDict()  # first: ready longest
         self.busy: dict[bytes, Pending] = {}
-        self.disabled: OrderedDict[bytes, Pending] = OrderedDict()  # with the request it missed
+        # With the id of the request it missed (not the request: a stranger's READY makes a
+        # ghost server, and a thousand ghosts must not hold a thousand request bodies).
+        self.disabled: OrderedDict[bytes, str] = OrderedDict()
         self.resend: deque[Pending] = deque()
         self.discarded = 0
 
@@ -111,7 +113,7 @@ class Queue:
             missed = self.disabled.pop(server)
             if msg.kind == "reply":
                 self.discarded += 1
-                rid = next(filter(None, map(rid_of, msg.body)), missed.rid)
+                rid = next(filter(None, map(rid_of, msg.body)), missed)
                 self.writer.emit("discard", worker=self._name(server), rid=rid, reason="disabled server")
             self._ready(server, "re-enabled")
             self.log.info("server %s is ready again (%s)", self._name(server), msg.kind)
@@ -184,7 +186,7 @@ class Queue:
     def on_timers(self, now: float) -> None:
         for server in [s for s, p in self.busy.items() if p.deadline <= now]:
             pending = self.busy.pop(server)
-            self.disabled[server] = pending
+            self.disabled[server] = pending.rid
             while len(self.disabled) > MAX_DISABLED:
                 self.disabled.popitem(last=False)
             self.writer.emit(

@@ -175,14 +175,14 @@ def _faulted(ctx: CheckContext, instance: str) -> list[Span]:
     return spans
 
 
-def alive_spans(ctx: CheckContext, roles: list[str], broker_role: str | None) -> tuple[list, list]:
+def alive_spans(ctx: CheckContext, roles: list[str], broker_roles: set[str]) -> tuple[list, list]:
     """What the supervisor knows of the workers of ``roles``: (alive, serving) rows of
     (instance, t0, t1). Alive: its process ran (proc_start to proc_exit), not frozen, not cut
     off. Serving: alive and no broker (re)start since (a new broker knows no worker yet)."""
     procs = (
         _events(ctx, "proc_start", "proc_exit").select("ts", "ev", "role", "instance").orderBy("ts").collect()
     )
-    broker_starts = [r["ts"] for r in procs if r["ev"] == "proc_start" and r["role"] == broker_role]
+    broker_starts = [r["ts"] for r in procs if r["ev"] == "proc_start" and r["role"] in broker_roles]
     ran: dict[str, list[Span]] = {}
     for r in procs:
         if r["role"] not in roles:
@@ -246,10 +246,12 @@ def mmi_service(ctx: CheckContext) -> CheckResult:
             "[promises] mmi_tolerance_s (how long the broker may take to notice a worker died or came)"
         )
         return CheckResult("mmi_service", UNKNOWN, 0, [], "no tolerance for the MMI answers", reason=reason)
-    broker_role = manifest.get("endpoints", {}).get(manifest.get("client_endpoint"))
+    # The brokers: the roles that bind an endpoint the load clients connect to.
+    client_endpoints = {e for kind in manifest.get("clients", []) for e in kind.get("endpoints", [])}
+    broker_roles = {r for e, r in manifest.get("endpoints", {}).items() if e in client_endpoints}
     spans: list[tuple[str, str, str, int, int | None]] = []
     for svc, roles in roles_of.items():
-        alive, serving = alive_spans(ctx, roles, broker_role)
+        alive, serving = alive_spans(ctx, roles, broker_roles)
         spans += [("alive", svc, *s) for s in alive] + [("serving", svc, *s) for s in serving]
     tol_ns = int(tolerance * 1e9)
     # The broker answered between the query (ts - latency) and its arrival (ts); it may

@@ -190,6 +190,7 @@ def statuses(verdict: dict) -> dict[str, str]:
     return {name: c["status"] for name, c in verdict["checks"].items()}
 
 
+@pytest.mark.slow
 def test_a_users_lazy_pirate_program_passes_a_kill_workers_scenario(tmp_path: Path, spark) -> None:
     result = run(tmp_path, CLIENTS / "manifest.toml")
     assert result.exit_code == 0, json.dumps(result.verdict["checks"], indent=1)[:3000]
@@ -201,6 +202,7 @@ def test_a_users_lazy_pirate_program_passes_a_kill_workers_scenario(tmp_path: Pa
     assert {e.get("kind") for e in events if e["ev"] in ("send", "reply", "retry")} == {"mine"}
 
 
+@pytest.mark.slow
 def test_a_program_that_takes_late_replies_fails_correct_reply(tmp_path: Path, spark) -> None:
     result = run(tmp_path, CLIENTS / "manifest-late-replies.toml")
     assert result.exit_code == 1
@@ -212,6 +214,7 @@ def test_a_program_that_takes_late_replies_fails_correct_reply(tmp_path: Path, s
     assert status["no_lost"] == status["no_duplicate"] == status["in_order"] == "held"
 
 
+@pytest.mark.slow
 def test_a_bad_line_and_a_program_dying_mid_run_show_in_the_report(tmp_path: Path, spark) -> None:
     result = run(
         tmp_path, CLIENTS / "manifest.toml", load="client = { garbage_at = 5, exit_at = 40 }", faults=False

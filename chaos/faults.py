@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.malformed import FAMILIES
+
 REQUIRED: Any = ...  # a Param's default when the scenario must give the value
 INT64_MAX = 2**63 - 1  # Toxiproxy's toxic attributes are Go int64
 
@@ -142,6 +144,26 @@ FAULT_KINDS: dict[str, FaultKind] = {
                 "duration_s": _duration(),
                 # chaos/starve.py: a quota of 0 stops the process (that is freeze), 1 is no fault.
                 "share": Param(float, 0.1, "the part of one CPU the process keeps", min=0.01, max=0.99),
+            },
+        ),
+        # A hostile or broken peer (chaos/malformed.py): junk of a protocol family sent
+        # straight to the endpoint the target binds (never through a link's proxy: the
+        # sender is the attacker, not a link). `family` defaults to the manifest's name
+        # when that is a family zchaos knows; the side (client or worker junk) is the
+        # client side for an endpoint the manifest's clients use, the worker side otherwise.
+        # harness/scenario.py check_malformed checks endpoint and family against the manifest.
+        FaultKind(
+            "malformed",
+            "send `family` junk (bad frames, unknown commands, strangers' READY/HEARTBEAT/replies) to "
+            "the target's `endpoint`, rate_per_s messages a second for duration_s; family: "
+            + ", ".join(FAMILIES),
+            "process",
+            {
+                "duration_s": _duration(),
+                "endpoint": Param(str, doc="an endpoint the target binds (the manifest's [endpoints])"),
+                "family": Param(str, None, "whose junk to send (default: the manifest's family)"),
+                "rate_per_s": Param(float, 20.0, "junk messages a second", "messages/s", min=0.01),
+                "service": Param(str, "echo", "the service named in Majordomo junk"),
             },
         ),
         # Network faults act, through the fault proxy, on the links the target instance

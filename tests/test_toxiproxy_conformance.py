@@ -446,6 +446,35 @@ def test_toxicity_outside_0_1_and_negative_attributes_are_accepted(
     assert assert_proxy_reads_work(server_url, http, proxy) == [r.json()]
 
 
+# Go's JSON scanner messages (encoding/json), behind "bad request body: ".
+SYNTAX = [
+    (b"{bad", "invalid character 'b' looking for beginning of object key string"),
+    (b"nul", "unexpected EOF"),
+    (b"\xef\xbb\xbf{}", "invalid character 'ï' looking for beginning of value"),
+    (b'{"type": "latency",}', "invalid character '}' looking for beginning of object key string"),
+    (b'{"type" "latency"}', "invalid character '\"' after object key"),
+    (b'{"toxicity": 1.}', "invalid character '}' after decimal point in numeric literal"),
+    (b'{"type": "latency"', "unexpected EOF"),
+    (b"", "EOF"),
+]
+
+
+@pytest.mark.parametrize(("body", "error"), SYNTAX, ids=[repr(b) for b, _ in SYNTAX])
+def test_json_syntax_errors_in_go_words(
+    server_url: str, http: requests.Session, proxy: dict, body: bytes, error: str
+) -> None:
+    toxics = url(server_url, "proxies", proxy["name"], "toxics")
+    odd = add_toxic(http, server_url, proxy, type="latency", name="odd")
+    for method, target in (
+        ("POST", url(server_url, "proxies")),
+        ("POST", toxics),
+        ("PATCH", toxics + "/odd"),
+        ("PATCH", url(server_url, "proxies", proxy["name"])),
+    ):
+        assert_api_error(http.request(method, target, data=body), 400, f"bad request body: {error}")
+    assert assert_proxy_reads_work(server_url, http, proxy) == [odd]
+
+
 def test_populate_ignores_toxics_even_with_numbers_out_of_range(
     server_url: str, http: requests.Session, echo: Echo
 ) -> None:

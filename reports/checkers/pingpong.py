@@ -381,10 +381,13 @@ def expiry(ctx: CheckContext) -> CheckResult:
     }
     busy = _jobs_outstanding(ctx)
     end = broker_end(ctx)
-    never = 0
+    never = silent_busy = 0
     for row in last_said.collect():
         worker, last_ts = row["worker"], row["last_ts"]
-        if worker in busy or (expired_workers.get(worker) or 0) >= last_ts:
+        if worker in busy:  # this check is about idle workers: the broker keeps a busy one
+            silent_busy += last_ts + expire_ns + margin_ns <= end
+            continue
+        if (expired_workers.get(worker) or 0) >= last_ts:
             continue
         deadline = last_ts + expire_ns + margin_ns
         instance = instance_of(worker, processes)
@@ -405,7 +408,14 @@ def expiry(ctx: CheckContext) -> CheckResult:
         "expiry_after_last_message": spread(delays),
         "unreachable_after_last_message": spread(unreachable),
         "never_expired": never,
+        "silent_busy_workers": silent_busy,
     }
+    if not delays and not unreachable and not found and silent_busy:
+        # The plan silenced only busy workers (a busy worker killed): no idle worker to time.
+        summary = (
+            f"no idle worker fell silent; {silent_busy} silent worker(s) held a job, which the broker keeps"
+        )
+        return CheckResult("pingpong_expiry", HELD, summary=summary, figures=figures)
     if not delays and not unreachable and not found:
         return nothing_to_judge(
             ctx, "pingpong_expiry", "no worker fell silent",

@@ -98,6 +98,7 @@ def run_subject(tmp_path: Path, exit_on_malformed: int):
     return run_scenario(load_scenario(path), runs_dir=tmp_path / "runs")
 
 
+@pytest.mark.slow
 def test_a_broker_that_exits_on_junk_fails_no_unexpected_exit(tmp_path: Path, spark) -> None:
     result = run_subject(tmp_path, exit_on_malformed=1)
     checks = result.verdict["checks"]
@@ -107,6 +108,7 @@ def test_a_broker_that_exits_on_junk_fails_no_unexpected_exit(tmp_path: Path, sp
     assert batches and json.loads(batches[0]["detail"])["family"] == "simple-pirate"
 
 
+@pytest.mark.slow
 def test_the_same_broker_without_the_bug_passes(tmp_path: Path, spark) -> None:
     result = run_subject(tmp_path, exit_on_malformed=0)
     summary = {name: (c["status"], c["summary"]) for name, c in result.verdict["checks"].items()}

@@ -5,10 +5,12 @@ while the same broker without that bug passes the same scenario."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 
+from chaos.malformed import FAMILIES, HEAVY, Wire, send_batch
 from harness.errors import SetupError
 from harness.history import read_events
 from harness.runner import run_scenario
@@ -90,6 +92,35 @@ def test_a_bad_malformed_fault_names_the_key(
     assert message in str(caught.value) and str(path) in str(caught.value)
 
 
+class RecordingWire(Wire):
+    """Records what would go out (a unit test of the generators: no sockets)."""
+
+    def __init__(self) -> None:
+        super().__init__(None, "tcp://127.0.0.1:1")  # type: ignore[arg-type]
+        self.sent: list[list[bytes]] = []
+
+    def send(self, identity: bytes, frames: list[bytes]) -> None:
+        self.sent.append(frames)
+
+    def recv(self, identity: bytes, timeout_ms: int) -> list[bytes] | None:
+        return None
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_the_same_seed_sends_the_same_junk(family: str) -> None:
+    for side in ("client", "worker"):
+        runs = []
+        for seed in (1, 1, 2):
+            wire = RecordingWire()
+            counts = send_batch(wire, family, side, random.Random(seed), 200)
+            runs.append((counts, wire.sent))
+        assert runs[0] == runs[1] and runs[0] != runs[2]
+        counts, sent = runs[0]
+        assert sum(counts.values()) == 200 and len(sent) >= 200
+        assert all(counts[name] <= 1 for name in HEAVY)  # megabytes at most once a batch
+        assert set(counts) == set(FAMILIES[family].cases(side))  # 200 draws reach every case
+
+
 def run_subject(tmp_path: Path, exit_on_malformed: int):
     text = (SUBJECT / "malformed.toml").read_text()
     text = text.replace('"manifest.toml"', json.dumps(str(SUBJECT / "manifest.toml")))
@@ -98,6 +129,7 @@ def run_subject(tmp_path: Path, exit_on_malformed: int):
     return run_scenario(load_scenario(path), runs_dir=tmp_path / "runs")
 
 
+@pytest.mark.slow
 def test_a_broker_that_exits_on_junk_fails_no_unexpected_exit(tmp_path: Path, spark) -> None:
     result = run_subject(tmp_path, exit_on_malformed=1)
     checks = result.verdict["checks"]
@@ -107,6 +139,7 @@ def test_a_broker_that_exits_on_junk_fails_no_unexpected_exit(tmp_path: Path, sp
     assert batches and json.loads(batches[0]["detail"])["family"] == "simple-pirate"
 
 
+@pytest.mark.slow
 def test_the_same_broker_without_the_bug_passes(tmp_path: Path, spark) -> None:
     result = run_subject(tmp_path, exit_on_malformed=0)
     summary = {name: (c["status"], c["summary"]) for name, c in result.verdict["checks"].items()}

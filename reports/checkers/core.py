@@ -8,6 +8,7 @@ figures. Family checkers may reuse ``examples``, ``run_time`` and ``client_budge
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from reports.checkers import (
     FaultWindow,
     checker,
     events_of,
+    nothing_to_judge,
 )
 
 NS = 1_000_000_000
@@ -165,7 +167,10 @@ def no_lost(ctx: CheckContext) -> CheckResult:
             "requeue is not promised"
         )
     if total == 0:
-        return CheckResult("no_lost", UNKNOWN, summary="no request was sent", figures=figures)
+        return CheckResult(
+            "no_lost", UNKNOWN, summary="no request was sent", figures=figures,
+            reason="no send event in the history: the load clients recorded nothing (see logs/locust.log)",
+        )  # fmt: skip
     found = []
     if lost:
         offenders = requests.filter("lost").select(
@@ -228,7 +233,10 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
         f"{figures['duplicated_requests']} delivered more than once ({extra} extra)"
     )
     if figures["deliveries"] == 0:
-        return CheckResult("no_duplicate", UNKNOWN, summary="no reply was delivered", figures=figures)
+        return CheckResult(
+            "no_duplicate", UNKNOWN, summary="no reply was delivered", figures=figures,
+            reason="no reply reached a client, so no delivery could be counted",
+        )  # fmt: skip
     found = []
     if extra:
         dup = per_rid.filter(F.col("n") > 1).select("delivered_rid", F.col("n").alias("deliveries"))
@@ -263,7 +271,10 @@ def in_order(ctx: CheckContext) -> CheckResult:
     ordered = [k["name"] for k in kinds if k.get("in_order", promised)]
     unordered = [k["name"] for k in kinds if not k.get("in_order", promised)]
     if not (ordered if kinds else promised):
-        return CheckResult("in_order", UNKNOWN, summary="not promised", figures={"promised": False})
+        return CheckResult(
+            "in_order", UNKNOWN, summary="not promised", figures={"promised": False},
+            reason="the manifest lists in_order among its checks but promises in_order = false: drop one",
+        )  # fmt: skip
     order = Window.partitionBy("cid").orderBy("ts", "seq")
     replies = events_of(ctx, "reply")
     if unordered:
@@ -292,7 +303,10 @@ def in_order(ctx: CheckContext) -> CheckResult:
     if unordered:
         summary += f" (kinds {', '.join(ordered)}; {', '.join(unordered)} promise no order)"
     if figures["replies"] == 0:
-        return CheckResult("in_order", UNKNOWN, summary="no reply arrived", figures=figures)
+        return CheckResult(
+            "in_order", UNKNOWN, summary="no reply arrived", figures=figures,
+            reason="no reply reached a client, so no order could be seen",
+        )  # fmt: skip
     found = []
     if bad:
         found = examples(
@@ -343,7 +357,10 @@ def correct_reply(ctx: CheckContext) -> CheckResult:
         f"{figures['stale_own_replies']} stale own replies"
     )
     if figures["replies"] == 0 and bad == 0:
-        return CheckResult("correct_reply", UNKNOWN, summary="no reply arrived", figures=figures)
+        return CheckResult(
+            "correct_reply", UNKNOWN, summary="no reply arrived", figures=figures,
+            reason="no reply reached a client, so none could be compared with its request",
+        )  # fmt: skip
     found = examples(checked.filter(F.col("problem").isNotNull())) if bad else []
     return CheckResult("correct_reply", _status(bad), bad, found, summary, figures)
 
@@ -354,7 +371,9 @@ def correct_reply(ctx: CheckContext) -> CheckResult:
 @checker(
     "execution_count",
     "how many times each request was executed (worker exec events): never for a request "
-    "nobody sent; exactly once or at least once for an answered one, as promised",
+    'nobody sent, at least once for an answered one; with execution = "exactly_once" a '
+    "request executed twice is a violation (the example lists every execution)",
+    needs=("exec",),
 )
 def execution_count(ctx: CheckContext) -> CheckResult:
     mode = ctx.promises.get("execution", "at_least_once")
@@ -401,6 +420,8 @@ def execution_count(ctx: CheckContext) -> CheckResult:
             UNKNOWN,
             summary="no exec events: the implementation does not record executions",
             figures=figures,
+            reason="needs exec events from the workers, which this subject does not write: run it with "
+            "zchaos's probe workers, or drop execution_count from the manifest's checks",
         )
     offenders: list[DataFrame] = []
     violations = n_unsent
@@ -421,18 +442,29 @@ def execution_count(ctx: CheckContext) -> CheckResult:
         )
     if mode == "exactly_once" and figures["executed_more_than_once"]:
         violations += figures["executed_more_than_once"]
-        again = Window.partitionBy("rid").orderBy("ts", "src")
-        multi = per_rid.filter(F.col("n") > 1).select("rid", F.col("n").alias("executions"))
-        offenders.append(
+        # One example per request run more than once, carrying every execution of it (who
+        # ran it when), so both sides of a double execution can be found in the logs.
+        multi = per_rid.filter(F.col("n") > 1).select("rid", F.col("n").alias("times"))
+        runs = (
             execs.join(F.broadcast(multi), "rid")
-            .withColumn("k", F.row_number().over(again))
-            .filter(F.col("k") == 2)
+            .groupBy("rid", "times")
+            .agg(F.sort_array(F.collect_list(F.struct("ts", "src", "worker"))).alias("runs"))
             .join(sent, "rid", "left")
-            .select(
-                "ts", "src", "ev", "cid", "seq", "rid", "worker", F.lit("executed again").alias("problem")
+        )
+        offenders.append(
+            runs.select(
+                F.col("runs")[1]["ts"].alias("ts"),
+                F.col("runs")[1]["src"].alias("src"),
+                F.lit("exec").alias("ev"),
+                "cid",
+                "seq",
+                "rid",
+                F.col("runs")[1]["worker"].alias("worker"),
+                F.to_json(F.col("runs")).alias("executions"),
+                F.concat(F.lit("executed "), F.col("times").cast("string"), F.lit(" times")).alias("problem"),
             )
         )
-    if mode == "at_least_once" and figures["answered_but_not_executed"]:
+    if figures["answered_but_not_executed"]:  # at least once, and exactly once too
         violations += figures["answered_but_not_executed"]
         unexecuted = requests.filter((F.col("n") == 0) & F.col("answered").isNotNull()).select("rid")
         offenders.append(
@@ -454,6 +486,9 @@ def execution_count(ctx: CheckContext) -> CheckResult:
     for df in offenders:
         found.extend(examples(df))
     found = sorted(found, key=lambda e: e["ts"])[:MAX_EXAMPLES]
+    for ex in found:
+        if "executions" in ex:
+            ex["executions"] = json.loads(ex["executions"])
     return CheckResult("execution_count", _status(violations), violations, found, summary, figures)
 
 
@@ -527,8 +562,10 @@ def steady_state(ctx: CheckContext) -> CheckResult:
         summary += f", {lost} lost"
     if replies == 0 and retries == 0 and abandons == 0 and lost == 0:
         return CheckResult(
-            "steady_state", UNKNOWN, summary="no traffic outside fault windows", figures=figures
-        )
+            "steady_state", UNKNOWN, summary="no traffic outside fault windows", figures=figures,
+            reason="every reply fell inside a fault window, its grace or the warm-up: lengthen the load "
+            "or space the faults",
+        )  # fmt: skip
     violations = retries + abandons + lost + int(slow)
     found: list[dict[str, Any]] = []
     if retries or abandons or lost:
@@ -583,8 +620,9 @@ def no_unexpected_exit(ctx: CheckContext) -> CheckResult:
     summary = f"{figures['starts']} process starts, {figures['exits']} exits, {bad} unexpected"
     if figures["starts"] == 0 and figures["exits"] == 0:
         return CheckResult(
-            "no_unexpected_exit", UNKNOWN, summary="no process events recorded", figures=figures
-        )
+            "no_unexpected_exit", UNKNOWN, summary="no process events recorded", figures=figures,
+            reason="history/runner.jsonl holds no proc_start or proc_exit: the runner's history is missing",
+        )  # fmt: skip
     found = []
     if bad:
         found = examples(
@@ -688,12 +726,22 @@ def recovery(ctx: CheckContext) -> CheckResult:
         f"{len(healed)} healed faults: {len(healed) - violations - unknown} recovered within "
         f"{bound_s:g} s, {violations} not, {unknown} undecided{worst}"
     )
+    reason = ""
     if violations:
         status = VIOLATED
-    elif unknown or not healed:
+    elif not healed:
+        return nothing_to_judge(
+            ctx, "recovery", "no fault healed during the run",
+            "no planned fault ended before the run did, so no recovery could be timed; let each fault "
+            "end (duration_s, restart_after_s) at least recovery_bound_s before the load stops",
+            figures=figures,
+        )  # fmt: skip
+    elif unknown:
         status = UNKNOWN
-        if not healed:
-            summary = "no fault healed during the run"
+        reason = (
+            f"{unknown} fault(s) ended less than recovery_bound_s ({bound_s:g} s) before the load "
+            "stopped and no ok reply came after them; schedule faults earlier or the load longer"
+        )
     else:
         status = HELD
-    return CheckResult("recovery", status, violations, found[:MAX_EXAMPLES], summary, figures)
+    return CheckResult("recovery", status, violations, found[:MAX_EXAMPLES], summary, figures, reason)

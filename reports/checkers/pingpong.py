@@ -43,6 +43,7 @@ from reports.checkers import (
     FaultWindow,
     checker,
     events_of,
+    nothing_to_judge,
 )
 
 NS = 1_000_000_000
@@ -204,6 +205,7 @@ def result(name: str, found: list[dict[str, Any]], summary: str, figures: dict[s
     "pingpong_pings_answered",
     "every PING a worker sends gets a PONG on the same connection within BROKER_TIMEOUT "
     "(outside faults on that worker, the broker or their link)",
+    needs=("ping", "pong"),
 )
 def pings_answered(ctx: CheckContext) -> CheckResult:
     bound_ns = int(float(options(ctx).get("broker_timeout_ms", 1000)) * MS)
@@ -304,6 +306,7 @@ def dispatch_to_expired(ctx: CheckContext, name: str) -> CheckResult:
 @checker(
     "pingpong_no_dispatch_to_expired",
     "the broker sends a job only to a worker it has registered and not expired since",
+    needs=("dispatch", "worker_ready"),
 )
 def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
     return dispatch_to_expired(ctx, "pingpong_no_dispatch_to_expired")
@@ -324,6 +327,7 @@ def _jobs_outstanding(ctx: CheckContext) -> set[str]:
     "pingpong_expiry",
     "an idle worker silent for WORKER_EXPIRE_SECONDS is removed, no sooner and at most "
     "expire_margin_s later; the figure is the time from its last message to its expiry",
+    needs=("worker_ready", "ping"),
 )
 def expiry(ctx: CheckContext) -> CheckResult:
     opts = options(ctx)
@@ -377,10 +381,13 @@ def expiry(ctx: CheckContext) -> CheckResult:
     }
     busy = _jobs_outstanding(ctx)
     end = broker_end(ctx)
-    never = 0
+    never = silent_busy = 0
     for row in last_said.collect():
         worker, last_ts = row["worker"], row["last_ts"]
-        if worker in busy or (expired_workers.get(worker) or 0) >= last_ts:
+        if worker in busy:  # this check is about idle workers: the broker keeps a busy one
+            silent_busy += last_ts + expire_ns + margin_ns <= end
+            continue
+        if (expired_workers.get(worker) or 0) >= last_ts:
             continue
         deadline = last_ts + expire_ns + margin_ns
         instance = instance_of(worker, processes)
@@ -401,9 +408,20 @@ def expiry(ctx: CheckContext) -> CheckResult:
         "expiry_after_last_message": spread(delays),
         "unreachable_after_last_message": spread(unreachable),
         "never_expired": never,
+        "silent_busy_workers": silent_busy,
     }
+    if not delays and not unreachable and not found and silent_busy:
+        # The plan silenced only busy workers (a busy worker killed): no idle worker to time.
+        summary = (
+            f"no idle worker fell silent; {silent_busy} silent worker(s) held a job, which the broker keeps"
+        )
+        return CheckResult("pingpong_expiry", HELD, summary=summary, figures=figures)
     if not delays and not unreachable and not found:
-        return CheckResult("pingpong_expiry", UNKNOWN, summary="no worker fell silent", figures=figures)
+        return nothing_to_judge(
+            ctx, "pingpong_expiry", "no worker fell silent",
+            "a fault on a worker was planned but no worker fell silent, so expiry could not be timed",
+            on=worker_instances(ctx), figures=figures,
+        )  # fmt: skip
     silent, gone = figures["expiry_after_last_message"], figures["unreachable_after_last_message"]
     summary = f"{silent['count']} silent workers expired"
     if delays:
@@ -432,6 +450,7 @@ def instance_of(worker: str, instances: set[str]) -> str:
     "pingpong_reconnect",
     "a worker that hears nothing for N_TIMEOUTS x BROKER_TIMEOUT reconnects (not sooner, "
     "at most reconnect_margin_s later) and its READY registers the new connection",
+    needs=("ping",),
 )
 def reconnect(ctx: CheckContext) -> CheckResult:
     opts = options(ctx)
@@ -510,6 +529,7 @@ def reconnect(ctx: CheckContext) -> CheckResult:
 @checker(
     "pingpong_workers_return",
     "after the broker is restarted, every running worker is registered again within return_bound_s",
+    needs=("worker_ready",),
 )
 def workers_return(ctx: CheckContext) -> CheckResult:
     bound_ns = int(float(ctx.promises.get("return_bound_s", 5.0)) * NS)
@@ -530,9 +550,11 @@ def workers_return(ctx: CheckContext) -> CheckResult:
                 restarts.append((f, started[-1]))
     figures: dict[str, Any] = {"broker_restarts": len(restarts), "bound_s": bound_ns / NS}
     if not restarts:
-        return CheckResult(
-            "pingpong_workers_return", UNKNOWN, summary="the broker was not restarted", figures=figures
-        )
+        return nothing_to_judge(
+            ctx, "pingpong_workers_return", "the broker was not restarted",
+            "a broker kill or restart was planned but the broker did not start again during the run",
+            on=brokers, kinds=("kill", "restart"), figures=figures,
+        )  # fmt: skip
     ready = rows(events_of(ctx, "worker_ready"), "ts", "worker", "detail")
     end = history_end(ctx)
     found: list[dict[str, Any]] = []
@@ -581,6 +603,7 @@ def workers_return(ctx: CheckContext) -> CheckResult:
     "pingpong_resend",
     "with resend on: a job whose worker returns no result goes to another worker resend_ms "
     "after its dispatch (at most resend_margin_s later, never sooner)",
+    needs=("dispatch",),
 )
 def resend(ctx: CheckContext) -> CheckResult:
     resend_ns = int(float(options(ctx).get("resend_ms", 0)) * MS)
@@ -637,7 +660,12 @@ def resend(ctx: CheckContext) -> CheckResult:
         )
     figures.update({"unfinished_dispatches": len(delays) + len(found), "resend_after": spread(delays)})
     if not delays and not found:
-        return CheckResult("pingpong_resend", UNKNOWN, summary="no job was left unfinished", figures=figures)
+        return nothing_to_judge(
+            ctx, "pingpong_resend", "no job was left unfinished",
+            "a fault on a worker was planned but no job was left unfinished; kill busy workers "
+            "(work_ms > 0, wait_ms = 0) to see resends",
+            on=worker_instances(ctx), figures=figures,
+        )  # fmt: skip
     after = figures["resend_after"]
     summary = (
         f"{len(delays)} jobs resent {after['min_ms']}-{after['max_ms']} ms after dispatch "

@@ -1,7 +1,8 @@
 """A fault that lands while the system is idle: the stock scenario that restarts a
 Paranoid Pirate queue in a near-idle stretch of a phased load, run on a user's queue
-that never takes back workers idle at its restart (tests/subjects/forgetful_queue,
-pyzmq only, by path, with our workers) and on our queue.
+that never takes back workers idle at its restart (tests/blackbox/forgetful_queue.py:
+pyzmq only, no history, by path, with zchaos's Paranoid Pirate probe workers) and on our
+queue.
 
 ``recovery`` catches the subject: after the restart no worker was holding a request,
 so none comes back with a reply, and the queue ignores their heartbeats; it then knows
@@ -16,12 +17,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from harness.runner import RunResult
 from tests.procs import ROOT
 from tests.test_blackbox_loss import run_on, statuses
 
 STOCK = ROOT / "scenarios" / "paranoid-pirate-idle-queue-restart.toml"
-FORGETFUL = ROOT / "tests" / "subjects" / "forgetful_queue" / "manifest.toml"
+FORGETFUL = ROOT / "tests" / "blackbox" / "forgetful-queue.toml"
+pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]  # whole scenario runs
 
 
 def summaries(result: RunResult) -> str:

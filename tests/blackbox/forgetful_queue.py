@@ -11,7 +11,7 @@ queue answers its heartbeats at once, so it never reconnects and never gets work
 Under load every worker holds a request and the bug hides; with the load idle at the
 restart no worker comes back. Standalone on purpose: pyzmq only, nothing of zchaos.
 
-    python queue.py --frontend tcp://127.0.0.1:5555 --backend tcp://127.0.0.1:5556
+    python tests/blackbox/forgetful_queue.py --frontend tcp://127.0.0.1:5555 --backend tcp://127.0.0.1:5556
 """
 
 from __future__ import annotations

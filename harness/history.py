@@ -183,6 +183,12 @@ EVENTS: dict[str, EventKind] = {
     "fault_stop": EventKind(
         "nemesis", ("fault", "target", "fault_id"), ("params", "pid", "detail"), "a fault healed"
     ),
+    "malformed_batch": EventKind(
+        "nemesis",
+        ("fault", "target", "fault_id", "detail"),
+        (),
+        "the malformed fault sent a batch of junk; detail: JSON {endpoint, side, family, sent: {case: n}}",
+    ),
     # --- runner -------------------------------------------------------------------
     "proc_start": EventKind("runner", ("role", "instance", "pid"), (), "a process started"),
     "proc_exit": EventKind(

@@ -17,7 +17,7 @@ from tests.procs import ROOT
 BLACKBOX = ROOT / "tests" / "blackbox"
 #: A run is 10-20 s of load, but its Spark report can take minutes on a machine shared with
 #: other test sessions (seen: 5 min at a load average of 38 on 2 cores).
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]  # whole scenario runs
 
 
 def run(tmp_path: Path, scenario: str, bug: str):

@@ -107,3 +107,5 @@ def test_without_probe_workers_the_execution_checks_are_unknown_and_say_why(tmp_
     assert counted["status"] == "unknown", counted
     assert "exec" in counted["reason"] and 'probe = "' in counted["reason"]
     assert checks["no_lost"]["status"] == "held"  # what zchaos sees itself is still judged
+    assert (result.verdict["outcome"], result.exit_code) == ("unknown", 3)  # never passed
+    assert any(r.startswith("execution_count unknown: needs exec") for r in result.verdict["reasons"])

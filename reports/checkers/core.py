@@ -26,6 +26,7 @@ from reports.checkers import (
     FaultWindow,
     checker,
     events_of,
+    nothing_to_judge,
 )
 
 NS = 1_000_000_000
@@ -130,7 +131,10 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         f"{indeterminate} indeterminate, {lost} lost"
     )
     if total == 0:
-        return CheckResult("no_lost", UNKNOWN, summary="no request was sent", figures=figures)
+        return CheckResult(
+            "no_lost", UNKNOWN, summary="no request was sent", figures=figures,
+            reason="no send event in the history: the load clients recorded nothing (see logs/locust.log)",
+        )  # fmt: skip
     found = []
     if lost:
         offenders = requests.filter(F.col("open") & ~F.col("indeterminate")).select(
@@ -187,7 +191,10 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
         f"{figures['duplicated_requests']} delivered more than once ({extra} extra)"
     )
     if figures["deliveries"] == 0:
-        return CheckResult("no_duplicate", UNKNOWN, summary="no reply was delivered", figures=figures)
+        return CheckResult(
+            "no_duplicate", UNKNOWN, summary="no reply was delivered", figures=figures,
+            reason="no reply reached a client, so no delivery could be counted",
+        )  # fmt: skip
     found = []
     if extra:
         dup = per_rid.filter(F.col("n") > 1).select("delivered_rid", F.col("n").alias("deliveries"))
@@ -222,7 +229,10 @@ def in_order(ctx: CheckContext) -> CheckResult:
     ordered = [k["name"] for k in kinds if k.get("in_order", promised)]
     unordered = [k["name"] for k in kinds if not k.get("in_order", promised)]
     if not (ordered if kinds else promised):
-        return CheckResult("in_order", UNKNOWN, summary="not promised", figures={"promised": False})
+        return CheckResult(
+            "in_order", UNKNOWN, summary="not promised", figures={"promised": False},
+            reason="the manifest lists in_order among its checks but promises in_order = false: drop one",
+        )  # fmt: skip
     order = Window.partitionBy("cid").orderBy("ts", "seq")
     replies = events_of(ctx, "reply")
     if unordered:
@@ -251,7 +261,10 @@ def in_order(ctx: CheckContext) -> CheckResult:
     if unordered:
         summary += f" (kinds {', '.join(ordered)}; {', '.join(unordered)} promise no order)"
     if figures["replies"] == 0:
-        return CheckResult("in_order", UNKNOWN, summary="no reply arrived", figures=figures)
+        return CheckResult(
+            "in_order", UNKNOWN, summary="no reply arrived", figures=figures,
+            reason="no reply reached a client, so no order could be seen",
+        )  # fmt: skip
     found = []
     if bad:
         found = examples(
@@ -302,7 +315,10 @@ def correct_reply(ctx: CheckContext) -> CheckResult:
         f"{figures['stale_own_replies']} stale own replies"
     )
     if figures["replies"] == 0 and bad == 0:
-        return CheckResult("correct_reply", UNKNOWN, summary="no reply arrived", figures=figures)
+        return CheckResult(
+            "correct_reply", UNKNOWN, summary="no reply arrived", figures=figures,
+            reason="no reply reached a client, so none could be compared with its request",
+        )  # fmt: skip
     found = examples(checked.filter(F.col("problem").isNotNull())) if bad else []
     return CheckResult("correct_reply", _status(bad), bad, found, summary, figures)
 
@@ -362,6 +378,8 @@ def execution_count(ctx: CheckContext) -> CheckResult:
             UNKNOWN,
             summary="no exec events: the implementation does not record executions",
             figures=figures,
+            reason="needs exec events from the workers, which this subject does not write: run it with "
+            "zchaos's probe workers, or drop execution_count from the manifest's checks",
         )
     offenders: list[DataFrame] = []
     violations = n_unsent
@@ -497,8 +515,10 @@ def steady_state(ctx: CheckContext) -> CheckResult:
     )
     if replies == 0 and retries == 0 and abandons == 0:
         return CheckResult(
-            "steady_state", UNKNOWN, summary="no traffic outside fault windows", figures=figures
-        )
+            "steady_state", UNKNOWN, summary="no traffic outside fault windows", figures=figures,
+            reason="every reply fell inside a fault window, its grace or the warm-up: lengthen the load "
+            "or space the faults",
+        )  # fmt: skip
     violations = retries + abandons + int(slow)
     found: list[dict[str, Any]] = []
     if retries or abandons:
@@ -553,8 +573,9 @@ def no_unexpected_exit(ctx: CheckContext) -> CheckResult:
     summary = f"{figures['starts']} process starts, {figures['exits']} exits, {bad} unexpected"
     if figures["starts"] == 0 and figures["exits"] == 0:
         return CheckResult(
-            "no_unexpected_exit", UNKNOWN, summary="no process events recorded", figures=figures
-        )
+            "no_unexpected_exit", UNKNOWN, summary="no process events recorded", figures=figures,
+            reason="history/runner.jsonl holds no proc_start or proc_exit: the runner's history is missing",
+        )  # fmt: skip
     found = []
     if bad:
         found = examples(
@@ -658,12 +679,22 @@ def recovery(ctx: CheckContext) -> CheckResult:
         f"{len(healed)} healed faults: {len(healed) - violations - unknown} recovered within "
         f"{bound_s:g} s, {violations} not, {unknown} undecided{worst}"
     )
+    reason = ""
     if violations:
         status = VIOLATED
-    elif unknown or not healed:
+    elif not healed:
+        return nothing_to_judge(
+            ctx, "recovery", "no fault healed during the run",
+            "no planned fault ended before the run did, so no recovery could be timed; let each fault "
+            "end (duration_s, restart_after_s) at least recovery_bound_s before the load stops",
+            figures=figures,
+        )  # fmt: skip
+    elif unknown:
         status = UNKNOWN
-        if not healed:
-            summary = "no fault healed during the run"
+        reason = (
+            f"{unknown} fault(s) ended less than recovery_bound_s ({bound_s:g} s) before the load "
+            "stopped and no ok reply came after them; schedule faults earlier or the load longer"
+        )
     else:
         status = HELD
-    return CheckResult("recovery", status, violations, found[:MAX_EXAMPLES], summary, figures)
+    return CheckResult("recovery", status, violations, found[:MAX_EXAMPLES], summary, figures, reason)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from chaos.nemesis import Nemesis, PlannedFault
 from harness.cli import main
@@ -59,6 +60,7 @@ def processes_of(runs: Path) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.slow  # a scenario run, then its report
 def test_a_runner_killed_mid_run_is_reported_incomplete(tmp_path: Path, spark, capsys) -> None:
     """Before: `zchaos report` on the folder of a SIGKILLed run said PASSED, exit 0."""
     scenario = tmp_path / "short.toml"

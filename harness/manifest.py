@@ -273,6 +273,8 @@ def _probe_command(
     probe = PROBES.get(name)
     if probe is None:
         raise rt.error("probe", f"unknown probe worker {name!r} (known: {', '.join(PROBES)})")
+    if rt.has("service"):
+        raise rt.error("service", 'a probe worker\'s service is its option: options = { service = "..." }')
     given = rt.get("options", dict, {})
     for key, value in given.items():
         if key not in probe.options:

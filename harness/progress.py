@@ -22,6 +22,7 @@ _COUNTED = {
     "reply": b'"ev":"reply"',
     "retry": b'"ev":"retry"',
     "abandon": b'"ev":"abandon"',
+    "lost": b'"ev":"lost"',  # a no-resend client's request past its reply deadline
 }
 STATUS_MARK = {"held": "ok  ", "violated": "FAIL", "unknown": "??  "}
 #: The last line of a verdict, by run outcome (harness/outcomes.py).
@@ -134,6 +135,8 @@ class Progress:
             f"replies {c.get('reply', 0):>7}  retries {c.get('retry', 0)}  abandons {c.get('abandon', 0)}  "
             f"faults {faults}"
         )
+        if c.get("lost"):
+            line += f"  lost {c['lost']}"
         if upcoming is not None:
             line += f"  next: {upcoming.kind} {upcoming.target} at {upcoming.at_s:g} s"
         if self.tty:
@@ -157,7 +160,7 @@ class Progress:
             c = self._counter.update()
             self._print(
                 f"  load done: {c['send']} sends, {c['reply']} replies, {c['retry']} retries, "
-                f"{c['abandon']} abandons"
+                f"{c['abandon']} abandons" + (f", {c['lost']} lost" if c["lost"] else "")
             )
 
     def verdict(self, verdict: dict[str, Any], run: RunDir) -> None:

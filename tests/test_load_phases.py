@@ -122,7 +122,10 @@ def test_the_progress_line_shows_the_phase(tmp_path: Path) -> None:
     (tmp_path / "history").mkdir()
     progress.start_load(scenario.duration_s, tmp_path / "history", None, scenario.load)
     progress.tick(6.0)
+    lost = '{"ts":1,"src":"client-1","ev":"lost","cid":"client-1","seq":1,"rid":"client-1:1","reason":"x"}\n'
+    (tmp_path / "history" / "locust-0.jsonl").write_text(lost)
     progress.tick(14.0)
     lines = stream.getvalue().splitlines()
-    assert "phase idle (2/3, 1 user)" in lines[0]
+    assert "phase idle (2/3, 1 user)" in lines[0] and "lost" not in lines[0]
     assert "phase phase-3 (3/3, 0 users)" in lines[1]
+    assert "lost 1" in lines[1]  # a no-resend client's losses show as they happen

@@ -158,8 +158,12 @@ class MdpSyncClient(ClientAdapter):
 
     def request(self, body: list[bytes], log: RequestLog) -> Reply:
         self.count += 1
-        if self.mmi is not None and self.count % self.mmi_every == 0:
-            self.mmi.ask(log.writer, self.cid)
+        if self.mmi is not None:
+            # An answer that came after the last reply is recorded now, not at the next ask
+            # (the later it is read, the wider the time it can be judged by).
+            self.mmi.collect(log.writer, self.cid)
+            if self.count % self.mmi_every == 0:
+                self.mmi.ask(log.writer, self.cid)
         message = [MDPC01, self.service.encode(), *body_with_frames(body, self.body_frames)]
         attempts = self.retries + 1
         for attempt in range(1, attempts + 1):

@@ -29,7 +29,7 @@ from typing import Any
 import zmq
 
 from loadtests.adapters.base import Abandoned, AsyncClientAdapter, Lost, Reply, RequestLog, rid_of
-from loadtests.adapters.mdp_sync import MDPC01, MmiProbe, body_with_frames, reply_mismatch
+from loadtests.adapters.mdp_sync import MDPC01, MmiProbe, body_with_frames, poller_for, reply_mismatch
 
 #: finished requests remembered, to name the request a late duplicate reply belongs to
 REMEMBER = 1000
@@ -98,9 +98,7 @@ class MdpAsyncClient(AsyncClientAdapter):
         if self.pending:
             wait = max(0.0, min(wait, min(p.deadline for p in self.pending.values()) - now))
         if self.mmi is not None and self.writer is not None:
-            poller = zmq.Poller()
-            poller.register(self.socket, zmq.POLLIN)
-            poller.register(self.mmi.socket, zmq.POLLIN)
+            poller = poller_for(self.socket, self.mmi.socket)
             ready = dict(poller.poll(int(wait * 1000)))
             if self.mmi.socket in ready:
                 self.mmi.collect(self.writer, self.cid)

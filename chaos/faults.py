@@ -21,6 +21,9 @@ class FaultKind:
     doc: str
     target: str  # "process" (an instance or a role selector) or "link"
     params: dict[str, tuple[type, Any]] = field(default_factory=dict)
+    #: A link fault that loses what is sent (rather than delaying it): a message sent into
+    #: it never arrives. Recorded in ``fault_start`` so the checkers need no list of kinds.
+    lossy: bool = False
 
     @property
     def instantaneous(self) -> bool:
@@ -63,18 +66,21 @@ FAULT_KINDS: dict[str, FaultKind] = {
             "blackhole the link's data for duration_s (Toxiproxy timeout 0); connections close at the end",
             "link",
             {"duration_s": (float, ...), "direction": (str, "both")},
+            lossy=True,
         ),
         FaultKind(
             "disconnect",
             "close the link's connections and refuse new ones for duration_s (proxy disabled)",
             "link",
             {"duration_s": (float, ...)},
+            lossy=True,
         ),
         FaultKind(
             "reset",
             "reset connections (RST) timeout_ms after their first data, for duration_s (reset_peer)",
             "link",
             {"duration_s": (float, ...), "timeout_ms": (int, 0), "direction": (str, "upstream")},
+            lossy=True,
         ),
         FaultKind(
             "latency",
@@ -92,6 +98,7 @@ FAULT_KINDS: dict[str, FaultKind] = {
             "limit the link to rate_kb_s KB/s (0 stalls it) for duration_s",
             "link",
             {"duration_s": (float, ...), "rate_kb_s": (int, ...), "direction": (str, "downstream")},
+            lossy=True,
         ),
         FaultKind(
             "slicer",
@@ -110,6 +117,7 @@ FAULT_KINDS: dict[str, FaultKind] = {
             "close each connection of the link after `bytes` bytes, for duration_s",
             "link",
             {"duration_s": (float, ...), "bytes": (int, ...), "direction": (str, "downstream")},
+            lossy=True,
         ),
     )
 }

@@ -167,7 +167,7 @@ def fault_windows(events: DataFrame) -> tuple[list[FaultWindow], list[str]]:
 
     rows = (
         events.filter(F.col("ev").isin("fault_start", "fault_stop"))
-        .select("ts", "ev", "fault_id", "fault", "target")
+        .select("ts", "ev", "fault_id", "fault", "target", "fault_scope", "fault_lossy")
         .orderBy("ts")
         .collect()
     )
@@ -182,7 +182,7 @@ def fault_windows(events: DataFrame) -> tuple[list[FaultWindow], list[str]]:
     for fid in sorted(stops.keys() - starts.keys(), key=str):
         warnings.append(f"fault_stop of fault {fid} without a fault_start: ignored")
     faults = [
-        FaultWindow(fid, r["fault"], r["target"], r["ts"], stops.get(fid))
+        FaultWindow(fid, r["fault"], r["target"], r["ts"], stops.get(fid), r["fault_scope"], r["fault_lossy"])
         for fid, r in sorted(starts.items(), key=lambda kv: kv[1]["ts"])
     ]
     return faults, warnings
@@ -225,7 +225,7 @@ def check_run(
     spark: SparkSession, run: RunDir, meta: dict[str, Any], say: Callable[[str], None]
 ) -> dict[str, Any]:
     """The verdict of one run: its history read, checked and measured."""
-    from reports.checkers.core import run_time
+    from reports.checkers.toolkit import run_time
     from reports.metrics import compute_metrics
     from reports.verdict import build_verdict
 

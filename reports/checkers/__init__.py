@@ -29,13 +29,35 @@ MAX_EXAMPLES = 10
 
 @dataclass(frozen=True)
 class FaultWindow:
-    """One fault, from its ``fault_start`` to its ``fault_stop`` (ns)."""
+    """One fault, from its ``fault_start`` to its ``fault_stop`` (ns), with its class.
+
+    ``scope`` ("process" or "link") and ``lossy`` are what ``fault_start`` recorded from the
+    fault table (chaos/faults.py); a history written before they were recorded gets them
+    from the table here, so that no checker keeps a list of fault kinds of its own.
+    """
 
     fault_id: int
     fault: str
     target: str
     start_ns: int
     stop_ns: int | None  # None: it never healed before the run ended
+    scope: str | None = None  # "process" or "link"; None: from the fault table
+    lossy: bool | None = None  # loses what is sent (a partition), not only delays it
+
+    def __post_init__(self) -> None:
+        from chaos.faults import FAULT_KINDS
+
+        kind = FAULT_KINDS.get(self.fault)
+        if self.scope is None:
+            on_link = self.target.startswith("link:") or kind is None or kind.target == "link"
+            object.__setattr__(self, "scope", "link" if on_link else "process")
+        if self.lossy is None:
+            object.__setattr__(self, "lossy", bool(kind and kind.lossy))
+
+    @property
+    def on_link(self) -> bool:
+        """The fault acts on a network link (the target's links), not on a process."""
+        return self.scope == "link" or self.target.startswith("link:")
 
 
 @dataclass

@@ -3,7 +3,7 @@
 Each checker is a handful of Spark DataFrame operations over the whole history (nothing
 but counts and the first offending events comes back to Python), and reports exact
 counts, up to MAX_EXAMPLES offending events (earliest first), a one-line summary and
-figures. Family checkers may reuse ``examples``, ``run_time`` and ``client_budget_ns``.
+figures. The helpers they use are the toolkit's (reports/checkers/toolkit.py).
 """
 
 from __future__ import annotations
@@ -15,63 +15,27 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from reports.checkers import (
-    HELD,
-    MAX_EXAMPLES,
-    UNKNOWN,
-    VIOLATED,
-    CheckContext,
-    CheckResult,
-    FaultWindow,
-    checker,
+from reports.checkers import MAX_EXAMPLES, CheckContext, CheckResult, checker
+from reports.checkers.toolkit import (
+    END_OF_TIME,
+    NS,
+    client_budget_ns,
+    count,
     events_of,
+    example,
+    examples,
+    fault_spans,
+    judged,
+    merge_spans,
+    outside,
+    run_time,
+    unknown,
 )
 
-NS = 1_000_000_000
 #: Clients connect, brokers learn their workers and sockets warm up during the first
 #: seconds of load; a retry or a slow reply then says nothing about steady state.
 WARMUP_NS = 2 * NS
-DEFAULT_CLIENT_BUDGET_S = 10.0
 LOG_TAIL_LINES = 10
-EVENT_KEYS = ("ts", "src", "ev", "cid", "seq", "rid")
-
-
-# --- helpers shared by checkers -------------------------------------------------------
-
-
-def example(row: dict[str, Any]) -> dict[str, Any]:
-    """One offending event for a report: the event keys first, then every non-null extra."""
-    out = {k: row.get(k) for k in EVENT_KEYS}
-    out.update({k: v for k, v in row.items() if k not in out and v is not None})
-    return out
-
-
-def examples(df: DataFrame, n: int = MAX_EXAMPLES) -> list[dict[str, Any]]:
-    """The first ``n`` rows of ``df`` by time, as example dicts."""
-    return [example(r.asDict()) for r in df.orderBy("ts").limit(n).collect()]
-
-
-def run_time(ctx: CheckContext, key: str) -> int:
-    """A time of run.json (``load_started_ns``...), else the first/last event's time."""
-    value = ctx.meta.get(key)
-    if value is not None:
-        return int(value)
-    fn = F.min if key in ("started_ns", "load_started_ns") else F.max
-    found = ctx.events.agg(fn("ts")).first()[0]
-    return int(found or 0)
-
-
-def client_budget_ns(ctx: CheckContext) -> int:
-    """How long a client works on one request before it gives up (timeout x attempts)."""
-    return int(float(ctx.meta.get("client_budget_s") or DEFAULT_CLIENT_BUDGET_S) * NS)
-
-
-def _n(value: Any) -> int:
-    return int(value or 0)
-
-
-def _status(violations: int) -> str:
-    return VIOLATED if violations else HELD
 
 
 # --- no_lost ---------------------------------------------------------------------------
@@ -116,11 +80,11 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         F.sum(F.col("indeterminate").cast("int")).alias("indeterminate"),
         F.sum((F.col("open") & ~F.col("indeterminate")).cast("int")).alias("lost"),
     ).first()
-    total, lost, indeterminate = _n(row["requests"]), _n(row["lost"]), _n(row["indeterminate"])
+    total, lost, indeterminate = count(row["requests"]), count(row["lost"]), count(row["indeterminate"])
     figures = {
         "requests": total,
-        "replied": _n(row["replied"]),
-        "abandoned": _n(row["abandoned"]),
+        "replied": count(row["replied"]),
+        "abandoned": count(row["abandoned"]),
         "indeterminate": indeterminate,
         "lost": lost,
     }
@@ -129,7 +93,7 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         f"{indeterminate} indeterminate, {lost} lost"
     )
     if total == 0:
-        return CheckResult("no_lost", UNKNOWN, summary="no request was sent", figures=figures)
+        return unknown("no_lost", "no request was sent", figures)
     found = []
     if lost:
         offenders = requests.filter(F.col("open") & ~F.col("indeterminate")).select(
@@ -144,7 +108,7 @@ def no_lost(ctx: CheckContext) -> CheckResult:
             F.lit("no reply and no abandon").alias("problem"),
         )
         found = examples(offenders)
-    return CheckResult("no_lost", _status(lost), lost, found, summary, figures)
+    return judged("no_lost", lost, found, summary, figures)
 
 
 # --- no_duplicate ----------------------------------------------------------------------
@@ -173,20 +137,20 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
         F.sum(F.when(F.col("n") > 1, 1)).alias("dup_rids"),
         F.max("n").alias("max_n"),
     ).first()
-    extra = _n(row["extra"])
+    extra = count(row["extra"])
     figures = {
-        "deliveries": _n(row["deliveries"]),
-        "requests_delivered": _n(row["rids"]),
-        "duplicated_requests": _n(row["dup_rids"]),
+        "deliveries": count(row["deliveries"]),
+        "requests_delivered": count(row["rids"]),
+        "duplicated_requests": count(row["dup_rids"]),
         "extra_deliveries": extra,
-        "max_deliveries": _n(row["max_n"]),
+        "max_deliveries": count(row["max_n"]),
     }
     summary = (
         f"{figures['deliveries']} deliveries of {figures['requests_delivered']} requests; "
         f"{figures['duplicated_requests']} delivered more than once ({extra} extra)"
     )
     if figures["deliveries"] == 0:
-        return CheckResult("no_duplicate", UNKNOWN, summary="no reply was delivered", figures=figures)
+        return unknown("no_duplicate", "no reply was delivered", figures)
     found = []
     if extra:
         dup = per_rid.filter(F.col("n") > 1).select("delivered_rid", F.col("n").alias("deliveries"))
@@ -202,7 +166,7 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
             )
         )
         found = examples(second)
-    return CheckResult("no_duplicate", _status(extra), extra, found, summary, figures)
+    return judged("no_duplicate", extra, found, summary, figures)
 
 
 # --- in_order --------------------------------------------------------------------------
@@ -215,7 +179,7 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
 )
 def in_order(ctx: CheckContext) -> CheckResult:
     if not ctx.promises.get("in_order", True):
-        return CheckResult("in_order", UNKNOWN, summary="not promised", figures={"promised": False})
+        return unknown("in_order", "not promised", {"promised": False})
     order = Window.partitionBy("cid").orderBy("ts", "seq")
     replies = (
         events_of(ctx, "reply")
@@ -229,16 +193,16 @@ def in_order(ctx: CheckContext) -> CheckResult:
         F.countDistinct("cid").alias("clients"),
         F.sum(F.col("bad").cast("int")).alias("bad"),
     ).first()
-    bad = _n(row["bad"])
+    bad = count(row["bad"])
     figures = {
         "promised": True,
-        "replies": _n(row["replies"]),
-        "clients": _n(row["clients"]),
+        "replies": count(row["replies"]),
+        "clients": count(row["clients"]),
         "out_of_order": bad,
     }
     summary = f"{figures['replies']} replies to {figures['clients']} clients; {bad} out of order"
     if figures["replies"] == 0:
-        return CheckResult("in_order", UNKNOWN, summary="no reply arrived", figures=figures)
+        return unknown("in_order", "no reply arrived", figures)
     found = []
     if bad:
         found = examples(
@@ -246,7 +210,7 @@ def in_order(ctx: CheckContext) -> CheckResult:
             .drop("bad")
             .withColumn("problem", F.lit("seq not above the previous reply's seq"))
         )
-    return CheckResult("in_order", _status(bad), bad, found, summary, figures)
+    return judged("in_order", bad, found, summary, figures)
 
 
 # --- correct_reply ---------------------------------------------------------------------
@@ -277,10 +241,10 @@ def correct_reply(ctx: CheckContext) -> CheckResult:
         F.sum((~is_reply & F.col("problem").isNotNull()).cast("int")).alias("bad_unexpected"),
     ).first()
     figures = {
-        "replies": _n(row["replies"]),
-        "replies_not_ok": _n(row["bad_replies"]),
-        "foreign_or_unidentified": _n(row["bad_unexpected"]),
-        "stale_own_replies": _n(row["stale_own"]),  # late replies to the client's own request
+        "replies": count(row["replies"]),
+        "replies_not_ok": count(row["bad_replies"]),
+        "foreign_or_unidentified": count(row["bad_unexpected"]),
+        "stale_own_replies": count(row["stale_own"]),  # late replies to the client's own request
     }
     bad = figures["replies_not_ok"] + figures["foreign_or_unidentified"]
     summary = (
@@ -289,9 +253,9 @@ def correct_reply(ctx: CheckContext) -> CheckResult:
         f"{figures['stale_own_replies']} stale own replies"
     )
     if figures["replies"] == 0 and bad == 0:
-        return CheckResult("correct_reply", UNKNOWN, summary="no reply arrived", figures=figures)
+        return unknown("correct_reply", "no reply arrived", figures)
     found = examples(checked.filter(F.col("problem").isNotNull())) if bad else []
-    return CheckResult("correct_reply", _status(bad), bad, found, summary, figures)
+    return judged("correct_reply", bad, found, summary, figures)
 
 
 # --- execution_count -------------------------------------------------------------------
@@ -329,11 +293,16 @@ def execution_count(ctx: CheckContext) -> CheckResult:
     n_unsent = unsent.count()
     figures = {
         "mode": mode,
-        "requests": _n(hist["requests"]),
-        "exec_events": _n(row["execs"]),
-        "histogram": {"0": _n(hist["x0"]), "1": _n(hist["x1"]), "2": _n(hist["x2"]), "3+": _n(hist["x3"])},
-        "executed_more_than_once": _n(row["multi"]),
-        "answered_but_not_executed": _n(hist["answered_unexecuted"]),
+        "requests": count(hist["requests"]),
+        "exec_events": count(row["execs"]),
+        "histogram": {
+            "0": count(hist["x0"]),
+            "1": count(hist["x1"]),
+            "2": count(hist["x2"]),
+            "3+": count(hist["x3"]),
+        },
+        "executed_more_than_once": count(row["multi"]),
+        "answered_but_not_executed": count(hist["answered_unexecuted"]),
         "executed_but_never_sent": n_unsent,
     }
     h = figures["histogram"]
@@ -342,11 +311,8 @@ def execution_count(ctx: CheckContext) -> CheckResult:
         f"{n_unsent} executions of unsent requests"
     )
     if figures["exec_events"] == 0:
-        return CheckResult(
-            "execution_count",
-            UNKNOWN,
-            summary="no exec events: the implementation does not record executions",
-            figures=figures,
+        return unknown(
+            "execution_count", "no exec events: the implementation does not record executions", figures
         )
     offenders: list[DataFrame] = []
     violations = n_unsent
@@ -400,36 +366,18 @@ def execution_count(ctx: CheckContext) -> CheckResult:
     for df in offenders:
         found.extend(examples(df))
     found = sorted(found, key=lambda e: e["ts"])[:MAX_EXAMPLES]
-    return CheckResult("execution_count", _status(violations), violations, found, summary, figures)
+    return judged("execution_count", violations, found, summary, figures)
 
 
 # --- steady_state ----------------------------------------------------------------------
 
 
-def relaxed_windows(ctx: CheckContext, faults: list[FaultWindow]) -> list[tuple[int, int | None]]:
-    """Merged [start, end] spans (ns) where steady-state rules do not apply; end None = open."""
+def relaxed_windows(ctx: CheckContext) -> list[tuple[int, int]]:
+    """Merged [start, end] spans (ns) where steady-state rules do not apply: the warm-up and
+    every fault, plus steady_grace_s after it (END_OF_TIME for one that never healed)."""
     grace = int(float(ctx.promises.get("steady_grace_s", 0.0)) * NS)
     load_start = run_time(ctx, "load_started_ns")
-    spans: list[tuple[int, int | None]] = [(load_start, load_start + WARMUP_NS)]
-    spans += [(f.start_ns, None if f.stop_ns is None else f.stop_ns + grace) for f in faults]
-    spans.sort(key=lambda s: s[0])
-    merged: list[tuple[int, int | None]] = []
-    for start, end in spans:
-        if merged and (merged[-1][1] is None or start <= merged[-1][1]):
-            prev_start, prev_end = merged[-1]
-            new_end = None if prev_end is None or end is None else max(prev_end, end)
-            merged[-1] = (prev_start, new_end)
-        else:
-            merged.append((start, end))
-    return merged
-
-
-def _inside(spans: list[tuple[int, int | None]]) -> Column:
-    cond = F.lit(False)
-    for start, end in spans:
-        here = F.col("ts") >= start if end is None else F.col("ts").between(start, end)
-        cond = cond | here
-    return cond
+    return merge_spans([(load_start, load_start + WARMUP_NS), *fault_spans(ctx, grace_ns=grace)])
 
 
 @checker(
@@ -438,9 +386,9 @@ def _inside(spans: list[tuple[int, int | None]]) -> Column:
     "abandon, and reply latency p99 within latency_p99_ms",
 )
 def steady_state(ctx: CheckContext) -> CheckResult:
-    spans = relaxed_windows(ctx, ctx.faults)
+    spans = relaxed_windows(ctx)
     bound_ms = float(ctx.promises.get("latency_p99_ms", 500.0))
-    steady = ctx.events.filter(~_inside(spans))
+    steady = outside(ctx.events, ctx, spans)
     is_reply = F.col("ev") == "reply"
     row = steady.agg(
         F.sum(is_reply.cast("int")).alias("replies"),
@@ -449,7 +397,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
         F.percentile(F.when(is_reply, F.col("latency_us")), F.lit(0.99)).alias("p99_us"),
         F.max(F.when(is_reply, F.col("latency_us"))).alias("max_us"),
     ).first()
-    retries, abandons, replies = _n(row["retries"]), _n(row["abandons"]), _n(row["replies"])
+    retries, abandons, replies = count(row["retries"]), count(row["abandons"]), count(row["replies"])
     p99_ms = None if row["p99_us"] is None else row["p99_us"] / 1000.0
     slow = p99_ms is not None and p99_ms > bound_ms
     figures = {
@@ -459,7 +407,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
         "p99_ms": p99_ms,
         "max_ms": None if row["max_us"] is None else row["max_us"] / 1000.0,
         "latency_p99_bound_ms": bound_ms,
-        "relaxed_windows_ns": [[s, e] for s, e in spans],
+        "relaxed_windows_ns": [[s, None if e == END_OF_TIME else e] for s, e in spans],
     }
     p99_text = "n/a" if p99_ms is None else f"{p99_ms:.1f} ms"
     summary = (
@@ -467,9 +415,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
         f"p99 {p99_text} (bound {bound_ms:g} ms)"
     )
     if replies == 0 and retries == 0 and abandons == 0:
-        return CheckResult(
-            "steady_state", UNKNOWN, summary="no traffic outside fault windows", figures=figures
-        )
+        return unknown("steady_state", "no traffic outside fault windows", figures)
     violations = retries + abandons + int(slow)
     found: list[dict[str, Any]] = []
     if retries or abandons:
@@ -486,7 +432,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
             )
         )
         found = sorted(found, key=lambda e: e["ts"])[:MAX_EXAMPLES]
-    return CheckResult("steady_state", _status(violations), violations, found, summary, figures)
+    return judged("steady_state", violations, found, summary, figures)
 
 
 # --- no_unexpected_exit ----------------------------------------------------------------
@@ -519,13 +465,11 @@ def no_unexpected_exit(ctx: CheckContext) -> CheckResult:
         F.sum((F.col("ev") == "proc_exit").cast("int")).alias("exits"),
         F.sum(unexpected.cast("int")).alias("bad"),
     ).first()
-    bad = _n(row["bad"])
-    figures = {"starts": _n(row["starts"]), "exits": _n(row["exits"]), "unexpected_exits": bad}
+    bad = count(row["bad"])
+    figures = {"starts": count(row["starts"]), "exits": count(row["exits"]), "unexpected_exits": bad}
     summary = f"{figures['starts']} process starts, {figures['exits']} exits, {bad} unexpected"
     if figures["starts"] == 0 and figures["exits"] == 0:
-        return CheckResult(
-            "no_unexpected_exit", UNKNOWN, summary="no process events recorded", figures=figures
-        )
+        return unknown("no_unexpected_exit", "no process events recorded", figures)
     found = []
     if bad:
         found = examples(
@@ -538,7 +482,7 @@ def no_unexpected_exit(ctx: CheckContext) -> CheckResult:
             ex["problem"] = f"{ex.get('role')} {ex.get('instance')} exited with {how}"
             if ctx.run_dir is not None and ex.get("instance"):
                 ex["log_tail"] = log_tail(ctx.run_dir / "logs" / f"{ex['instance']}.log")
-    return CheckResult("no_unexpected_exit", _status(bad), bad, found, summary, figures)
+    return judged("no_unexpected_exit", bad, found, summary, figures)
 
 
 # --- recovery --------------------------------------------------------------------------
@@ -576,7 +520,7 @@ def recovery(ctx: CheckContext) -> CheckResult:
             F.concat(faults["target"], F.lit("-"))
         )
         first_exec = _first_after(execs, faults, on_target)
-    violations, unknown = 0, 0
+    violations, undecided = 0, 0
     found = []
     for f in ctx.faults:
         rec = tgt = None
@@ -621,20 +565,18 @@ def recovery(ctx: CheckContext) -> CheckResult:
                 )
             )
         elif f.stop_ns is not None and within is None:
-            unknown += 1
+            undecided += 1
     times = [r["recovery_s"] for r in rows if r["recovery_s"] is not None]
     figures = {"bound_s": bound_s, "faults": rows, "max_recovery_s": max(times) if times else None}
     worst = f", slowest {max(times):.2f} s" if times else ""
     summary = (
-        f"{len(healed)} healed faults: {len(healed) - violations - unknown} recovered within "
-        f"{bound_s:g} s, {violations} not, {unknown} undecided{worst}"
+        f"{len(healed)} healed faults: {len(healed) - violations - undecided} recovered within "
+        f"{bound_s:g} s, {violations} not, {undecided} undecided{worst}"
     )
     if violations:
-        status = VIOLATED
-    elif unknown or not healed:
-        status = UNKNOWN
-        if not healed:
-            summary = "no fault healed during the run"
-    else:
-        status = HELD
-    return CheckResult("recovery", status, violations, found[:MAX_EXAMPLES], summary, figures)
+        return judged("recovery", violations, found, summary, figures)
+    if not healed:
+        return unknown("recovery", "no fault healed during the run", figures)
+    if undecided:
+        return unknown("recovery", summary, figures)
+    return judged("recovery", 0, [], summary, figures)

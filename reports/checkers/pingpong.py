@@ -27,127 +27,46 @@ and ordered them, the interval logic runs over the collected rows.
 from __future__ import annotations
 
 from collections import defaultdict
-from statistics import median
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from reports.checkers import (
-    HELD,
-    MAX_EXAMPLES,
-    UNKNOWN,
-    VIOLATED,
-    CheckContext,
-    CheckResult,
-    FaultWindow,
-    checker,
+from reports.checkers import MAX_EXAMPLES, CheckContext, CheckResult, checker
+from reports.checkers.toolkit import (
+    MS,
+    NS,
+    broker_instances,
+    count,
     events_of,
+    example,
+    fault_spans,
+    history_end,
+    instance_of,
+    judged,
+    ms,
+    options,
+    overlaps,
+    registered_dispatch,
+    rows,
+    split_excused,
+    spread,
+    unknown,
+    with_excused,
+    worker_instances,
 )
 
-NS = 1_000_000_000
-MS = 1_000_000
 #: After a fault heals, processes restart, sockets reconnect, PINGs queued in a DEALER
 #: arrive in a burst: the dialogue's timing rules resume this long after the fault's stop.
 FAULT_GRACE_NS = 2 * NS
 #: Both ends read one clock (time.time_ns on one host); this covers scheduling jitter
 #: between an event and the record of it when a bound is checked from below.
 TOLERANCE_NS = 50 * MS
-WORKER_ROLES = ("worker", "server")
-#: Faults on a process; every other kind (partition, latency ...) is on a network link.
-PROCESS_FAULTS = ("kill", "restart", "freeze", "starve")
-#: Network faults that lose what is sent (rather than delay it).
-LOSSY_FAULTS = ("partition", "disconnect", "reset", "limit_data", "bandwidth")
 
 
-# --- helpers shared with the other family checkers --------------------------------------
-
-
-def options(ctx: CheckContext) -> dict[str, Any]:
-    """The implementation options of the run (the manifest's, with the scenario's overrides)."""
-    merged = dict(ctx.meta.get("manifest", {}).get("options", {}))
-    merged.update(ctx.meta.get("scenario", {}).get("options", {}))
-    return merged
-
-
-def worker_instances(ctx: CheckContext) -> set[str]:
-    """Instance names of the run's worker (or server) role."""
-    return {i for i, role in ctx.meta.get("processes", {}).items() if role in WORKER_ROLES}
-
-
-def broker_instances(ctx: CheckContext) -> set[str]:
-    """Instance names of every other role (the broker, the queue)."""
-    return {i for i, role in ctx.meta.get("processes", {}).items() if role not in WORKER_ROLES}
-
-
-def _concerns(
-    fault: FaultWindow, instance: str, brokers: set[str], *, own: bool, broker: bool, link: bool
-) -> bool:
-    target = fault.target
-    if target.startswith("link:") or fault.fault not in PROCESS_FAULTS:  # a fault on the network
-        return link and (target == instance or target.startswith(f"link:{instance}"))
-    return (own and target == instance) or (broker and target in brokers)
-
-
-def excused_spans(
-    ctx: CheckContext,
-    instance: str,
-    *,
-    own: bool = True,
-    broker: bool = True,
-    link: bool = True,
-    after_ns: int = FAULT_GRACE_NS,
-) -> list[tuple[int, int]]:
-    """[start, end + grace] (ns) of the faults on worker ``instance``, on a broker, or on its link."""
-    brokers = broker_instances(ctx)
-    end_of_time = 1 << 62
-    return [
-        (f.start_ns, end_of_time if f.stop_ns is None else f.stop_ns + after_ns)
-        for f in ctx.faults
-        if _concerns(f, instance, brokers, own=own, broker=broker, link=link)
-    ]
-
-
-def overlaps(spans: list[tuple[int, int]], lo: int, hi: int) -> bool:
-    return any(start <= hi and lo <= end for start, end in spans)
-
-
-def excused_column(ctx: CheckContext, ts: Column, src: Column, lead_ns: int) -> Column:
-    """True for an event (time ``ts``, worker instance ``src``) whose next ``lead_ns`` a fault touches."""
-    brokers = broker_instances(ctx)
-    end_of_time = 1 << 62
-    cond = F.lit(False)
-    for f in ctx.faults:
-        lo = f.start_ns - lead_ns
-        hi = end_of_time if f.stop_ns is None else f.stop_ns + FAULT_GRACE_NS
-        here = ts.between(lo, hi)
-        if f.target.startswith("link:"):
-            here = here & F.lit(f.target).contains(src)
-        elif f.target not in brokers:
-            here = here & (src == f.target)
-        cond = cond | here
-    return cond
-
-
-def lost_on_link(ctx: CheckContext, ts: Column, src: Column) -> Column:
-    """True for a message a worker instance ``src`` sent while a lossy fault cut its link."""
-    cond = F.lit(False)
-    for f in ctx.faults:
-        if f.fault not in LOSSY_FAULTS:
-            continue
-        on_it = (
-            src == f.target
-            if not f.target.startswith("link:")
-            else F.lit(f.target).startswith(F.concat(F.lit("link:"), src))
-        )
-        here = ts >= f.start_ns if f.stop_ns is None else ts.between(f.start_ns, f.stop_ns)
-        cond = cond | (on_it & here)
-    return cond
-
-
-def history_end(ctx: CheckContext) -> int:
-    """When recording ended: the last event of the history (ns)."""
-    return int(ctx.events.agg(F.max("ts")).first()[0] or 0)
+def excused_spans(ctx: CheckContext, instance: str, **flags: bool) -> list[tuple[int, int]]:
+    """The faults that excuse ``instance`` (see toolkit.fault_spans), plus FAULT_GRACE_NS."""
+    return fault_spans(ctx, instance, grace_ns=FAULT_GRACE_NS, **flags)
 
 
 def broker_end(ctx: CheckContext) -> int:
@@ -155,46 +74,8 @@ def broker_end(ctx: CheckContext) -> int:
     brokers = list(broker_instances(ctx))
     last = None
     if brokers:
-        last = (
-            ctx.events.filter((F.col("ev") == "proc_exit") & F.col("instance").isin(brokers))
-            .agg(F.max("ts"))
-            .first()[0]
-        )
+        last = events_of(ctx, "proc_exit").filter(F.col("instance").isin(brokers)).agg(F.max("ts")).first()[0]
     return int(last) if last else history_end(ctx)
-
-
-def rows(df: DataFrame, *cols: str, limit: int | None = None) -> list[dict[str, Any]]:
-    """The rows of a small DataFrame (protocol events), as dicts, in time order."""
-    df = df.select(*cols).orderBy("ts")
-    return [r.asDict() for r in (df.limit(limit) if limit else df).collect()]
-
-
-def example(row: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    out = {k: v for k, v in row.items() if v is not None}
-    out.update(extra)
-    return out
-
-
-def ms(ns: float) -> float:
-    return round(ns / MS, 1)
-
-
-def spread(values_ns: list[int]) -> dict[str, float | int | None]:
-    """count, min, median and max of durations, in ms."""
-    if not values_ns:
-        return {"count": 0, "min_ms": None, "median_ms": None, "max_ms": None}
-    return {
-        "count": len(values_ns),
-        "min_ms": ms(min(values_ns)),
-        "median_ms": ms(median(values_ns)),
-        "max_ms": ms(max(values_ns)),
-    }
-
-
-def result(name: str, found: list[dict[str, Any]], summary: str, figures: dict[str, Any]) -> CheckResult:
-    found.sort(key=lambda e: e.get("ts", 0))
-    status = VIOLATED if found else HELD
-    return CheckResult(name, status, len(found), found[:MAX_EXAMPLES], summary, figures)
 
 
 # --- every PING is answered ------------------------------------------------------------
@@ -209,15 +90,14 @@ def pings_answered(ctx: CheckContext) -> CheckResult:
     bound_ns = int(float(options(ctx).get("broker_timeout_ms", 1000)) * MS)
     beats = events_of(ctx, "ping", "pong").select("ts", "src", "ev", "worker")
     after = Window.partitionBy("worker").orderBy("ts").rowsBetween(1, Window.unboundedFollowing)
-    pings = (
+    answered = (
         beats.withColumn("pong_ts", F.first(F.when(F.col("ev") == "pong", F.col("ts")), True).over(after))
         .filter(F.col("ev") == "ping")
         .withColumn("answer_ns", F.col("pong_ts") - F.col("ts"))
-        .withColumn(
-            "excused",
-            excused_column(ctx, F.col("ts"), F.col("src"), bound_ns)
-            | (F.col("ts") + bound_ns > history_end(ctx)),
-        )
+    )
+    pings = (
+        with_excused(answered, ctx, "faulted", instance="src", lead_ns=bound_ns, grace_ns=FAULT_GRACE_NS)
+        .withColumn("excused", F.col("faulted") | (F.col("ts") + bound_ns > history_end(ctx)))
         .withColumn("late", F.col("pong_ts").isNull() | (F.col("answer_ns") > bound_ns))
     )
     counted = pings.filter(~F.col("excused"))
@@ -228,8 +108,7 @@ def pings_answered(ctx: CheckContext) -> CheckResult:
         F.expr("percentile_approx(CASE WHEN NOT excused THEN answer_ns END, 0.99)").alias("p99"),
         F.max(F.when(~F.col("late") & ~F.col("excused"), F.col("answer_ns"))).alias("max"),
     ).first()
-    total, unanswered = int(agg["pings"] or 0), int(agg["unanswered"] or 0)
-    excused = int(agg["excused"] or 0)
+    total, unanswered, excused = count(agg["pings"]), count(agg["unanswered"]), count(agg["excused"])
     figures = {
         "pings": total,
         "unanswered": unanswered,
@@ -239,9 +118,7 @@ def pings_answered(ctx: CheckContext) -> CheckResult:
         "pong_max_ms": ms(agg["max"]) if agg["max"] is not None else None,
     }
     if total == 0:
-        return CheckResult(
-            "pingpong_pings_answered", UNKNOWN, summary="no PING outside faults", figures=figures
-        )
+        return unknown("pingpong_pings_answered", "no PING outside faults", figures)
     found = [
         example(r, problem="no PONG" if r["pong_ts"] is None else f"PONG after {ms(r['answer_ns'])} ms")
         for r in rows(
@@ -252,53 +129,10 @@ def pings_answered(ctx: CheckContext) -> CheckResult:
         f"{total - unanswered} of {total} PINGs answered within {ms(bound_ns):g} ms "
         f"(p99 {figures['pong_p99_ms']} ms); {excused} excused by faults"
     )
-    result_ = result("pingpong_pings_answered", found, summary, figures)
-    result_.violations = unanswered
-    return result_
+    return judged("pingpong_pings_answered", unanswered, found, summary, figures)
 
 
 # --- no job to an expired worker -------------------------------------------------------
-
-
-def dispatch_to_expired(ctx: CheckContext, name: str) -> CheckResult:
-    """Every dispatch to a worker follows its registration, with no expiry in between."""
-    broker = events_of(ctx, "worker_ready", "worker_expired", "dispatch").select(
-        "ts", "src", "ev", "worker", "rid", "reason", "detail"
-    )
-    before = Window.partitionBy("src", "worker").orderBy("ts").rowsBetween(Window.unboundedPreceding, -1)
-    state = F.when(F.col("ev") != "dispatch", F.col("ev"))
-    checked = (
-        broker.withColumn("state", F.last(state, True).over(before))
-        .withColumn(
-            "state_reason", F.last(F.when(F.col("ev") != "dispatch", F.col("reason")), True).over(before)
-        )
-        .filter(F.col("ev") == "dispatch")
-    )
-    bad = checked.filter(F.col("state").isNull() | (F.col("state") == "worker_expired"))
-    agg = checked.agg(
-        F.count("*").alias("n"), F.sum(F.col("state").isNull().cast("int")).alias("unknown")
-    ).first()
-    dispatches = int(agg["n"] or 0)
-    expirations = broker.filter(F.col("ev") == "worker_expired").count()
-    violations = bad.count()
-    found = [
-        example(
-            r,
-            problem="sent to a worker it never registered"
-            if r["state"] is None
-            else f"sent to a worker it had expired ({r['state_reason']})",
-        )
-        for r in rows(bad, "ts", "src", "ev", "worker", "rid", "state", "state_reason", limit=MAX_EXAMPLES)
-    ]
-    figures = {"dispatches": dispatches, "expirations": expirations, "to_expired_or_unknown": violations}
-    if dispatches == 0:
-        return CheckResult(name, UNKNOWN, summary="no job was dispatched", figures=figures)
-    summary = (
-        f"{dispatches} dispatches, {expirations} expirations; {violations} to an expired or unknown worker"
-    )
-    result_ = result(name, found, summary, figures)
-    result_.violations = violations
-    return result_
 
 
 @checker(
@@ -306,7 +140,7 @@ def dispatch_to_expired(ctx: CheckContext, name: str) -> CheckResult:
     "the broker sends a job only to a worker it has registered and not expired since",
 )
 def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
-    return dispatch_to_expired(ctx, "pingpong_no_dispatch_to_expired")
+    return registered_dispatch(ctx, "pingpong_no_dispatch_to_expired")
 
 
 # --- silent idle workers expire on time ------------------------------------------------
@@ -331,11 +165,9 @@ def expiry(ctx: CheckContext) -> CheckResult:
     margin_ns = int(float(ctx.promises.get("expire_margin_s", 1.0)) * NS)
     # What the broker hears from a connection: READY (its registration), PINGs and results,
     # except what the worker sent into a partitioned (or otherwise lossy) link.
-    said = (
-        events_of(ctx, "ping", "done")
-        .filter(~lost_on_link(ctx, F.col("ts"), F.col("src")))
-        .select("ts", "worker")
-    )
+    said = split_excused(
+        events_of(ctx, "ping", "done").select("ts", "src", "worker"), ctx, instance="src", lossy_only=True
+    )[0].select("ts", "worker")
     ready = events_of(ctx, "worker_ready").filter(F.col("detail") == "ready").select("ts", "worker")
     registered = events_of(ctx, "worker_ready").select("worker").distinct()
     last_said = (
@@ -403,7 +235,7 @@ def expiry(ctx: CheckContext) -> CheckResult:
         "never_expired": never,
     }
     if not delays and not unreachable and not found:
-        return CheckResult("pingpong_expiry", UNKNOWN, summary="no worker fell silent", figures=figures)
+        return unknown("pingpong_expiry", "no worker fell silent", figures)
     silent, gone = figures["expiry_after_last_message"], figures["unreachable_after_last_message"]
     summary = f"{silent['count']} silent workers expired"
     if delays:
@@ -414,15 +246,7 @@ def expiry(ctx: CheckContext) -> CheckResult:
             f"; {gone['count']} removed as unreachable {gone['min_ms']:.0f}-{gone['max_ms']:.0f} ms after"
         )
     summary += f"; {len(found)} violations"
-    return result("pingpong_expiry", found, summary, figures)
-
-
-def instance_of(worker: str, instances: set[str]) -> str:
-    """The instance a connection identity (``worker-2-ab12``) belongs to."""
-    for name in sorted(instances, key=len, reverse=True):
-        if worker == name or worker.startswith(name + "-"):
-            return name
-    return worker.rsplit("-", 1)[0]
+    return judged("pingpong_expiry", len(found), found, summary, figures)
 
 
 # --- a worker that hears nothing reconnects --------------------------------------------
@@ -495,13 +319,13 @@ def reconnect(ctx: CheckContext) -> CheckResult:
         "ready_registered_after": spread(returns),
     }
     if not by_src:
-        return CheckResult("pingpong_reconnect", UNKNOWN, summary="no worker events", figures=figures)
+        return unknown("pingpong_reconnect", "no worker events", figures)
     quiet = figures["silence_before_reconnect"]
     summary = f"{len(silences)} reconnects"
     if silences:
         summary += f" after {quiet['min_ms']:.0f}-{quiet['max_ms']:.0f} ms of silence"
     summary += f" (N_TIMEOUTS x BROKER_TIMEOUT = {ms(silence_ns):g} ms); {len(found)} violations"
-    return result("pingpong_reconnect", found, summary, figures)
+    return judged("pingpong_reconnect", len(found), found, summary, figures)
 
 
 # --- workers come back after a broker restart ------------------------------------------
@@ -530,9 +354,7 @@ def workers_return(ctx: CheckContext) -> CheckResult:
                 restarts.append((f, started[-1]))
     figures: dict[str, Any] = {"broker_restarts": len(restarts), "bound_s": bound_ns / NS}
     if not restarts:
-        return CheckResult(
-            "pingpong_workers_return", UNKNOWN, summary="the broker was not restarted", figures=figures
-        )
+        return unknown("pingpong_workers_return", "the broker was not restarted", figures)
     ready = rows(events_of(ctx, "worker_ready"), "ts", "worker", "detail")
     end = history_end(ctx)
     found: list[dict[str, Any]] = []
@@ -571,7 +393,7 @@ def workers_return(ctx: CheckContext) -> CheckResult:
         f"{len(restarts)} broker restarts: workers back after {back_ms['min_ms']}-{back_ms['max_ms']} ms "
         f"(bound {bound_ns / NS:g} s); {len(found)} late or missing"
     )
-    return result("pingpong_workers_return", found, summary, figures)
+    return judged("pingpong_workers_return", len(found), found, summary, figures)
 
 
 # --- resend (pingpong-resend) ----------------------------------------------------------
@@ -587,7 +409,7 @@ def resend(ctx: CheckContext) -> CheckResult:
     margin_ns = int(float(ctx.promises.get("resend_margin_s", 1.0)) * NS)
     figures: dict[str, Any] = {"resend_ms": ms(resend_ns)}
     if resend_ns <= 0:
-        return CheckResult("pingpong_resend", UNKNOWN, summary="resend is off in this run", figures=figures)
+        return unknown("pingpong_resend", "resend is off in this run", figures)
     dispatch = (
         events_of(ctx, "dispatch").filter(F.col("rid") != "").select("ts", "src", "worker", "rid", "detail")
     )
@@ -637,10 +459,10 @@ def resend(ctx: CheckContext) -> CheckResult:
         )
     figures.update({"unfinished_dispatches": len(delays) + len(found), "resend_after": spread(delays)})
     if not delays and not found:
-        return CheckResult("pingpong_resend", UNKNOWN, summary="no job was left unfinished", figures=figures)
+        return unknown("pingpong_resend", "no job was left unfinished", figures)
     after = figures["resend_after"]
     summary = (
         f"{len(delays)} jobs resent {after['min_ms']}-{after['max_ms']} ms after dispatch "
         f"(resend_ms {ms(resend_ns):g}); {len(found)} violations"
     )
-    return result("pingpong_resend", found, summary, figures)
+    return judged("pingpong_resend", len(found), found, summary, figures)

@@ -22,17 +22,13 @@ from typing import Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckContext, CheckResult, checker
-from reports.checkers.core import examples
-
-
-def _events(ctx: CheckContext, *kinds: str) -> DataFrame:
-    return ctx.events.filter(F.col("ev").isin(*kinds))
+from reports.checkers import CheckContext, CheckResult, checker
+from reports.checkers.toolkit import count, events_of, examples, judged, unknown
 
 
 def _restarts(ctx: CheckContext) -> DataFrame:
     """(bsrc, tr): times at which a process that may be a broker started or ended."""
-    procs = _events(ctx, "proc_start", "proc_exit")
+    procs = events_of(ctx, "proc_start", "proc_exit")
     return procs.select(F.col("instance").alias("bsrc"), F.col("ts").alias("tr"))
 
 
@@ -47,12 +43,12 @@ def _restarts(ctx: CheckContext) -> DataFrame:
 def stale_execution(ctx: CheckContext) -> CheckResult:
     policy = str(ctx.promises.get("stale_execution", "allowed"))
     abandons = (
-        _events(ctx, "abandon")
+        events_of(ctx, "abandon")
         .groupBy("rid")
         .agg(F.min("ts").alias("abandoned_ns"), F.first("cid").alias("cid"), F.first("seq").alias("seq"))
     )
     execs = (
-        _events(ctx, "exec")
+        events_of(ctx, "exec")
         .select("ts", "src", "ev", "rid", "worker")
         .join(abandons, "rid", "left")
         .withColumn("stale", F.col("ts") > F.coalesce("abandoned_ns", F.lit(None).cast("long")))
@@ -62,10 +58,10 @@ def stale_execution(ctx: CheckContext) -> CheckResult:
         F.sum(F.col("stale").cast("int")).alias("n"),
         F.countDistinct(F.when(F.col("stale"), F.col("rid"))).alias("requests"),
     ).first()
-    n_execs, n, requests = int(row["execs"]), int(row["n"] or 0), int(row["requests"] or 0)
+    n_execs, n, requests = count(row["execs"]), count(row["n"]), count(row["requests"])
     figures = {"policy": policy, "stale_executions": n, "requests": requests, "exec_events": n_execs}
     if n_execs == 0:
-        return CheckResult("stale_execution", UNKNOWN, 0, [], "no exec events recorded", figures)
+        return unknown("stale_execution", "no exec events recorded", figures)
     summary = f"{n} execution(s) of {requests} request(s) after their client abandoned them ({policy})"
     found = []
     if n:
@@ -75,10 +71,7 @@ def stale_execution(ctx: CheckContext) -> CheckResult:
                 F.lit("executed after its client abandoned it").alias("problem"),
             )
         )  # fmt: skip
-    violated = policy == "forbidden" and n > 0
-    return CheckResult(
-        "stale_execution", VIOLATED if violated else HELD, n if violated else 0, found, summary, figures
-    )
+    return judged("stale_execution", n if policy == "forbidden" else 0, found, summary, figures)
 
 
 # --- no_dispatch_to_expired ------------------------------------------------------------
@@ -91,7 +84,7 @@ def stale_execution(ctx: CheckContext) -> CheckResult:
 )
 def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
     base = ["ts", "src", "ev", "worker", "rid", "service"]
-    marks = _events(ctx, "worker_ready", "worker_expired", "dispatch").select(*base)
+    marks = events_of(ctx, "worker_ready", "worker_expired", "dispatch").select(*base)
     per_worker = Window.partitionBy("src", "worker").orderBy("ts")
     per_worker = per_worker.rowsBetween(Window.unboundedPreceding, -1)
     state = F.when(F.col("ev") == "worker_ready", F.lit("ready"))
@@ -124,13 +117,13 @@ def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
     counts = {r["problem"]: r["n"] for r in judged.groupBy("problem").agg(F.count("*").alias("n")).collect()}
     total = sum(counts.values())
     if total == 0:
-        return CheckResult("no_dispatch_to_expired", UNKNOWN, 0, [], "no dispatch events recorded")
+        return unknown("no_dispatch_to_expired", "no dispatch events recorded")
     kinds = {k: v for k, v in counts.items() if k is not None}
     n = sum(kinds.values())
     summary = f"{total} dispatches, {n} to workers the broker did not hold" + (f" {kinds}" if kinds else "")
     found = examples(judged.filter(F.col("problem").isNotNull())) if n else []
     figures = {"dispatches": total, "offending": n, "by_problem": kinds}
-    return CheckResult("no_dispatch_to_expired", VIOLATED if n else HELD, n, found, summary, figures)
+    return judged("no_dispatch_to_expired", n, found, summary, figures)
 
 
 # --- mmi_service -----------------------------------------------------------------------
@@ -138,10 +131,10 @@ def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
 
 def registrations(ctx: CheckContext) -> DataFrame:
     """(bsrc, worker, service, t0, t1): when each worker was registered; t1 null = to the end."""
-    ready = _events(ctx, "worker_ready").select(
+    ready = events_of(ctx, "worker_ready").select(
         F.col("src").alias("bsrc"), "worker", "service", F.col("ts").alias("t0")
     )
-    expired = _events(ctx, "worker_expired").select(
+    expired = events_of(ctx, "worker_expired").select(
         F.col("src").alias("bsrc"), "worker", F.col("ts").alias("te")
     )
     ended = (
@@ -167,7 +160,7 @@ def registrations(ctx: CheckContext) -> DataFrame:
 )
 def mmi_service(ctx: CheckContext) -> CheckResult:
     answers = (
-        _events(ctx, "mmi_reply")
+        events_of(ctx, "mmi_reply")
         .select("ts", "src", "ev", "service", "code", "detail")
         .withColumn("answer_id", F.monotonically_increasing_id())
     )
@@ -197,7 +190,7 @@ def mmi_service(ctx: CheckContext) -> CheckResult:
     total = sum(r["n"] for r in rows)
     if total == 0:
         summary = "no MMI answers recorded (set the client's mmi_every)"
-        return CheckResult("mmi_service", UNKNOWN, 0, [], summary)
+        return unknown("mmi_service", summary)
     codes: dict[str, int] = {}
     for r in rows:
         codes[str(r["code"])] = codes.get(str(r["code"]), 0) + r["n"]
@@ -205,4 +198,4 @@ def mmi_service(ctx: CheckContext) -> CheckResult:
     summary = f"{total} MMI answers {codes}, {n} disagree with the registered workers"
     found: list[dict[str, Any]] = examples(judged.filter(F.col("problem").isNotNull())) if n else []
     figures = {"answers": total, "codes": codes, "wrong": n}
-    return CheckResult("mmi_service", VIOLATED if n else HELD, n, found, summary, figures)
+    return judged("mmi_service", n, found, summary, figures)

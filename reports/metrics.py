@@ -11,6 +11,8 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from reports.checkers import Profile
+
 NS = 1_000_000_000
 TIMELINE_QUANTILES = (0.5, 0.9, 0.99)
 OVERALL_QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p99.9": 0.999}
@@ -99,9 +101,13 @@ def counts(events: DataFrame) -> tuple[dict[str, int], dict[str, dict[str, int]]
     return dict(sorted(per_kind.items())), dict(sorted(per_src.items()))
 
 
-def compute_metrics(events: DataFrame, t0_ns: int) -> dict[str, Any]:
-    """Everything the report shows besides the checks; ``t`` of the timeline counts from t0."""
-    per_kind, per_src = counts(events)
+def compute_metrics(events: DataFrame, t0_ns: int, profile: Profile | None = None) -> dict[str, Any]:
+    """Everything the report shows besides the checks; ``t`` of the timeline counts from t0.
+    The counts come from the history's profile when it was counted on reading."""
+    if profile is not None:
+        per_kind, per_src = profile.kinds, profile.sources
+    else:
+        per_kind, per_src = counts(events)
     return {
         "t0_ns": t0_ns,
         "events_total": sum(per_kind.values()),

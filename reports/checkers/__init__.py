@@ -60,6 +60,54 @@ class FaultWindow:
         return self.scope == "link" or self.target.startswith("link:")
 
 
+@dataclass(frozen=True)
+class Profile:
+    """What a history holds, counted while it is read: events per source and kind, and the
+    first and last event time. Checks use it instead of querying for it again."""
+
+    sources: dict[str, dict[str, int]]  # src -> ev -> events ("?" for a missing src)
+    first_ts: int
+    last_ts: int
+
+    @property
+    def kinds(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for per_kind in self.sources.values():
+            for ev, n in per_kind.items():
+                out[ev] = out.get(ev, 0) + n
+        return dict(sorted(out.items()))
+
+    @property
+    def events(self) -> int:
+        return sum(n for per_kind in self.sources.values() for n in per_kind.values())
+
+    def has(self, *kinds: str) -> bool:
+        """Whether the history holds an event of one of these kinds."""
+        present = self.kinds
+        return any(present.get(k) for k in kinds)
+
+    @classmethod
+    def from_rows(cls, rows: list[Any]) -> Profile:
+        """From rows of (src, ev, n, first, last)."""
+        sources: dict[str, dict[str, int]] = {}
+        for r in rows:
+            per_kind = sources.setdefault(r["src"] or "?", {})
+            per_kind[r["ev"] or "?"] = per_kind.get(r["ev"] or "?", 0) + int(r["n"])
+        first = min((r["first"] for r in rows if r["first"] is not None), default=0)
+        last = max((r["last"] for r in rows if r["last"] is not None), default=0)
+        return cls({k: dict(sorted(v.items())) for k, v in sorted(sources.items())}, int(first), int(last))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"sources": self.sources, "first_ts": self.first_ts, "last_ts": self.last_ts}
+
+    @classmethod
+    def of(cls, stored: dict[str, Any] | None) -> Profile | None:
+        """A stored profile (as_dict), or None when there is none."""
+        if not isinstance(stored, dict) or "sources" not in stored:
+            return None
+        return cls(stored["sources"], int(stored["first_ts"]), int(stored["last_ts"]))
+
+
 @dataclass
 class CheckContext:
     spark: SparkSession
@@ -67,6 +115,7 @@ class CheckContext:
     meta: dict[str, Any]  # run.json
     faults: list[FaultWindow]
     run_dir: Path | None = None  # the run directory, for checkers that read logs/ (None in unit tests)
+    profile: Profile | None = None  # None: not counted (unit tests), ask the events
 
     @property
     def promises(self) -> dict[str, Any]:
@@ -74,9 +123,12 @@ class CheckContext:
 
 
 def events_of(ctx: CheckContext, *kinds: str) -> DataFrame:
-    """The history's events of the given kinds (``ev``)."""
+    """The history's events of the given kinds (``ev``). Kinds the history does not hold
+    give an empty frame that Spark answers without reading anything."""
     from pyspark.sql import functions as F
 
+    if ctx.profile is not None and not ctx.profile.has(*kinds):
+        return ctx.spark.createDataFrame([], ctx.events.schema)
     return ctx.events.filter(F.col("ev").isin(*kinds))
 
 

@@ -20,8 +20,8 @@ What the seed promises, checked on the history the worker and broker record:
 
 Faults excuse what they cause: a check is not applied inside a fault window (plus
 ``FAULT_GRACE_NS``) on the worker concerned, on the broker, or on a link between them.
-Protocol events are few (about one per worker per second), so after Spark has selected
-and ordered them, the interval logic runs over the collected rows.
+Spark does the per-event work; what comes back to Python is per worker or per fault
+(registrations, expiries, reconnects, PINGs past a bound), never per request.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from reports.checkers.toolkit import (
     example,
     fault_spans,
     history_end,
+    instance_column,
     instance_of,
     judged,
     ms,
@@ -273,8 +274,23 @@ def reconnect(ctx: CheckContext) -> CheckResult:
         .filter(F.col("instance").isin(list(workers)))
         .select("ts", F.col("instance").alias("src"), "ev", "worker", "reason", "detail")
     )
+    # What the worker last heard or did before each event (a PONG, a job, its start...): a
+    # PING only says it is still waiting. Only reconnects and PINGs past the bound matter, and
+    # those are few: they come back to Python, in order, with that time beside them.
+    before = Window.partitionBy("src").orderBy("ts").rowsBetween(Window.unboundedPreceding, -1)
+    worker_events = ev.unionByName(starts)
+    marked = worker_events.withColumn(
+        "reset_ts", F.last(F.when(F.col("ev") != "ping", F.col("ts")), True).over(before)
+    )
+    telling = marked.filter(
+        F.col("reset_ts").isNotNull()
+        & (
+            (F.col("ev") == "reconnect")
+            | ((F.col("ev") == "ping") & (F.col("ts") - F.col("reset_ts") > silence_ns + margin_ns))
+        )
+    )
     by_src: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows(ev.unionByName(starts), "ts", "src", "ev", "worker", "reason", "detail"):
+    for row in rows(telling, "ts", "src", "ev", "worker", "reason", "detail", "reset_ts"):
         by_src[row["src"]].append(row)
     registered = {
         r["worker"]: r["ts"]
@@ -287,11 +303,13 @@ def reconnect(ctx: CheckContext) -> CheckResult:
     for src, events in by_src.items():
         stalled = excused_spans(ctx, src, broker=False, link=False)
         unreachable = excused_spans(ctx, src, own=False)
-        reset = None  # when the worker last heard from the broker, or (re)connected
+        reported: tuple[int, int] | None = None  # (silence start, the PING last reported in it)
         for row in events:
-            kind, ts = row["ev"], row["ts"]
-            if kind == "reconnect" and reset is not None:
-                silent = ts - reset
+            kind, ts, start = row["ev"], row["ts"], row.pop("reset_ts")
+            # One report per silence: after a late PING, the rest of the silence counts from it.
+            reset = reported[1] if reported is not None and reported[0] == start else start
+            silent = ts - reset
+            if kind == "reconnect":
                 silences.append(silent)
                 if silent < silence_ns - TOLERANCE_NS:
                     found.append(example(row, silent_ms=ms(silent), problem="reconnected before N_TIMEOUTS"))
@@ -302,15 +320,11 @@ def reconnect(ctx: CheckContext) -> CheckResult:
                     returns.append(seen - ts)
                 elif ts + return_ns < end and not overlaps(unreachable, ts, ts + return_ns):
                     found.append(example(row, problem="the new connection's READY registered nothing"))
-            elif kind == "ping" and reset is not None:
-                silent = ts - reset
-                if silent > silence_ns + margin_ns and not overlaps(stalled, reset, ts):
-                    found.append(
-                        example(row, silent_ms=ms(silent), problem="silent past N_TIMEOUTS, no reconnect")
-                    )
-                    reset = ts  # one report per silence
-            if kind != "ping":
-                reset = ts
+            elif silent > silence_ns + margin_ns and not overlaps(stalled, reset, ts):
+                found.append(
+                    example(row, silent_ms=ms(silent), problem="silent past N_TIMEOUTS, no reconnect")
+                )
+                reported = (start, ts)
     figures = {
         "silence_ms": ms(silence_ns),
         "margin_ms": ms(margin_ns),
@@ -318,7 +332,7 @@ def reconnect(ctx: CheckContext) -> CheckResult:
         "silence_before_reconnect": spread(silences),
         "ready_registered_after": spread(returns),
     }
-    if not by_src:
+    if not by_src and not worker_events.take(1):
         return unknown("pingpong_reconnect", "no worker events", figures)
     quiet = figures["silence_before_reconnect"]
     summary = f"{len(silences)} reconnects"
@@ -428,41 +442,60 @@ def resend(ctx: CheckContext) -> CheckResult:
             "left",
         )
     )
-    end = history_end(ctx)
-    workers = worker_instances(ctx)
-    found: list[dict[str, Any]] = []
-    delays: list[int] = []
-    for row in rows(lost, "ts", "src", "worker", "rid", "next_ts", "next_worker", "next_detail", "reply_ts"):
-        ts, nxt_ts = row["ts"], row["next_ts"]
-        deadline = ts + resend_ns + margin_ns
-        if nxt_ts is not None:
-            delay = nxt_ts - ts
-            delays.append(delay)
-            if delay < resend_ns - TOLERANCE_NS and (row["next_detail"] or "").startswith("resend"):
-                found.append(
-                    example(row, ev="dispatch", delay_ms=ms(delay), problem="resent before resend_ms")
-                )
-                continue
-            if delay <= resend_ns + margin_ns:
-                continue
-        if row["reply_ts"] is not None and row["reply_ts"] < deadline:
-            continue  # answered in time by another dispatch (a client retry)
-        instance = instance_of(row["worker"], workers)
-        if deadline > end or overlaps(excused_spans(ctx, instance, own=False, link=False), ts, deadline):
-            continue  # the run ended, or the broker (and the job with it) was down
-        found.append(
-            example(
-                row,
-                ev="dispatch",
-                problem="never resent" if nxt_ts is None else f"resent after {ms(nxt_ts - ts)} ms",
-            )
+    delay = F.col("next_ts") - F.col("ts")
+    resent = F.col("next_ts").isNotNull()
+    early = (
+        resent
+        & (delay < resend_ns - TOLERANCE_NS)
+        & F.coalesce(F.col("next_detail"), F.lit("")).startswith("resend")
+    )
+    marked = lost.withColumn("delay_ns", delay).withColumn("early", early)
+    marked = marked.withColumn("deadline", F.col("ts") + resend_ns + margin_ns)
+    # Not resent in time, nor answered in time by another dispatch (a client retry), before
+    # the run ended, and the broker (and the job with it) was not down.
+    late = marked.filter(
+        ~F.col("early")
+        & ~(resent & (delay <= resend_ns + margin_ns))
+        & ~(F.col("reply_ts").isNotNull() & (F.col("reply_ts") < F.col("deadline")))
+        & (F.col("deadline") <= history_end(ctx))
+    ).withColumn("instance", instance_column(F.col("worker"), worker_instances(ctx)))
+    late = split_excused(
+        late, ctx, until="deadline", instance="instance", own=False, link=False, grace_ns=FAULT_GRACE_NS
+    )[0]
+    stats = marked.agg(
+        F.count("delay_ns").alias("n"),
+        F.min("delay_ns").alias("min"),
+        F.percentile("delay_ns", 0.5).alias("median"),
+        F.max("delay_ns").alias("max"),
+        F.sum(F.col("early").cast("int")).alias("early"),
+    ).first()
+    n_early, n_late = count(stats["early"]), late.count()
+    cols = ("ts", "src", "worker", "rid", "next_ts", "next_worker", "next_detail", "reply_ts")
+    found = [
+        example(r, ev="dispatch", delay_ms=ms(r["next_ts"] - r["ts"]), problem="resent before resend_ms")
+        for r in rows(marked.filter("early"), *cols, limit=MAX_EXAMPLES)
+    ] + [
+        example(
+            r,
+            ev="dispatch",
+            problem="never resent"
+            if r["next_ts"] is None
+            else f"resent after {ms(r['next_ts'] - r['ts'])} ms",
         )
-    figures.update({"unfinished_dispatches": len(delays) + len(found), "resend_after": spread(delays)})
-    if not delays and not found:
+        for r in rows(late, *cols, limit=MAX_EXAMPLES)
+    ]
+    resent_after = {"count": count(stats["n"]), "min_ms": None, "median_ms": None, "max_ms": None}
+    if resent_after["count"]:
+        resent_after.update(min_ms=ms(stats["min"]), median_ms=ms(stats["median"]), max_ms=ms(stats["max"]))
+    violations = n_early + n_late
+    figures.update(
+        {"unfinished_dispatches": resent_after["count"] + violations, "resend_after": resent_after}
+    )
+    if not resent_after["count"] and not violations:
         return unknown("pingpong_resend", "no job was left unfinished", figures)
     after = figures["resend_after"]
     summary = (
-        f"{len(delays)} jobs resent {after['min_ms']}-{after['max_ms']} ms after dispatch "
-        f"(resend_ms {ms(resend_ns):g}); {len(found)} violations"
+        f"{resent_after['count']} jobs resent {after['min_ms']}-{after['max_ms']} ms after dispatch "
+        f"(resend_ms {ms(resend_ns):g}); {violations} violations"
     )
-    return judged("pingpong_resend", len(found), found, summary, figures)
+    return judged("pingpong_resend", violations, found, summary, figures)

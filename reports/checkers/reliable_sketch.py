@@ -13,8 +13,6 @@ No duplicate reply reaches a client: that is the generic ``no_duplicate``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
@@ -24,13 +22,12 @@ from reports.checkers.toolkit import (
     count,
     events_of,
     example,
-    fault_spans,
     history_end,
-    instance_of,
+    instance_column,
     judged,
-    overlaps,
     registered_dispatch,
     rows,
+    split_excused,
     unknown,
     worker_instances,
 )
@@ -105,31 +102,33 @@ def disabled_discarded(ctx: CheckContext) -> CheckResult:
         & (F.col("d_ts") >= F.col("ts")),
         "left_anti",
     )
-    end = history_end(ctx)
-    servers = worker_instances(ctx)
-    found: list[dict[str, Any]] = []
-    for row in rows(joined, "ts", "src", "ev", "worker", "rid"):
-        # The reply may still be on its way at the end, or lost with a server or queue that
-        # was killed (or a link cut) before it arrived.
-        spans = fault_spans(ctx, instance_of(row["worker"], servers))
-        if row["ts"] + NS > end or overlaps(spans, row["ts"], row["ts"] + NS):
-            continue
-        found.append(example(row, problem="reply of a disabled server not discarded"))
+    # The reply may still be on its way at the end, or lost with a server or queue that was
+    # killed (or a link cut) before it arrived.
+    pending = joined.withColumn("_server", instance_column(F.col("worker"), worker_instances(ctx)))
+    pending = pending.withColumn("_arrived", F.col("ts") + NS)
+    offending = split_excused(pending, ctx, until="_arrived", instance="_server")[0].filter(
+        F.col("_arrived") <= history_end(ctx)
+    )
+    not_discarded = offending.count()
+    found = [
+        example(r, problem="reply of a disabled server not discarded")
+        for r in rows(offending, "ts", "src", "ev", "worker", "rid", limit=MAX_EXAMPLES)
+    ]
     discarded = events_of(ctx, "discard").filter(F.col("reason") == "disabled server").count()
     disabled = events_of(ctx, "worker_expired").filter(F.col("reason") == "disabled").count()
     figures = {
         "disabled": disabled,
         "replies_while_disabled": while_disabled.count(),
         "discarded": discarded,
-        "not_discarded": len(found),
+        "not_discarded": not_discarded,
     }
     summary = (
         f"{disabled} times a server was disabled; {discarded} replies from disabled servers discarded, "
-        f"{len(found)} not"
+        f"{not_discarded} not"
     )
     if not disabled:
         return unknown("sketch_disabled_discarded", "no server was disabled", figures)
-    return judged("sketch_disabled_discarded", len(found), found, summary, figures)
+    return judged("sketch_disabled_discarded", not_discarded, found, summary, figures)
 
 
 @checker(

@@ -66,6 +66,8 @@ def run_time(ctx: CheckContext, key: str) -> int:
     value = ctx.meta.get(key)
     if value is not None:
         return int(value)
+    if ctx.profile is not None:
+        return ctx.profile.first_ts if key in ("started_ns", "load_started_ns") else ctx.profile.last_ts
     fn = F.min if key in ("started_ns", "load_started_ns") else F.max
     found = ctx.events.agg(fn("ts")).first()[0]
     return int(found or 0)
@@ -73,6 +75,8 @@ def run_time(ctx: CheckContext, key: str) -> int:
 
 def history_end(ctx: CheckContext) -> int:
     """When recording ended: the last event of the history (ns)."""
+    if ctx.profile is not None:
+        return ctx.profile.last_ts
     return int(ctx.events.agg(F.max("ts")).first()[0] or 0)
 
 
@@ -104,6 +108,15 @@ def instance_of(worker: str, instances: set[str]) -> str:
         if worker == name or worker.startswith(name + "-"):
             return name
     return worker.rsplit("-", 1)[0]
+
+
+def instance_column(worker: Column, instances: set[str]) -> Column:
+    """``instance_of`` as a column expression (instances are few: one branch each)."""
+    fallback = F.when(worker.contains("-"), F.regexp_extract(worker, r"^(.*)-[^-]*$", 1)).otherwise(worker)
+    out = fallback
+    for name in sorted(instances, key=len):  # the longest name is tested first
+        out = F.when((worker == name) | worker.startswith(name + "-"), F.lit(name)).otherwise(out)
+    return out
 
 
 # --- excusing faults -------------------------------------------------------------------

@@ -20,6 +20,7 @@ from reports.pipeline import build_report
 from tests.procs import Proc, wait_for
 from tests.test_report import make_run
 
+pytestmark = pytest.mark.slow  # three more JVMs (master, worker, executor): left out of `./dev quick`
 ROOT = Path(__file__).resolve().parent.parent
 START_S = 120  # a JVM each, on a loaded 2-core machine
 

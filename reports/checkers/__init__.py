@@ -128,7 +128,7 @@ def events_of(ctx: CheckContext, *kinds: str) -> DataFrame:
     from pyspark.sql import functions as F
 
     if ctx.profile is not None and not ctx.profile.has(*kinds):
-        return ctx.spark.createDataFrame([], ctx.events.schema)
+        return ctx.events.limit(0)
     return ctx.events.filter(F.col("ev").isin(*kinds))
 
 

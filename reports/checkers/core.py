@@ -29,6 +29,7 @@ from reports.checkers.toolkit import (
     merge_spans,
     outside,
     run_time,
+    small_frame,
     unknown,
 )
 
@@ -522,8 +523,10 @@ def recovery(ctx: CheckContext) -> CheckResult:
     first_ok: dict[int, int] = {}
     first_exec: dict[int, int] = {}
     if healed:
-        faults = ctx.spark.createDataFrame(
-            [(f.fault_id, f.stop_ns, f.target) for f in healed], "fault_id int, stop_ns long, target string"
+        faults = small_frame(
+            ctx,
+            [(f.fault_id, f.stop_ns, f.target) for f in healed],
+            {"fault_id": "int", "stop_ns": "long", "target": "string"},
         )
         ok = events_of(ctx, "reply").filter(F.col("ok")).select("ts")
         first_ok = _first_after(ok, faults)

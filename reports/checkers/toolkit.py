@@ -235,7 +235,7 @@ def split_excused(
     spans = _excusing(ctx, instance is not None, lead_ns, grace_ns, **flags)
     if not spans:
         return df, df.filter(F.lit(False))
-    faults = F.broadcast(ctx.spark.createDataFrame(spans, "_f_lo long, _f_hi long, _f_inst string"))
+    faults = F.broadcast(small_frame(ctx, spans, {"_f_lo": "long", "_f_hi": "long", "_f_inst": "string"}))
     cond = _meets(ts, until)
     if instance is not None:
         cond = cond & (F.col("_f_inst").isNull() | (F.col("_f_inst") == F.col(instance)))
@@ -246,8 +246,18 @@ def outside(df: DataFrame, ctx: CheckContext, spans: list[tuple[int, int]], ts: 
     """The rows of ``df`` whose time ``ts`` is in none of the [lo, hi] spans (a broadcast range join)."""
     if not spans:
         return df
-    frame = F.broadcast(ctx.spark.createDataFrame(spans, "_f_lo long, _f_hi long"))
+    frame = F.broadcast(small_frame(ctx, spans, {"_f_lo": "long", "_f_hi": "long"}))
     return df.join(frame, _meets(ts, None), "left_anti")
+
+
+def small_frame(ctx: CheckContext, rows: list[tuple[Any, ...]], columns: dict[str, str]) -> DataFrame:
+    """A DataFrame of a few rows made of literals in the plan (fault windows...): unlike
+    ``createDataFrame`` it needs no Python worker process to serve it."""
+    structs = [
+        F.struct(*(F.lit(v).cast(t).alias(c) for v, (c, t) in zip(row, columns.items(), strict=True)))
+        for row in rows
+    ]
+    return ctx.spark.range(1).select(F.inline(F.array(*structs)))
 
 
 def _meets(ts: str, until: str | None) -> Column:

@@ -33,6 +33,7 @@ CREATED = "task created"
 @checker(
     "dwork_complete_once",
     "dwork: every task completes exactly once; it runs again only after its worker's Exit or a Transfer",
+    needs=("task_create", "task_complete"),
 )
 def complete_once(ctx: CheckContext) -> CheckResult:
     created = events_of(ctx, "task_create").where(F.col("detail").isNull()).select("job", "ts")
@@ -82,7 +83,11 @@ EARLY_ASSIGN = "assigned before a dependency completed"
 EDGES = "dependency"
 
 
-@checker("dwork_deps_first", "dwork: no task is assigned or starts before all its dependencies completed")
+@checker(
+    "dwork_deps_first",
+    "dwork: no task is assigned or starts before all its dependencies completed",
+    needs=("task_create", "task_complete"),
+)
 def deps_first(ctx: CheckContext) -> CheckResult:
     edges = (
         events_of(ctx, "task_create")
@@ -121,7 +126,11 @@ UNFINISHED = "created, never completed"
 RECENT = "created near the end, not completed yet"
 
 
-@checker("dwork_all_complete", "dwork: every created task completes in the end (while workers are alive)")
+@checker(
+    "dwork_all_complete",
+    "dwork: every created task completes in the end (while workers are alive)",
+    needs=("task_create",),
+)
 def all_complete(ctx: CheckContext) -> CheckResult:
     created = (
         events_of(ctx, "task_create").groupBy("job").agg(F.min("ts").alias("ts"), F.first("rid").alias("rid"))
@@ -154,7 +163,11 @@ EXPIRED = "worker marked down"
 RETURNED = "task put back by Exit"
 
 
-@checker("dwork_exit_requeues", "dwork: Exit puts every task its worker held back in the ready pool")
+@checker(
+    "dwork_exit_requeues",
+    "dwork: Exit puts every task its worker held back in the ready pool",
+    needs=("task_assign",),
+)
 def exit_requeues(ctx: CheckContext) -> CheckResult:
     expired = events_of(ctx, "worker_expired").select("worker", F.col("ts").alias("exit_ts"))
     assigns = events_of(ctx, "task_assign").select("job", "worker", F.col("ts").alias("at"))

@@ -86,6 +86,7 @@ def broker_end(ctx: CheckContext) -> int:
     "pingpong_pings_answered",
     "every PING a worker sends gets a PONG on the same connection within BROKER_TIMEOUT "
     "(outside faults on that worker, the broker or their link)",
+    needs=("ping", "pong"),
 )
 def pings_answered(ctx: CheckContext) -> CheckResult:
     bound_ns = int(float(options(ctx).get("broker_timeout_ms", 1000)) * MS)
@@ -139,6 +140,7 @@ def pings_answered(ctx: CheckContext) -> CheckResult:
 @checker(
     "pingpong_no_dispatch_to_expired",
     "the broker sends a job only to a worker it has registered and not expired since",
+    needs=("dispatch", "worker_ready"),
 )
 def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
     return registered_dispatch(ctx, "pingpong_no_dispatch_to_expired")
@@ -159,6 +161,7 @@ def _jobs_outstanding(ctx: CheckContext) -> set[str]:
     "pingpong_expiry",
     "an idle worker silent for WORKER_EXPIRE_SECONDS is removed, no sooner and at most "
     "expire_margin_s later; the figure is the time from its last message to its expiry",
+    needs=("worker_ready", "ping"),
 )
 def expiry(ctx: CheckContext) -> CheckResult:
     opts = options(ctx)
@@ -257,6 +260,7 @@ def expiry(ctx: CheckContext) -> CheckResult:
     "pingpong_reconnect",
     "a worker that hears nothing for N_TIMEOUTS x BROKER_TIMEOUT reconnects (not sooner, "
     "at most reconnect_margin_s later) and its READY registers the new connection",
+    needs=("ping",),
 )
 def reconnect(ctx: CheckContext) -> CheckResult:
     opts = options(ctx)
@@ -348,6 +352,7 @@ def reconnect(ctx: CheckContext) -> CheckResult:
 @checker(
     "pingpong_workers_return",
     "after the broker is restarted, every running worker is registered again within return_bound_s",
+    needs=("worker_ready",),
 )
 def workers_return(ctx: CheckContext) -> CheckResult:
     bound_ns = int(float(ctx.promises.get("return_bound_s", 5.0)) * NS)
@@ -417,6 +422,7 @@ def workers_return(ctx: CheckContext) -> CheckResult:
     "pingpong_resend",
     "with resend on: a job whose worker returns no result goes to another worker resend_ms "
     "after its dispatch (at most resend_margin_s later, never sooner)",
+    needs=("dispatch",),
 )
 def resend(ctx: CheckContext) -> CheckResult:
     resend_ns = int(float(options(ctx).get("resend_ms", 0)) * MS)

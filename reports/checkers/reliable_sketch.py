@@ -36,6 +36,7 @@ from reports.checkers.toolkit import (
 @checker(
     "sketch_no_repeat_exec",
     "a server never executes the same request twice in a row: a repeat is answered from its cache",
+    needs=("exec",),
 )
 def no_repeat_exec(ctx: CheckContext) -> CheckResult:
     execs = events_of(ctx, "exec").select("ts", "src", "ev", "worker", "rid")
@@ -67,6 +68,7 @@ def no_repeat_exec(ctx: CheckContext) -> CheckResult:
 @checker(
     "sketch_disabled_discarded",
     "every reply a server sends while the queue has it disabled is discarded (counted), never forwarded",
+    needs=("worker_ready", "done"),
 )
 def disabled_discarded(ctx: CheckContext) -> CheckResult:
     queue = events_of(ctx, "worker_ready", "worker_expired").select(
@@ -134,6 +136,7 @@ def disabled_discarded(ctx: CheckContext) -> CheckResult:
 @checker(
     "sketch_no_dispatch_to_disabled",
     "the queue sends a request only to a server it has registered and not disabled or forgotten since",
+    needs=("dispatch", "worker_ready"),
 )
 def no_dispatch_to_disabled(ctx: CheckContext) -> CheckResult:
     return registered_dispatch(ctx, "sketch_no_dispatch_to_disabled")

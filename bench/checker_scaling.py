@@ -232,6 +232,36 @@ def pandas_check(path: Path, load_stopped_ns: int) -> dict[str, int]:
     return {"no_lost": lost, "no_duplicate": dup, "in_order": int((replies.seq <= prev).sum())}
 
 
+def where_the_time_goes(spark, run: RunDir) -> None:
+    """Per step of a warm report: seconds, Spark jobs and stages (each check in its own job group)."""
+    from reports import pipeline
+    from reports.checkers import CheckContext, registry
+    from reports.metrics import compute_metrics
+
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+
+    def step(name: str, fn: Callable[[], Any]) -> Any:
+        sc.setJobGroup(name, name)
+        t = time.perf_counter()
+        out = fn()
+        secs = time.perf_counter() - t
+        jobs = tracker.getJobIdsForGroup(name)
+        stages = sum(len(info.stageIds) for j in jobs if (info := tracker.getJobInfo(j)) is not None)
+        print(f"    {name:<34}{secs:7.2f} s {len(jobs):4d} jobs {stages:4d} stages   load {load()}")
+        return out
+
+    meta = run.read_meta()
+    history = step("read (profile, bad lines)", lambda: pipeline.read_events(spark, run))
+    faults, _ = step("fault windows", lambda: pipeline.fault_windows(history.events, history.profile))
+    ctx = CheckContext(spark, history.events, meta, faults, run.root, history.profile)
+    for name in meta["manifest"]["promises"]["checks"]:
+        step(name, lambda name=name: registry()[name].run(ctx))
+    step("metrics", lambda: compute_metrics(history.events, meta["load_started_ns"], history.profile))
+    sc.setJobGroup("other", "other")
+    history.release()
+
+
 def outcome(verdict: dict[str, Any]) -> dict[str, tuple[str, int]]:
     return {name: (c["status"], c["violations"]) for name, c in verdict["checks"].items()}
 
@@ -252,6 +282,7 @@ def main() -> None:
     parser.add_argument(
         "--dir", type=Path, default=None, help="where to write the runs (default: a temp dir)"
     )
+    parser.add_argument("--profile", action="store_true", help="seconds, jobs and stages per check")
     args = parser.parse_args()
     base = args.dir or Path(tempfile.mkdtemp(prefix="zchaos-bench-"))
     spark = get_spark(events=max(args.sizes))
@@ -291,6 +322,9 @@ def main() -> None:
             )
             rows.append(("pandas, Parquet (3 checks)", secs, load()))
             print(f"  {'pandas, Parquet (3 checks)':<36}{secs:8.1f} s   load {rows[-1][2]}", flush=True)
+            if args.profile:
+                print("  where the time goes (warm, from Parquet):")
+                where_the_time_goes(spark, run)
             assert all(v == verdicts[0] for v in verdicts), verdicts
             spark_found = {k: verdicts[0][k][1] for k in found}
             assert spark_found == found, (spark_found, found)

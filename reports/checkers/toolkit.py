@@ -4,14 +4,17 @@ builds its result.
 - **The run**: ``options`` (implementation knobs), ``run_time`` / ``history_end`` /
   ``client_budget_ns`` (when things happened), ``worker_instances`` / ``broker_instances``
   (an instance's kind comes from the manifest: a role that binds an endpoint serves it,
-  a broker or queue; a role that only connects is a worker), ``instance_of`` (the instance
-  behind a connection identity).
+  a broker or queue; a role that only connects is a worker), ``instance_of`` /
+  ``instance_column`` (the instance behind a connection identity).
 - **Filtering events**: ``events_of(ctx, kind, ...)``.
 - **Excusing faults**: a fault's class (on a process or on a link, lossy or not) comes from
   the fault table (chaos/faults.py) through ``fault_start``; ``fault_spans`` says when the
   faults that concern an instance (its own, its broker's, its link's) were under way, as
   merged [lo, hi] spans for Python-side logic, and ``split_excused`` / ``with_excused``
-  apply the same spans to a DataFrame as a small broadcast frame joined by time range.
+  (and ``outside`` for spans of one's own) apply them to a DataFrame as a small broadcast
+  frame joined by time range (``small_frame``), never as a chain of conditions per fault.
+- **A rule several families share**: ``registered_dispatch`` (no job to a worker the
+  broker has not registered, or has expired since).
 - **Results**: ``judged`` (held or violated, with examples), ``unknown`` (with what was
   missing), ``example`` / ``examples`` (offending events for a person to find in the logs),
   ``problems`` (several labelled offender frames counted and sampled in one Spark action),
@@ -37,10 +40,8 @@ from reports.checkers import (
     CheckContext,
     CheckResult,
     FaultWindow,
-    events_of,
+    events_of,  # also offered here: a family module needs nothing but this toolkit
 )
-
-__all__ = ["events_of"]  # re-exported: a family module needs nothing but this toolkit
 
 NS = 1_000_000_000
 MS = 1_000_000

@@ -188,6 +188,12 @@ EVENTS: dict[str, EventKind] = {
     "fault_stop": EventKind(
         "nemesis", ("fault", "target", "fault_id"), ("params", "pid", "detail"), "a fault healed"
     ),
+    "fault_error": EventKind(
+        "nemesis",
+        ("fault", "target", "fault_id", "detail"),
+        ("params",),
+        "a planned fault failed when it fired (detail: the error): the run did not carry out its plan",
+    ),
     "malformed_batch": EventKind(
         "nemesis",
         ("fault", "target", "fault_id", "detail"),
@@ -203,6 +209,12 @@ EVENTS: dict[str, EventKind] = {
         "a process ended (exit code or signal; expected if the harness ended it)",
     ),
     "phase": EventKind("runner", ("name",), ("detail",), "the run entered a phase"),
+    "phase_done": EventKind(
+        "runner",
+        ("name",),
+        ("detail",),
+        "the run finished a phase (load, drain, teardown): a run whose drain is not done was cut short",
+    ),
     # --- WMP (implementations/wmp) ------------------------------------------------
     "wmp_lock": EventKind(
         "worker",

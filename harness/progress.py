@@ -24,6 +24,13 @@ _COUNTED = {
     "abandon": b'"ev":"abandon"',
 }
 STATUS_MARK = {"held": "ok  ", "violated": "FAIL", "unknown": "??  "}
+#: The last line of a verdict, by run outcome (harness/outcomes.py).
+OUTCOME_WORD = {
+    "passed": "PASSED",
+    "violated": "FAILED: VIOLATED",
+    "unknown": "UNKNOWN: not every promised check could be decided",
+    "incomplete": "INCOMPLETE: the run did not carry out its plan",
+}
 
 
 class HistoryCounter:
@@ -60,6 +67,7 @@ class Progress:
         self._nemesis: Nemesis | None = None
         self._total = 0.0
         self._live_line = False
+        self._errors_shown = 0
 
     def _print(self, text: str) -> None:
         if self._live_line:
@@ -91,7 +99,15 @@ class Progress:
         self._nemesis = nemesis
         self._total = total_s
 
+    def _fault_errors(self) -> None:
+        """Warn of each fault that failed since the last call (once each, as it happens)."""
+        errors = self._nemesis.errors if self._nemesis else []
+        for error in errors[self._errors_shown :]:
+            self.warn(f"fault failed: {error}")
+        self._errors_shown = len(errors)
+
     def tick(self, elapsed: float) -> None:
+        self._fault_errors()
         now = time.monotonic()
         if not self.tty and now - self._last < self.every_s:
             return
@@ -114,6 +130,7 @@ class Progress:
             self._print(line)
 
     def end_load(self) -> None:
+        self._fault_errors()
         if self._counter is not None:
             c = self._counter.update()
             self._print(
@@ -122,6 +139,8 @@ class Progress:
             )
 
     def verdict(self, verdict: dict[str, Any], run: RunDir) -> None:
+        """The check table and the run's outcome, with the reasons when it is not plainly
+        passed or violated (an undecided check, a run cut short)."""
         self._print("")
         out = self.out
         print(f"verdict for {run.root.name}:", file=out)
@@ -132,5 +151,11 @@ class Progress:
             mark = STATUS_MARK.get(status, status)
             expected = "  (expected)" if check.get("expected") and status == "violated" else ""
             print(f"  {mark} {name:<{width}}  {check.get('summary', '')}{expected}", file=out)
-        word = "PASSED" if verdict.get("passed") else "FAILED"
-        print(f"{word}  report: {run.report_html}", file=out, flush=True)
+            if status == "unknown" and check.get("reason") and check.get("reason") != check.get("summary"):
+                print(f"       {'':<{width}}  unknown: {check['reason']}", file=out)
+        outcome = str(verdict.get("outcome") or "unknown")
+        for reason in verdict.get("reasons") or []:
+            if not reason.split(":", 1)[0].endswith(" unknown"):  # an unknown check shows above
+                print(f"  ! {reason}", file=out)
+        word = OUTCOME_WORD.get(outcome, outcome.upper())
+        print(f"{word} (exit {verdict.get('exit_code')})  report: {run.report_html}", file=out, flush=True)

@@ -353,13 +353,23 @@ def parse_scenario(data: dict[str, Any], path: Path | None, *, where: str | Path
         rng = random.Random(f"{seed}:{i}")
         times = _schedule_times(ft, rng, duration_s)
         params = {}
-        for pname, (ptype, default) in kind.params.items():
-            value = ft.get(pname, ptype, REQUIRED if default is ... else default)
+        for pname, spec in kind.params.items():
+            value = ft.get(
+                pname,
+                spec.type,
+                REQUIRED if spec.required else spec.default,
+                minimum=spec.min,
+                maximum=spec.max,
+                choices=spec.choices,
+            )
             if value is not None:
                 params[pname] = value
         if kind_name == "malformed":
             check_malformed(params, target, manifest, ft)
         ft.done()
+        problem = kind.check(params) if kind.check else None
+        if problem:
+            raise ft.error(None, problem)
         faults.append(FaultSpec(i, kind_name, target, times, params))
 
     et = top.table("expect")

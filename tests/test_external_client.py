@@ -160,8 +160,8 @@ def test_a_reply_to_a_request_never_sent_and_a_second_reply(tmp_path: Path, hist
 KILL_WORKERS = """
 implementation = "{manifest}"
 seed = 4
-duration_s = 15
-drain_s = 8
+duration_s = {duration}
+drain_s = 6
 [topology]
 worker = 2
 [load]
@@ -172,13 +172,13 @@ wait_ms = 20
 [[faults]]
 kind = "kill"
 target = "worker:all"
-at_s = [4]
+at_s = [5]
 restart_after_s = 2
 """
 
 
 def run(tmp_path: Path, manifest: Path, load: str = "", faults: bool = True):
-    text = KILL_WORKERS.format(manifest=manifest, load=load)
+    text = KILL_WORKERS.format(manifest=manifest, load=load, duration=15 if faults else 10)
     if not faults:
         text = text.split("[[faults]]")[0]
     path = tmp_path / "scenario.toml"

@@ -5,10 +5,12 @@ while the same broker without that bug passes the same scenario."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 
+from chaos.malformed import FAMILIES, HEAVY, Wire, send_batch
 from harness.errors import SetupError
 from harness.history import read_events
 from harness.runner import run_scenario
@@ -88,6 +90,35 @@ def test_a_bad_malformed_fault_names_the_key(
     with pytest.raises(SetupError) as caught:
         load_scenario(path)
     assert message in str(caught.value) and str(path) in str(caught.value)
+
+
+class RecordingWire(Wire):
+    """Records what would go out (a unit test of the generators: no sockets)."""
+
+    def __init__(self) -> None:
+        super().__init__(None, "tcp://127.0.0.1:1")  # type: ignore[arg-type]
+        self.sent: list[list[bytes]] = []
+
+    def send(self, identity: bytes, frames: list[bytes]) -> None:
+        self.sent.append(frames)
+
+    def recv(self, identity: bytes, timeout_ms: int) -> list[bytes] | None:
+        return None
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_the_same_seed_sends_the_same_junk(family: str) -> None:
+    for side in ("client", "worker"):
+        runs = []
+        for seed in (1, 1, 2):
+            wire = RecordingWire()
+            counts = send_batch(wire, family, side, random.Random(seed), 200)
+            runs.append((counts, wire.sent))
+        assert runs[0] == runs[1] and runs[0] != runs[2]
+        counts, sent = runs[0]
+        assert sum(counts.values()) == 200 and len(sent) >= 200
+        assert all(counts[name] <= 1 for name in HEAVY)  # megabytes at most once a batch
+        assert set(counts) == set(FAMILIES[family].cases(side))  # 200 draws reach every case
 
 
 def run_subject(tmp_path: Path, exit_on_malformed: int):

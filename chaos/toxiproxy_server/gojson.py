@@ -16,6 +16,7 @@ import math
 import re
 import struct
 import unicodedata
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -246,6 +247,27 @@ def lookup(obj: dict[str, Any], key: str) -> tuple[bool, Any]:
         if k.casefold() == folded:
             found, value = True, v  # Go keeps the last case-insensitive match
     return found, value
+
+
+def field_of(key: str, fields: Iterable[str]) -> str | None:
+    """The Go field a JSON key sets: an exact match, else one that matches without regard to case."""
+    names = list(fields)
+    if key in names:
+        return key
+    folded = key.casefold()
+    return next((f for f in names if f.casefold() == folded), None)
+
+
+def read_fields(obj: dict[str, Any], readers: dict[str, Callable[[dict[str, Any]], Any]]) -> dict[str, Any]:
+    """Each field's value, read by its reader from a one-key object in the order of the body's
+    keys, as Go's decoder goes: the first type error in that order is the one raised, and a
+    later key for the same field wins. A field the body does not set gets its reader's default."""
+    values: dict[str, Any] = {}
+    for key, value in obj.items():
+        field = field_of(key, readers)
+        if field is not None:
+            values[field] = readers[field]({field: value})
+    return {f: values[f] if f in values else read({}) for f, read in readers.items()}
 
 
 def type_error(value: Any, struct: str, field: str, gotype: str, with_literal: bool = False) -> DecodeError:

@@ -16,7 +16,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from reports.checkers import MAX_EXAMPLES, CheckContext, CheckResult, checker
+from reports.checkers import MAX_EXAMPLES, CheckContext, CheckResult, checker, nothing_to_judge
 from reports.checkers.toolkit import (
     END_OF_TIME,
     NS,
@@ -95,7 +95,10 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         f"{indeterminate} indeterminate, {lost} lost"
     )
     if total == 0:
-        return unknown("no_lost", "no request was sent", figures)
+        return unknown(
+            "no_lost", "no request was sent", figures,
+            reason="no send event in the history: the load clients recorded nothing (see logs/locust.log)",
+        )  # fmt: skip
     found = []
     if lost:
         offenders = requests.filter(F.col("open") & ~F.col("indeterminate")).select(
@@ -152,7 +155,10 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
         f"{figures['duplicated_requests']} delivered more than once ({extra} extra)"
     )
     if figures["deliveries"] == 0:
-        return unknown("no_duplicate", "no reply was delivered", figures)
+        return unknown(
+            "no_duplicate", "no reply was delivered", figures,
+            reason="no reply reached a client, so no delivery could be counted",
+        )  # fmt: skip
     found = []
     if extra:
         dup = per_rid.filter(F.col("n") > 1).select("delivered_rid", F.col("n").alias("deliveries"))
@@ -187,7 +193,10 @@ def in_order(ctx: CheckContext) -> CheckResult:
     ordered = [k["name"] for k in kinds if k.get("in_order", promised)]
     unordered = [k["name"] for k in kinds if not k.get("in_order", promised)]
     if not (ordered if kinds else promised):
-        return unknown("in_order", "not promised", {"promised": False})
+        return unknown(
+            "in_order", "not promised", {"promised": False},
+            reason="the manifest lists in_order among its checks but promises in_order = false: drop one",
+        )  # fmt: skip
     order = Window.partitionBy("cid").orderBy("ts", "seq")
     replies = events_of(ctx, "reply")
     if unordered:
@@ -216,7 +225,10 @@ def in_order(ctx: CheckContext) -> CheckResult:
     if unordered:
         summary += f" (kinds {', '.join(ordered)}; {', '.join(unordered)} promise no order)"
     if figures["replies"] == 0:
-        return unknown("in_order", "no reply arrived", figures)
+        return unknown(
+            "in_order", "no reply arrived", figures,
+            reason="no reply reached a client, so no order could be seen",
+        )  # fmt: skip
     found = []
     if bad:
         found = examples(
@@ -267,7 +279,10 @@ def correct_reply(ctx: CheckContext) -> CheckResult:
         f"{figures['stale_own_replies']} stale own replies"
     )
     if figures["replies"] == 0 and bad == 0:
-        return unknown("correct_reply", "no reply arrived", figures)
+        return unknown(
+            "correct_reply", "no reply arrived", figures,
+            reason="no reply reached a client, so none could be compared with its request",
+        )  # fmt: skip
     found = examples(checked.filter(F.col("problem").isNotNull())) if bad else []
     return judged("correct_reply", bad, found, summary, figures)
 
@@ -328,8 +343,10 @@ def execution_count(ctx: CheckContext) -> CheckResult:
     )
     if figures["exec_events"] == 0:
         return unknown(
-            "execution_count", "no exec events: the implementation does not record executions", figures
-        )
+            "execution_count", "no exec events: the implementation does not record executions", figures,
+            reason="needs exec events from the workers, which this subject does not write: run it with "
+            "zchaos's probe workers, or drop execution_count from the manifest's checks",
+        )  # fmt: skip
     offenders: list[DataFrame] = []
     violations = n_unsent
     ex_cols = [
@@ -445,7 +462,11 @@ def steady_state(ctx: CheckContext) -> CheckResult:
         f"p99 {p99_text} (bound {bound_ms:g} ms)"
     )
     if replies == 0 and retries == 0 and abandons == 0:
-        return unknown("steady_state", "no traffic outside fault windows", figures)
+        return unknown(
+            "steady_state", "no traffic outside fault windows", figures,
+            reason="every reply fell inside a fault window, its grace or the warm-up: lengthen the load "
+            "or space the faults",
+        )  # fmt: skip
     violations = retries + abandons + int(slow)
     found: list[dict[str, Any]] = []
     if retries or abandons:
@@ -499,7 +520,10 @@ def no_unexpected_exit(ctx: CheckContext) -> CheckResult:
     figures = {"starts": count(row["starts"]), "exits": count(row["exits"]), "unexpected_exits": bad}
     summary = f"{figures['starts']} process starts, {figures['exits']} exits, {bad} unexpected"
     if figures["starts"] == 0 and figures["exits"] == 0:
-        return unknown("no_unexpected_exit", "no process events recorded", figures)
+        return unknown(
+            "no_unexpected_exit", "no process events recorded", figures,
+            reason="history/runner.jsonl holds no proc_start or proc_exit: the runner's history is missing",
+        )  # fmt: skip
     found = []
     if bad:
         found = examples(
@@ -608,7 +632,16 @@ def recovery(ctx: CheckContext) -> CheckResult:
     if violations:
         return judged("recovery", violations, found, summary, figures)
     if not healed:
-        return unknown("recovery", "no fault healed during the run", figures)
+        return nothing_to_judge(
+            ctx, "recovery", "no fault healed during the run",
+            "no planned fault ended before the run did, so no recovery could be timed; let each fault "
+            "end (duration_s, restart_after_s) at least recovery_bound_s before the load stops",
+            figures=figures,
+        )  # fmt: skip
     if undecided:
-        return unknown("recovery", summary, figures)
+        reason = (
+            f"{undecided} fault(s) ended less than recovery_bound_s ({bound_s:g} s) before the load "
+            "stopped and no ok reply came after them; schedule faults earlier or the load longer"
+        )
+        return unknown("recovery", summary, figures, reason=reason)
     return judged("recovery", 0, [], summary, figures)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from reports.checkers import CheckContext, CheckResult, checker
-from reports.checkers.toolkit import NS, events_of, history_end, problems, unknown
+from reports.checkers import CheckContext, CheckResult, checker, nothing_to_judge
+from reports.checkers.toolkit import NS, events_of, history_end, problems, unknown, worker_instances
 from reports.checkers.toolkit import judged_problems as verdict
 
 #: Requeued tasks are handed out again, and Exit's requeues happen, within this (ns).
@@ -195,7 +195,11 @@ def exit_requeues(ctx: CheckContext) -> CheckResult:
     )
     found = problems((EXPIRED, expired), (RETURNED, back), (KEPT, kept), (NOT_AGAIN, not_again))
     if not found.n(EXPIRED):
-        return unknown("dwork_exit_requeues", "no worker was marked down (no Exit)")
+        return nothing_to_judge(
+            ctx, "dwork_exit_requeues", "no worker was marked down (no Exit)",
+            "a fault on a worker was planned but the scheduler marked no worker down",
+            on=worker_instances(ctx),
+        )  # fmt: skip
     return verdict(
         "dwork_exit_requeues",
         found,

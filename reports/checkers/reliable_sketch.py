@@ -16,7 +16,7 @@ from __future__ import annotations
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from reports.checkers import MAX_EXAMPLES, CheckContext, CheckResult, checker
+from reports.checkers import MAX_EXAMPLES, CheckContext, CheckResult, checker, nothing_to_judge
 from reports.checkers.toolkit import (
     NS,
     count,
@@ -129,7 +129,11 @@ def disabled_discarded(ctx: CheckContext) -> CheckResult:
         f"{not_discarded} not"
     )
     if not disabled:
-        return unknown("sketch_disabled_discarded", "no server was disabled", figures)
+        return nothing_to_judge(
+            ctx, "sketch_disabled_discarded", "no server was disabled",
+            "a fault on a server was planned but the queue disabled none; stall a server for longer",
+            on=worker_instances(ctx), figures=figures,
+        )  # fmt: skip
     return judged("sketch_disabled_discarded", not_discarded, found, summary, figures)
 
 

@@ -32,7 +32,7 @@ from typing import Any
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from reports.checkers import MAX_EXAMPLES, CheckContext, CheckResult, checker
+from reports.checkers import MAX_EXAMPLES, CheckContext, CheckResult, checker, nothing_to_judge
 from reports.checkers.toolkit import (
     MS,
     NS,
@@ -46,7 +46,6 @@ from reports.checkers.toolkit import (
     instance_of,
     judged,
     ms,
-    nothing_to_judge,
     options,
     overlaps,
     registered_dispatch,

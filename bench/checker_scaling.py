@@ -22,27 +22,35 @@ ratios to the targets of issue 12 are printed at the end (demo size whole proces
     .venv/bin/python bench/checker_scaling.py                      # 100k, 1M, 10M events
     .venv/bin/python bench/checker_scaling.py --sizes 100000       # the demo's size only
 
-Where the time goes (measured with this script and Spark's status tracker, 2 cores shared
-with seven other engineers, load average 20-40, so only the proportions are telling):
+Where the time goes. What the code says, check by check (``--profile`` prints the seconds,
+Spark jobs and stages of each step of a warm report; every ``count()``, ``first()`` and
+``collect()`` is a job, every groupBy, join or window over the events a shuffle stage):
 
-- **JVM start**: ``zchaos report`` of a 100k-event run spends about 5 s before the first
-  query (Python imports, spark-submit, the JVM, the SparkContext); a quick-start JVM
-  (C1 only, chosen below 2M events) and a 1 GB heap for small histories cut that.
-- **JSON parsing**: the JSON lines are parsed once, with the explicit schema, into the
-  cache (small) or straight into the columnar form (large); a rebuild reads Parquet,
-  split by event kind from 1M events on, so a check reads only the kinds it asks for.
-- **Per check, before this issue**: 3-8 Spark jobs each (every ``.count()``, ``.first()``
-  and ``.collect()`` is a job; every groupBy or window a shuffle). The report of a
-  PING/PONG run ran about 60 jobs: 13 of them asked again for what the reader had seen
-  (the last event time, event counts per kind, whether a kind exists at all), and 5
-  checks pulled per-request rows (dispatches, dones, execs) to the driver and looped over
-  them in Python. Now the reader counts events per source and kind and the first and last
-  time in the same pass that finds the bad lines (one job); checks and metrics use that
-  profile, a kind the history does not hold costs no job, fault windows are a small
-  broadcast frame joined by range, and what comes back to Python is per worker or per
-  fault (and the first examples), never per request.
-- **Rows collected to the driver**: counts, up to 10 examples per check, the per-second
-  timeline of the metrics, and per-worker rows of the PING/PONG checks.
+- **Fixed cost**: Python imports, spark-submit and the JVM, the SparkContext, then the
+  first query's planning and code generation; on a quiet 2-core machine about 5 s plus
+  about 3 s (DESIGN.md), most of the 25-28 s the demo's report took. A history below 2M
+  events now gets a JVM that only runs its quick compiler (C1) and a 1 GB heap.
+- **JSON parsing**: once per run. The first report parses the JSON lines with the
+  explicit schema into Spark's cache, counts them per source and kind (with the first
+  and last time and the bad lines) in the same pass, and writes the columnar form
+  (history/events.parquet, split by event kind from 1M events on); a rebuild reads that.
+- **Per check, before issue 12**: each check asked Spark again for what the reader had
+  already seen (the last event time, in nine checks; whether a kind occurs at all; the event
+  counts of the metrics), every fault was one more OR'ed condition on every row, and
+  pingpong.reconnect, resend and reliable_sketch.disabled_discarded pulled per-request
+  rows (execs, dispatches, dones) to the driver to loop over them in Python. Now the
+  reader's profile answers the first three without a job (a kind the history does not
+  hold gives an empty frame Spark answers without reading), fault windows are a small
+  broadcast frame joined by time range, and those checks do their per-event work in
+  Spark: what comes back to Python is counts, up to 10 examples per check, the metrics'
+  per-second timeline, and per-worker rows (registrations, expiries, reconnects, PINGs
+  past a bound).
+- **Not done** (issue 12 part 2): the per-request aggregate (one groupBy per request
+  shared by no_lost, no_duplicate and execution_count) is still computed by each of
+  them, and pingpong.expiry and workers_return still collect per-worker rows.
+
+Figures of the run this was written in are in the closing report of the pipeline work
+(they were taken with a load average of 30-40 on 2 cores: only their ratios mean much).
 """
 
 from __future__ import annotations

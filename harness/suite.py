@@ -88,6 +88,11 @@ def run_suite(directory: Path, *, runs_dir: Path = Path("runs"), progress: Progr
         + (f" ({others})" if others else "")
         + f"; index: {suite_dir / 'index.html'}"
     )
+    return suite_exit_code(entries, interrupted=interrupted)
+
+
+def suite_exit_code(entries: list[SuiteEntry], *, interrupted: bool = False) -> int:
+    """130 if interrupted, 2 if a scenario could not be run, else the runs' outcomes combined."""
     if interrupted:
         return EXIT_INTERRUPTED
     if any(e.outcome == BAD_INPUT for e in entries):

@@ -219,7 +219,11 @@ def test_a_bad_line_and_a_program_dying_mid_run_show_in_the_report(tmp_path: Pat
     result = run(
         tmp_path, CLIENTS / "manifest.toml", load="client = { garbage_at = 5, exit_at = 40 }", faults=False
     )
-    assert result.verdict is not None and result.exit_code in (0, 1)  # the run completed and was judged
+    assert result.verdict is not None and result.verdict["outcome"] in (
+        "passed",
+        "violated",
+        "unknown",
+    )  # judged
     errors = result.verdict["metrics"]["client_errors"]
     assert errors["by_reason"].get("malformed", 0) >= 4  # each of the 4 programs wrote one
     assert errors["by_reason"].get("exit", 0) >= 4

@@ -1,6 +1,7 @@
 """The ``malformed`` fault (issue 8 part 8): its parameters are validated with the scenario,
 and it finds a black-box broker that exits on a malformed message (``no_unexpected_exit``)
-while the same broker without that bug passes the same scenario."""
+or stops serving after one (``recovery``), while the same broker without those bugs passes
+the same scenario."""
 
 from __future__ import annotations
 
@@ -121,19 +122,22 @@ def test_the_same_seed_sends_the_same_junk(family: str) -> None:
         assert set(counts) == set(FAMILIES[family].cases(side))  # 200 draws reach every case
 
 
-def run_subject(tmp_path: Path, exit_on_malformed: int):
+def run_subject(tmp_path: Path, on_malformed: str):
     text = (SUBJECT / "malformed.toml").read_text()
     text = text.replace('"manifest.toml"', json.dumps(str(SUBJECT / "manifest.toml")))
     path = tmp_path / "scenario.toml"
-    path.write_text(text + f"\n[options]\nexit_on_malformed = {exit_on_malformed}\n")
+    path.write_text(text + f'\n[options]\non_malformed = "{on_malformed}"\n')
     return run_scenario(load_scenario(path), runs_dir=tmp_path / "runs")
 
 
 @pytest.mark.slow
-def test_a_broker_that_exits_on_junk_fails_no_unexpected_exit(tmp_path: Path, spark) -> None:
-    result = run_subject(tmp_path, exit_on_malformed=1)
+@pytest.mark.parametrize(("bug", "check"), [("exit", "no_unexpected_exit"), ("wedge", "recovery")])
+def test_a_broker_that_exits_or_stops_on_junk_fails_the_check_named(
+    tmp_path: Path, spark, bug: str, check: str
+) -> None:
+    result = run_subject(tmp_path, on_malformed=bug)
     checks = result.verdict["checks"]
-    assert checks["no_unexpected_exit"]["status"] == "violated", checks["no_unexpected_exit"]
+    assert checks[check]["status"] == "violated", checks[check]
     assert result.exit_code == 1
     batches = list(e for e in read_events(result.run.history) if e["ev"] == "malformed_batch")
     assert batches and json.loads(batches[0]["detail"])["family"] == "simple-pirate"
@@ -141,7 +145,7 @@ def test_a_broker_that_exits_on_junk_fails_no_unexpected_exit(tmp_path: Path, sp
 
 @pytest.mark.slow
 def test_the_same_broker_without_the_bug_passes(tmp_path: Path, spark) -> None:
-    result = run_subject(tmp_path, exit_on_malformed=0)
+    result = run_subject(tmp_path, on_malformed="drop")
     summary = {name: (c["status"], c["summary"]) for name, c in result.verdict["checks"].items()}
     assert result.exit_code == 0, json.dumps(summary, indent=1)
     batches = [e for e in read_events(result.run.history) if e["ev"] == "malformed_batch"]

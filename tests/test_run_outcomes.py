@@ -13,11 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from chaos.nemesis import Nemesis, PlannedFault
 from harness.cli import main
 from harness.history import HistoryWriter, read_events
 from harness.progress import Progress
+from harness.rundir import RunDir
+from harness.scenario import load_scenario
+from harness.suite import SuiteEntry, suite_exit_code, write_index
 from reports.history_frame import events_frame
 from reports.pipeline import completeness
 from tests.procs import ROOT, wait_for
@@ -59,6 +63,7 @@ def processes_of(runs: Path) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.slow  # a scenario run, then its report
 def test_a_runner_killed_mid_run_is_reported_incomplete(tmp_path: Path, spark, capsys) -> None:
     """Before: `zchaos report` on the folder of a SIGKILLed run said PASSED, exit 0."""
     scenario = tmp_path / "short.toml"
@@ -175,3 +180,40 @@ def test_completeness_of_a_run_from_its_history(spark) -> None:
         events_frame(spark, base[:2]), {**meta, "phases_done": {"load": 1, "drain": 2}}
     )
     assert done_in_run_json[0] == ["fault 2 (freeze w-2) never fired"]
+
+
+UNDECIDED = {
+    "outcome": "unknown",
+    "exit_code": 3,
+    "reasons": ["mmi_service unknown: no MMI answer was recorded; set the client's mmi_every"],
+    "checks": {
+        "no_lost": {"status": "held", "outcome": "passed", "summary": "10 requests: 10 replied"},
+        "mmi_service": {
+            "status": "unknown",
+            "outcome": "unknown",
+            "summary": "no MMI answers",
+            "reason": "no MMI answer was recorded; set the client's mmi_every",
+        },
+    },
+}
+
+
+def test_an_unknown_run_is_shown_as_unknown_in_the_terminal_and_the_suite(tmp_path: Path) -> None:
+    out = io.StringIO()
+    Progress(stream=io.StringIO(), out=out).verdict(UNDECIDED, RunDir(tmp_path / "run"))
+    text = out.getvalue()
+    assert "??   mmi_service" in text and "unknown: no MMI answer was recorded" in text
+    assert "UNKNOWN: not every promised check could be decided (exit 3)" in text and "PASSED" not in text
+
+    scenario = load_scenario(ROOT / "scenarios" / "ci" / "pingpong-kills.toml")
+    passed = SuiteEntry(scenario, exit_code=0, verdict={"outcome": "passed", "checks": {}})
+    unknown = SuiteEntry(scenario, exit_code=3, verdict=UNDECIDED)
+    assert suite_exit_code([passed, unknown]) == 3 and suite_exit_code([passed]) == 0
+    violated = SuiteEntry(scenario, exit_code=1, verdict={"outcome": "violated", "checks": {}})
+    incomplete = SuiteEntry(scenario, exit_code=4, verdict={"outcome": "incomplete", "checks": {}})
+    assert suite_exit_code([unknown, incomplete]) == 4 and suite_exit_code([incomplete, violated]) == 1
+    assert suite_exit_code([passed, SuiteEntry(scenario, error="port taken")]) == 2
+    assert suite_exit_code([passed], interrupted=True) == 130
+    write_index(tmp_path, [passed, unknown])
+    page = (tmp_path / "index.html").read_text()
+    assert "<td>unknown</td>" in page and "mmi_service unknown: no MMI answer was recorded" in page

@@ -16,7 +16,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from reports.checkers import MAX_EXAMPLES, CheckContext, CheckResult, checker, nothing_to_judge
+from reports.checkers import MAX_EXAMPLES, CheckContext, CheckResult, FaultWindow, checker, nothing_to_judge
 from reports.checkers.toolkit import (
     END_OF_TIME,
     NS,
@@ -43,16 +43,30 @@ LOG_TAIL_LINES = 10
 # --- no_lost ---------------------------------------------------------------------------
 
 
+def _overlaps_a_fault(faults: list[FaultWindow], start: str, end: str) -> Column:
+    """Rows whose span [``start``, ``end``] (ns columns) meets some fault window."""
+    cond = F.lit(False)
+    for f in faults:
+        meets = F.col(end) >= f.start_ns
+        if f.stop_ns is not None:
+            meets = meets & (F.col(start) <= f.stop_ns)
+        cond = cond | meets
+    return cond
+
+
 @checker(
     "no_lost",
     "every request that was sent ends in a reply or an abandon; one still open at the end "
-    "of the load (or its client's last) is indeterminate, not lost",
+    "of the load (or its client's last) is indeterminate, not lost; a client that never "
+    "resends records `lost` when its reply_deadline_s ran out, which counts as lost (inside "
+    "a fault window only where the manifest promises requeue)",
 )
 def no_lost(ctx: CheckContext) -> CheckResult:
     is_send = F.col("ev") == "send"
-    # One shuffle: every send, reply and abandon of a request meet in one group.
+    is_lost = F.col("ev") == "lost"
+    # One shuffle: every send, reply, abandon and lost of a request meet in one group.
     sends = (
-        events_of(ctx, "send", "reply", "abandon")
+        events_of(ctx, "send", "reply", "abandon", "lost")
         .groupBy("cid", "seq")
         .agg(
             F.min(F.when(is_send, F.col("ts"))).alias("ts"),
@@ -62,25 +76,37 @@ def no_lost(ctx: CheckContext) -> CheckResult:
             F.sum(is_send.cast("int")).alias("sends"),
             F.max((F.col("ev") == "reply").cast("int")).alias("replied"),
             F.max((F.col("ev") == "abandon").cast("int")).alias("abandoned"),
+            F.min(F.when(is_lost, F.col("ts"))).alias("lost_ts"),
+            F.min(F.when(is_lost, F.col("reason"))).alias("lost_reason"),
         )
         .filter(F.col("sends") > 0)
     )
     last = sends.groupBy("cid").agg(F.max("seq").alias("last_seq"))
     cutoff = run_time(ctx, "load_stopped_ns") - client_budget_ns(ctx)
+    # Without the requeue promise the broker may drop what a dead worker held; only a
+    # resend recovers it, which a no-resend client never does: such a loss inside a fault
+    # window is reported, not held against the system.
+    requeue = bool(ctx.promises.get("requeue", False))
+    declared = (F.col("replied") == 0) & F.col("lost_ts").isNotNull()
+    excused = declared & F.lit(not requeue) & _overlaps_a_fault(ctx.faults, "ts", "lost_ts")
     requests = (
         sends.join(F.broadcast(last), "cid")
-        .withColumn("open", (F.col("replied") == 0) & (F.col("abandoned") == 0))
+        .withColumn("open", (F.col("replied") == 0) & (F.col("abandoned") == 0) & F.col("lost_ts").isNull())
         .withColumn(
             "indeterminate",
             F.col("open") & ((F.col("last_send_ts") > cutoff) | (F.col("seq") == F.col("last_seq"))),
         )
+        .withColumn("excused", excused)
+        .withColumn("lost", (declared & ~F.col("excused")) | (F.col("open") & ~F.col("indeterminate")))
     )
     row = requests.agg(
         F.count("*").alias("requests"),
         F.sum("replied").alias("replied"),
         F.sum(F.when((F.col("replied") == 0) & (F.col("abandoned") == 1), 1)).alias("abandoned"),
         F.sum(F.col("indeterminate").cast("int")).alias("indeterminate"),
-        F.sum((F.col("open") & ~F.col("indeterminate")).cast("int")).alias("lost"),
+        F.sum(F.col("lost").cast("int")).alias("lost"),
+        F.sum((F.col("lost") & F.col("lost_ts").isNotNull()).cast("int")).alias("past_deadline"),
+        F.sum(F.col("excused").cast("int")).alias("excused"),
     ).first()
     total, lost, indeterminate = count(row["requests"]), count(row["lost"]), count(row["indeterminate"])
     figures = {
@@ -89,11 +115,21 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         "abandoned": count(row["abandoned"]),
         "indeterminate": indeterminate,
         "lost": lost,
+        "lost_past_deadline": count(row["past_deadline"]),  # recorded `lost` by a no-resend client
+        "lost_in_faults_unpromised": count(row["excused"]),
+        "requeue_promised": requeue,
     }
     summary = (
         f"{total} requests: {figures['replied']} replied, {figures['abandoned']} abandoned, "
         f"{indeterminate} indeterminate, {lost} lost"
     )
+    if figures["lost_past_deadline"]:
+        summary += f" ({figures['lost_past_deadline']} past their reply deadline)"
+    if figures["lost_in_faults_unpromised"]:
+        summary += (
+            f"; {figures['lost_in_faults_unpromised']} more lost during faults, not counted: "
+            "requeue is not promised"
+        )
     if total == 0:
         return unknown(
             "no_lost", "no request was sent", figures,
@@ -101,7 +137,7 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         )  # fmt: skip
     found = []
     if lost:
-        offenders = requests.filter(F.col("open") & ~F.col("indeterminate")).select(
+        offenders = requests.filter("lost").select(
             "ts",
             "src",
             F.lit("send").alias("ev"),
@@ -110,7 +146,13 @@ def no_lost(ctx: CheckContext) -> CheckResult:
             "rid",
             "sends",
             "last_send_ts",
-            F.lit("no reply and no abandon").alias("problem"),
+            "lost_ts",
+            F.when(
+                F.col("lost_ts").isNotNull(),
+                F.concat(F.lit("lost: "), F.col("lost_reason")),
+            )
+            .otherwise(F.lit("no reply and no abandon"))
+            .alias("problem"),
         )
         found = examples(offenders)
     return judged("no_lost", lost, found, summary, figures)
@@ -430,7 +472,7 @@ def relaxed_windows(ctx: CheckContext) -> list[tuple[int, int]]:
 @checker(
     "steady_state",
     "outside fault windows (plus steady_grace_s after each) and the warm-up: no retry, no "
-    "abandon, and reply latency p99 within latency_p99_ms",
+    "abandon, no lost request, and reply latency p99 within latency_p99_ms",
 )
 def steady_state(ctx: CheckContext) -> CheckResult:
     spans = relaxed_windows(ctx)
@@ -441,16 +483,19 @@ def steady_state(ctx: CheckContext) -> CheckResult:
         F.sum(is_reply.cast("int")).alias("replies"),
         F.sum((F.col("ev") == "retry").cast("int")).alias("retries"),
         F.sum((F.col("ev") == "abandon").cast("int")).alias("abandons"),
+        F.sum((F.col("ev") == "lost").cast("int")).alias("lost"),
         F.percentile(F.when(is_reply, F.col("latency_us")), F.lit(0.99)).alias("p99_us"),
         F.max(F.when(is_reply, F.col("latency_us"))).alias("max_us"),
     ).first()
     retries, abandons, replies = count(row["retries"]), count(row["abandons"]), count(row["replies"])
+    lost = count(row["lost"])  # a no-resend client's request past its deadline
     p99_ms = None if row["p99_us"] is None else row["p99_us"] / 1000.0
     slow = p99_ms is not None and p99_ms > bound_ms
     figures = {
         "replies": replies,
         "retries": retries,
         "abandons": abandons,
+        "lost": lost,
         "p99_ms": p99_ms,
         "max_ms": None if row["max_us"] is None else row["max_us"] / 1000.0,
         "latency_p99_bound_ms": bound_ms,
@@ -461,17 +506,19 @@ def steady_state(ctx: CheckContext) -> CheckResult:
         f"outside fault windows: {replies} replies, {retries} retries, {abandons} abandons, "
         f"p99 {p99_text} (bound {bound_ms:g} ms)"
     )
-    if replies == 0 and retries == 0 and abandons == 0:
+    if lost:
+        summary += f", {lost} lost"
+    if replies == 0 and retries == 0 and abandons == 0 and lost == 0:
         return unknown(
             "steady_state", "no traffic outside fault windows", figures,
             reason="every reply fell inside a fault window, its grace or the warm-up: lengthen the load "
             "or space the faults",
         )  # fmt: skip
-    violations = retries + abandons + int(slow)
+    violations = retries + abandons + lost + int(slow)
     found: list[dict[str, Any]] = []
-    if retries or abandons:
+    if retries or abandons or lost:
         found = examples(
-            steady.filter(F.col("ev").isin("retry", "abandon"))
+            steady.filter(F.col("ev").isin("retry", "abandon", "lost"))
             .select("ts", "src", "ev", "cid", "seq", "rid", "attempt", "reason")
             .withColumn("problem", F.concat(F.col("ev"), F.lit(" outside fault windows")))
         )

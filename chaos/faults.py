@@ -13,6 +13,11 @@ from typing import Any
 #: How a scenario picks instances of a role: ``worker:random`` (one, seeded), ``worker:half``
 #: (half of them, rounded up, seeded), ``worker:all``.
 SELECTORS = ("random", "half", "all")
+#: What a fault does to its target's service: an ``outage`` stops it serving (a crash, a
+#: stall, a cut link), a ``slowdown`` only slows it. A manifest's ``survives`` promise
+#: names harms (harness/manifest.py); the ``availability`` check holds the system to them.
+OUTAGE, SLOWDOWN = "outage", "slowdown"
+HARMS = (OUTAGE, SLOWDOWN)
 
 
 @dataclass(frozen=True)
@@ -21,6 +26,7 @@ class FaultKind:
     doc: str
     target: str  # "process" (an instance or a role selector) or "link"
     params: dict[str, tuple[type, Any]] = field(default_factory=dict)
+    harm: str = OUTAGE
 
     @property
     def instantaneous(self) -> bool:
@@ -54,6 +60,7 @@ FAULT_KINDS: dict[str, FaultKind] = {
             "keep only `share` of one CPU for the process for duration_s (CPU overload, a slow host)",
             "process",
             {"duration_s": (float, ...), "share": (float, 0.1)},
+            harm=SLOWDOWN,
         ),
         # Network faults act, through the fault proxy, on the links the target instance
         # connects over (chaos/netfaults.py); `direction` is both, upstream or downstream.
@@ -86,12 +93,14 @@ FAULT_KINDS: dict[str, FaultKind] = {
                 "jitter_ms": (int, 0),
                 "direction": (str, "downstream"),
             },
+            harm=SLOWDOWN,
         ),
         FaultKind(
             "bandwidth",
-            "limit the link to rate_kb_s KB/s (0 stalls it) for duration_s",
+            "limit the link to rate_kb_s KB/s for duration_s (0 stalls it: use partition for an outage)",
             "link",
             {"duration_s": (float, ...), "rate_kb_s": (int, ...), "direction": (str, "downstream")},
+            harm=SLOWDOWN,
         ),
         FaultKind(
             "slicer",
@@ -104,6 +113,7 @@ FAULT_KINDS: dict[str, FaultKind] = {
                 "delay_us": (int, 0),
                 "direction": (str, "downstream"),
             },
+            harm=SLOWDOWN,
         ),
         FaultKind(
             "limit_data",

@@ -91,7 +91,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     print("\nfaults ([[faults]] kind = ...):")
     for kind in FAULT_KINDS.values():
         params = ", ".join(f"{p}{'' if d is ... else '?'}" for p, (_, d) in kind.params.items())
-        print(f"  {kind.name:<10} {kind.doc}" + (f"  [{params}]" if params else ""))
+        print(f"  {kind.name:<10} {kind.doc} ({kind.harm})" + (f"  [{params}]" if params else ""))
     print(f"  targets: an instance (worker-2), a role (queue), or role:{'|'.join(SELECTORS)}")
     print("\ninvariants ([promises] checks = [...]):")
     from reports.checkers import registry

@@ -23,7 +23,7 @@ import zmq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from loadtests.config import ENV_LOAD, LoadConfig  # noqa: E402
+from loadtests.config import ENV_LOAD, ClientLoad, LoadConfig  # noqa: E402
 
 
 def start_echo(ctx: zmq.Context) -> str:
@@ -43,7 +43,8 @@ def start_echo(ctx: zmq.Context) -> str:
 
 def run_locust(endpoint: str, history_dir: str, seconds: int, users: int, work: Path, tag: str) -> float:
     prefix = work / f"stats-{tag}"
-    config = LoadConfig(adapter="lazy_pirate", endpoint=endpoint, history_dir=history_dir, wait_ms=0)
+    client = ClientLoad(name="lazy_pirate", adapter="lazy_pirate", endpoints=[endpoint])
+    config = LoadConfig(clients=[client], history_dir=history_dir, wait_ms=0)
     subprocess.run(
         [
             sys.executable, "-m", "locust", "-f", str(ROOT / "loadtests" / "locustfile.py"), "--headless",

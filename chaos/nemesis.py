@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import random
 import signal
 import threading
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from chaos.faults import FAULT_KINDS
-from chaos.starve import Starvation
+from chaos.starve import ENV_METHOD, Starvation
 
 if TYPE_CHECKING:
     from chaos.netfaults import NetworkFaults
@@ -203,7 +204,10 @@ class Nemesis:
         if pid is None:
             self._missed(fault)
             return
-        starvation = Starvation(pid, fault.params.get("share", 0.1), max_s=fault.params["duration_s"] + 60)
+        forced = os.environ.get(ENV_METHOD, "auto")
+        starvation = Starvation(
+            pid, fault.params.get("share", 0.1), forced, max_s=fault.params["duration_s"] + 60
+        )
         method = starvation.start()
         try:
             self._emit("fault_start", fault, pid=pid, detail=method)

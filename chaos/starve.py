@@ -12,22 +12,36 @@ Three ways, tried in this order by ``method="auto"``:
 is removed, or the competitors are killed and every thread's affinity restored. It runs on
 leaving the ``with`` block, also on Ctrl-C or an exception. Competitors also exit on their
 own when their parent dies or their time is up, so a SIGKILLed caller leaves none behind.
+
+A cgroup cannot remove itself when its creator is SIGKILLed, so its name says who made it:
+``zchaos-starve-runner<PID>.<START>-pid<TARGET>-<random>`` (the creating process's pid and
+its start time in clock ticks, so a reused pid is not taken for the dead runner).
+``remove_leftovers()`` finds the cgroups whose creator is gone, moves any process still in
+them back to the parent cgroup and removes them; every ``zchaos run`` calls it first.
+
+``ZCHAOS_STARVE_METHOD`` (auto, cgroup2, cgroup1, competitors) forces the method the
+nemesis uses, for a host whose cgroups cannot be trusted (and to test each method).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PERIOD_US = 100_000
 METHODS = ("auto", "cgroup2", "cgroup1", "competitors")
+ENV_METHOD = "ZCHAOS_STARVE_METHOD"
+CGROUP_PREFIX = "zchaos-starve-"
+_OWNED = re.compile(r"zchaos-starve-runner(\d+)\.(\d+)-pid\d+-[0-9a-f]+")
 
 _COMPETITOR = """
 import os, sys, time
@@ -176,28 +190,15 @@ class Starvation:
         _write(self._cgroup / "cgroup.procs", str(self.pid))  # type: ignore[operator]
 
     def _make_cgroup(self, root: Path) -> None:
-        path = root / f"zchaos-starve-{self.pid}-{uuid.uuid4().hex[:6]}"
+        me = os.getpid()
+        path = root / f"{CGROUP_PREFIX}runner{me}.{_start_ticks(me)}-pid{self.pid}-{uuid.uuid4().hex[:6]}"
         path.mkdir()
         self._cgroup = path
 
     def _undo_cgroup(self) -> None:
         cg, self._cgroup = self._cgroup, None
-        if cg is None:
-            return
-        home = self._home
-        with contextlib.suppress(OSError):
-            for pid in (cg / "cgroup.procs").read_text().split():
-                with contextlib.suppress(OSError):
-                    _write((home if home is not None else cg.parent) / "cgroup.procs", pid)
-        for _ in range(50):  # rmdir fails while a dying task is still listed
-            try:
-                cg.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.02)
-        raise StarveError(f"could not remove cgroup {cg}")
+        if cg is not None:
+            _dissolve(cg, self._home if self._home is not None else cg.parent)
 
     # -- competitors -----------------------------------------------------------------
     def _threads(self) -> list[int]:
@@ -246,6 +247,74 @@ class Starvation:
             self._undo_competitors()
         finally:
             self._undo_cgroup()
+
+
+def _dissolve(cg: Path, home: Path) -> None:
+    """Move every process of cgroup ``cg`` to ``home``, then remove ``cg``."""
+    with contextlib.suppress(OSError):
+        for pid in (cg / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):
+                _write(home / "cgroup.procs", pid)
+    for _ in range(50):  # rmdir fails while a dying task is still listed
+        try:
+            cg.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.02)
+    raise StarveError(f"could not remove cgroup {cg}")
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks after boot, /proc/PID/stat field 22); None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rpartition(")")[2].split()[19])
+
+
+def _creator_alive(name: str) -> bool:
+    """True if the process that made the cgroup ``name`` still runs (names of older zchaos
+    versions, without their creator, count as orphaned)."""
+    m = _OWNED.fullmatch(name)
+    return m is not None and _start_ticks(int(m[1])) == int(m[2])
+
+
+@dataclass
+class Leftovers:
+    """What ``remove_leftovers`` found: cgroups removed, and those it could not remove (why)."""
+
+    removed: list[Path] = field(default_factory=list)
+    failed: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def remove_leftovers() -> Leftovers:
+    """Remove the starvation cgroups of creators that are gone (a runner killed mid-fault).
+
+    Every cgroup v1 ``cpu`` and cgroup2 hierarchy is searched, since a v1 cgroup is made
+    under the starved process's own cgroup. A process still inside one goes back to the
+    parent cgroup first, its full CPU restored.
+    """
+    found = Leftovers()
+    for fstype, mount, opts in _mounts():
+        if fstype == "cgroup" and "cpu" not in opts:
+            continue
+        for parent, dirs, _ in os.walk(mount):
+            ours = [d for d in dirs if d.startswith(CGROUP_PREFIX)]
+            dirs[:] = [d for d in dirs if d not in ours]  # ours have no children
+            for name in ours:
+                if _creator_alive(name):
+                    continue
+                cg = Path(parent) / name
+                try:
+                    _dissolve(cg, Path(parent))
+                except (OSError, StarveError) as exc:
+                    found.failed.append((cg, str(exc)))
+                else:
+                    found.removed.append(cg)
+    return found
 
 
 def starve(pid: int, duration_s: float, share: float = 0.1, method: str = "auto") -> str:

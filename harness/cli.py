@@ -16,6 +16,7 @@ from harness.errors import SetupError
 EPILOG = """\
 examples:
   zchaos run scenarios/paranoid-pirate-kill-worker.toml
+  zchaos check scenarios/paranoid-pirate-kill-worker.toml
   zchaos suite scenarios/ci/
   zchaos report runs/20261121T120000Z-paranoid-pirate-kill-worker
   zchaos load paranoid-pirate --users 20 --duration 30
@@ -28,8 +29,37 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from harness.scenario import load_scenario
 
     scenario = load_scenario(args.scenario) if args.seed is None else _with_seed(args.scenario, args.seed)
+    if args.check:
+        return _describe(scenario)
     result = run_scenario(scenario, runs_dir=args.runs_dir, report=not args.no_report)
     return result.exit_code
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from harness.scenario import load_scenario
+
+    return _describe(load_scenario(args.scenario))
+
+
+def _describe(scenario) -> int:
+    """What a valid scenario would run (its manifest and client kinds were validated loading it)."""
+    manifest = scenario.manifest
+    print(f"{scenario.path}: valid")
+    print(f"  implementation {manifest.name} ({manifest.path})")
+    print(f"  {scenario.duration_s:g} s of load, {scenario.load.users} users, seed {scenario.seed}")
+    topology = ", ".join(f"{role} x{n}" for role, n in scenario.topology.items())
+    print(f"  processes: {topology}")
+    for kind in scenario.load.clients:
+        share = f"{kind.users} users" if kind.users else f"weight {kind.weight}"
+        options = ", ".join(f"{k}={v!r}" for k, v in kind.options.items()) or "defaults"
+        print(f"  client kind {kind.name}: {kind.adapter}, {share}, endpoints {', '.join(kind.endpoints)}")
+        print(f"    options: {options}")
+        if kind.command:
+            print(f"    command: {' '.join(kind.command)}")
+    for fault in scenario.faults:
+        times = ", ".join(f"{t:g}" for t in fault.times_s)
+        print(f"  fault {fault.kind} on {fault.target} at {times} s")
+    return 0
 
 
 def _with_seed(path: str, seed: int):
@@ -93,6 +123,21 @@ def _cmd_list(args: argparse.Namespace) -> int:
         params = ", ".join(f"{p}{'' if d is ... else '?'}" for p, (_, d) in kind.params.items())
         print(f"  {kind.name:<10} {kind.doc} ({kind.harm})" + (f"  [{params}]" if params else ""))
     print(f"  targets: an instance (worker-2), a role (queue), or role:{'|'.join(SELECTORS)}")
+    print("\nclient adapters ([client] or [[clients]] adapter = ...; options with their defaults):")
+    from loadtests.adapters import adapter_class, adapter_names
+
+    for name in adapter_names():
+        cls = adapter_class(name)
+        endpoints = (
+            "any number of endpoints" if cls.MAX_ENDPOINTS is None else f"{cls.MAX_ENDPOINTS} endpoint(s)"
+        )
+        print(f"  {name:<12} {cls.SUMMARY} ({endpoints})")
+        options = ", ".join(f"{k} = {v!r}" for k, v in cls.DEFAULTS.items())
+        more = " (other options are passed to the program)" if cls.OPEN_OPTIONS else ""
+        print(f"  {'':<12} options: {options or 'none'}{more}")
+    from loadtests.adapters.external import PROTOCOL
+
+    print("\n" + PROTOCOL)
     print("\ninvariants ([promises] checks = [...]):")
     from reports.checkers import registry
 
@@ -124,7 +169,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs-dir", default="runs", help="where run folders go (default: runs)")
     p.add_argument("--seed", type=int, help="override the scenario's seed")
     p.add_argument("--no-report", action="store_true", help="record the run but skip the Spark report")
+    p.add_argument("--check", action="store_true", help="validate the scenario and its manifest, run nothing")
     p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("check", help="validate a scenario and its manifest without running it")
+    p.add_argument("scenario", help="a scenario file (TOML)")
+    p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("suite", help="run every scenario of a folder (the CI suite)")
     p.add_argument("directory", help="a folder of scenario files, e.g. scenarios/ci/")

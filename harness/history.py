@@ -44,6 +44,8 @@ FIELD_TYPES: dict[str, str] = {
     "reason": "string",  # why a request was abandoned, a worker expired, ...
     "got_rid": "string",  # the request id found in a reply that was not expected
     "detail": "string",  # free text or JSON about an unusual event
+    "kind": "string",  # the client kind that wrote a client event (the manifest's [[clients]] name)
+    "endpoint": "string",  # which endpoint answered a reply (the manifest's name, else the address)
     # broker protocol events
     "service": "string",  # Majordomo service name
     # nemesis
@@ -84,25 +86,35 @@ class EventKind:
 
 EVENTS: dict[str, EventKind] = {
     # --- load clients -------------------------------------------------------------
-    "send": EventKind("client", ("cid", "seq", "rid", "attempt"), (), "a request (or a resend) left"),
+    "send": EventKind("client", ("cid", "seq", "rid", "attempt"), ("kind",), "a request (or a resend) left"),
     "reply": EventKind(
         "client",
         ("cid", "seq", "rid", "ok", "latency_us"),
-        ("worker", "detail"),
+        ("worker", "detail", "kind", "endpoint"),
         "the reply to a request arrived and was checked",
     ),
     "retry": EventKind(
         "client",
         ("cid", "seq", "attempt"),
-        ("rid", "reason"),
+        ("rid", "reason", "kind"),
         "a request timed out and will be sent again on a fresh socket",
     ),
-    "abandon": EventKind("client", ("cid", "seq", "rid", "reason"), (), "the client gave up on a request"),
+    "abandon": EventKind(
+        "client", ("cid", "seq", "rid", "reason"), ("kind",), "the client gave up on a request"
+    ),
     "unexpected": EventKind(
         "client",
         ("cid", "seq"),
-        ("rid", "got_rid", "detail"),
+        ("rid", "got_rid", "detail", "kind"),
         "something arrived that is not the reply to the request in flight",
+    ),
+    "client_error": EventKind(
+        "client",
+        ("cid", "reason", "detail"),
+        ("kind", "code", "rid", "seq"),
+        "an external client program broke the JSON-lines protocol (reason: malformed, protocol), "
+        "reported an error (error), would not start (init), fell silent (timeout) or exited early "
+        "(exit, with its code)",
     ),
     # --- workers ------------------------------------------------------------------
     "exec": EventKind("worker", ("rid", "worker"), ("service",), "a worker started a job"),
@@ -128,7 +140,10 @@ EVENTS: dict[str, EventKind] = {
         "a request a lost worker held went back to the head of its queue (at-least-once)",
     ),
     "request_expired": EventKind(
-        "broker", ("service",), ("rid", "reason"), "a queued request waited too long and was dropped"
+        "broker",
+        (),
+        ("service", "rid", "reason"),
+        "a broker dropped a request: it waited too long for a worker, or no send of it was answered in time",
     ),
     "mmi_reply": EventKind(
         "broker",

@@ -24,7 +24,7 @@ backend = "queue"
 command = ["{python}", "-m", "implementations.paranoid_pirate.queue",
            "--frontend", "{bind.frontend}", "--backend", "{bind.backend}",
            "--heartbeat-ms", "{opt.heartbeat_ms}"]
-ready = "port:frontend"          # "port:ENDPOINT", "log:REGEX" or "none"
+ready = "port:frontend"          # "port:ENDPOINT", "log:REGEX" (a line this start wrote) or "none"
 # count = 1, scalable = false, env = {}, stop_signal = "SIGTERM"
 
 [roles.worker]
@@ -45,6 +45,27 @@ steady_grace_s = 10.0            # the same, where the manifest gives no expiry_
 latency_p99_ms = 500.0           # steady-state latency bound
 availability_floor = 0.5         # the `availability` check's floor (below)
 survives = ["slowdown", "outage:some"]   # the faults it promises to stay available through
+```
+
+The load may instead have several client kinds, each an ``[[clients]]`` table (a manifest
+has ``[client]`` or ``[[clients]]``, not both):
+
+```toml
+[[clients]]
+name = "sync"                    # the kind, recorded on every client event (default: the adapter)
+adapter = "mdp_sync"             # `zchaos list` shows each adapter's options
+endpoint = "frontend"            # or endpoints = ["primary", "backup"] (in order; failover)
+options = { timeout_ms = 2500 }
+weight = 3                       # its share of the Locust users (default 1), or
+# users = 2                      # a fixed number of users of this kind
+# in_order = false               # default: [promises] in_order
+
+[[clients]]
+name = "mine"
+adapter = "external"             # a program of the user's, spoken to in JSON lines
+command = ["{python}", "{manifest_dir}/my_client.py"]
+endpoint = "frontend"
+options = { window = 1, timeout_ms = 2500 }   # passed to the program in its init line
 ```
 
 Faults and the grace after them. While a fault acts, and for a while after it, retries,
@@ -80,12 +101,15 @@ instances does not either. ``survives = []`` promises nothing.
 Placeholders in commands: ``{python}`` (this interpreter), ``{role}``, ``{instance}``
 (``worker-2``), ``{index}`` (2), ``{bind.E}`` (the address to bind endpoint E on),
 ``{connect.E}`` (the address to connect to E: through its fault proxy when the run has
-one), ``{opt.NAME}``, ``{manifest_dir}`` and ``{run_dir}``.
+one), ``{opt.NAME}``, ``{manifest_dir}`` and ``{run_dir}``. An external client's command
+takes ``{python}``, ``{manifest_dir}`` and ``{run_dir}`` (its endpoints and options come in
+its init line).
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,6 +123,8 @@ PLACEHOLDER = re.compile(r"\{([a-z_]+)(?:\.([A-Za-z0-9_]+))?\}")
 SIMPLE_PLACEHOLDERS = ("python", "role", "instance", "index", "manifest_dir", "run_dir")
 DOTTED_PLACEHOLDERS = ("bind", "connect", "opt")
 SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGKILL")
+CLIENT_PLACEHOLDERS = ("python", "manifest_dir", "run_dir")
+EXTERNAL = "external"  # the adapter that speaks JSON lines with a user's client program
 
 
 @dataclass(frozen=True)
@@ -220,13 +246,37 @@ class Promises:
 
 
 @dataclass(frozen=True)
+class ClientKind:
+    """One kind of load client: its adapter, the endpoints it is given, its options and users."""
+
+    name: str
+    adapter: str
+    endpoints: tuple[str, ...]  # endpoint names of the manifest, in the order the client gets them
+    options: dict[str, Any]
+    weight: int = 1  # share of the Locust users
+    users: int = 0  # a fixed number of Locust users instead of a share (0: by weight)
+    in_order: bool = True  # replies to one client of this kind arrive in order (checked where true)
+    command: tuple[str, ...] = ()  # the program of an external client
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "adapter": self.adapter,
+            "endpoints": list(self.endpoints),
+            "options": self.options,
+            "weight": self.weight,
+            "users": self.users,
+            "in_order": self.in_order,
+            "command": list(self.command),
+        }
+
+
+@dataclass(frozen=True)
 class Manifest:
     name: str
     description: str
     path: Path
-    adapter: str
-    client_endpoint: str
-    client_options: dict[str, Any]
+    clients: tuple[ClientKind, ...]
     options: dict[str, Any]
     endpoints: dict[str, str]  # endpoint -> role that binds it
     roles: dict[str, Role]
@@ -240,9 +290,7 @@ class Manifest:
         return {
             "name": self.name,
             "path": str(self.path),
-            "adapter": self.adapter,
-            "client_endpoint": self.client_endpoint,
-            "client_options": self.client_options,
+            "clients": [c.as_dict() for c in self.clients],
             "options": self.options,
             "endpoints": self.endpoints,
             "roles": {
@@ -268,6 +316,133 @@ def _check_placeholders(role: Table, command: list[str], endpoints: dict[str, st
             raise role.error("command", f"unknown placeholder {m.group(0)} (known: {', '.join(known)})")
 
 
+def client_endpoints(manifest: Manifest) -> list[str]:
+    """Every endpoint some client kind connects to, in the order the kinds name them."""
+    found: list[str] = []
+    for kind in manifest.clients:
+        found += [e for e in kind.endpoints if e not in found]
+    return found
+
+
+def check_client_options(adapter: str, options: dict[str, Any], table: Table, key: str = "options") -> None:
+    """Raise (naming ``table``'s file and ``key``.option) unless ``adapter`` takes ``options``."""
+    cls = adapter_of(adapter, table)
+    where = Table(options, table.file, *table.path, key)
+    for option, message in cls.check_options(options):
+        raise where.error(option, f"{message} ({known_options(adapter)})")
+
+
+def known_options(adapter: str, declared: dict[str, Any] | None = None) -> str:
+    """``adapter 'X' knows: a = 1, b = 2`` for an error message (with the options a manifest declared)."""
+    from loadtests.adapters import adapter_class
+
+    cls = adapter_class(adapter)
+    known = ", ".join(f"{k} = {v!r}" for k, v in cls.DEFAULTS.items()) or "none"
+    text = f"adapter {adapter!r} knows: {known}"
+    extra = sorted(set(declared or {}) - set(cls.DEFAULTS))
+    if extra:
+        text += f"; the manifest declares {', '.join(extra)}"
+    elif cls.OPEN_OPTIONS:
+        text += "; any other option is passed to the program"
+    return text
+
+
+def adapter_of(adapter: str, table: Table) -> Any:
+    """The class of a client adapter, or an error at ``table``.adapter naming the known ones."""
+    from loadtests.adapters import adapter_class, adapter_names
+
+    try:
+        return adapter_class(adapter)
+    except KeyError:
+        raise table.error(
+            "adapter", f"unknown client adapter {adapter!r} (known: {', '.join(adapter_names())})"
+        ) from None
+
+
+def _check_program(ct: Table, command: list[str], directory: Path) -> None:
+    """The program of an external client must exist (a missing file would only show in the run)."""
+    for arg in command:
+        for m in PLACEHOLDER.finditer(arg):
+            if m.group(2) is not None or m.group(1) not in CLIENT_PLACEHOLDERS:
+                known = ", ".join(f"{{{p}}}" for p in CLIENT_PLACEHOLDERS)
+                raise ct.error("command", f"unknown placeholder {m.group(0)} (known here: {known})")
+    program = command[0]
+    if "{" not in program and shutil.which(program) is None and not (directory / program).is_file():
+        raise ct.error("command", f"program {program!r} is neither on PATH nor a file")
+    for arg in command:
+        if arg.startswith("{manifest_dir}/"):
+            file = directory / arg.removeprefix("{manifest_dir}/")
+            if not file.exists():
+                raise ct.error("command", f"{arg!r}: no such file {file}")
+
+
+def _parse_client(
+    ct: Table, endpoints: dict[str, str], in_order: bool, default_name: bool, directory: Path
+) -> ClientKind:
+    adapter = ct.get("adapter", str)
+    cls = adapter_of(adapter, ct)
+    name = ct.get("name", str, adapter) if default_name else adapter
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]*", name):
+        raise ct.error("name", f"client kind names are letters, digits, '.', '_' and '-'; got {name!r}")
+    if ct.has("endpoint") == ct.has("endpoints"):
+        raise ct.error(None, 'give endpoint = "NAME" or endpoints = ["NAME", ...] (one of them)')
+    names = [ct.get("endpoint", str)] if ct.has("endpoint") else ct.list_of("endpoints", str)
+    key = "endpoint" if ct.has("endpoint") else "endpoints"
+    if not names:
+        raise ct.error(key, "is empty")
+    for endpoint in names:
+        if endpoint not in endpoints:
+            raise ct.error(key, f"{endpoint!r} is not in [endpoints] {sorted(endpoints)}")
+    if len(set(names)) != len(names):
+        raise ct.error(key, f"names an endpoint twice: {names}")
+    if cls.MAX_ENDPOINTS is not None and len(names) > cls.MAX_ENDPOINTS:
+        raise ct.error(key, f"adapter {adapter!r} uses {cls.MAX_ENDPOINTS} endpoint(s), got {len(names)}")
+    options = ct.get("options", dict, {})
+    check_client_options(adapter, options, ct)
+    command: list[str] = []
+    if adapter == EXTERNAL:
+        command = ct.list_of("command", str)
+        if not command:
+            raise ct.error("command", "is empty")
+        _check_program(ct, command, directory)
+    elif ct.has("command"):
+        raise ct.error(
+            "command", f"only an {EXTERNAL!r} client runs a command; adapter {adapter!r} is built in"
+        )
+    return ClientKind(
+        name=name,
+        adapter=adapter,
+        endpoints=tuple(names),
+        options=options,
+        weight=ct.get("weight", int, 1, minimum=1),
+        users=ct.get("users", int, 0, minimum=0),
+        in_order=ct.get("in_order", bool, in_order),
+        command=tuple(command),
+    )
+
+
+def _parse_clients(
+    top: Table, endpoints: dict[str, str], in_order: bool, directory: Path
+) -> tuple[ClientKind, ...]:
+    if top.has("client") and top.has("clients"):
+        raise top.error("clients", "give either [client] or [[clients]] entries, not both")
+    if top.has("client"):
+        ct = top.table("client", required=True)
+        kinds = [_parse_client(ct, endpoints, in_order, default_name=False, directory=directory)]
+        ct.done()
+        return tuple(kinds)
+    kinds = []
+    for ct in top.tables("clients"):
+        kind = _parse_client(ct, endpoints, in_order, default_name=True, directory=directory)
+        if any(k.name == kind.name for k in kinds):
+            raise ct.error("name", f"client kind {kind.name!r} is named twice (give each a name)")
+        ct.done()
+        kinds.append(kind)
+    if not kinds:
+        raise top.error("client", "missing: the load's client, as [client] or [[clients]] entries")
+    return tuple(kinds)
+
+
 def _known_checks() -> tuple[str, ...]:
     """Checker names registered by the report pipeline (imported lazily: it loads Spark)."""
     from reports.checkers import registry
@@ -280,18 +455,10 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
     name = top.get("name", str)
     description = top.get("description", str, "")
 
-    client = top.table("client", required=True)
-    adapter = client.get("adapter", str)
-    client_endpoint = client.get("endpoint", str)
-    client_options = client.get("options", dict, {})
-    client.done()
-
     options = top.get("options", dict, {})
     endpoints_table = top.table("endpoints", required=True)
     endpoints = {k: endpoints_table.get(k, str) for k in list(endpoints_table.data)}
     endpoints_table.done()
-    if client_endpoint not in endpoints:
-        raise client.error("endpoint", f"{client_endpoint!r} is not in [endpoints] {sorted(endpoints)}")
 
     roles_table = top.table("roles", required=True)
     roles: dict[str, Role] = {}
@@ -365,14 +532,13 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
         extra=pt.remaining(),
     )
     pt.done()
+    clients = _parse_clients(top, endpoints, promises.in_order, path.parent)
     top.done()
     return Manifest(
         name=name,
         description=description,
         path=path,
-        adapter=adapter,
-        client_endpoint=client_endpoint,
-        client_options=client_options,
+        clients=clients,
         options=options,
         endpoints=endpoints,
         roles=roles,
@@ -380,6 +546,7 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
     )
 
 
+CLIENTS = "clients"  # the connecting side of the load's links (a fault target for all of them)
 CLIENTS_LINK = "link:clients"
 
 
@@ -388,9 +555,15 @@ def link_name(instance: str, endpoint: str, role: Role) -> str:
     return f"link:{instance}" if len(role.connects) == 1 else f"link:{instance}:{endpoint}"
 
 
+def client_link_name(manifest: Manifest, endpoint: str) -> str:
+    """``link:clients`` when the clients connect to one endpoint; ``link:clients:E`` for each
+    endpoint when they connect to several (so a fault can cut one server off from them)."""
+    return CLIENTS_LINK if len(client_endpoints(manifest)) == 1 else f"{CLIENTS_LINK}:{endpoint}"
+
+
 def link_names(manifest: Manifest, topology: dict[str, int]) -> list[str]:
     """Every network link of a topology: the load clients', then each connecting instance's."""
-    names = [CLIENTS_LINK]
+    names = [client_link_name(manifest, e) for e in client_endpoints(manifest)]
     for role in manifest.roles.values():
         for instance in role.instance_names(topology[role.name]):
             names += [link_name(instance, endpoint, role) for endpoint in role.connects]

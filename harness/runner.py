@@ -22,13 +22,14 @@ from chaos.faults import FAULT_KINDS
 from chaos.nemesis import Nemesis, PlannedFault, plan_faults
 from harness.errors import SetupError
 from harness.history import HistoryWriter, history_file
+from harness.manifest import ClientKind
 from harness.ports import PortAllocator
 from harness.progress import Progress
 from harness.rundir import RunDir
 from harness.scenario import Scenario
 from harness.supervisor import Managed, ProcSpec, Supervisor, log_tail
 from harness.topology import PROJECT_ROOT, Topology
-from loadtests.config import ENV_LOAD, LoadConfig
+from loadtests.config import ENV_LOAD, ClientLoad, LoadConfig
 
 if TYPE_CHECKING:
     from chaos.netfaults import NetworkFaults
@@ -91,6 +92,11 @@ def client_budget_s(options: dict[str, Any]) -> float:
     return 10.0
 
 
+def load_budget_s(kinds: tuple[ClientKind, ...]) -> float:
+    """The longest budget of the load's client kinds."""
+    return max((client_budget_s(k.options) for k in kinds), default=client_budget_s({}))
+
+
 def _exited_within(managed: Managed, timeout: float) -> bool:
     try:
         managed.popen.wait(timeout)
@@ -146,7 +152,7 @@ class Runner:
             "scenario": scenario.as_dict(),
             "manifest": scenario.manifest.as_dict(),
             "expect_violated": list(scenario.expect_violated),
-            "client_budget_s": client_budget_s(scenario.load.client_options),
+            "client_budget_s": load_budget_s(scenario.load.clients),
             "plan": [f.__dict__ for f in self.plan],
             "ports": self.topology.ports,
             "processes": self.roles,
@@ -164,6 +170,17 @@ class Runner:
         self.progress.phase(name)
 
     # -- the phases -------------------------------------------------------------------
+
+    def _remove_leftovers(self) -> None:
+        """Undo what runs killed without their teardown left on the host (starvation cgroups)."""
+        from chaos.starve import remove_leftovers
+
+        found = remove_leftovers()
+        for path in found.removed:
+            self.progress.note(f"removed a CPU-starvation cgroup left by a dead zchaos run: {path}")
+        for path, why in found.failed:
+            self.progress.warn(f"could not remove a cgroup left by a dead zchaos run: {path} ({why})")
+        self.meta["leftovers_removed"] = [str(p) for p in found.removed]
 
     def _start_fault_proxy(self) -> None:
         """One proxy per link, when the plan has a network fault; the processes then connect
@@ -197,11 +214,23 @@ class Runner:
 
     def _locust_spec(self) -> ProcSpec:
         load = self.scenario.load
+        clients = [
+            ClientLoad(
+                name=kind.name,
+                adapter=kind.adapter,
+                endpoints=self.topology.client_addresses(kind),
+                endpoint_names=list(kind.endpoints),
+                options=kind.options,
+                weight=kind.weight,
+                users=kind.users,
+                command=self.topology.client_command(kind),
+            )
+            for kind in load.clients
+        ]
         config = LoadConfig(
-            adapter=self.scenario.manifest.adapter,
-            endpoint=self.topology.client_address(),
+            clients=clients,
             history_dir=str(self.run.history),
-            options=load.client_options,
+            log_dir=str(self.run.logs),
             payload_bytes=load.payload_bytes,
             wait_ms=load.wait_ms,
             seed=self.scenario.seed,
@@ -294,6 +323,7 @@ class Runner:
             with interrupts_raise():
                 try:
                     self._phase("setup")
+                    self._remove_leftovers()
                     self._start_fault_proxy()
                     self._start_system()
                     self._phase("load")

@@ -20,7 +20,14 @@ spawn_rate = 10                          # users started per second
 wait_ms = 20                             # pause of a user between two requests
 payload_bytes = 32                       # request size (the request id included)
 processes = 1                            # Locust processes (--processes)
-client = { timeout_ms = 2500 }           # overrides of the manifest's client options
+client = { timeout_ms = 2500 }           # overrides of the client options (every kind that has them)
+
+[clients.sync]                           # overrides for one client kind of the manifest
+options = { timeout_ms = 5000 }          # validated against the kind's adapter
+weight = 2                               # or users = 3 (a fixed number of its users)
+
+[promises]                               # overrides of the manifest's [promises] values
+latency_p99_ms = 400.0                   # (not checks; same types as the manifest's)
 
 [[faults]]
 kind = "kill"                            # see `zchaos list` for the kinds and their parameters
@@ -38,14 +45,23 @@ from __future__ import annotations
 import json
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from chaos.faults import FAULT_KINDS, SELECTORS
 from harness.config import REQUIRED, Table, load_toml
 from harness.errors import SetupError
-from harness.manifest import Manifest, link_names, load_manifest
+from harness.manifest import (
+    CLIENTS,
+    ClientKind,
+    Manifest,
+    Promises,
+    check_client_options,
+    known_options,
+    link_names,
+    load_manifest,
+)
 
 
 @dataclass(frozen=True)
@@ -55,7 +71,7 @@ class LoadSpec:
     wait_ms: float = 20.0
     payload_bytes: int = 32
     processes: int = 1
-    client_options: dict[str, Any] = field(default_factory=dict)
+    clients: tuple[ClientKind, ...] = ()  # the manifest's client kinds with the scenario's overrides
 
 
 @dataclass(frozen=True)
@@ -77,7 +93,7 @@ class Scenario:
     name: str
     description: str
     path: Path | None
-    manifest: Manifest
+    manifest: Manifest  # as the scenario runs it: its client kinds and promises overridden
     seed: int
     duration_s: float
     drain_s: float
@@ -107,7 +123,7 @@ class Scenario:
                 "wait_ms": self.load.wait_ms,
                 "payload_bytes": self.load.payload_bytes,
                 "processes": self.load.processes,
-                "client_options": self.load.client_options,
+                "clients": [c.as_dict() for c in self.load.clients],
             },
             "faults": [
                 {"kind": f.kind, "target": f.target, "times_s": list(f.times_s), "params": f.params}
@@ -159,6 +175,8 @@ def check_target(
         roles = {n: r for n, r in roles.items() if r.connects}
     instances = {i for r in roles.values() for i in r.instance_names(topology[r.name])}
     links = set(link_names(manifest, topology)) if link_fault else set()
+    if link_fault and target == CLIENTS:
+        return  # every link of the load's clients
     role, _, selector = target.partition(":")
     role = role[:-1] if role.endswith("s") and role[:-1] in roles else role
     if target in instances or target in links or (role in roles and selector in ("", *SELECTORS)):
@@ -166,7 +184,74 @@ def check_target(
             raise ft.error("target", f"role {role!r} has no instances in this topology")
         return
     known = sorted(instances) + [f"{r}:{s}" for r in roles for s in SELECTORS] + sorted(links)
+    if link_fault:
+        known.append(CLIENTS)
     raise ft.error("target", f"unknown target {target!r} (known: {', '.join(known)})")
+
+
+def _client_overrides(top: Table, lt: Table, manifest: Manifest) -> tuple[ClientKind, ...]:
+    """The manifest's client kinds with ``[load] client`` and ``[clients.NAME]`` applied."""
+    common = lt.get("client", dict, {})
+    for key in common:
+        if not any(key in k.options or _knows(k, key) for k in manifest.clients):
+            known = "; ".join(
+                f"kind {k.name}: {known_options(k.adapter, k.options)}" for k in manifest.clients
+            )
+            raise lt.error("client", f"{key!r} is not a client option of {manifest.name} ({known})")
+    ct = top.table("clients")
+    by_name = {k.name: k for k in manifest.clients}
+    for name in ct.data:
+        if name not in by_name:
+            raise ct.error(name, f"no client kind {name!r} in {manifest.name} (kinds: {sorted(by_name)})")
+    kinds = []
+    for kind in manifest.clients:
+        applied = {k: v for k, v in common.items() if k in kind.options or _knows(kind, k)}
+        check_client_options(kind.adapter, applied, lt, "client")
+        weight, users = kind.weight, kind.users
+        if kind.name in ct.data:
+            kt = ct.table(kind.name)
+            own = kt.get("options", dict, {})
+            for key in own:
+                if key not in kind.options and not _knows(kind, key):
+                    known = known_options(kind.adapter, kind.options)
+                    raise kt.table("options").error(
+                        key, f"not a client option of kind {kind.name!r} ({known})"
+                    )
+            check_client_options(kind.adapter, own, kt)
+            applied.update(own)
+            if kt.has("weight") and kt.has("users"):
+                raise kt.error(None, "give weight (a share of the users) or users (a fixed number), not both")
+            weight = kt.get("weight", int, weight, minimum=1)
+            users = kt.get("users", int, 0 if kt.has("weight") else users, minimum=0)
+            kt.done()
+        kinds.append(replace(kind, options={**kind.options, **applied}, weight=weight, users=users))
+    ct.done()
+    return tuple(kinds)
+
+
+def _knows(kind: ClientKind, key: str) -> bool:
+    """The kind's adapter has option ``key`` (the manifest may not have set it)."""
+    from loadtests.adapters import adapter_class
+
+    return key in adapter_class(kind.adapter).DEFAULTS
+
+
+def _override_promises(top: Table, promises: Promises) -> Promises:
+    """The manifest's promises with the scenario's ``[promises]`` values (not its checks)."""
+    pt = top.table("promises")
+    current = promises.as_dict()
+    known = sorted(k for k in current if k != "checks")
+    changed: dict[str, Any] = {}
+    for key in list(pt.data):
+        if key not in known:
+            raise pt.error(key, f"not a promise of the manifest to override (known: {', '.join(known)})")
+        default = current[key]
+        expected = float if isinstance(default, float) else type(default)
+        changed[key] = pt.get(key, expected, minimum=0 if expected in (int, float) else None)
+    pt.done()
+    fields = {k: v for k, v in changed.items() if k in Promises.__dataclass_fields__}
+    extra = {k: v for k, v in changed.items() if k not in fields}
+    return replace(promises, **fields, extra={**promises.extra, **extra})
 
 
 def parse_scenario(data: dict[str, Any], path: Path | None, *, where: str | Path = "") -> Scenario:
@@ -207,19 +292,24 @@ def parse_scenario(data: dict[str, Any], path: Path | None, *, where: str | Path
 
     lt = top.table("load")
     defaults = LoadSpec()
-    client_overrides = lt.get("client", dict, {})
-    for key in client_overrides:
-        if key not in manifest.client_options:
-            known = sorted(manifest.client_options)
-            raise lt.error("client", f"{key!r} is not a client option of {manifest.name} (known: {known})")
+    clients = _client_overrides(top, lt, manifest)
+    manifest = replace(manifest, clients=clients, promises=_override_promises(top, manifest.promises))
     load = LoadSpec(
         users=lt.get("users", int, defaults.users, minimum=1),
         spawn_rate=lt.get("spawn_rate", float, defaults.spawn_rate, minimum=0.1),
         wait_ms=lt.get("wait_ms", float, defaults.wait_ms, minimum=0),
         payload_bytes=lt.get("payload_bytes", int, defaults.payload_bytes, minimum=16),
         processes=lt.get("processes", int, defaults.processes, minimum=1),
-        client_options={**manifest.client_options, **client_overrides},
+        clients=clients,
     )
+    fixed = sum(k.users for k in clients)
+    if fixed > load.users or (fixed == load.users and any(k.users == 0 for k in clients)):
+        shared = [k.name for k in clients if k.users == 0]
+        raise lt.error(
+            "users",
+            f"{load.users} users cannot hold the {fixed} fixed users of the client kinds"
+            + (f" and a share for {', '.join(shared)}" if shared else ""),
+        )
     lt.done()
 
     faults = []

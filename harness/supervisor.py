@@ -47,6 +47,27 @@ def log_tail(path: Path, lines: int = 10) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+class _NewOutput:
+    """The lines a process writes to its log from ``offset`` on, read as they come."""
+
+    def __init__(self, path: Path, offset: int) -> None:
+        self.path = path
+        self.offset = offset
+        self.partial = b""
+
+    def lines(self) -> list[str]:
+        """The lines written since the last call, and the unfinished last one so far."""
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        *done, self.partial = (self.partial + data).split(b"\n")
+        return [line.decode(errors="replace") for line in (*done, self.partial)]
+
+
 @dataclass
 class ProcSpec:
     """How to start one process: its instance name, role, argv, readiness and log."""
@@ -68,6 +89,7 @@ class Managed:
     expected_exit: bool = False
     frozen: bool = False
     recorded: bool = False
+    log_offset: int = 0  # where this incarnation's output begins in the (appended) log
 
     @property
     def pid(self) -> int:
@@ -91,9 +113,12 @@ class Supervisor:
 
     # -- starting -----------------------------------------------------------------
 
-    def _popen(self, spec: ProcSpec) -> subprocess.Popen:
+    def _popen(self, spec: ProcSpec) -> tuple[subprocess.Popen, int]:
         spec.log.parent.mkdir(parents=True, exist_ok=True)
         with spec.log.open("ab") as log:
+            # A restarted instance appends to the log of its previous incarnations: readiness
+            # must only read from here on.
+            offset = log.tell()
             return subprocess.Popen(
                 spec.argv,
                 stdin=subprocess.DEVNULL,
@@ -102,15 +127,15 @@ class Supervisor:
                 env={**self.base_env, **spec.env},
                 start_new_session=True,
                 preexec_fn=_die_with_parent,
-            )
+            ), offset
 
     def start(self, spec: ProcSpec, *, ready_timeout: float = 30.0) -> Managed:
         """Start ``spec`` and wait until it is ready; SetupError if it dies or never is."""
         try:
-            popen = self._spawner.submit(self._popen, spec).result()
+            popen, offset = self._spawner.submit(self._popen, spec).result()
         except (OSError, subprocess.SubprocessError) as exc:
             raise SetupError(f"cannot start {spec.instance} ({spec.argv[0]}): {exc}") from None
-        managed = Managed(spec, popen)
+        managed = Managed(spec, popen, log_offset=offset)
         with self._lock:
             self.current[spec.instance] = managed
             self.every.append(managed)
@@ -123,6 +148,7 @@ class Supervisor:
         if spec.ready_port is None and spec.ready_line is None:
             return
         pattern = re.compile(spec.ready_line) if spec.ready_line else None
+        output = _NewOutput(spec.log, managed.log_offset)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if managed.popen.poll() is not None:
@@ -132,7 +158,7 @@ class Supervisor:
                 )
             if spec.ready_port is not None and port_accepts(spec.ready_port):
                 return
-            if pattern is not None and any(map(pattern.search, log_tail(spec.log, 50).splitlines())):
+            if pattern is not None and any(map(pattern.search, output.lines())):
                 return
             time.sleep(0.05)  # polling a condition with a deadline, not synchronising on time
         what = (

@@ -3,7 +3,8 @@
 It turns a scenario (with its manifest) into the processes to start, each with its
 command line filled in (placeholders of ``harness/manifest.py``), and names every
 network link a fault may cut: ``link:clients`` (the load clients to the client
-endpoint) and ``link:<instance>`` for each instance that connects to an endpoint
+endpoint; ``link:clients:<endpoint>`` for each when the clients connect to several) and
+``link:<instance>`` for each instance that connects to an endpoint
 (``link:<instance>:<endpoint>`` when it connects to several). A link is direct unless
 the runner routes it through a fault proxy with ``route``.
 """
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.history import ENV_HISTORY_DIR, ENV_SOURCE
-from harness.manifest import CLIENTS_LINK, PLACEHOLDER, link_name
+from harness.manifest import CLIENTS, PLACEHOLDER, ClientKind, client_endpoints, client_link_name, link_name
 from harness.ports import PortAllocator
 from harness.rundir import RunDir
 from harness.scenario import Scenario
@@ -49,8 +50,10 @@ class Topology:
 
     def links(self) -> list[Link]:
         """Every link of the topology, the clients' first."""
-        client_endpoint = self.manifest.client_endpoint
-        found = [Link(CLIENTS_LINK, "clients", client_endpoint, self.ports[client_endpoint])]
+        found = [
+            Link(client_link_name(self.manifest, e), CLIENTS, e, self.ports[e])
+            for e in client_endpoints(self.manifest)
+        ]
         for role in self.manifest.roles.values():
             for instance in self.scenario.instances(role.name):
                 for endpoint in role.connects:
@@ -66,8 +69,19 @@ class Topology:
     def link_address(self, link: Link) -> str:
         return self._routes.get(link.name, self.bind_address(link.endpoint))
 
-    def client_address(self) -> str:
-        return self.link_address(self.links()[0])
+    def client_addresses(self, kind: ClientKind) -> list[str]:
+        """The addresses a client kind connects to, in its order (fault proxies when routed)."""
+        links = {lk.endpoint: lk for lk in self.links() if lk.instance == CLIENTS}
+        return [self.link_address(links[e]) for e in kind.endpoints]
+
+    def client_command(self, kind: ClientKind) -> list[str]:
+        """An external client's command line, its placeholders filled in."""
+        values = {
+            "python": sys.executable,
+            "manifest_dir": str(self.manifest.directory),
+            "run_dir": str(self.run.root),
+        }
+        return [PLACEHOLDER.sub(lambda m: values[m.group(1)], arg) for arg in kind.command]
 
     # -- processes ------------------------------------------------------------------
 

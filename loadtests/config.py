@@ -16,11 +16,32 @@ ENV_LOAD = "ZCHAOS_LOAD"
 
 
 @dataclass(frozen=True)
-class LoadConfig:
+class ClientLoad:
+    """One client kind of the load: a Locust user class."""
+
+    name: str  # the kind, recorded on its events (and Locust's request type)
     adapter: str
-    endpoint: str
-    history_dir: str  # "" records nothing (benchmarks of the recording cost)
+    endpoints: list[str]  # addresses, in the kind's order
+    endpoint_names: list[str] = field(default_factory=list)  # the manifest's names of those endpoints
     options: dict[str, Any] = field(default_factory=dict)
+    weight: int = 1
+    users: int = 0  # a fixed number of users (Locust's fixed_count); 0: by weight
+    command: list[str] = field(default_factory=list)  # an external client's program
+
+    def endpoint_name(self, address: str | None) -> str | None:
+        """The manifest's name of an endpoint address (the address itself if it is not one)."""
+        if address is None:
+            return None
+        if address in self.endpoints and len(self.endpoint_names) == len(self.endpoints):
+            return self.endpoint_names[self.endpoints.index(address)]
+        return address
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    clients: list[ClientLoad]
+    history_dir: str  # "" records nothing (benchmarks of the recording cost)
+    log_dir: str = ""  # where external client programs' stderr goes ("": discarded)
     payload_bytes: int = 32
     wait_ms: float = 20.0
     seed: int = 1
@@ -37,4 +58,6 @@ class LoadConfig:
                 f"loadtests/locustfile.py is run by zchaos, which sets {ENV_LOAD}; "
                 "use `zchaos load IMPL` or `zchaos run SCENARIO`"
             )
-        return cls(**json.loads(text))
+        data = json.loads(text)
+        data["clients"] = [ClientLoad(**c) for c in data["clients"]]
+        return cls(**data)

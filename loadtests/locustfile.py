@@ -1,6 +1,7 @@
-"""The locustfile zchaos runs: one user class, bound to the load given in ``ZCHAOS_LOAD``."""
+"""The locustfile zchaos runs: one user class per client kind of the load in ``ZCHAOS_LOAD``."""
 
 from loadtests.config import LoadConfig
-from loadtests.user import make_user_class
+from loadtests.user import make_user_classes
 
-ZchaosClient = make_user_class(LoadConfig.from_env())
+# Locust finds the user classes among this module's globals.
+globals().update(make_user_classes(LoadConfig.from_env()))

@@ -1,6 +1,8 @@
-"""The Locust user of zchaos: one protocol client per user, every request in the history.
+"""The Locust users of zchaos: one protocol client per user, every request in the history.
 
-Each user is one client with its own identity (``client-7``). It numbers its requests
+There is one Locust user class per client kind of the manifest (its ``weight`` or fixed
+``users`` count given to Locust), and every client event carries the kind. Each user is
+one client with its own identity (``client-7``). It numbers its requests
 (``seq`` 1, 2, 3 ...), gives each a run-unique id carried at the head of the payload,
 lets its adapter speak the protocol, checks the reply against the request, records the
 outcome (``reply`` or ``abandon``; the adapter records ``send``, ``retry`` and
@@ -22,7 +24,7 @@ from locust import User, constant, task
 from harness.history import HistoryWriter, NullWriter, history_file, payload_for, request_id
 from loadtests.adapters import adapter_class
 from loadtests.adapters.base import Abandoned, AsyncClientAdapter, ClientAdapter, RequestLog
-from loadtests.config import LoadConfig
+from loadtests.config import ClientLoad, LoadConfig
 
 
 class WrongReply(Exception):
@@ -39,10 +41,11 @@ def _process_index(user: User) -> int:
 
 
 class ZchaosUser(User):
-    """Base class; ``make_user_class`` binds it to a LoadConfig."""
+    """Base class; ``make_user_classes`` binds it to a LoadConfig and one client kind."""
 
     abstract = True
     config: LoadConfig
+    client: ClientLoad
 
     def on_start(self) -> None:
         global _context, _writer
@@ -61,8 +64,18 @@ class ZchaosUser(User):
         self.writer = _writer
         self.seq = 0
         self.rng = random.Random(f"{self.config.seed}:{self.cid}")
-        self.adapter: ClientAdapter = adapter_class(self.config.adapter)(
-            self.config.endpoint, self.config.options, self.cid, _context
+        cls = adapter_class(self.client.adapter)
+        extra: dict[str, Any] = {}
+        if cls.RUNS_PROGRAM:
+            log = f"{self.config.log_dir}/{self.cid}.log" if self.config.log_dir else None
+            extra = {
+                "command": self.client.command,
+                "log_path": log,
+                "writer": self.writer,
+                "kind": self.client.name,
+            }
+        self.adapter: ClientAdapter = cls(
+            self.client.endpoints, self.client.options, self.cid, _context, **extra
         )
         self.starts: dict[str, tuple[list[bytes], float]] = {}
 
@@ -74,29 +87,26 @@ class ZchaosUser(User):
         rid = request_id(self.cid, self.seq)
         filler = bytes(self.rng.randrange(97, 123) for _ in range(8))
         body = [payload_for(rid, self.config.payload_bytes, filler)]
-        return body, RequestLog(self.writer, self.cid, self.seq, rid)
+        return body, RequestLog(self.writer, self.cid, self.seq, rid, self.client.name)
 
     def _finish(self, body: list[bytes], log: RequestLog, outcome: Any, started: float) -> None:
         elapsed = time.perf_counter() - started
         exception: Exception | None = None
         if isinstance(outcome, Abandoned):
-            self.writer.emit(
-                "abandon", src=self.cid, cid=self.cid, seq=log.seq, rid=log.rid, reason=outcome.reason
-            )
+            log.emit("abandon", reason=outcome.reason)
             exception = outcome
             length = 0
         else:
             ok = outcome.frames == self.adapter.expected_reply(body)
             fields = {"worker": outcome.worker} if outcome.worker else {}
-            self.writer.emit(
-                "reply", src=self.cid, cid=self.cid, seq=log.seq, rid=log.rid, ok=ok,
-                latency_us=int(elapsed * 1e6), **fields,
-            )  # fmt: skip
+            if outcome.endpoint:
+                fields["endpoint"] = self.client.endpoint_name(outcome.endpoint)
+            log.emit("reply", ok=ok, latency_us=int(elapsed * 1e6), **fields)
             if not ok:
                 exception = WrongReply(f"reply to {log.rid} differs from the request")
             length = sum(map(len, outcome.frames))
         self.environment.events.request.fire(
-            request_type=self.config.adapter,
+            request_type=self.client.name,
             name=self.config.name,
             response_time=elapsed * 1000,
             response_length=length,
@@ -129,7 +139,20 @@ class ZchaosUser(User):
             self._finish(body, log, outcome, started)
 
 
-def make_user_class(config: LoadConfig) -> type[ZchaosUser]:
-    """A concrete Locust user class for this load."""
+def make_user_classes(config: LoadConfig) -> dict[str, type[ZchaosUser]]:
+    """A concrete Locust user class per client kind of this load, by class name."""
     wait = constant(config.wait_ms / 1000)
-    return type("ZchaosClient", (ZchaosUser,), {"config": config, "wait_time": wait, "abstract": False})
+    classes = {}
+    for client in config.clients:
+        name = "Zchaos_" + "".join(c if c.isalnum() else "_" for c in client.name)
+        attrs = {
+            "config": config,
+            "client": client,
+            "wait_time": wait,
+            "abstract": False,
+            "weight": client.weight,
+        }
+        if client.users:
+            attrs["fixed_count"] = client.users
+        classes[name] = type(name, (ZchaosUser,), attrs)
+    return classes

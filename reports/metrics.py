@@ -1,4 +1,6 @@
-"""Run metrics from the history: a per-second timeline, exact latency percentiles, counts.
+"""Run metrics from the history: a per-second timeline, exact latency percentiles, counts,
+the same figures per client kind (and which endpoints answered), and the errors of
+external client programs.
 
 Percentiles are Spark's exact ``percentile`` over the recorded ``latency_us`` of every
 reply (Locust rounds to whole milliseconds; the history does not).
@@ -17,6 +19,9 @@ OVERALL_QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p99.9": 0.999}
 #: The events the timeline follows; runner and broker events do not make a second busy.
 TIMELINE_EVENTS = ("send", "reply", "retry", "abandon", "unexpected")
 MAX_TIMELINE_S = 7 * 24 * 3600
+CLIENT_EVENTS = ("send", "reply", "retry", "abandon", "unexpected")
+NO_KIND = "(unnamed)"  # client events of a history written before kinds were recorded
+MAX_CLIENT_ERRORS_SHOWN = 20
 
 
 def _ms(us: float | None) -> float | None:
@@ -99,10 +104,70 @@ def counts(events: DataFrame) -> tuple[dict[str, int], dict[str, dict[str, int]]
     return dict(sorted(per_kind.items())), dict(sorted(per_src.items()))
 
 
+def client_kinds(events: DataFrame) -> dict[str, dict[str, Any]]:
+    """Per client kind: clients, requests, sends, replies (not ok), retries, abandons,
+    unexpected messages, reply latency (ms) and the replies each endpoint gave."""
+    ev = F.col("ev")
+    is_reply = ev == "reply"
+    client = events.filter(ev.isin(*CLIENT_EVENTS)).withColumn("k", F.coalesce("kind", F.lit(NO_KIND)))
+    rows = (
+        client.groupBy("k")
+        .agg(
+            F.countDistinct("cid").alias("clients"),
+            F.countDistinct(F.when(ev == "send", F.struct("cid", "seq"))).alias("requests"),
+            F.sum((ev == "send").cast("int")).alias("sends"),
+            F.sum(is_reply.cast("int")).alias("replies"),
+            F.sum((is_reply & ~F.coalesce("ok", F.lit(False))).cast("int")).alias("replies_not_ok"),
+            F.sum((ev == "retry").cast("int")).alias("retries"),
+            F.sum((ev == "abandon").cast("int")).alias("abandons"),
+            F.sum((ev == "unexpected").cast("int")).alias("unexpected"),
+            F.percentile(F.when(is_reply, F.col("latency_us")), _quantiles((0.5, 0.99))).alias("q"),
+            F.max(F.when(is_reply, F.col("latency_us"))).alias("max"),
+        )
+        .collect()
+    )
+    answered = (
+        client.filter(is_reply & F.col("endpoint").isNotNull()).groupBy("k", "endpoint").count().collect()
+    )
+    out: dict[str, dict[str, Any]] = {}
+    for r in sorted(rows, key=lambda r: r["k"]):
+        q = r["q"] or [None, None]
+        figures = {name: int(r[name] or 0) for name in (
+            "clients", "requests", "sends", "replies", "replies_not_ok", "retries", "abandons", "unexpected"
+        )}  # fmt: skip
+        figures["latency_ms"] = {"p50": _ms(q[0]), "p99": _ms(q[1]), "max": _ms(r["max"])}
+        figures["replies_by_endpoint"] = {
+            a["endpoint"]: a["count"]
+            for a in sorted(answered, key=lambda a: a["endpoint"])
+            if a["k"] == r["k"]
+        }
+        out[r["k"]] = figures
+    return out
+
+
+def client_errors(events: DataFrame) -> dict[str, Any]:
+    """What external client programs did wrong (``client_error`` events): counts and the first ones."""
+    errors = events.filter(F.col("ev") == "client_error")
+    by_reason = {r["reason"] or "?": r["count"] for r in errors.groupBy("reason").count().collect()}
+    first = (
+        errors.orderBy("ts")
+        .select("ts", "cid", "kind", "reason", "code", "rid", "detail")
+        .limit(MAX_CLIENT_ERRORS_SHOWN)
+        .collect()
+    )
+    return {
+        "count": sum(by_reason.values()),
+        "by_reason": dict(sorted(by_reason.items())),
+        "first": [{k: v for k, v in r.asDict().items() if v is not None} for r in first],
+    }
+
+
 def compute_metrics(events: DataFrame, t0_ns: int) -> dict[str, Any]:
     """Everything the report shows besides the checks; ``t`` of the timeline counts from t0."""
     per_kind, per_src = counts(events)
     return {
+        "client_kinds": client_kinds(events),
+        "client_errors": client_errors(events),
         "t0_ns": t0_ns,
         "events_total": sum(per_kind.values()),
         "events": per_kind,

@@ -49,7 +49,10 @@ def test_a_good_scenario_is_read_whole(tmp_path: Path) -> None:
     assert scenario.name == "s"
     assert scenario.topology == {"queue": 1, "worker": 4}
     assert scenario.instances("worker") == ["worker-1", "worker-2", "worker-3", "worker-4"]
-    assert scenario.load.users == 5 and scenario.load.client_options == {"timeout_ms": 2500, "retries": 3}
+    assert scenario.load.users == 5
+    assert [(k.name, k.options) for k in scenario.load.clients] == [
+        ("lazy_pirate", {"timeout_ms": 2500, "retries": 3})
+    ]
     kill, freeze = scenario.faults
     assert kill.times_s == (10.0, 20.0, 30.0)
     assert kill.params == {"restart_after_s": 2.0}

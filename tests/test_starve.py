@@ -10,13 +10,24 @@ import struct
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
-from chaos.starve import Starvation, StarveError, _proc_cgroup, cgroup1_root, cgroup2_root
+from chaos.starve import (
+    ENV_METHOD,
+    Starvation,
+    StarveError,
+    _proc_cgroup,
+    cgroup1_root,
+    cgroup2_root,
+    remove_leftovers,
+)
+from harness.history import read_events
+from tests.procs import ROOT, wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -199,3 +210,138 @@ def test_nemesis_starves_from_the_plan(spinner: Spinner) -> None:
     assert events[0]["detail"] in ("cgroup2", "cgroup1", "competitors")
     assert during < 0.5 * before, (before, during)
     assert os.sched_getaffinity(pid) == affinity and competitor_pids() == []
+
+
+# -- a runner SIGKILLed mid-starve -------------------------------------------------------------
+
+STARVE_SCENARIO = """
+implementation = "paranoid-pirate"
+duration_s = 40
+[topology]
+worker = 1
+[load]
+users = 2
+[[faults]]
+kind = "starve"
+target = "worker-1"
+at_s = [0.5]
+duration_s = 30
+share = 0.05
+"""
+
+QUIET_SCENARIO = """
+implementation = "paranoid-pirate"
+duration_s = 1
+drain_s = 1
+[topology]
+worker = 1
+[load]
+users = 1
+"""
+
+_TOKEN = "ZCHAOS_TEST_STARVE_RUN"
+
+
+def run_cmd(scenario: Path, runs: Path) -> list[str]:
+    return [sys.executable, "-m", "harness.cli", "run", str(scenario), "--runs-dir", str(runs), "--no-report"]
+
+
+def marked(token: str) -> list[psutil.Process]:
+    """The live processes that inherited ``token`` (the runner and everything it started)."""
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.environ().get(_TOKEN) == token and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def kill_runner_mid_starve(tmp_path: Path, method: str) -> tuple[int, str, dict]:
+    """Start ``zchaos run`` of a starve scenario, SIGKILL only the runner once the worker is
+    starved, and wait until nothing it started is left; (runner pid, token, fault_start)."""
+    scenario = tmp_path / "starve.toml"
+    scenario.write_text(STARVE_SCENARIO)
+    runs = tmp_path / "runs"
+    token = uuid.uuid4().hex
+    env = {**os.environ, _TOKEN: token, ENV_METHOD: method}
+    runner = subprocess.Popen(
+        run_cmd(scenario, runs), cwd=ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+
+        def starved() -> dict | None:
+            nemesis = list(runs.glob("*/history/nemesis.jsonl"))
+            starts = [e for e in read_events(nemesis[0]) if e["ev"] == "fault_start"] if nemesis else []
+            return starts[0] if starts else None
+
+        start = wait_for(starved, 60, "the worker to be starved")
+        assert isinstance(start, dict)
+        os.kill(runner.pid, signal.SIGKILL)  # the runner alone: its teardown never runs
+        runner.wait(10)
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+            runner.wait()
+    # Its processes die with it (PDEATHSIG); competitors notice their parent has gone.
+    wait_for(lambda: not marked(token), 30, "every process of the killed run to exit")
+    return runner.pid, token, start
+
+
+def cgroups_of(runner_pid: int) -> list[Path]:
+    roots = filter(None, (cgroup1_root(), cgroup2_root()))
+    return [cg for root in roots for cg in root.rglob(f"zchaos-starve-runner{runner_pid}.*")]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_next_run_removes_the_cgroup_of_a_runner_killed_mid_starve(tmp_path: Path) -> None:
+    if cgroup1_root() is None and cgroup2_root() is None:
+        pytest.skip("no writable cgroup cpu controller on this machine")
+    runner_pid, _, start = kill_runner_mid_starve(tmp_path, "auto")
+    assert start["detail"] in ("cgroup1", "cgroup2")
+    (left,) = cgroups_of(runner_pid)  # the fault's cgroup outlived its runner, as the issue says
+    quiet = tmp_path / "quiet.toml"
+    quiet.write_text(QUIET_SCENARIO)
+    out = subprocess.run(
+        run_cmd(quiet, tmp_path / "runs"), cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"removed a CPU-starvation cgroup left by a dead zchaos run: {left}" in out.stdout + out.stderr
+    assert not left.exists() and cgroups_of(runner_pid) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_competitors_of_a_runner_killed_mid_starve_leave_nothing(tmp_path: Path) -> None:
+    runner_pid, _, start = kill_runner_mid_starve(tmp_path, "competitors")
+    assert start["detail"] == "competitors"
+    assert cgroups_of(runner_pid) == []
+
+
+def test_leftovers_of_a_dead_creator_are_removed_and_live_ones_kept(spinner: Spinner) -> None:
+    if cgroup1_root() is None and cgroup2_root() is None:
+        pytest.skip("no writable cgroup cpu controller on this machine")
+    pid = spinner.proc.pid
+    home = _proc_cgroup(pid)
+    code = (
+        "import os; from chaos.starve import Starvation\n"
+        f"s = Starvation({pid}, share=0.05); s.start(); print(s._cgroup, flush=True); os._exit(0)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, cwd=ROOT)
+    orphan = Path(out.stdout.strip())
+    assert orphan.is_dir(), out.stderr
+    assert _proc_cgroup(pid) != home  # still starved by a creator that is gone
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        with Starvation(sleeper.pid, share=0.5) as mine:  # a live creator's cgroup (this test's)
+            found = remove_leftovers()
+            assert mine._cgroup is not None and mine._cgroup.is_dir()
+            assert mine._cgroup not in found.removed
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert orphan in found.removed and not orphan.exists() and found.failed == []
+    assert _proc_cgroup(pid) == home  # moved back out, its CPU given back

@@ -337,6 +337,133 @@ def test_bad_toxic_input_gets_go_errors_and_server_keeps_serving(
     assert http.get(url(server_url, "version")).status_code == 200
 
 
+# Numbers outside the Go field's type: Go's decoder fails the literal (ParseFloat(s, 32),
+# ParseInt(s, 64) out of range), the request is a 400 and nothing is stored. Bodies are raw
+# text, since Python's json writes 1e400 as Infinity.
+TOO_BIG = [
+    ("latency", '"toxicity": 1e39', "number 1e39", "toxicity of type float32"),
+    ("latency", '"toxicity": 1e400', "number 1e400", "toxicity of type float32"),
+    ("latency", '"toxicity": -1e39', "number -1e39", "toxicity of type float32"),
+    ("latency", '"attributes": {"latency": 1e400}', "number 1e400", "latency of type int64"),
+    (
+        "latency",
+        '"attributes": {"jitter": 9223372036854775808}',
+        "number 9223372036854775808",
+        "jitter of type int64",
+    ),
+    (
+        "bandwidth",
+        '"attributes": {"rate": -9223372036854775809}',
+        "number -9223372036854775809",
+        "rate of type int64",
+    ),
+    (
+        "slicer",
+        '"attributes": {"delay": 9223372036854775808}',
+        "number 9223372036854775808",
+        "delay of type int",
+    ),
+]
+
+
+def assert_out_of_range(r: requests.Response, literal: str, field_and_type: str) -> None:
+    assert_api_error(
+        r, 400, f"bad request body: json: cannot unmarshal {literal} into Go struct field ", True
+    )
+    assert r.json()["error"].endswith(f"{field_and_type}"), r.text
+
+
+def assert_proxy_reads_work(server_url: str, http: requests.Session, p: dict) -> list[dict]:
+    """Every read of the proxy answers 200 (a stored infinity made them 500); its toxics."""
+    assert http.get(url(server_url, "proxies")).status_code == 200
+    assert http.get(url(server_url, "proxies", p["name"])).status_code == 200
+    r = http.get(url(server_url, "proxies", p["name"], "toxics"))
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@pytest.mark.parametrize(("ttype", "field", "literal", "field_and_type"), TOO_BIG)
+def test_out_of_range_number_in_a_new_toxic_is_400_and_stores_nothing(
+    server_url: str,
+    http: requests.Session,
+    proxy: dict,
+    ttype: str,
+    field: str,
+    literal: str,
+    field_and_type: str,
+) -> None:
+    turl = url(server_url, "proxies", proxy["name"], "toxics")
+    r = http.post(turl, data=f'{{"type": "{ttype}", "name": "big", {field}}}')
+    assert_out_of_range(r, literal, field_and_type)
+    assert assert_proxy_reads_work(server_url, http, proxy) == []
+    assert_api_error(http.get(turl + "/big"), 404, "toxic not found")
+
+
+def test_toxicity_out_of_float32_names_the_wrapper_field(
+    server_url: str, http: requests.Session, proxy: dict
+) -> None:
+    r = http.post(
+        url(server_url, "proxies", proxy["name"], "toxics"), data=b'{"type":"latency","toxicity":1e400}'
+    )
+    assert_api_error(
+        r,
+        400,
+        "bad request body: json: cannot unmarshal number 1e400 into Go struct field"
+        " ToxicWrapper.toxicity of type float32",
+    )
+
+
+@pytest.mark.parametrize("method", ["PATCH", "POST"])
+@pytest.mark.parametrize(("ttype", "field", "literal", "field_and_type"), TOO_BIG)
+def test_out_of_range_number_in_an_update_is_400_and_changes_nothing(
+    server_url: str,
+    http: requests.Session,
+    proxy: dict,
+    method: str,
+    ttype: str,
+    field: str,
+    literal: str,
+    field_and_type: str,
+) -> None:
+    before = add_toxic(http, server_url, proxy, type=ttype, name="odd", toxicity=1.5)
+    turl = url(server_url, "proxies", proxy["name"], "toxics", "odd")
+    assert_out_of_range(http.request(method, turl, data=f"{{{field}}}"), literal, field_and_type)
+    assert assert_proxy_reads_work(server_url, http, proxy) == [before]
+    r = http.request(method, turl, json={"toxicity": -0.5})
+    assert (r.status_code, r.json()["toxicity"]) == (200, -0.5), r.text
+
+
+def test_toxicity_outside_0_1_and_negative_attributes_are_accepted(
+    server_url: str, http: requests.Session, proxy: dict
+) -> None:
+    """As the real server does (measured side by side): only the Go type's range is checked."""
+    made = add_toxic(http, server_url, proxy, type="latency", toxicity=1.5, attributes={"latency": -5})
+    assert (made["toxicity"], made["attributes"]) == (1.5, {"latency": -5, "jitter": 0})
+    turl = url(server_url, "proxies", proxy["name"], "toxics", made["name"])
+    r = http.patch(turl, json={"toxicity": -0.5, "attributes": {"jitter": -1}})
+    assert r.status_code == 200, r.text
+    assert (r.json()["toxicity"], r.json()["attributes"]) == (-0.5, {"latency": -5, "jitter": -1})
+    assert assert_proxy_reads_work(server_url, http, proxy) == [r.json()]
+
+
+def test_populate_ignores_toxics_even_with_numbers_out_of_range(
+    server_url: str, http: requests.Session, echo: Echo
+) -> None:
+    name = f"pop-{uuid.uuid4().hex[:8]}"
+    body = (
+        f'[{{"name": "{name}", "upstream": "127.0.0.1:{echo.port}", "listen": "127.0.0.1:0",'
+        ' "toxics": [{"type": "latency", "toxicity": 1e400, "attributes": {"latency": 1e400}}]}]'
+    )
+    try:
+        r = http.post(url(server_url, "populate"), data=body)
+        assert r.status_code == 201, r.text
+        (made,) = r.json()["proxies"]
+        assert made["name"] == name and made["toxics"] == []
+        assert assert_proxy_reads_work(server_url, http, made) == []
+    finally:
+        http.delete(url(server_url, "proxies", name))
+
+
 def test_populate(server_url: str, http: requests.Session, echo: Echo) -> None:
     a, b = (f"pop-{uuid.uuid4().hex[:8]}" for _ in range(2))
     up = f"127.0.0.1:{echo.port}"

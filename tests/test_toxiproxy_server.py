@@ -94,6 +94,17 @@ def test_config_file_is_loaded_and_its_errors_only_logged(start, tmp_path: Path,
     srv2 = start("-config", str(bad))
     assert requests.get(srv2.url + "/proxies", timeout=5).json() == {}
     assert "populate" in srv2.log.read_text().lower()
+    # A file that cannot be read: logged with its name, and the server serves without proxies.
+    missing = tmp_path / "missing.json"
+    for unreadable, message, err in (
+        (missing, "Error reading config file", f"open {missing}: no such file or directory"),
+        (tmp_path, "Failed to populate proxies from file", f"read {tmp_path}: is a directory"),
+    ):
+        srv3 = start("-config", str(unreadable))
+        assert requests.get(srv3.url + "/proxies", timeout=5).json() == {}
+        logged = [json.loads(line) for line in srv3.log.read_text().splitlines()]
+        errors = [(e["message"], e["config"], e["err"]) for e in logged if e["level"] == "error"]
+        assert errors == [(message, str(unreadable), err)]
 
 
 def test_metrics_only_when_asked(start, echo: Echo) -> None:  # noqa: F811

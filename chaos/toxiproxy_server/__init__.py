@@ -98,24 +98,32 @@ def _new_loop() -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
+async def _populate_from_file(api: Api, path: Path) -> None:
+    """``-config``: as Toxiproxy, every failure is only logged (with Go's error text) and the
+    server starts with what could be made. A directory opens, so it fails when it is read."""
+    try:
+        body = b"" if path.is_dir() else path.read_bytes()
+    except OSError as exc:
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        log("error", "Error reading config file", config=str(path), err=f"open {path}: {reason}")
+        return
+    done: list = []
+    try:
+        if path.is_dir():
+            raise ValueError(f"read {path}: is a directory")
+        await api.populate_from(body, done)
+    except Exception as exc:
+        err = getattr(exc, "message", str(exc))
+        log("error", "Failed to populate proxies from file", config=str(path), err=err)
+        return
+    log("info", "Populated proxies from file", config=str(path), proxies=len(done))
+
+
 async def serve(opts: dict[str, str | bool]) -> int:
     metrics = Metrics(bool(opts["proxy-metrics"]), bool(opts["runtime-metrics"]))
     api = Api(metrics)
     if opts["config"]:
-        path = Path(str(opts["config"]))
-        try:
-            done: list = []
-            await api.populate_from(path.read_bytes(), done)
-            log("info", "Populated proxies from file", config=str(path), proxies=len(done))
-        except OSError as exc:
-            log("error", "Error reading config file", config=str(path), err=str(exc))
-        except Exception as exc:  # Toxiproxy only logs config errors
-            log(
-                "error",
-                "Failed to populate proxies from file",
-                config=str(path),
-                err=getattr(exc, "message", str(exc)),
-            )
+        await _populate_from_file(api, Path(str(opts["config"])))
     http = HttpServer(api)
     try:
         port = int(str(opts["port"]))

@@ -10,6 +10,7 @@ and ``&`` escaped and float32 values in their shortest form.
 from __future__ import annotations
 
 import json
+import math
 import struct
 from decimal import Decimal
 from typing import Any
@@ -30,7 +31,15 @@ class Num(float):
         return obj
 
 
-_DECODER = json.JSONDecoder(parse_float=Num, parse_constant=lambda s: (_ for _ in ()).throw(ValueError(s)))
+def _parse_int(text: str) -> int | Num:
+    # Python refuses to convert integer literals of more than 4300 digits; such a literal is
+    # out of every Go integer's range anyway, and Go names it in its error as written.
+    return int(text) if len(text) <= 4000 else Num(text)
+
+
+_DECODER = json.JSONDecoder(
+    parse_float=Num, parse_int=_parse_int, parse_constant=lambda s: (_ for _ in ()).throw(ValueError(s))
+)
 
 
 def decode_first(body: bytes) -> Any:
@@ -117,9 +126,14 @@ def as_float32(obj: dict[str, Any], key: str, struct: str, default: float) -> fl
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise type_error(value, struct, key, "float32")
     try:
-        return struct_f32(float(value))
-    except OverflowError:
-        raise type_error(value, struct, key, "float32", with_literal=True) from None
+        narrowed = struct_f32(float(value))
+    except OverflowError:  # an integer literal beyond even float64
+        narrowed = math.inf
+    if math.isinf(narrowed):
+        # Go's ParseFloat(literal, 32) fails with ErrRange (1e39, 1e400): a type error naming the
+        # literal, and nothing stored; an infinity kept here would break every later read.
+        raise type_error(value, struct, key, "float32", with_literal=True)
+    return narrowed
 
 
 def struct_f32(value: float) -> float:

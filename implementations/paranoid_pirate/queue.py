@@ -2,7 +2,14 @@
 
 Requests go to the least recently used idle worker. Workers heartbeat the queue and the
 queue heartbeats idle workers every interval; a worker silent for ``liveness × interval``
-(idle, or busy with a request) is expired and gets no more work. Run alone:
+(idle, or busy with a request) is expired and gets no more work.
+
+Only READY registers a worker, as 6/PPP says (a worker must speak first with READY; one
+that loses its queue starts over with READY). A HEARTBEAT, a reply or junk from a peer the
+queue does not know registers nobody: the guide's queue listed any sender, so a stranger's
+``[x, '', y]`` took requests it would never answer. A reply from an unknown peer (a worker
+expired while busy, or one of the previous queue's) still goes to the client its envelope
+names; that worker comes back once it notices the queue's silence and sends READY. Run alone:
 
     python -m implementations.paranoid_pirate.queue --frontend tcp://127.0.0.1:5555 \
         --backend tcp://127.0.0.1:5556
@@ -55,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     idle: OrderedDict[bytes, None] = OrderedDict()  # idle workers, least recently used first
     # Every live worker, idle or busy, and when it expires. Busy ones expire too (the
     # guide's queue forgets them): a worker cut off with a request in hand is as dead
-    # as an idle one, and its late reply registers it again.
+    # as an idle one; it registers again with READY.
     known: dict[bytes, float] = {}
     heartbeat_at = time.monotonic() + interval
     announce_ready(log, f"frontend {args.frontend} backend {args.backend}")
@@ -76,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
                     history.emit("malformed", worker=name, detail=f"{exc}: {describe(rest)}")
                     # Junk proves a known worker alive, but makes no stranger a worker.
                     command, message = "MALFORMED", None
-                if command != "MALFORMED" or worker in known:
+                if command == "READY" or worker in known:
                     if worker not in known:
                         log.info("worker %s registered (%s)", name, command)
                         history.emit("worker_ready", worker=name, detail=command)

@@ -26,12 +26,23 @@ WORKER_EXPIRE_SECONDS is removed. Choices where the seed leaves a detail open:
   ``--resend-ms`` > 0: a worker that has not returned its job's result after that long is
   given up (``worker_expired``, reason ``no result``) and the job is sent to the next idle
   worker. Whichever result comes first is forwarded; a later one is discarded.
-- Control words and results share one frame, so a result that equals ``READY`` or
-  ``PING`` would be read as a control message (the seed's own ambiguity). Request payloads
-  start with their request id, so that never happens under zchaos.
+- Control words and results share one frame (the seed fixes ``["", PING]`` and
+  ``["", result]``), so a result that equals ``READY`` or ``PING`` is read as a control
+  message: the seed's own ambiguity, which the broker cannot frame away without breaking
+  the seed's workers. Request payloads start with their request id, so zchaos's own load
+  never does it; a hostile client can, and the broker survives it:
+  - A result ``PING``: the worker is idle in its own eyes and PINGs every second, while the
+    broker holds it busy. The seed says a worker sends no PING while working, so a busy
+    worker that still PINGs WORKER_EXPIRE_SECONDS after it was given its job (long past a
+    PING that crossed the job on the wire) is wedged: it is expired (``worker_expired``,
+    reason ``wedged``), its job given up (or resent), and the PING registers it again.
+  - A result ``READY`` reads as a restart: the worker is registered again at once and its
+    job is lost (or resent). The client that sent it gets no answer; nobody else notices.
+  - With resend on, a job is resent at most ``MAX_RESENDS`` times and then dropped
+    (``request_expired``), so such a job cannot bounce between workers forever.
 
 Records ``worker_ready`` (detail: what registered it), ``worker_expired``, ``dispatch``,
-``discard`` and ``malformed``; logs ``ready`` once bound; exits 0 on SIGTERM.
+``discard``, ``request_expired`` and ``malformed``; logs ``ready`` once bound; exits 0 on SIGTERM.
 """
 
 from __future__ import annotations
@@ -60,6 +71,8 @@ MAX_POLL_S = 0.1
 BATCH = 500
 #: Given-up workers whose job may still come back; the oldest are forgotten beyond this.
 MAX_GIVEN_UP = 1000
+#: Resends of one job (with --resend-ms) before it is dropped.
+MAX_RESENDS = 3
 
 
 @dataclass
@@ -120,8 +133,13 @@ class Broker:
             self.given_up[worker] = job
             while len(self.given_up) > MAX_GIVEN_UP:
                 self.given_up.popitem(last=False)
-            job.resends += 1
-            self.waiting.appendleft(job)
+            if job.resends < MAX_RESENDS:
+                job.resends += 1
+                self.waiting.appendleft(job)
+            else:
+                self.writer.emit(
+                    "request_expired", rid=job.rid, reason=f"dropped after {job.resends} resends"
+                )
         self.writer.emit("worker_expired", worker=self._name(worker), reason=reason, detail=detail)
         self.log.info("worker %s removed: %s %s", self._name(worker), reason, detail)
 
@@ -138,6 +156,14 @@ class Broker:
         if state is not None:
             state.expiry = now + self.worker_expire_s
         if msg.kind == "ping":
+            if (
+                state is not None
+                and state.job is not None
+                and now - state.job.dispatched_at >= self.worker_expire_s
+            ):
+                held = now - state.job.dispatched_at
+                self._remove(worker, "wedged", f"PINGs while holding job {state.job.rid!r} for {held:.1f} s")
+                state = None
             if self._send_backend(worker, PONG) and state is None:
                 self._register(worker, "ping", now)
         elif msg.kind == "ready":

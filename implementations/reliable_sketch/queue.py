@@ -19,11 +19,16 @@ comes back when it signals it is ready again. Choices where the sketch leaves a 
   are remembered.
 - A reply is forwarded to the client address in its envelope; a request is forwarded at
   most once (``discard`` for any later reply to it).
+- A request is sent at most ``--max-sends`` times (default 8): one that no server answers
+  in time however often it is resent (a 10 MB body never echoed within 10 ms) is dropped
+  with ``request_expired`` instead of being resent forever, which would keep every later
+  request waiting behind it. Its client's own retry or abandon takes it from there.
 
 Records ``worker_ready`` (a server became ready: ``ready`` or ``re-enabled``),
 ``worker_expired`` (a server was disabled or forgotten: the reason says which),
-``dispatch`` (detail ``resend N`` when it is not the first), ``discard`` and
-``malformed``; logs ``ready`` once bound; exits 0 on SIGTERM.
+``dispatch`` (detail ``resend N`` when it is not the first), ``discard``,
+``request_expired`` (a request given up after ``--max-sends`` sends) and ``malformed``;
+logs ``ready`` once bound; exits 0 on SIGTERM.
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ from implementations.runtime import announce_ready, drain, start_role
 MAX_POLL_S = 0.1
 BATCH = 200
 MAX_DISABLED = 1000
+#: Sends of one request before the queue gives up on it (the sketch resends without end).
+MAX_SENDS = 8
 
 
 @dataclass
@@ -70,15 +77,19 @@ class Queue:
         log: logging.Logger,
         *,
         reply_timeout_s: float = 0.01,
+        max_sends: int = MAX_SENDS,
     ) -> None:
         self.frontend = frontend
         self.backend = backend
         self.writer = writer
         self.log = log
         self.reply_timeout_s = reply_timeout_s
+        self.max_sends = max_sends
         self.ready: OrderedDict[bytes, None] = OrderedDict()  # first: ready longest
         self.busy: dict[bytes, Pending] = {}
-        self.disabled: OrderedDict[bytes, Pending] = OrderedDict()  # with the request it missed
+        # With the id of the request it missed (not the request: a stranger's READY makes a
+        # ghost server, and a thousand ghosts must not hold a thousand request bodies).
+        self.disabled: OrderedDict[bytes, str] = OrderedDict()
         self.resend: deque[Pending] = deque()
         self.discarded = 0
 
@@ -102,7 +113,7 @@ class Queue:
             missed = self.disabled.pop(server)
             if msg.kind == "reply":
                 self.discarded += 1
-                rid = next(filter(None, map(rid_of, msg.body)), missed.rid)
+                rid = next(filter(None, map(rid_of, msg.body)), missed)
                 self.writer.emit("discard", worker=self._name(server), rid=rid, reason="disabled server")
             self._ready(server, "re-enabled")
             self.log.info("server %s is ready again (%s)", self._name(server), msg.kind)
@@ -130,8 +141,15 @@ class Queue:
             self.ready[server] = None
 
     def _requeue(self, pending: Pending) -> None:
-        if not pending.answered:
-            self.resend.appendleft(pending)
+        if pending.answered:
+            return
+        if pending.sends >= self.max_sends:
+            self.writer.emit(
+                "request_expired", rid=pending.rid, reason=f"no reply in time to any of {pending.sends} sends"
+            )
+            self.log.warning("gave up on request %s after %d sends", pending.rid or "?", pending.sends)
+            return
+        self.resend.appendleft(pending)
 
     def on_frontend(self, frames: list[bytes], now: float) -> None:
         try:
@@ -168,7 +186,7 @@ class Queue:
     def on_timers(self, now: float) -> None:
         for server in [s for s, p in self.busy.items() if p.deadline <= now]:
             pending = self.busy.pop(server)
-            self.disabled[server] = pending
+            self.disabled[server] = pending.rid
             while len(self.disabled) > MAX_DISABLED:
                 self.disabled.popitem(last=False)
             self.writer.emit(
@@ -211,8 +229,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--reply-timeout-ms", type=float, default=10, help="wait this long for a server's reply (default 10)"
     )
+    parser.add_argument(
+        "--max-sends",
+        type=int,
+        default=MAX_SENDS,
+        help=f"give up on a request after sending it this often (default {MAX_SENDS})",
+    )
     parser.add_argument("--name", default="queue", help="name in logs and history (default queue)")
     args = parser.parse_args(argv)
+    if args.max_sends < 1:
+        parser.error("--max-sends must be at least 1")
     log, history = start_role(args.name)
     context = zmq.Context()
     frontend = context.socket(zmq.ROUTER)
@@ -220,7 +246,14 @@ def main(argv: list[str] | None = None) -> None:
     for sock in (frontend, backend):
         sock.linger = 0
     backend.setsockopt(zmq.ROUTER_MANDATORY, 1)
-    queue = Queue(frontend, backend, history, log, reply_timeout_s=args.reply_timeout_ms / 1000)
+    queue = Queue(
+        frontend,
+        backend,
+        history,
+        log,
+        reply_timeout_s=args.reply_timeout_ms / 1000,
+        max_sends=args.max_sends,
+    )
     try:
         frontend.bind(args.frontend)
         backend.bind(args.backend)

@@ -13,12 +13,24 @@ weaknesses stay visible to the harness:
   Simple Pirate workers never do, so a queue restart is not recovered from.
 - The frontend is read only while at least one worker is idle.
 
+Where the guide trusts every peer, a stranger could wedge the queue (issue 11), so:
+
+- A reply is taken only from a worker the queue handed a request, and only for that
+  request's client; any other "reply" (from a stranger, from an idle worker, a second
+  reply) is dropped as ``discard`` and lists nobody. The guide's queue lists whoever
+  replies, so a stranger's junk put it on the list once per message and took the requests.
+- A worker is never on the idle list twice: a READY from an idle worker is ignored; a
+  READY from a busy worker (it started over) puts it back once, its request lost.
+- A stranger's READY cannot be told from a worker's (Simple Pirate has nothing else): it
+  is listed, and a ghost that never answers costs one request (the client retries
+  elsewhere) and then stays busy, off the list, until it sends READY again.
+
 Messages: READY from a worker = ``[worker, '', 0x01]``; a request from a client =
 ``[client, '', body...]`` goes to the oldest idle worker as ``[worker, '', client, '',
 body...]``; a worker's reply ``[worker, '', client, '', body...]`` goes back as ``[client,
 '', body...]`` and puts the worker at the tail of the list. Anything else is logged,
 recorded as ``malformed`` and dropped (a worker that sent it is not put back on the list).
-Records ``worker_ready`` and ``dispatch``. Logs ``ready:`` once bound.
+Records ``worker_ready``, ``dispatch`` and ``discard``. Logs ``ready:`` once bound.
 """
 
 from __future__ import annotations
@@ -26,7 +38,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections import deque
+from collections import OrderedDict
 
 import zmq
 
@@ -44,6 +56,9 @@ log = logging.getLogger("queue")
 WAIT_SLICE_MS = 250
 
 READY = b"\x01"
+#: Busy workers remembered (with the client they serve); a worker that vanished while busy
+#: is forgotten, oldest first, beyond this.
+MAX_BUSY = 10_000
 
 
 def parse_backend(frames: list[bytes]) -> tuple[bytes, bytes | None, list[bytes]]:
@@ -78,7 +93,8 @@ class Queue:
         self.frontend = frontend
         self.backend = backend
         self.writer = writer
-        self.idle: deque[bytes] = deque()
+        self.idle: OrderedDict[bytes, None] = OrderedDict()  # first: idle longest
+        self.busy: OrderedDict[bytes, bytes] = OrderedDict()  # worker -> the client it serves
 
     def malformed(self, side: str, frames: list[bytes], why: str) -> None:
         detail = f"{side}: {why}: {describe(frames)}"
@@ -94,11 +110,22 @@ class Queue:
         if client is None:
             if worker in self.idle:
                 return
+            if self.busy.pop(worker, None) is not None:
+                log.warning("busy worker %s said READY again: its request is lost", worker_name(worker))
             log.info("worker %s ready", worker_name(worker))
             self.writer.emit("worker_ready", worker=worker_name(worker))
+        elif self.busy.get(worker) != client:
+            why = "not from a worker serving that client"
+            log.warning("dropped a reply from %s: %s", worker_name(worker), why)
+            rid = rid_of(body[0]) if body else None
+            self.writer.emit(
+                "discard", worker=worker_name(worker), reason=why, **({"rid": rid} if rid else {})
+            )
+            return
         else:
+            del self.busy[worker]
             self.frontend.send_multipart([client, b"", *body])
-        self.idle.append(worker)
+        self.idle[worker] = None
 
     def on_frontend(self, frames: list[bytes]) -> None:
         try:
@@ -106,8 +133,11 @@ class Queue:
         except ValueError as exc:
             self.malformed("frontend", frames, str(exc))
             return
-        worker = self.idle.popleft()
+        worker, _ = self.idle.popitem(last=False)
         self.backend.send_multipart([worker, b"", client, b"", *body])
+        self.busy[worker] = client
+        while len(self.busy) > MAX_BUSY:
+            self.busy.popitem(last=False)
         rid = rid_of(body[0]) if body else None
         if rid is not None:
             self.writer.emit("dispatch", worker=worker_name(worker), rid=rid)

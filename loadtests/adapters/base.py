@@ -7,13 +7,26 @@ retries as its protocol's client rule says, and tells the history what happened 
 way through the ``RequestLog`` it is handed (each attempt sent, each retry, anything
 unexpected that arrived).
 
-A synchronous adapter implements ``request``. Adapters live in ``loadtests/adapters/<name>.py``
-and expose ``ADAPTER = TheClass``; a manifest names them by module name.
+A synchronous adapter implements ``request``; an asynchronous one ``submit``/``poll``.
+Adapters live in ``loadtests/adapters/<name>.py`` and expose ``ADAPTER = TheClass``; a
+manifest names them by module name. The class says, in one place, what the manifest may
+give it: ``DEFAULTS`` (every option it knows, with its default, whose type the option
+must have), ``MAX_ENDPOINTS`` (how many endpoints it can use: 1 for a client of one
+server, None for a failover client) and ``check_options`` for rules beyond types. The
+harness validates a manifest's and a scenario's client options with these before anything
+starts (``harness/manifest.py``); ``zchaos list`` prints them.
+
+Endpoints: the adapter gets an ordered list of addresses (``self.endpoints``; the first is
+``self.endpoint``), one per endpoint the manifest's client kind names, each through its own
+fault proxy when the run has network faults. A failover adapter tries them in its own
+order and says which one answered in ``Reply.endpoint`` (the address), which the history
+records.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,28 +40,30 @@ __all__ = ["payload_for", "rid_of"]
 class RequestLog:
     """What an adapter records about the request it is working on."""
 
-    __slots__ = ("attempts", "cid", "rid", "seq", "writer")
+    __slots__ = ("attempts", "cid", "kind", "rid", "seq", "writer")
 
-    def __init__(self, writer: HistoryWriter, cid: str, seq: int, rid: str) -> None:
+    def __init__(self, writer: HistoryWriter, cid: str, seq: int, rid: str, kind: str | None = None) -> None:
         self.writer = writer
         self.cid = cid
         self.seq = seq
         self.rid = rid
+        self.kind = kind  # the manifest's client kind, recorded on every event
         self.attempts = 0
+
+    def emit(self, ev: str, **fields: Any) -> None:
+        """One client event about this request (its client, kind, seq and id filled in)."""
+        if self.kind is not None:
+            fields["kind"] = self.kind
+        self.writer.emit(ev, src=self.cid, cid=self.cid, seq=self.seq, rid=self.rid, **fields)
 
     def sent(self) -> None:
         """An attempt left (the first send, or a resend after ``retried``)."""
         self.attempts += 1
-        self.writer.emit(
-            "send", src=self.cid, cid=self.cid, seq=self.seq, rid=self.rid, attempt=self.attempts
-        )
+        self.emit("send", attempt=self.attempts)
 
     def retried(self, reason: str) -> None:
         """The current attempt failed (timeout, ...) and the request will be sent again."""
-        self.writer.emit(
-            "retry", src=self.cid, cid=self.cid, seq=self.seq, rid=self.rid,
-            attempt=self.attempts + 1, reason=reason,
-        )  # fmt: skip
+        self.emit("retry", attempt=self.attempts + 1, reason=reason)
 
     def unexpected(self, frames: list[bytes], detail: str) -> None:
         """Something arrived that is not the reply to this request (a stale or foreign reply)."""
@@ -56,13 +71,14 @@ class RequestLog:
         fields: dict[str, Any] = {"detail": detail[:200]}
         if got is not None:
             fields["got_rid"] = got
-        self.writer.emit("unexpected", src=self.cid, cid=self.cid, seq=self.seq, rid=self.rid, **fields)
+        self.emit("unexpected", **fields)
 
 
 @dataclass
 class Reply:
     frames: list[bytes]  # the reply body as the application sees it (envelopes removed)
     worker: str | None = None  # which worker answered, when the protocol says
+    endpoint: str | None = None  # which endpoint (address) answered, for a client of several
 
 
 class Abandoned(Exception):
@@ -73,17 +89,65 @@ class Abandoned(Exception):
         self.reason = reason
 
 
+def _type_name(value: Any) -> str:
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _same_type(value: Any, default: Any) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, float):
+        return isinstance(value, int | float)
+    return isinstance(value, type(default))
+
+
 class ClientAdapter(ABC):
     """One client of a protocol, with one identity, used by one user at a time."""
 
-    #: client options and their defaults; the manifest's [client] options override them
+    #: every client option the adapter knows, with its default (the manifest's options
+    #: override them; a value must have the default's type)
     DEFAULTS: dict[str, Any] = {}
+    #: how many endpoints it can use (None: any number, e.g. a failover client)
+    MAX_ENDPOINTS: int | None = 1
+    #: options it does not know are passed on rather than refused (the external client)
+    OPEN_OPTIONS = False
+    #: one line for ``zchaos list``
+    SUMMARY = ""
+    #: it runs a program of the user's: the Locust user passes it ``command``, ``log_path``,
+    #: ``writer`` and ``kind`` as keyword arguments too
+    RUNS_PROGRAM = False
 
-    def __init__(self, endpoint: str, options: dict[str, Any], cid: str, context: zmq.Context) -> None:
-        unknown = set(options) - set(self.DEFAULTS)
-        if unknown:
-            raise ValueError(f"{type(self).__name__}: unknown client option(s) {sorted(unknown)}")
-        self.endpoint = endpoint
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> list[tuple[str, str]]:
+        """What is wrong with ``options``: (option, message) pairs, empty when nothing is.
+
+        Unknown options and values of the wrong type; subclasses add their own rules.
+        """
+        problems = []
+        for key, value in options.items():
+            if key not in cls.DEFAULTS:
+                if not cls.OPEN_OPTIONS:
+                    problems.append((key, "unknown client option"))
+            elif not _same_type(value, cls.DEFAULTS[key]):
+                want = _type_name(cls.DEFAULTS[key])
+                problems.append(
+                    (key, f"expected {want} (like the default {cls.DEFAULTS[key]!r}), got {value!r}")
+                )
+        return problems
+
+    def __init__(
+        self, endpoints: str | Sequence[str], options: dict[str, Any], cid: str, context: zmq.Context
+    ) -> None:
+        problems = self.check_options(options)
+        if problems:
+            key, message = problems[0]
+            raise ValueError(f"{type(self).__name__}: client option {key!r}: {message}")
+        self.endpoints = [endpoints] if isinstance(endpoints, str) else list(endpoints)
+        if not self.endpoints:
+            raise ValueError(f"{type(self).__name__}: no endpoint given")
+        self.endpoint = self.endpoints[0]
         self.options = {**self.DEFAULTS, **options}
         self.cid = cid
         self.context = context
@@ -109,6 +173,14 @@ class AsyncClientAdapter(ClientAdapter):
     """
 
     DEFAULTS: dict[str, Any] = {"window": 10}
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> list[tuple[str, str]]:
+        problems = super().check_options(options)
+        window = options.get("window", cls.DEFAULTS["window"])
+        if isinstance(window, int) and window < 1:
+            problems.append(("window", f"must be at least 1, got {window}"))
+        return problems
 
     @abstractmethod
     def submit(self, body: list[bytes], log: RequestLog) -> None:

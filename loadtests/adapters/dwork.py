@@ -15,6 +15,7 @@ A graph not done within ``graph_timeout_ms`` is abandoned.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import zmq
@@ -53,16 +54,24 @@ class DworkClient(ClientAdapter):
         "poll_ms": 10,
         "graph_timeout_ms": 30000,
     }
+    SUMMARY = "dwork API client: each request is a small task graph, polled until done"
 
-    def __init__(self, endpoint: str, options: dict[str, Any], cid: str, context: zmq.Context) -> None:
-        super().__init__(endpoint, options, cid, context)
-        if self.options["shape"] not in (*SHAPES, "mixed"):
-            raise ValueError(
-                f"dwork: shape {self.options['shape']!r} is not one of {', '.join(SHAPES)}, mixed"
-            )
-        if self.options["tasks"] < 2:
-            raise ValueError("dwork: a graph needs tasks >= 2")
-        self.api = ApiClient(context, endpoint, int(self.options["timeout_ms"]))
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> list[tuple[str, str]]:
+        problems = super().check_options(options)
+        shape = options.get("shape", "mixed")
+        if isinstance(shape, str) and shape not in (*SHAPES, "mixed"):
+            problems.append(("shape", f"{shape!r} is not one of {', '.join(SHAPES)}, mixed"))
+        tasks = options.get("tasks", 4)
+        if isinstance(tasks, int) and tasks < 2:
+            problems.append(("tasks", f"a graph needs at least 2 tasks, got {tasks}"))
+        return problems
+
+    def __init__(
+        self, endpoints: str | Sequence[str], options: dict[str, Any], cid: str, context: zmq.Context
+    ) -> None:
+        super().__init__(endpoints, options, cid, context)
+        self.api = ApiClient(context, self.endpoint, int(self.options["timeout_ms"]))
         self.count = 0
 
     def request(self, body: list[bytes], log: RequestLog) -> Reply:

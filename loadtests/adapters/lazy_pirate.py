@@ -1,6 +1,10 @@
 """The Lazy Pirate client (zguide chapter 4): REQ, poll with a timeout, and on a timeout
 close the socket, open a new one and resend, abandoning after ``retries`` resends.
 
+Given several endpoints it fails over (the guide's simplest Freelance client, "sequential
+failover"): it stays on the endpoint that answered last, and each resend after a timeout
+goes to the next endpoint of the list, round-robin. The reply says which endpoint answered.
+
 A reply that carries another request's id (a stale or duplicated reply) cannot be waited
 past on a REQ socket, which allows one receive per send; it is recorded as ``unexpected``
 and the request is resent on a fresh socket like after a timeout.
@@ -8,6 +12,7 @@ and the request is resent on a fresh socket like after a timeout.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import zmq
@@ -18,17 +23,24 @@ from loadtests.adapters.base import Abandoned, ClientAdapter, Reply, RequestLog
 
 class LazyPirateClient(ClientAdapter):
     DEFAULTS: dict[str, Any] = {"timeout_ms": 2500, "retries": 3}
+    MAX_ENDPOINTS = None
+    SUMMARY = "Lazy Pirate client (REQ, timeout, new socket, resend); fails over across several endpoints"
 
-    def __init__(self, endpoint: str, options: dict[str, Any], cid: str, context: zmq.Context) -> None:
-        super().__init__(endpoint, options, cid, context)
+    def __init__(
+        self, endpoints: str | Sequence[str], options: dict[str, Any], cid: str, context: zmq.Context
+    ) -> None:
+        super().__init__(endpoints, options, cid, context)
         self.socket: zmq.Socket | None = None
+        self.current = 0  # index of the endpoint the socket is connected to
 
-    def _reopen(self) -> zmq.Socket:
+    def _reopen(self, *, fail_over: bool = False) -> zmq.Socket:
         if self.socket is not None:
             self.socket.close(linger=0)
+        if fail_over:
+            self.current = (self.current + 1) % len(self.endpoints)
         self.socket = self.context.socket(zmq.REQ)
         self.socket.linger = 0
-        self.socket.connect(self.endpoint)
+        self.socket.connect(self.endpoints[self.current])
         return self.socket
 
     def request(self, body: list[bytes], log: RequestLog) -> Reply:
@@ -36,13 +48,13 @@ class LazyPirateClient(ClientAdapter):
         socket = self.socket or self._reopen()
         for attempt in range(self.options["retries"] + 1):
             if attempt:
-                socket = self._reopen()
+                socket = self._reopen(fail_over=True)
             socket.send_multipart(body)
             log.sent()
             if socket.poll(timeout_ms, zmq.POLLIN):
                 frames = socket.recv_multipart()
                 if frames and rid_of(frames[0]) == log.rid:
-                    return Reply(frames)
+                    return Reply(frames, endpoint=self.endpoints[self.current])
                 log.unexpected(frames, "reply to another request")
                 reason = "unexpected reply"
             else:
@@ -50,7 +62,7 @@ class LazyPirateClient(ClientAdapter):
             if attempt < self.options["retries"]:
                 log.retried(reason)
         # The socket may still get the late reply: never reuse it.
-        self._reopen()
+        self._reopen(fail_over=True)
         raise Abandoned(f"no reply after {self.options['retries'] + 1} attempts ({reason})")
 
     def close(self) -> None:

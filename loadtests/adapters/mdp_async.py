@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,9 +45,12 @@ class MdpAsyncClient(AsyncClientAdapter):
         "body_frames": 1,
         "mmi_every": 0,
     }
+    SUMMARY = "Majordomo 0.1 asynchronous client (DEALER, a window of requests in flight)"
 
-    def __init__(self, endpoint: str, options: dict[str, Any], cid: str, context: zmq.Context) -> None:
-        super().__init__(endpoint, options, cid, context)
+    def __init__(
+        self, endpoints: str | Sequence[str], options: dict[str, Any], cid: str, context: zmq.Context
+    ) -> None:
+        super().__init__(endpoints, options, cid, context)
         self.service = str(self.options["service"])
         self.timeout_s = int(self.options["timeout_ms"]) / 1000
         self.retries = max(0, int(self.options["retries"]))
@@ -57,7 +61,7 @@ class MdpAsyncClient(AsyncClientAdapter):
         self.finished: OrderedDict[str, RequestLog] = OrderedDict()
         self.socket = context.socket(zmq.DEALER)
         self.socket.linger = 0
-        self.socket.connect(endpoint)
+        self.socket.connect(self.endpoint)
 
     def expected_reply(self, body: list[bytes]) -> list[bytes]:
         return body_with_frames(body, self.body_frames)

@@ -17,6 +17,7 @@ the service on a side DEALER, without waiting: the broker records its answer, wh
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 import zmq
@@ -79,15 +80,18 @@ class MdpSyncClient(ClientAdapter):
         "body_frames": 1,
         "mmi_every": 0,
     }
+    SUMMARY = "Majordomo 0.1 synchronous client (REQ, Lazy Pirate's retry rule)"
 
-    def __init__(self, endpoint: str, options: dict[str, Any], cid: str, context: zmq.Context) -> None:
-        super().__init__(endpoint, options, cid, context)
+    def __init__(
+        self, endpoints: str | Sequence[str], options: dict[str, Any], cid: str, context: zmq.Context
+    ) -> None:
+        super().__init__(endpoints, options, cid, context)
         self.service = str(self.options["service"])
         self.timeout_ms = int(self.options["timeout_ms"])
         self.retries = max(0, int(self.options["retries"]))
         self.body_frames = int(self.options["body_frames"])
         self.mmi_every = int(self.options["mmi_every"])
-        self.mmi = MmiProbe(context, endpoint, self.service) if self.mmi_every > 0 else None
+        self.mmi = MmiProbe(context, self.endpoint, self.service) if self.mmi_every > 0 else None
         self.count = 0
         self.socket: zmq.Socket | None = None
 

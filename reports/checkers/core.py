@@ -212,12 +212,20 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
     "in_order; otherwise unknown, so CI shows it as skipped rather than as a pass)",
 )
 def in_order(ctx: CheckContext) -> CheckResult:
-    if not ctx.promises.get("in_order", True):
+    # Each client kind promises order or not (default: the manifest's promise); a mixed
+    # load is checked on the kinds that promise it.
+    kinds = ctx.meta["manifest"].get("clients") or []
+    promised = ctx.promises.get("in_order", True)
+    ordered = [k["name"] for k in kinds if k.get("in_order", promised)]
+    unordered = [k["name"] for k in kinds if not k.get("in_order", promised)]
+    if not (ordered if kinds else promised):
         return CheckResult("in_order", UNKNOWN, summary="not promised", figures={"promised": False})
     order = Window.partitionBy("cid").orderBy("ts", "seq")
+    replies = events_of(ctx, "reply")
+    if unordered:
+        replies = replies.filter(~F.coalesce("kind", F.lit("")).isin(*unordered))
     replies = (
-        events_of(ctx, "reply")
-        .select("ts", "src", "ev", "cid", "seq", "rid")
+        replies.select("ts", "src", "ev", "cid", "seq", "rid")
         .withColumn("prev_seq", F.lag("seq").over(order))
         .withColumn("prev_ts", F.lag("ts").over(order))
         .withColumn("bad", F.col("seq") <= F.col("prev_seq"))
@@ -230,11 +238,15 @@ def in_order(ctx: CheckContext) -> CheckResult:
     bad = _n(row["bad"])
     figures = {
         "promised": True,
+        "kinds_checked": ordered,
+        "kinds_not_promised": unordered,
         "replies": _n(row["replies"]),
         "clients": _n(row["clients"]),
         "out_of_order": bad,
     }
     summary = f"{figures['replies']} replies to {figures['clients']} clients; {bad} out of order"
+    if unordered:
+        summary += f" (kinds {', '.join(ordered)}; {', '.join(unordered)} promise no order)"
     if figures["replies"] == 0:
         return CheckResult("in_order", UNKNOWN, summary="no reply arrived", figures=figures)
     found = []

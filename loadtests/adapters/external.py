@@ -1,0 +1,355 @@
+"""The external client: a program of the user's, in any language, as the load.
+
+zchaos starts the manifest's client ``command`` once per Locust user and speaks JSON
+lines with it (``PROTOCOL`` below, also printed by ``zchaos list`` and in the README).
+The program speaks its own protocol to the system under test; zchaos records ``send``,
+``retry``, ``reply`` and ``abandon`` in the history from what the program says, checks
+each reply's body (echo) and fires Locust's request event, so the user's client needs no
+zchaos code.
+
+Faults of the program are recorded, never raised into Locust: a line that is not JSON
+or not in the protocol is a ``client_error`` (reason ``malformed`` or ``protocol``) naming
+the client and the line; an ``error`` line from the program is one too (reason ``error``);
+a program that exits early is one (reason ``exit``, with its exit code), its requests in
+flight are abandoned and it is started again for the next request. One that says nothing
+about a request for ``request_timeout_ms`` is killed (its requests abandoned) and started
+again; one not ready within ``init_timeout_ms`` likewise (reason ``init``). Its stderr goes
+to ``logs/<client>.log`` of the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import subprocess
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+import zmq
+
+from harness.history import HistoryWriter, NullWriter
+from loadtests.adapters.base import Abandoned, AsyncClientAdapter, Reply, RequestLog
+
+PROTOCOL = """\
+external client protocol (adapter = "external"): one JSON object per line on the program's
+stdin (from zchaos) and stdout (to zchaos); its stderr goes to the run's logs/<client>.log.
+  zchaos -> client:
+    {"type": "init", "client_id": "client-3", "endpoints": ["tcp://127.0.0.1:PORT", ...], "options": {...}}
+        once, first (endpoints in the manifest's order, through the fault proxy when there is one)
+    {"type": "request", "rid": "client-3:17", "body": "client-3:17|qwertyqw..."}
+        send it with your protocol; up to options.window requests are outstanding (default 1)
+    {"type": "stop"}   finish or abandon what is in flight, then exit 0
+  client -> zchaos:
+    {"type": "init_ok"}                                   once, when ready for requests
+    {"type": "reply", "rid": "...", "body": "...", "endpoint": "tcp://..."}
+        the body as the server returned it (zchaos checks it: an echo of the request body);
+        endpoint (optional): which of the endpoints answered
+    {"type": "retry", "rid": "...", "attempt": 2, "reason": "timeout"}   when it resends
+    {"type": "abandon", "rid": "...", "reason": "..."}                 when it gives up
+    {"type": "error", "text": "..."}                                  anything worth a line in the report
+  Request bodies are ASCII text: the request id, '|', then filler letters (payload_bytes long);
+  a correct system echoes the body. A bad line, an error line or an early exit is recorded
+  as a client_error in the history and the report; the program is started again if it exited."""
+
+#: finished requests remembered, to tell a second reply to a request from a made-up id
+REMEMBER = 1000
+STOP_GRACE_S = 3.0
+LINE_SHOWN = 200
+
+
+@dataclass
+class _InFlight:
+    log: RequestLog
+    deadline: float
+
+
+class ExternalClient(AsyncClientAdapter):
+    DEFAULTS: dict[str, Any] = {"window": 1, "init_timeout_ms": 10000, "request_timeout_ms": 60000}
+    MAX_ENDPOINTS = None
+    OPEN_OPTIONS = True
+    RUNS_PROGRAM = True
+    SUMMARY = "a program of yours speaking JSON lines on stdin/stdout (protocol below)"
+
+    def __init__(
+        self,
+        endpoints: str | Sequence[str],
+        options: dict[str, Any],
+        cid: str,
+        context: zmq.Context,
+        *,
+        command: Sequence[str] = (),
+        log_path: str | None = None,
+        writer: HistoryWriter | None = None,
+        kind: str | None = None,
+    ) -> None:
+        super().__init__(endpoints, options, cid, context)
+        if not command:
+            raise ValueError("external: no client command")
+        self.command = list(command)
+        self.log_path = log_path
+        self.writer = writer or NullWriter(cid)
+        self.kind = kind
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.lines: queue.Queue[bytes | None] = queue.Queue()
+        self.pending: dict[str, _InFlight] = {}
+        self.finished: OrderedDict[str, RequestLog] = OrderedDict()
+        self.starts = 0
+
+    # -- the program ---------------------------------------------------------------------
+
+    def _error(self, reason: str, detail: str, **fields: Any) -> None:
+        if self.kind is not None:
+            fields["kind"] = self.kind
+        self.writer.emit(
+            "client_error", src=self.cid, cid=self.cid, reason=reason, detail=detail[:500], **fields
+        )
+
+    def _start(self) -> bool:
+        """Start the program and wait for its init_ok; False (recorded) if it is not ready."""
+        self.starts += 1
+        self.lines = queue.Queue()
+        stderr: IO[bytes] | int = subprocess.DEVNULL
+        if self.log_path:
+            stderr = open(self.log_path, "ab")  # noqa: SIM115 (handed to the child, closed below)
+        try:
+            self.proc = subprocess.Popen(
+                self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr
+            )
+        except OSError as exc:
+            self._error("init", f"cannot start {self.command[0]!r}: {exc}")
+            self.proc = None
+            return False
+        finally:
+            if not isinstance(stderr, int):
+                stderr.close()
+        threading.Thread(target=self._read, args=(self.proc.stdout, self.lines), daemon=True).start()
+        init = {"type": "init", "client_id": self.cid, "endpoints": self.endpoints, "options": self.options}
+        if not self._write(init):
+            return self._not_ready("it closed its stdin before the init line")
+        deadline = time.monotonic() + self.options["init_timeout_ms"] / 1000
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return self._not_ready(f"no init_ok within {self.options['init_timeout_ms']} ms")
+            if line is None:
+                return self._not_ready("it exited before init_ok")
+            message = self._parse(line)
+            if message is None:
+                continue
+            if message["type"] == "init_ok":
+                return True
+            if message["type"] == "error":
+                self._error("error", str(message.get("text", "")))
+            else:
+                self._error("protocol", f"expected init_ok first, got: {_shown(line)}")
+
+    def _not_ready(self, why: str) -> bool:
+        code = self._kill()
+        fields = {"code": code} if code is not None else {}
+        self._error("init", f"client program {' '.join(self.command)!r} not ready: {why}", **fields)
+        return False
+
+    @staticmethod
+    def _read(stream: IO[bytes], lines: queue.Queue[bytes | None]) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            for line in stream:
+                lines.put(line)
+        lines.put(None)  # end of its output: it exited (or closed stdout)
+
+    def _write(self, message: dict[str, Any]) -> bool:
+        if self.proc is None or self.proc.stdin is None:
+            return False
+        try:
+            self.proc.stdin.write((json.dumps(message) + "\n").encode())
+            self.proc.stdin.flush()
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def _kill(self) -> int | None:
+        """Stop the program now; its exit code (None if it had to be killed)."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return None
+        code = proc.poll()
+        if code is None:
+            proc.kill()
+            proc.wait()
+        with contextlib.suppress(OSError, ValueError):
+            if proc.stdin is not None:
+                proc.stdin.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        return code
+
+    # -- the lines -----------------------------------------------------------------------
+
+    def _parse(self, line: bytes) -> dict[str, Any] | None:
+        """A protocol message, or None after recording why the line is not one."""
+        try:
+            message = json.loads(line)
+        except ValueError:
+            self._error("malformed", f"not a JSON line: {_shown(line)}")
+            return None
+        if not isinstance(message, dict) or message.get("type") not in HANDLERS:
+            self._error("protocol", f"not a message of the protocol: {_shown(line)}")
+            return None
+        need = REQUIRED[message["type"]]
+        if any(not isinstance(message.get(key), str) for key in need):
+            self._error("protocol", f"{message['type']} needs {', '.join(need)} (text): {_shown(line)}")
+            return None
+        return message
+
+    def _on_line(self, line: bytes, done: list[tuple[RequestLog, Reply | Abandoned]]) -> None:
+        message = self._parse(line)
+        if message is not None:
+            HANDLERS[message["type"]](self, message, line, done)
+
+    def _on_reply(self, message: dict[str, Any], line: bytes, done: list) -> None:
+        rid = message["rid"]
+        flight = self.pending.pop(rid, None)
+        if flight is not None:
+            self._finish(flight.log)
+            endpoint = message.get("endpoint")
+            done.append((flight.log, Reply([message["body"].encode()], endpoint=endpoint)))
+        elif rid in self.finished:
+            self.finished[rid].unexpected([message["body"].encode()], "a second reply to a finished request")
+        else:
+            self._error("protocol", f"reply to a request that was never sent: {_shown(line)}", rid=rid)
+
+    def _on_retry(self, message: dict[str, Any], line: bytes, done: list) -> None:
+        flight = self.pending.get(message["rid"])
+        if flight is None:
+            self._error("protocol", f"retry of a request not in flight: {_shown(line)}", rid=message["rid"])
+            return
+        flight.log.retried(str(message.get("reason", "")))
+        flight.log.sent()
+        flight.deadline = time.monotonic() + self.options["request_timeout_ms"] / 1000
+
+    def _on_abandon(self, message: dict[str, Any], line: bytes, done: list) -> None:
+        flight = self.pending.pop(message["rid"], None)
+        if flight is None:
+            self._error("protocol", f"abandon of a request not in flight: {_shown(line)}", rid=message["rid"])
+            return
+        self._finish(flight.log)
+        done.append((flight.log, Abandoned(str(message.get("reason", "the client program gave up")))))
+
+    def _on_error(self, message: dict[str, Any], line: bytes, done: list) -> None:
+        self._error("error", str(message.get("text", "")))
+
+    def _on_init_ok(self, message: dict[str, Any], line: bytes, done: list) -> None:
+        self._error("protocol", f"init_ok when it was already running: {_shown(line)}")
+
+    def _finish(self, log: RequestLog) -> None:
+        self.finished[log.rid] = log
+        if len(self.finished) > REMEMBER:
+            self.finished.popitem(last=False)
+
+    def _abandon_all(self, reason: str, done: list) -> None:
+        for flight in self.pending.values():
+            self._finish(flight.log)
+            done.append((flight.log, Abandoned(reason)))
+        self.pending.clear()
+
+    def _exited(self, done: list) -> None:
+        code = self._kill()
+        self._error("exit", f"client program exited early (code {code}); started again for the next request",
+                    code=code if code is not None else -1)  # fmt: skip
+        self._abandon_all(f"client program exited (code {code})", done)
+
+    # -- the adapter ---------------------------------------------------------------------
+
+    def submit(self, body: list[bytes], log: RequestLog) -> None:
+        self.pending[log.rid] = _InFlight(log, time.monotonic() + self.options["request_timeout_ms"] / 1000)
+        if self.proc is None and not self._start():
+            return  # poll abandons it: the program is not there
+        log.sent()
+        if not self._write({"type": "request", "rid": log.rid, "body": body[0].decode("ascii", "replace")}):
+            self.pending[log.rid].deadline = time.monotonic()  # its stdin is gone: poll sees the exit
+
+    def in_flight(self) -> int:
+        return len(self.pending)
+
+    def poll(self, timeout_s: float) -> list[tuple[RequestLog, Reply | Abandoned]]:
+        done: list[tuple[RequestLog, Reply | Abandoned]] = []
+        if self.proc is None:
+            self._abandon_all("the client program did not start (see the client errors)", done)
+            return done
+        deadline = time.monotonic() + timeout_s
+        while not done:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                self._exited(done)
+                return done
+            self._on_line(line, done)
+        while True:  # whatever else is already there
+            try:
+                line = self.lines.get_nowait()
+            except queue.Empty:
+                break
+            if line is None:
+                self._exited(done)
+                return done
+            self._on_line(line, done)
+        now = time.monotonic()
+        if any(f.deadline <= now for f in self.pending.values()):
+            code = self._kill()
+            limit = self.options["request_timeout_ms"]
+            self._error("timeout", f"client program said nothing about a request for {limit} ms; restarted",
+                        **({"code": code} if code is not None else {}))  # fmt: skip
+            self._abandon_all(f"no answer from the client program in {limit} ms", done)
+        return done
+
+    def close(self) -> None:
+        """Ask the program to stop, give it STOP_GRACE_S to exit, then kill it."""
+        proc = self.proc
+        if proc is None:
+            return
+        self._write({"type": "stop"})
+        with contextlib.suppress(OSError, ValueError):
+            if proc.stdin is not None:
+                proc.stdin.close()
+        try:
+            code = proc.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            code = None
+        self._kill()
+        if code != 0:
+            how = (
+                f"exited with code {code}" if code is not None else f"still ran {STOP_GRACE_S:g} s after stop"
+            )
+            self._error(
+                "exit", f"client program {how} at the end of the load", code=code if code is not None else -1
+            )
+
+
+def _shown(line: bytes) -> str:
+    text = line.decode("utf-8", "replace").rstrip("\n")
+    return text if len(text) <= LINE_SHOWN else text[:LINE_SHOWN] + "..."
+
+
+HANDLERS = {
+    "reply": ExternalClient._on_reply,
+    "retry": ExternalClient._on_retry,
+    "abandon": ExternalClient._on_abandon,
+    "error": ExternalClient._on_error,
+    "init_ok": ExternalClient._on_init_ok,
+}
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "init_ok": (),
+    "reply": ("rid", "body"),
+    "retry": ("rid",),
+    "abandon": ("rid",),
+    "error": (),
+}
+
+ADAPTER = ExternalClient

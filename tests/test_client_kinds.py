@@ -1,0 +1,194 @@
+"""Client kinds in manifests and scenarios: several kinds, their options validated before
+anything runs (naming the file, the key and the adapter's known options), scenario
+overrides of client options and promises, and `zchaos check`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.errors import SetupError
+from harness.manifest import load_manifest
+from harness.scenario import load_scenario
+from tests.procs import ROOT
+
+MANIFEST = """
+name = "two-kinds"
+
+[[clients]]
+name = "sync"
+adapter = "mdp_sync"
+endpoint = "frontend"
+options = {{ timeout_ms = 2500 }}
+{extra}
+
+[[clients]]
+name = "async"
+adapter = "mdp_async"
+endpoint = "frontend"
+options = {{ window = 4 }}
+in_order = false
+users = 1
+
+[endpoints]
+frontend = "broker"
+
+[roles.broker]
+command = ["{{python}}", "-c", "pass", "{{bind.frontend}}"]
+ready = "none"
+
+[promises]
+checks = ["no_lost", "in_order"]
+latency_p99_ms = 250.0
+"""
+
+SCENARIO = """
+implementation = "m.toml"
+duration_s = 10
+[load]
+users = 4
+{load}
+{rest}
+"""
+
+
+def write(tmp_path: Path, extra: str = "", load: str = "", rest: str = "", manifest: str = MANIFEST) -> Path:
+    (tmp_path / "m.toml").write_text(manifest.format(extra=extra))
+    path = tmp_path / "s.toml"
+    path.write_text(SCENARIO.format(load=load, rest=rest))
+    return path
+
+
+def test_several_kinds_with_their_shares_and_order_promises(tmp_path: Path) -> None:
+    scenario = load_scenario(write(tmp_path))
+    sync, async_ = scenario.load.clients
+    assert (sync.name, sync.adapter, sync.endpoints, sync.weight, sync.users, sync.in_order) == (
+        "sync", "mdp_sync", ("frontend",), 1, 0, True
+    )  # fmt: skip
+    assert (async_.users, async_.in_order, async_.options) == (1, False, {"window": 4})
+
+
+def test_the_single_client_table_still_works() -> None:
+    manifest = load_manifest("paranoid-pirate")
+    (kind,) = manifest.clients
+    assert (kind.name, kind.adapter, kind.endpoints) == ("lazy_pirate", "lazy_pirate", ("frontend",))
+
+
+@pytest.mark.parametrize(
+    ("extra", "where", "message"),
+    [
+        ("", None, None),
+        ('weight = "2"', "clients[0].weight", "expected an integer"),
+        ('endpoints = ["frontend"]', "clients[0]", "give endpoint"),
+    ],
+)
+def test_kind_tables_are_validated(
+    tmp_path: Path, extra: str, where: str | None, message: str | None
+) -> None:
+    path = write(tmp_path, extra=extra)
+    if message is None:
+        load_scenario(path)
+        return
+    with pytest.raises(SetupError) as info:
+        load_scenario(path)
+    assert where in str(info.value) and message in str(info.value)
+    assert "m.toml" in str(info.value)
+
+
+def test_a_misspelt_client_option_in_the_manifest_names_file_key_and_known_options(tmp_path: Path) -> None:
+    manifest = MANIFEST.replace("{{ timeout_ms = 2500 }}", "{{ timeout_msx = 2500 }}")
+    with pytest.raises(SetupError) as info:
+        load_scenario(write(tmp_path, manifest=manifest))
+    text = str(info.value)
+    assert "m.toml: clients[0].options.timeout_msx" in text
+    assert "unknown client option" in text and "timeout_ms = 2500" in text and "mdp_sync" in text
+
+
+def test_an_option_of_the_wrong_type_and_an_unknown_adapter(tmp_path: Path) -> None:
+    manifest = MANIFEST.replace("{{ window = 4 }}", '{{ window = "four" }}')
+    with pytest.raises(SetupError, match=r"clients\[1\]\.options\.window: expected an integer"):
+        load_scenario(write(tmp_path, manifest=manifest))
+    manifest = MANIFEST.replace('adapter = "mdp_async"', 'adapter = "mdp_asink"')
+    with pytest.raises(
+        SetupError, match=r"clients\[1\]\.adapter: unknown client adapter 'mdp_asink' \(known: .*mdp_async"
+    ):
+        load_scenario(write(tmp_path, manifest=manifest))
+    manifest = MANIFEST.replace("{{ window = 4 }}", "{{ window = 0 }}")
+    with pytest.raises(SetupError, match="window: must be at least 1"):
+        load_scenario(write(tmp_path, manifest=manifest))
+
+
+def test_a_client_of_one_endpoint_is_not_given_two(tmp_path: Path) -> None:
+    manifest = MANIFEST.replace('frontend = "broker"', 'frontend = "broker"\nother = "broker"').replace(
+        'name = "sync"\nadapter = "mdp_sync"\nendpoint = "frontend"',
+        'name = "sync"\nadapter = "mdp_sync"\nendpoints = ["frontend", "other"]',
+    )
+    with pytest.raises(SetupError, match=r"clients\[0\]\.endpoints: adapter 'mdp_sync' uses 1 endpoint"):
+        load_scenario(write(tmp_path, manifest=manifest))
+
+
+def test_scenarios_override_client_options_and_promises(tmp_path: Path) -> None:
+    rest = """
+[clients.sync]
+options = { timeout_ms = 9000 }
+weight = 3
+[promises]
+latency_p99_ms = 400
+"""
+    scenario = load_scenario(write(tmp_path, load="client = { retries = 5 }", rest=rest))
+    sync, async_ = scenario.load.clients
+    assert sync.options == {"timeout_ms": 9000, "retries": 5} and sync.weight == 3
+    assert async_.options == {"window": 4, "retries": 5}  # both adapters know retries
+    assert scenario.manifest.promises.latency_p99_ms == 400.0
+    assert scenario.manifest.clients == scenario.load.clients  # what the run records
+
+
+@pytest.mark.parametrize(
+    ("load", "rest", "where", "message"),
+    [
+        ("client = { timeout = 1 }", "", "s.toml: load.client", "'timeout' is not a client option"),
+        (
+            "",
+            "[clients.sync]\noptions = { timeout_msx = 1 }",
+            "s.toml: clients.sync.options.timeout_msx",
+            "knows: service",
+        ),
+        (
+            "",
+            "[clients.sync]\noptions = { timeout_ms = 'x' }",
+            "clients.sync.options.timeout_ms",
+            "an integer",
+        ),
+        ("", "[clients.nope]\nweight = 2", "s.toml: clients.nope", "no client kind 'nope'"),
+        ("", "[promises]\nlatency_p99 = 3", "s.toml: promises.latency_p99", "not a promise"),
+        ("", "[promises]\nchecks = []", "s.toml: promises.checks", "not a promise"),
+        ("", "[clients.sync]\nusers = 4", "s.toml: load.users", "cannot hold"),
+    ],
+)
+def test_scenario_overrides_are_validated(
+    tmp_path: Path, load: str, rest: str, where: str, message: str
+) -> None:
+    with pytest.raises(SetupError) as info:
+        load_scenario(write(tmp_path, load=load, rest=rest))
+    assert where in str(info.value) and message in str(info.value)
+
+
+def zchaos(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_zchaos_check_validates_without_running(tmp_path: Path) -> None:
+    good = zchaos("check", str(write(tmp_path)))
+    assert good.returncode == 0, good.stderr
+    assert "valid" in good.stdout and "client kind async: mdp_async, 1 users" in good.stdout
+    assert not list(tmp_path.glob("runs")) and not Path(ROOT / "runs").joinpath("s").exists()
+    bad = zchaos("check", str(write(tmp_path, rest="[clients.sync]\noptions = { timeout_msx = 1 }")))
+    assert bad.returncode == 2
+    assert "clients.sync.options.timeout_msx" in bad.stderr and "Traceback" not in bad.stderr
+    assert "timeout_ms = 2500" in bad.stderr  # the adapter's known options, with defaults
+    assert zchaos("run", "--check", str(write(tmp_path))).returncode == 0

@@ -1,0 +1,126 @@
+"""Built-in brokers wedged by one hostile input (issue 11 part 5): each case against the real
+process, then a correct client must still be served."""
+
+from __future__ import annotations
+
+import zmq
+
+from implementations.pingpong.broker import MAX_RESENDS
+from tests.procs import procs, wait_for
+from tests.test_pingpong import EXPIRE_S, Cluster, cluster, start_pingpong
+from tests.test_sketch import start_sketch
+
+__all__ = ["cluster", "procs"]  # fixtures
+
+
+def test_sketch_gives_up_on_a_request_no_server_answers_in_time(cluster: Cluster) -> None:
+    queue, _ = start_sketch(cluster, 2)
+    # 10 MB: never echoed within the 10 ms reply wait, so every send of it times out.
+    huge = cluster.context.socket(zmq.REQ)
+    huge.linger = 0
+    huge.connect(cluster.frontend)
+    huge.send(b"big:1|" + b"x" * 10_000_000)
+    dropped = cluster.wait_event("request_expired", timeout=15, rid="big:1")
+    assert "sends" in dropped["reason"]
+    sends = cluster.events("dispatch", rid="big:1")
+    assert 1 < len(sends) <= 8, len(sends)
+    for n in range(1, 4):
+        assert cluster.request(f"c:{n}|x".encode(), timeout_ms=5000) == f"c:{n}|x".encode()
+    huge.close()
+    assert queue.popen.poll() is None
+
+
+def test_simple_pirate_lists_no_stranger_for_its_replies_nor_anyone_twice(cluster: Cluster) -> None:
+    cluster.start(
+        "implementations.simple_pirate.queue",
+        ["--frontend", cluster.frontend, "--backend", cluster.backend],
+        "queue",
+    )
+    cluster.start(
+        "implementations.simple_pirate.worker",
+        ["--connect", cluster.backend, "--identity", "worker-1"],
+        "worker-1",
+    )
+    cluster.wait_event("worker_ready")
+    stranger = cluster.context.socket(zmq.DEALER)
+    stranger.linger = 0
+    stranger.setsockopt(zmq.ROUTING_ID, b"stranger")
+    stranger.connect(cluster.backend)
+    # Unsolicited "replies", a ghost READY (it will never answer), and more of both.
+    for _ in range(20):
+        stranger.send_multipart([b"", b"nobody", b"", b"s:0|junk"])
+    stranger.send_multipart([b"", b"\x01"])
+    for _ in range(20):
+        stranger.send_multipart([b"", b"\x01"])
+        stranger.send_multipart([b"", b"nobody", b"", b"s:0|junk"])
+    stranger.send_multipart([b"", b"\x07"])  # malformed: once it is recorded, all of the above was read
+    cluster.wait_event("malformed")
+    # Each request is served within a retry (the ghost may hold one request, once).
+    retries = 0
+    for n in range(1, 9):
+        for _attempt in range(2):
+            if cluster.request(f"c:{n}|x".encode(), timeout_ms=1000) == f"c:{n}|x".encode():
+                break
+            retries += 1
+        else:
+            raise AssertionError(f"request c:{n} not served in two attempts")
+    assert retries <= 1, retries
+    wait_for(lambda: len(cluster.events("discard")) >= 40, 10, "the stranger's replies dropped")
+    assert len(cluster.events("worker_ready", worker="stranger")) == 1
+    stranger.close()
+
+
+def test_paranoid_pirate_registers_a_worker_only_on_ready(cluster: Cluster) -> None:
+    timers = ["--heartbeat-ms", "500", "--liveness", "3"]
+    cluster.start(
+        "implementations.paranoid_pirate.queue",
+        ["--frontend", cluster.frontend, "--backend", cluster.backend, *timers],
+        "queue",
+    )
+    cluster.start(
+        "implementations.paranoid_pirate.worker",
+        ["--connect", cluster.backend, "--identity", "worker-1", *timers],
+        "worker-1",
+    )
+    cluster.wait_event("worker_ready")
+    stranger = cluster.context.socket(zmq.DEALER)
+    stranger.linger = 0
+    stranger.setsockopt(zmq.ROUTING_ID, b"stranger")
+    stranger.connect(cluster.backend)
+    stranger.send_multipart([b"nobody", b"", b"s:0|junk"])  # a "reply"
+    stranger.send_multipart([b"\x02"])  # a HEARTBEAT
+    stranger.send_multipart([b"\x07"])  # malformed: once it is recorded, all of the above was read
+    cluster.wait_event("malformed")
+    for n in range(1, 7):
+        assert cluster.request(f"c:{n}|x".encode(), timeout_ms=1500) == f"c:{n}|x".encode()
+    assert cluster.events("worker_ready", worker="stranger") == []
+    stranger.send_multipart([b"\x01"])  # READY does register it
+    cluster.wait_event("worker_ready", worker="stranger")
+    stranger.close()
+
+
+def test_pingpong_a_job_that_reads_as_a_ping_does_not_wedge_the_only_worker(cluster: Cluster) -> None:
+    start_pingpong(cluster, 1)
+    hostile = cluster.context.socket(zmq.REQ)
+    hostile.linger = 0
+    hostile.connect(cluster.frontend)
+    hostile.send(b"PING")  # echoed, the result reads as the worker's heartbeat
+    cluster.wait_event("dispatch")
+    # The worker is expired as wedged within WORKER_EXPIRE_SECONDS and one PING, then serves.
+    assert cluster.request(b"c:1|x", timeout_ms=int((EXPIRE_S + 3) * 1000)) == b"c:1|x"
+    assert cluster.events("worker_expired", reason="wedged")
+    hostile.close()
+
+
+def test_pingpong_a_job_that_reads_as_ready_is_resent_a_bounded_number_of_times(cluster: Cluster) -> None:
+    start_pingpong(cluster, 2, "--resend-ms", "2000")
+    hostile = cluster.context.socket(zmq.REQ)
+    hostile.linger = 0
+    hostile.connect(cluster.frontend)
+    hostile.send(b"READY")  # echoed, the result reads as a restart: the job comes back
+    dropped = cluster.wait_event("request_expired", timeout=10)
+    assert "resends" in dropped["reason"]
+    assert len(cluster.events("dispatch")) == 1 + MAX_RESENDS
+    for n in range(1, 4):
+        assert cluster.request(f"c:{n}|x".encode(), timeout_ms=3000) == f"c:{n}|x".encode()
+    hostile.close()

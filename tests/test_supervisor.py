@@ -1,0 +1,105 @@
+"""The supervisor's readiness on real processes: a ``log:`` rule is met only by output of
+the incarnation being started, also when a restart appends to the previous one's log."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaos.nemesis import Nemesis, PlannedFault
+from harness.errors import SetupError
+from harness.history import HistoryWriter, read_events
+from harness.supervisor import ProcSpec, Supervisor
+from tests.procs import ROOT, wait_for
+
+pytestmark = pytest.mark.timeout(60)
+
+READY = re.compile(r"ready pid=(\d+) ts=(\d+)")
+
+
+@pytest.fixture
+def supervisor(tmp_path: Path) -> Iterator[Supervisor]:
+    history = HistoryWriter(tmp_path / "runner.jsonl", "runner")
+    sup = Supervisor(history, dict(os.environ))
+    try:
+        yield sup
+    finally:
+        sup.stop_all()
+        history.close()
+
+
+def late_ready(tmp_path: Path, delay_s: float) -> ProcSpec:
+    return ProcSpec(
+        instance="server",
+        role="server",
+        argv=[sys.executable, str(ROOT / "tests" / "late_ready.py"), "--delay", str(delay_s)],
+        log=tmp_path / "server.log",
+        env={"PYTHONUNBUFFERED": "1"},
+        ready_line=r"ready pid=\d+",
+    )
+
+
+def ready_lines(log: Path) -> dict[int, int]:
+    """pid -> when it said it was ready (ns)."""
+    return {int(m[1]): int(m[2]) for m in READY.finditer(log.read_text())}
+
+
+class _Control:
+    """The nemesis's handle on the supervisor (the runner's, without a topology)."""
+
+    def __init__(self, supervisor: Supervisor, spec: ProcSpec) -> None:
+        self.supervisor = supervisor
+        self.spec = spec
+
+    def signal(self, instance: str, sig: int, *, expected_exit: bool = False) -> int | None:
+        return self.supervisor.signal(instance, sig, expected_exit=expected_exit)
+
+    def stop(self, instance: str) -> None:
+        self.supervisor.stop(instance)
+
+    def start(self, instance: str) -> int:
+        return self.supervisor.start(self.spec).pid
+
+
+def test_a_restart_waits_for_the_new_incarnations_ready_line(supervisor: Supervisor, tmp_path: Path) -> None:
+    spec = late_ready(tmp_path, 1.0)
+    first = supervisor.start(spec)
+    assert first.pid in ready_lines(spec.log), "start() returned before the process was ready"
+
+    events: list[dict[str, Any]] = []
+
+    class Sink:
+        def emit(self, ev: str, **fields: Any) -> None:
+            events.append({"ev": ev, "ts": time.time_ns(), **fields})
+
+    plan = [PlannedFault(1, 0.0, "restart", "server", "server", {"delay_s": 0.0})]
+    nemesis = Nemesis(plan, _Control(supervisor, spec), Sink())
+    nemesis.start()
+    try:
+        wait_for(lambda: len(events) == 2, 30, "the restart to finish")
+    finally:
+        assert nemesis.stop() == []
+    stop = events[1]
+    assert stop["ev"] == "fault_stop" and stop["pid"] != first.pid
+    # The previous incarnation's "ready" is in the same log; only the new one's counts.
+    ready = ready_lines(spec.log)
+    assert stop["pid"] in ready, f"the restart was called ready before the new process said so: {ready}"
+    assert ready[stop["pid"]] <= stop["ts"]
+    starts = [e for e in read_events(tmp_path / "runner.jsonl") if e["ev"] == "proc_start"]
+    assert [e["pid"] for e in starts] == [first.pid, stop["pid"]]
+
+
+def test_an_old_ready_line_does_not_hide_a_start_that_never_gets_ready(
+    supervisor: Supervisor, tmp_path: Path
+) -> None:
+    spec = late_ready(tmp_path, 30.0)
+    spec.log.write_text("ready pid=1 ts=1\n")  # what an earlier incarnation wrote
+    with pytest.raises(SetupError, match="was not ready after 2 s"):
+        supervisor.start(spec, ready_timeout=2.0)

@@ -19,6 +19,8 @@ import pytest
 from harness.runner import run_scenario
 from harness.scenario import load_scenario
 
+pytestmark = pytest.mark.slow  # whole scenario runs: left out of `./dev quick`
+
 SCENARIO = """
 implementation = "reliable-sketch"
 seed = 24

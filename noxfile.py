@@ -1,4 +1,10 @@
-"""nox sessions: tests, lint, demo, chaos (the scenario suites), bench."""
+"""nox sessions: tests, quick, lint, demo, chaos (the scenario suites), bench.
+
+``tests`` is what CI runs: every test. ``quick`` leaves out the tests marked ``slow`` (whole
+scenario runs, long integration tests) for the edit-test loop. A new test opts into the slow
+tier with ``@pytest.mark.slow`` (or ``pytestmark = pytest.mark.slow`` for a whole module);
+mark it when it runs a scenario through the runner or takes more than a few seconds.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +22,13 @@ def tests(session: nox.Session) -> None:
     """The test suite: unit, integration, end to end, and the CI scenarios."""
     session.install("-e", ".[test]")
     session.run("pytest", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def quick(session: nox.Session) -> None:
+    """Every test not marked slow: about two minutes on a quiet 2-core machine."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-m", "not slow", *session.posargs)
 
 
 @nox.session(python=PYTHON)

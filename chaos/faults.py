@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.malformed import FAMILIES
+
 #: How a scenario picks instances of a role: ``worker:random`` (one, seeded), ``worker:half``
 #: (half of them, rounded up, seeded), ``worker:all``.
 SELECTORS = ("random", "half", "all")
@@ -61,6 +63,25 @@ FAULT_KINDS: dict[str, FaultKind] = {
             "process",
             {"duration_s": (float, ...), "share": (float, 0.1)},
             harm=SLOWDOWN,
+        ),
+        # A hostile or broken peer (chaos/malformed.py): junk of a protocol family sent
+        # straight to the endpoint the target binds (never through a link's proxy: the
+        # sender is the attacker, not a link). `family` defaults to the manifest's name
+        # when that is a family zchaos knows; the side (client or worker junk) is the
+        # client side for an endpoint the manifest's clients use, the worker side otherwise.
+        FaultKind(
+            "malformed",
+            "send `family` junk (bad frames, unknown commands, strangers' READY/HEARTBEAT/replies) to "
+            "the target's `endpoint`, rate_per_s messages a second for duration_s; family: "
+            + ", ".join(FAMILIES),
+            "process",
+            {
+                "duration_s": (float, ...),
+                "endpoint": (str, ...),
+                "family": (str, None),
+                "rate_per_s": (float, 20.0),
+                "service": (str, "echo"),
+            },
         ),
         # Network faults act, through the fault proxy, on the links the target instance
         # connects over (chaos/netfaults.py); `direction` is both, upstream or downstream.

@@ -24,7 +24,7 @@ import contextlib
 import os
 import random
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import zmq
@@ -33,7 +33,13 @@ from implementations.majordomo import mdp
 from implementations.paranoid_pirate import protocol as ppp
 from implementations.pingpong import protocol as pingpong
 
-SIDES = ("client", "worker")
+
+def endpoint_side(endpoint: str, client_endpoints: Collection[str]) -> str:
+    """Which junk an endpoint gets: an endpoint the manifest's clients connect to the client
+    side, any other endpoint the worker side."""
+    return "client" if endpoint in client_endpoints else "worker"
+
+
 #: The size of an oversized frame (a Majordomo or Pirate broker copies it whole).
 OVERSIZED_BYTES = 1 << 20
 #: Cases of megabytes: sent at most once per batch, so a batch stays a test of parsing,

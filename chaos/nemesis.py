@@ -22,7 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import zmq
+
 from chaos.faults import FAULT_KINDS
+from chaos.malformed import Wire, send_batch
 from chaos.starve import ENV_METHOD, Starvation
 
 if TYPE_CHECKING:
@@ -100,11 +103,15 @@ class Nemesis:
         control: ProcessControl,
         history: EventSink,
         network: NetworkFaults | None = None,
+        endpoints: dict[str, tuple[str, str]] | None = None,
     ) -> None:
         self.plan = plan
         self.control = control
         self.history = history
         self.network = network  # the run's links behind the fault proxy (None: no link faults)
+        # endpoint -> (the address it is bound on, "client" or "worker" side): where the
+        # malformed fault sends its junk, straight, never through a link's proxy.
+        self.endpoints = endpoints or {}
         self.injected = 0
         self._stopping = threading.Event()
         self._locks: dict[str, threading.Lock] = {}
@@ -227,6 +234,46 @@ class Nemesis:
             self._wait(fault.params["duration_s"])
         finally:
             active.revert()
+            self._emit("fault_stop", fault)
+
+    def _do_malformed(self, fault: PlannedFault) -> None:
+        endpoint, family = fault.params["endpoint"], fault.params["family"]
+        if endpoint not in self.endpoints:
+            raise RuntimeError(f"the malformed fault needs the address of endpoint {endpoint!r}")
+        address, side = self.endpoints[endpoint]
+        if self.control.signal(fault.target, 0) is None:  # signal 0: only whether it runs
+            self._missed(fault)
+            return
+        rate = fault.params.get("rate_per_s", 20.0)
+        period = max(1.0, 1.0 / rate)  # a batch a second, or one message per batch when slower
+        per_batch = max(1, round(rate * period))
+        service = fault.params.get("service", "echo").encode()
+        # Seeded by the plan: the same scenario seed sends the same junk.
+        rng = random.Random(f"malformed:{fault.fault_id}:{fault.at_s}:{fault.target}")
+        context = zmq.Context()
+        wire = Wire(context, address)
+        try:
+            self._emit("fault_start", fault, detail=f"{family} {side}-side junk to {endpoint} at {address}")
+            self.injected += 1
+            end = time.monotonic() + fault.params["duration_s"]
+            next_at = time.monotonic()
+            while True:
+                sent = send_batch(wire, family, side, rng, per_batch, service=service)
+                detail = {"endpoint": endpoint, "side": side, "family": family, "sent": dict(sent)}
+                self.history.emit(
+                    "malformed_batch",
+                    fault=fault.kind,
+                    target=fault.target,
+                    fault_id=fault.fault_id,
+                    detail=json.dumps(detail),
+                )
+                next_at += period
+                if next_at >= end or not self._wait(next_at - time.monotonic()):
+                    break
+            self._wait(end - time.monotonic())
+        finally:
+            wire.close()
+            context.term()
             self._emit("fault_stop", fault)
 
     _do_partition = _do_disconnect = _do_reset = _do_latency = _do_network

@@ -17,7 +17,8 @@ A cgroup cannot remove itself when its creator is SIGKILLed, so its name says wh
 ``zchaos-starve-runner<PID>.<START>-pid<TARGET>-<random>`` (the creating process's pid and
 its start time in clock ticks, so a reused pid is not taken for the dead runner).
 ``remove_leftovers()`` finds the cgroups whose creator is gone, moves any process still in
-them back to the parent cgroup and removes them; every ``zchaos run`` calls it first.
+them back to the parent cgroup and removes them; every ``zchaos run`` calls it first. A
+cgroup named by an older zchaos (``zchaos-starve-<TARGET>-<random>``) goes once it is empty.
 
 ``ZCHAOS_STARVE_METHOD`` (auto, cgroup2, cgroup1, competitors) forces the method the
 nemesis uses, for a host whose cgroups cannot be trusted (and to test each method).
@@ -275,11 +276,16 @@ def _start_ticks(pid: int) -> int | None:
     return int(stat.rpartition(")")[2].split()[19])
 
 
-def _creator_alive(name: str) -> bool:
-    """True if the process that made the cgroup ``name`` still runs (names of older zchaos
-    versions, without their creator, count as orphaned)."""
-    m = _OWNED.fullmatch(name)
-    return m is not None and _start_ticks(int(m[1])) == int(m[2])
+def _in_use(cg: Path) -> bool:
+    """True if the process that made cgroup ``cg`` still runs. A name of an older zchaos,
+    without its creator, counts as in use while a process is still inside it."""
+    m = _OWNED.fullmatch(cg.name)
+    if m is not None:
+        return _start_ticks(int(m[1])) == int(m[2])
+    try:
+        return bool((cg / "cgroup.procs").read_text().split())
+    except OSError:
+        return False
 
 
 @dataclass
@@ -305,9 +311,9 @@ def remove_leftovers() -> Leftovers:
             ours = [d for d in dirs if d.startswith(CGROUP_PREFIX)]
             dirs[:] = [d for d in dirs if d not in ours]  # ours have no children
             for name in ours:
-                if _creator_alive(name):
-                    continue
                 cg = Path(parent) / name
+                if _in_use(cg):
+                    continue
                 try:
                     _dissolve(cg, Path(parent))
                 except (OSError, StarveError) as exc:

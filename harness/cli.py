@@ -113,6 +113,7 @@ def _cmd_load(args: argparse.Namespace) -> int:
 def _cmd_list(args: argparse.Namespace) -> int:
     from chaos.faults import FAULT_KINDS, SELECTORS
     from harness.manifest import builtin_manifests, load_manifest
+    from harness.probes import PROBES
 
     print("implementations (zchaos run/load take a name or a manifest path):")
     for name, path in builtin_manifests().items():
@@ -123,6 +124,11 @@ def _cmd_list(args: argparse.Namespace) -> int:
         params = ", ".join(f"{p}{'' if d is ... else '?'}" for p, (_, d) in kind.params.items())
         print(f"  {kind.name:<10} {kind.doc} ({kind.harm})" + (f"  [{params}]" if params else ""))
     print(f"  targets: an instance (worker-2), a role (queue), or role:{'|'.join(SELECTORS)}")
+    print("\nprobe workers ([roles.NAME] probe = ..., for your own broker; they record exec/done):")
+    for probe in PROBES.values():
+        options = ", ".join(f"{name}={opt.default!r}" for name, opt in probe.options.items())
+        print(f"  {probe.name:<16} {probe.use}: {probe.speaks}")
+        print(f"  {'':<16} options: {options}")
     print("\nclient adapters ([client] or [[clients]] adapter = ...; options with their defaults):")
     from loadtests.adapters import adapter_class, adapter_names
 
@@ -138,11 +144,16 @@ def _cmd_list(args: argparse.Namespace) -> int:
     from loadtests.adapters.external import PROTOCOL
 
     print("\n" + PROTOCOL)
-    print("\ninvariants ([promises] checks = [...]):")
+    print(
+        "\ninvariants ([promises] checks = [...]); 'needs:' marks a check that reads events the "
+        "subject itself\nwrites, UNKNOWN on a black box without them:"
+    )
     from reports.checkers import registry
 
     for checker in registry().values():
         print(f"  {checker.name:<20} {checker.doc}")
+        if checker.needs:
+            print(f"  {'':<20} needs: {checker.needs_text()}")
     print("\nscenarios:")
     for path in sorted(Path("scenarios").rglob("*.toml")) if Path("scenarios").is_dir() else []:
         print(f"  {path}")
@@ -202,7 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ui-port", type=int, default=8089, help="port of the web UI on 127.0.0.1 (default 8089)")
     p.set_defaults(func=_cmd_load)
 
-    p = sub.add_parser("list", help="implementations, faults, invariants and scenarios zchaos knows")
+    p = sub.add_parser(
+        "list", help="implementations, probe workers, faults, invariants and scenarios zchaos knows"
+    )
     p.set_defaults(func=_cmd_list)
 
     sub.add_parser(

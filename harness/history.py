@@ -57,7 +57,7 @@ FIELD_TYPES: dict[str, str] = {
     "role": "string",  # the role of a process: queue, worker, locust
     "instance": "string",  # the instance name of a process: worker-2
     "pid": "long",
-    "code": "int",  # exit code, when it exited
+    "code": "int",  # exit code, when it exited; an MMI answer's code
     "signal": "int",  # the signal that ended it, when one did
     "expected": "bool",  # proc_exit: the harness (schedule or teardown) caused it
     "name": "string",  # phase name
@@ -107,6 +107,13 @@ EVENTS: dict[str, EventKind] = {
         ("cid", "seq"),
         ("rid", "got_rid", "detail", "kind"),
         "something arrived that is not the reply to the request in flight",
+    ),
+    "mmi_answer": EventKind(
+        "client",
+        ("cid", "service", "code"),
+        ("latency_us", "detail"),
+        "a load client's mmi.service query about service was answered with code (200/404/...); "
+        "latency_us: since it was asked, so the broker answered within [ts - latency_us, ts]",
     ),
     "client_error": EventKind(
         "client",
@@ -175,6 +182,12 @@ EVENTS: dict[str, EventKind] = {
     ),
     "fault_stop": EventKind(
         "nemesis", ("fault", "target", "fault_id"), ("params", "pid", "detail"), "a fault healed"
+    ),
+    "malformed_batch": EventKind(
+        "nemesis",
+        ("fault", "target", "fault_id", "detail"),
+        (),
+        "the malformed fault sent a batch of junk; detail: JSON {endpoint, side, family, sent: {case: n}}",
     ),
     # --- runner -------------------------------------------------------------------
     "proc_start": EventKind("runner", ("role", "instance", "pid"), (), "a process started"),

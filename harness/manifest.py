@@ -34,6 +34,19 @@ count = 2
 scalable = true                  # scenarios set the count in [topology]
 ready = "log:ready"
 
+# A role may run one of zchaos's probe workers instead of a command: instrumented echo
+# workers of each protocol family that record exec/done, for a broker (yours) that writes
+# no history. `zchaos list` shows them and their options.
+# [roles.worker]
+# probe = "paranoid-pirate"      # instead of command
+# connect = "backend"            # endpoint(s) it connects to (default "backend"); the `rep`
+#                                # probe binds instead when [endpoints] maps one to its role
+# options = { work_ms = 50 }     # probe options; an option not given here takes the value
+#                                # of [options] of the same name, else the probe's default
+# count = 3                      # ready, count, scalable, env as for a command
+# service = "echo"               # (command roles) the Majordomo service its workers serve;
+#                                # a majordomo probe's is its `service` option
+
 [promises]                       # what the report checks
 checks = ["no_lost", "no_duplicate", "in_order", "correct_reply", "execution_count",
           "steady_state", "no_unexpected_exit", "recovery"]
@@ -117,6 +130,7 @@ from typing import Any
 from chaos.faults import FAULT_KINDS, HARMS
 from harness.config import Table, load_toml
 from harness.errors import SetupError
+from harness.probes import PROBES
 
 IMPLEMENTATIONS_DIR = Path(__file__).resolve().parent.parent / "implementations"
 PLACEHOLDER = re.compile(r"\{([a-z_]+)(?:\.([A-Za-z0-9_]+))?\}")
@@ -164,6 +178,8 @@ class Role:
     stop_signal: str
     binds: tuple[str, ...]  # endpoints this role binds
     connects: tuple[str, ...]  # endpoints its command connects to
+    probe: str | None = None  # the probe worker it runs (harness/probes.py), if it runs one
+    service: str | None = None  # the Majordomo service its workers serve (for mmi_service)
 
     def instance_names(self, count: int | None = None) -> list[str]:
         """``queue`` for a single instance; ``worker-1`` … ``worker-N`` otherwise."""
@@ -294,7 +310,13 @@ class Manifest:
             "options": self.options,
             "endpoints": self.endpoints,
             "roles": {
-                name: {"count": r.count, "scalable": r.scalable, "command": list(r.command)}
+                name: {
+                    "count": r.count,
+                    "scalable": r.scalable,
+                    "command": list(r.command),
+                    "probe": r.probe,
+                    "service": r.service,
+                }
                 for name, r in self.roles.items()
             },
             "promises": self.promises.as_dict(),
@@ -314,6 +336,64 @@ def _check_placeholders(role: Table, command: list[str], endpoints: dict[str, st
             known = [*SIMPLE_PLACEHOLDERS, *(f"bind.{e}" for e in endpoints)]
             known += [f"connect.{e}" for e in endpoints] + [f"opt.{o}" for o in options]
             raise role.error("command", f"unknown placeholder {m.group(0)} (known: {', '.join(known)})")
+
+
+def _probe_command(
+    rt: Table, binds: tuple[str, ...], endpoints: dict[str, str], options: dict[str, Any]
+) -> tuple[list[str], str, str | None, str]:
+    """The command of a role that runs a probe worker: (command, probe, service, default ready)."""
+    name = rt.get("probe", str)
+    probe = PROBES.get(name)
+    if probe is None:
+        raise rt.error("probe", f"unknown probe worker {name!r} (known: {', '.join(PROBES)})")
+    given = rt.get("options", dict, {})
+    for key, value in given.items():
+        if key not in probe.options:
+            known = ", ".join(probe.options) or "none"
+            raise rt.error("options", f"probe {name!r} has no option {key!r} (known: {known})")
+        default = probe.options[key].default
+        numeric = isinstance(value, int | float) and not isinstance(value, bool)
+        if not (numeric if isinstance(default, int | float) else isinstance(value, str)):
+            kind = "a number" if isinstance(default, int | float) else "a string"
+            raise rt.error("options", f"{key} should be {kind} (like {default!r}), got {value!r}")
+    command = ["{python}", "-m", probe.module, "--identity", "{instance}"]
+    if binds:
+        if probe.bind_flag is None or len(binds) > 1 or rt.has("connect"):
+            raise rt.error(
+                "probe",
+                f"probe {name!r} connects to its broker; it cannot bind {', '.join(binds)} "
+                "(map the endpoint to the broker's role in [endpoints])",
+            )
+        command += [probe.bind_flag, f"{{bind.{binds[0]}}}"]
+    else:
+        default_connect = "backend" if "backend" in endpoints else None
+        connect = rt.get("connect", (str, list), default_connect)
+        if connect is None:
+            raise rt.error(
+                "connect", f"missing: the endpoint the probe connects to (one of {sorted(endpoints)})"
+            )
+        targets = [connect] if isinstance(connect, str) else connect
+        if not targets or (len(targets) > 1 and not probe.multi_connect):
+            raise rt.error("connect", f"probe {name!r} connects to exactly one endpoint, got {connect!r}")
+        for endpoint in targets:
+            if endpoint not in endpoints:
+                raise rt.error("connect", f"{endpoint!r} is not in [endpoints] {sorted(endpoints)}")
+        command += ["--connect", *(f"{{connect.{e}}}" for e in targets)]
+    # An option the role does not set follows [options] of the same name (so a scenario's
+    # override reaches the probe, and the probe's heartbeat matches the broker's), else
+    # the probe's default.
+    values: dict[str, Any] = {}
+    for key, opt in probe.options.items():
+        if key in given:
+            value = str(given[key])
+        elif key in options:
+            value = f"{{opt.{key}}}"
+        else:
+            value = str(opt.default)
+        command += [opt.flag, value]
+        values[key] = given.get(key, options.get(key, opt.default))
+    service = str(values[probe.service_option]) if probe.service_option else None
+    return command, name, service, probe.ready
 
 
 def client_endpoints(manifest: Manifest) -> list[str]:
@@ -466,13 +546,20 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
         rt = roles_table.table(role_name, required=True)
         if not re.fullmatch(r"[a-z][a-z0-9_]*", role_name):
             raise rt.error(None, "role names are lower-case letters, digits and _")
-        command = rt.list_of("command", str)
-        if not command:
-            raise rt.error("command", "is empty")
-        _check_placeholders(rt, command, endpoints, options)
+        binds = tuple(e for e, r in endpoints.items() if r == role_name)
+        if rt.has("probe"):
+            if rt.has("command"):
+                raise rt.error("probe", "give either command or probe, not both")
+            command, probe_name, service, default_ready = _probe_command(rt, binds, endpoints, options)
+        else:
+            command = rt.list_of("command", str)
+            if not command:
+                raise rt.error("command", "is empty")
+            _check_placeholders(rt, command, endpoints, options)
+            probe_name, service, default_ready = None, rt.get("service", str, None), "none"
         count = rt.get("count", int, 1, minimum=0)
         scalable = rt.get("scalable", bool, False)
-        ready = Readiness.parse(rt.get("ready", str, "none"), rt, endpoints)
+        ready = Readiness.parse(rt.get("ready", str, default_ready), rt, endpoints)
         env = rt.get("env", dict, {})
         stop_signal = rt.get("stop_signal", str, "SIGTERM", choices=SIGNALS)
         rt.done()
@@ -485,8 +572,10 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
             ready=ready,
             env={str(k): str(v) for k, v in env.items()},
             stop_signal=stop_signal,
-            binds=tuple(e for e, r in endpoints.items() if r == role_name),
+            binds=binds,
             connects=tuple(e for e in endpoints if f"{{connect.{e}}}" in joined),
+            probe=probe_name,
+            service=service,
         )
     roles_table.done()
     for endpoint, role_name in endpoints.items():

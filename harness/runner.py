@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chaos.faults import FAULT_KINDS
+from chaos.malformed import endpoint_side
 from chaos.nemesis import Nemesis, PlannedFault, plan_faults
 from harness.errors import SetupError
 from harness.history import HistoryWriter, history_file
-from harness.manifest import ClientKind
+from harness.manifest import ClientKind, client_endpoints
 from harness.ports import PortAllocator
 from harness.progress import Progress
 from harness.rundir import RunDir
@@ -273,7 +274,12 @@ class Runner:
 
     def _run_load(self) -> None:
         control = _Control(self.supervisor, self.topology, self.roles)
-        nemesis = Nemesis(self.plan, control, self.nemesis_history, self.network)
+        manifest = self.scenario.manifest
+        clients = client_endpoints(manifest)
+        endpoints = {
+            e: (self.topology.bind_address(e), endpoint_side(e, clients)) for e in manifest.endpoints
+        }
+        nemesis = Nemesis(self.plan, control, self.nemesis_history, self.network, endpoints)
         locust = self.supervisor.start(self._locust_spec())
         locust.expected_exit = True  # it ends by itself when the run time is over
         t0 = time.monotonic()

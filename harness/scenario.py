@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.faults import FAULT_KINDS, SELECTORS
+from chaos.malformed import FAMILIES
 from harness.config import REQUIRED, Table, load_toml
 from harness.errors import SetupError
 from harness.manifest import (
@@ -187,6 +188,35 @@ def check_target(
     if link_fault:
         known.append(CLIENTS)
     raise ft.error("target", f"unknown target {target!r} (known: {', '.join(known)})")
+
+
+def check_malformed(params: dict[str, Any], target: str, manifest: Manifest, ft: Table) -> None:
+    """Raise unless a ``malformed`` fault names an endpoint its target binds and a family
+    zchaos has junk for; fill in the family from the manifest's name when it is one
+    (``majordomo``, or ``majordomo-async`` as a flavour of it)."""
+    role, _, _ = target.partition(":")
+    role = role[:-1] if role not in manifest.roles and role[:-1] in manifest.roles else role
+    if role not in manifest.roles:  # an instance name: worker-2
+        role = role.rsplit("-", 1)[0]
+    bound = sorted(e for e, r in manifest.endpoints.items() if r == role)
+    if params["endpoint"] not in bound:
+        raise ft.error(
+            "endpoint", f"{params['endpoint']!r} is not an endpoint that {target!r} binds (it binds: {bound})"
+        )
+    known = sorted(FAMILIES)
+    family = params.get("family")
+    if family is None:
+        family = next((f for f in known if manifest.name == f or manifest.name.startswith(f + "-")), None)
+        if family is None:
+            raise ft.error(
+                "family", f"required: {manifest.name!r} is not a family zchaos has junk for; one of {known}"
+            )
+    elif family not in FAMILIES:
+        raise ft.error("family", f"unknown family {family!r} (known: {', '.join(known)})")
+    params["family"] = family
+    for key in ("duration_s", "rate_per_s"):
+        if params[key] <= 0:
+            raise ft.error(key, f"must be greater than 0, got {params[key]}")
 
 
 def _client_overrides(top: Table, lt: Table, manifest: Manifest) -> tuple[ClientKind, ...]:
@@ -327,6 +357,8 @@ def parse_scenario(data: dict[str, Any], path: Path | None, *, where: str | Path
             value = ft.get(pname, ptype, REQUIRED if default is ... else default)
             if value is not None:
                 params[pname] = value
+        if kind_name == "malformed":
+            check_malformed(params, target, manifest, ft)
         ft.done()
         faults.append(FaultSpec(i, kind_name, target, times, params))
 

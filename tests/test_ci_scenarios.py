@@ -12,6 +12,8 @@ from harness.runner import run_scenario
 from harness.scenario import load_scenario
 from tests.procs import ROOT
 
+pytestmark = pytest.mark.slow  # whole scenario runs: left out of `./dev quick`
+
 # test_end_to_end runs paranoid-pirate-kills with closer checks of the verdict and report.
 CI_SCENARIOS = sorted(
     p for p in (ROOT / "scenarios" / "ci").glob("*.toml") if p.stem != "paranoid-pirate-kills"

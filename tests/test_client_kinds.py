@@ -192,3 +192,36 @@ def test_zchaos_check_validates_without_running(tmp_path: Path) -> None:
     assert "clients.sync.options.timeout_msx" in bad.stderr and "Traceback" not in bad.stderr
     assert "timeout_ms = 2500" in bad.stderr  # the adapter's known options, with defaults
     assert zchaos("run", "--check", str(write(tmp_path))).returncode == 0
+
+
+# --- a whole run ----------------------------------------------------------------------------
+
+MIXED = ROOT / "scenarios" / "majordomo-mixed-kill-busy-worker.toml"
+
+
+@pytest.mark.slow
+def test_sync_and_async_clients_on_one_broker_with_figures_per_kind(tmp_path: Path, spark) -> None:
+    from harness.history import read_events
+    from harness.runner import run_scenario
+
+    result = run_scenario(load_scenario(MIXED), runs_dir=tmp_path / "runs")
+    verdict = result.verdict
+    assert result.exit_code == 0, {n: c["summary"] for n, c in verdict["checks"].items()}
+    kinds = verdict["metrics"]["client_kinds"]
+    assert set(kinds) == {"sync", "async"}
+    for figures in kinds.values():
+        assert figures["clients"] == 2 and figures["replies"] > 50
+        assert figures["requests"] >= figures["replies"] and figures["latency_ms"]["p99"] is not None
+        assert {"retries", "abandons", "unexpected", "replies_not_ok"} <= figures.keys()
+    # The async clients keep a window of 10 in flight: far more requests than the sync ones.
+    assert kinds["async"]["requests"] > 2 * kinds["sync"]["requests"]
+    events = [e for e in read_events(result.run.history) if e["ev"] in ("send", "reply", "abandon", "retry")]
+    by_client = {}
+    for e in events:
+        by_client.setdefault(e["cid"], set()).add(e.get("kind"))
+    assert sorted(map(sorted, by_client.values())) == [["async"], ["async"], ["sync"], ["sync"]]
+    in_order = verdict["checks"]["in_order"]
+    assert in_order["figures"]["kinds_checked"] == ["sync"]
+    assert in_order["figures"]["replies"] == kinds["sync"]["replies"]  # only the kind that promises it
+    report = result.run.report_html.read_text()
+    assert 'id="client-kinds"' in report and "<code>async</code>" in report and "<code>sync</code>" in report

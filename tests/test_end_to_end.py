@@ -14,6 +14,8 @@ from harness.runner import run_scenario
 from harness.scenario import load_scenario
 from tests.procs import ROOT
 
+pytestmark = pytest.mark.slow  # whole scenario runs: left out of `./dev quick`
+
 FAULTY = ROOT / "tests" / "faulty_impl" / "manifest.toml"
 PP_KILLS = ROOT / "scenarios" / "ci" / "paranoid-pirate-kills.toml"  # one kill, one freeze
 

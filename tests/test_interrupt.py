@@ -14,6 +14,8 @@ import pytest
 from harness.history import read_events
 from tests.procs import ROOT, wait_for
 
+pytestmark = pytest.mark.slow  # whole scenario runs: left out of `./dev quick`
+
 SCENARIO = """
 implementation = "paranoid-pirate"
 duration_s = 60

@@ -4,6 +4,7 @@ retries on fresh sockets, abandon, unexpected replies, matching by request id, b
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -112,14 +113,19 @@ def test_async_matches_replies_by_request_id_and_flags_late_duplicates(ctx, brok
     requests = [m for m in got if m[3] == b"echo"]
     probes = [m for m in got if m[3] == b"mmi.service"]
     assert len(requests) == 3 and probes and probes[0][4:] == [b"echo"]
+    assert probes[0][0] != requests[0][0]  # asked on a side socket, so answers never mix with replies
     for m in reversed(requests):  # answered in reverse order
         sock.send_multipart([m[0], b"", b"MDPC01", b"echo", m[4]])
-    sock.send_multipart([probes[0][0], b"", b"MDPC01", b"mmi.service", b"200"])  # ignored by the client
+    sock.send_multipart([probes[0][0], b"", b"MDPC01", b"mmi.service", b"404"])
     done: dict[str, list[bytes]] = {}
     wait_for(lambda: done.update({log.rid: r.frames for log, r in client.poll(0.2)}) or len(done) == 3, 10,
              "three replies")  # fmt: skip
     assert done == {f"client-1:{s}": [f"client-1:{s}|x".encode()] for s in (1, 2, 3)}
     assert client.in_flight() == 0
+    wait_for(lambda: client.poll(0.1) == [] and events(writer, "mmi_answer"), 10, "the MMI answer recorded")
+    (answer,) = events(writer, "mmi_answer")
+    assert (answer["cid"], answer["service"], answer["code"]) == ("client-1", "echo", 404)
+    assert 0 <= answer["latency_us"] < 10_000_000
     sock.send_multipart([requests[0][0], b"", b"MDPC01", b"echo", requests[0][4]])  # a duplicate
     wait_for(lambda: client.poll(0.2) == [] and events(writer, "unexpected"), 10, "the duplicate recorded")
     assert events(writer, "unexpected")[0]["got_rid"] == "client-1:1"
@@ -137,3 +143,43 @@ def test_async_resends_on_the_same_socket_then_abandons(ctx, broker, writer) -> 
     assert isinstance(outcome[0][1], Abandoned) and "2 attempt" in outcome[0][1].reason
     assert [e["attempt"] for e in events(writer, "send")] == [1, 2]
     client.close()
+
+
+def test_sync_records_each_mmi_answer_when_it_arrives_while_waiting_for_a_reply(ctx, broker, writer) -> None:
+    sock, endpoint = broker
+    client = MdpSyncClient(endpoint, {"timeout_ms": 5000, "mmi_every": 1}, "client-1", ctx)
+    result: dict = {}
+    thread = in_thread(result, lambda: client.request([b"client-1:1|x"], log_for(writer, 1)))
+    got = [recv(sock) for _ in range(2)]
+    (probe,) = [m for m in got if m[3] == b"mmi.service"]
+    (request,) = [m for m in got if m[3] == b"echo"]
+    sock.send_multipart([probe[0], b"", b"MDPC01", b"mmi.service", b"200"])
+    wait_for(lambda: events(writer, "mmi_answer"), 10, "the answer recorded before the reply came")
+    sock.send_multipart([request[0], b"", b"MDPC01", b"echo", request[4]])
+    thread.join(10)
+    assert result["r"].frames == [b"client-1:1|x"]
+    (answer,) = events(writer, "mmi_answer")
+    assert answer["code"] == 200 and "detail" not in answer
+    client.close()
+
+
+def test_a_lost_mmi_query_is_dropped_with_its_socket_so_later_answers_keep_their_time(
+    ctx, broker, writer
+) -> None:
+    from loadtests.adapters.mdp_sync import MmiProbe
+
+    sock, endpoint = broker
+    probe = MmiProbe(ctx, endpoint, "echo", timeout_ms=100)
+    probe.ask(writer, "client-1")
+    lost = recv(sock)  # never answered: the broker died with it
+    wait_for(lambda: probe.asked and time.time_ns() - probe.asked[0] > 100_000_000, 5, "the query to age")
+    probe.ask(writer, "client-1")
+    second = recv(sock)
+    assert second[0] != lost[0]  # a new socket
+    sock.send_multipart([lost[0], b"", b"MDPC01", b"mmi.service", b"200"])  # too late: nobody hears it
+    sock.send_multipart([second[0], b"", b"MDPC01", b"mmi.service", b"garbage"])
+    wait_for(lambda: probe.collect(writer, "client-1") or events(writer, "mmi_answer"), 5, "one answer")
+    (answer,) = events(writer, "mmi_answer")
+    assert answer["code"] == 0 and "malformed MMI answer" in answer["detail"]
+    assert answer["latency_us"] < 5_000_000
+    probe.close()

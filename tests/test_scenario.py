@@ -10,6 +10,7 @@ import pytest
 
 from chaos.nemesis import plan_faults
 from harness.errors import SetupError
+from harness.manifest import load_manifest
 from harness.scenario import load_scenario
 from tests.procs import ROOT
 
@@ -110,3 +111,34 @@ def test_cli_exits_2_with_the_key_and_no_traceback(tmp_path: Path) -> None:
     assert "load.userz: unknown key" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "runs").exists()  # nothing was started
+
+
+# Every scenario and manifest in the tree is read and validated (nothing is run): a file
+# broken by a change of format fails here in a second, not in a scenario run minutes later.
+TREE_SCENARIOS = sorted((ROOT / "scenarios").rglob("*.toml"))
+TREE_MANIFESTS = sorted(
+    [*(ROOT / "implementations").rglob("manifest*.toml"), *(ROOT / "tests").rglob("manifest*.toml")]
+)
+
+
+def _ids(paths: list[Path]) -> list[str]:
+    return [str(p.relative_to(ROOT)) for p in paths]
+
+
+@pytest.mark.parametrize("path", TREE_SCENARIOS, ids=_ids(TREE_SCENARIOS))
+def test_every_scenario_in_the_tree_is_valid(path: Path) -> None:
+    scenario = load_scenario(path)  # its manifest too
+    instances = {r: scenario.instances(r) for r in scenario.manifest.roles}
+    plan = plan_faults(scenario.faults, instances, scenario.seed)
+    assert all(0 <= f.at_s <= scenario.duration_s for f in plan), plan
+
+
+@pytest.mark.parametrize("path", TREE_MANIFESTS, ids=_ids(TREE_MANIFESTS))
+def test_every_manifest_in_the_tree_is_valid(path: Path) -> None:
+    manifest = load_manifest(path)
+    assert manifest.roles
+
+
+def test_the_tree_has_scenarios_and_manifests_to_check() -> None:
+    assert len(TREE_SCENARIOS) >= 40 and len(TREE_MANIFESTS) >= 10
+    assert {p.parent.name for p in TREE_SCENARIOS} >= {"scenarios", "ci"}

@@ -3,6 +3,7 @@ back after, and nothing (cgroup, competitor, pinning) is left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import signal
@@ -113,7 +114,7 @@ def test_starved_process_slows_down_and_recovers(spinner: Spinner, method: str) 
     assert os.sched_getaffinity(pid) == affinity_before
     assert competitor_pids() == []
     for root in filter(None, (cgroup1_root(), cgroup2_root())):
-        assert not list(root.rglob("zchaos-starve-*"))
+        assert not list(root.rglob(f"zchaos-starve-runner{os.getpid()}.*"))  # ours (others may run)
 
 
 def test_interrupted_caller_still_undoes(spinner: Spinner) -> None:
@@ -345,3 +346,25 @@ def test_leftovers_of_a_dead_creator_are_removed_and_live_ones_kept(spinner: Spi
         sleeper.wait()
     assert orphan in found.removed and not orphan.exists() and found.failed == []
     assert _proc_cgroup(pid) == home  # moved back out, its CPU given back
+
+
+def test_a_cgroup_named_by_an_older_zchaos_is_removed_once_empty() -> None:
+    root = cgroup1_root() or cgroup2_root()
+    if root is None:
+        pytest.skip("no writable cgroup cpu controller on this machine")
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    old = root / f"zchaos-starve-{sleeper.pid}-{uuid.uuid4().hex[:6]}"  # no creator in the name
+    old.mkdir()
+    try:
+        (old / "cgroup.procs").write_text(str(sleeper.pid))
+        assert old not in remove_leftovers().removed  # someone may still be starving it
+        sleeper.kill()
+        sleeper.wait()
+        wait_for(lambda: not (old / "cgroup.procs").read_text().split(), 10, "the cgroup to empty")
+        assert old in remove_leftovers().removed and not old.exists()
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()
+            sleeper.wait()
+        with contextlib.suppress(FileNotFoundError):
+            old.rmdir()

@@ -366,7 +366,7 @@ TOO_BIG = [
 ]
 
 
-def assert_out_of_range(r: requests.Response, literal: str, field_and_type: str) -> None:
+def assert_type_error(r: requests.Response, literal: str, field_and_type: str) -> None:
     assert_api_error(
         r, 400, f"bad request body: json: cannot unmarshal {literal} into Go struct field ", True
     )
@@ -394,7 +394,7 @@ def test_out_of_range_number_in_a_new_toxic_is_400_and_stores_nothing(
 ) -> None:
     turl = url(server_url, "proxies", proxy["name"], "toxics")
     r = http.post(turl, data=f'{{"type": "{ttype}", "name": "big", {field}}}')
-    assert_out_of_range(r, literal, field_and_type)
+    assert_type_error(r, literal, field_and_type)
     assert assert_proxy_reads_work(server_url, http, proxy) == []
     assert_api_error(http.get(turl + "/big"), 404, "toxic not found")
 
@@ -427,7 +427,7 @@ def test_out_of_range_number_in_an_update_is_400_and_changes_nothing(
 ) -> None:
     before = add_toxic(http, server_url, proxy, type=ttype, name="odd", toxicity=1.5)
     turl = url(server_url, "proxies", proxy["name"], "toxics", "odd")
-    assert_out_of_range(http.request(method, turl, data=f"{{{field}}}"), literal, field_and_type)
+    assert_type_error(http.request(method, turl, data=f"{{{field}}}"), literal, field_and_type)
     assert assert_proxy_reads_work(server_url, http, proxy) == [before]
     r = http.request(method, turl, json={"toxicity": -0.5})
     assert (r.status_code, r.json()["toxicity"]) == (200, -0.5), r.text
@@ -444,6 +444,82 @@ def test_toxicity_outside_0_1_and_negative_attributes_are_accepted(
     assert r.status_code == 200, r.text
     assert (r.json()["toxicity"], r.json()["attributes"]) == (-0.5, {"latency": -5, "jitter": -1})
     assert assert_proxy_reads_work(server_url, http, proxy) == [r.json()]
+
+
+# Go's decoder keeps the first type error in the order of the body's keys; a new toxic's
+# attribute values are read in a second pass, once its type is known.
+FIRST_ERROR = [
+    (
+        "POST",
+        b'{"type": "latency", "toxicity": 1e400, "name": 5}',
+        "number 1e400",
+        "toxicity of type float32",
+    ),
+    ("POST", b'{"type": "latency", "name": 5, "toxicity": 1e400}', "number", "name of type string"),
+    (
+        "POST",
+        b'{"attributes": {"latency": 1.5}, "type": "latency", "toxicity": 1e39}',
+        "number 1e39",
+        "toxicity of type float32",
+    ),
+    ("PATCH", b'{"attributes": {"jitter": 1.5, "latency": 2.5}}', "number 1.5", "jitter of type int64"),
+    (
+        "PATCH",
+        b'{"toxicity": 1e400, "attributes": {"latency": 1.5}}',
+        "number 1e400",
+        "toxicity of type float32",
+    ),
+    ("PATCH", b'{"attributes": {"latency": 1.5}, "toxicity": 1e400}', "number 1.5", "latency of type int64"),
+]
+
+
+@pytest.mark.parametrize(("method", "body", "literal", "field_and_type"), FIRST_ERROR)
+def test_the_first_bad_field_in_the_body_is_the_one_named(
+    server_url: str,
+    http: requests.Session,
+    proxy: dict,
+    method: str,
+    body: bytes,
+    literal: str,
+    field_and_type: str,
+) -> None:
+    before = add_toxic(http, server_url, proxy, type="latency", name="odd")
+    toxics = url(server_url, "proxies", proxy["name"], "toxics")
+    assert_type_error(
+        http.request(method, toxics + ("/odd" if method == "PATCH" else ""), data=body),
+        literal,
+        field_and_type,
+    )
+    assert assert_proxy_reads_work(server_url, http, proxy) == [before]
+
+
+# Go's JSON scanner messages (encoding/json), behind "bad request body: ".
+SYNTAX = [
+    (b"{bad", "invalid character 'b' looking for beginning of object key string"),
+    (b"nul", "unexpected EOF"),
+    (b"\xef\xbb\xbf{}", "invalid character 'ï' looking for beginning of value"),
+    (b'{"type": "latency",}', "invalid character '}' looking for beginning of object key string"),
+    (b'{"type" "latency"}', "invalid character '\"' after object key"),
+    (b'{"toxicity": 1.}', "invalid character '}' after decimal point in numeric literal"),
+    (b'{"type": "latency"', "unexpected EOF"),
+    (b"", "EOF"),
+]
+
+
+@pytest.mark.parametrize(("body", "error"), SYNTAX, ids=[repr(b) for b, _ in SYNTAX])
+def test_json_syntax_errors_in_go_words(
+    server_url: str, http: requests.Session, proxy: dict, body: bytes, error: str
+) -> None:
+    toxics = url(server_url, "proxies", proxy["name"], "toxics")
+    odd = add_toxic(http, server_url, proxy, type="latency", name="odd")
+    for method, target in (
+        ("POST", url(server_url, "proxies")),
+        ("POST", toxics),
+        ("PATCH", toxics + "/odd"),
+        ("PATCH", url(server_url, "proxies", proxy["name"])),
+    ):
+        assert_api_error(http.request(method, target, data=body), 400, f"bad request body: {error}")
+    assert assert_proxy_reads_work(server_url, http, proxy) == [odd]
 
 
 def test_populate_ignores_toxics_even_with_numbers_out_of_range(

@@ -349,19 +349,32 @@ class Api:
     async def toxic_create(self, name: str, *, body: bytes, **_: Any) -> Response:
         proxy = self.get_proxy(name)
         obj = self.decode_object(body, "toxics.ToxicWrapper")
-        try:
-            tname = gojson.as_string(obj, "name", "ToxicWrapper", "")
-            ttype = gojson.as_string(obj, "type", "ToxicWrapper", "")
-            stream = gojson.as_string(obj, "stream", "ToxicWrapper", "downstream")
-            toxicity = gojson.as_float32(obj, "toxicity", "ToxicWrapper", 1.0)
-            found, attrs = gojson.lookup(obj, "attributes")
-            if found and attrs is not None and not isinstance(attrs, dict):
+
+        def attributes_object(o: dict[str, Any]) -> Any:
+            _, attrs = gojson.lookup(o, "attributes")
+            if attrs is not None and not isinstance(attrs, dict):
                 raise gojson.DecodeError(
                     f"json: cannot unmarshal {gojson.kind_of(attrs)} into Go struct field"
                     " ToxicWrapper.attributes of type toxics.NoopToxic"
                 )
+            return attrs
+
+        try:
+            # The wrapper first; the attributes' values in a second pass, once the type is known.
+            fields = gojson.read_fields(
+                obj,
+                {
+                    "attributes": attributes_object,
+                    "name": lambda o: gojson.as_string(o, "name", "ToxicWrapper", ""),
+                    "type": lambda o: gojson.as_string(o, "type", "ToxicWrapper", ""),
+                    "stream": lambda o: gojson.as_string(o, "stream", "ToxicWrapper", "downstream"),
+                    "toxicity": lambda o: gojson.as_float32(o, "toxicity", "ToxicWrapper", 1.0),
+                },
+            )
         except gojson.DecodeError as err:
             raise bad_body(err) from None
+        tname, ttype, stream = fields["name"], fields["type"], fields["stream"]
+        toxicity, attrs = fields["toxicity"], fields["attributes"]
         direction = stream.lower()
         if direction not in ("upstream", "downstream"):
             raise ApiError("stream was invalid, can be either upstream or downstream", 400)
@@ -400,13 +413,19 @@ class Api:
             'Toxicity float32 "json:\\"toxicity\\"" }',
         )
         try:
-            toxicity = gojson.as_float32(obj, "toxicity", "", toxic.toxicity)
-            _, attrs = gojson.lookup(obj, "attributes")
-            attributes = merge_attributes(toxic.type, toxic.attributes, attrs)
+            fields = gojson.read_fields(
+                obj,
+                {
+                    "attributes": lambda o: merge_attributes(
+                        toxic.type, toxic.attributes, gojson.lookup(o, "attributes")[1]
+                    ),
+                    "toxicity": lambda o: gojson.as_float32(o, "toxicity", "", toxic.toxicity),
+                },
+            )
         except gojson.DecodeError as err:
             raise bad_body(err) from None
-        toxic.toxicity = toxicity
-        toxic.attributes = attributes
+        toxic.toxicity = fields["toxicity"]
+        toxic.attributes = fields["attributes"]
         proxy.update_toxic(toxic)
         return json_response(200, toxic.to_json())
 

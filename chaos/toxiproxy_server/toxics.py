@@ -242,8 +242,9 @@ def merge_attributes(ttype: ToxicType, current: dict[str, int], given: Any) -> d
             f"json: cannot unmarshal {gojson.kind_of(given)} into Go struct field .attributes"
             f" of type toxics.{ttype.go_struct}"
         )
-    for key, gotype in ttype.attributes:
-        found, value = gojson.lookup(given, key)
-        if found and value is not None:
-            result[key] = gojson.as_int(value, ttype.go_struct, f"attributes.{key}", gotype)
+    gotypes = dict(ttype.attributes)
+    for key, value in given.items():  # in the body's order: Go reports the first bad one
+        name = gojson.field_of(key, gotypes)
+        if name is not None and value is not None:
+            result[name] = gojson.as_int(value, ttype.go_struct, f"attributes.{name}", gotypes[name])
     return result

@@ -3,6 +3,10 @@ request with the request itself.
 
     python -m implementations.lazy_pirate.server --frontend tcp://127.0.0.1:5555 \
         [--identity server] [--work-ms 0]
+    python -m implementations.lazy_pirate.server --connect tcp://127.0.0.1:5556 ...
+
+With ``--connect`` instead of ``--frontend`` it is a REP worker behind a queue's DEALER
+backend (the ``rep`` probe worker of harness/probes.py).
 
 Protocol choices: the guide's request is one frame holding a sequence number; this server
 echoes any number of frames, so the harness's payloads (request id first) come back
@@ -36,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--frontend", required=True, help="endpoint to bind")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--frontend", help="endpoint to bind")
+    where.add_argument("--connect", help="endpoint to connect to (a queue's DEALER backend)")
     parser.add_argument("--identity", default="server", help="name in the history (worker field)")
     parser.add_argument("--work-ms", type=int, default=0)
     args = parser.parse_args(argv)
@@ -47,11 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     work_s = args.work_ms / 1000
     try:
         try:
-            socket.bind(args.frontend)
+            if args.frontend:
+                socket.bind(args.frontend)
+            else:
+                socket.connect(args.connect)
         except zmq.ZMQError as exc:
-            log.error("cannot bind %s: %s", args.frontend, exc)
+            log.error("cannot bind or connect %s: %s", args.frontend or args.connect, exc)
             return 2
-        announce_ready(log, args.frontend)
+        announce_ready(log, args.frontend or args.connect)
         while True:
             if not socket.poll(WAIT_SLICE_MS):
                 continue

@@ -46,6 +46,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--reconnect-max-ms", type=int, default=32000, help="back-off ceiling (default 32000)"
     )
+    parser.add_argument("--work-ms", type=float, default=0, help="simulated work per request (default 0)")
     return parser.parse_args(argv)
 
 
@@ -79,6 +80,8 @@ class Worker:
         rid = rid_of(request.body[0])
         if rid is not None:
             self.history.emit("exec", rid=rid, worker=self.name)
+        if self.args.work_ms:
+            time.sleep(self.args.work_ms / 1000)  # a slow job blocks heartbeats, as the guide's does
         replies = self.handle(request)
         if rid is not None:
             self.history.emit("done", rid=rid, worker=self.name)

@@ -59,6 +59,7 @@ stdin (from zchaos) and stdout (to zchaos); its stderr goes to the run's logs/<c
 #: finished requests remembered, to tell a second reply to a request from a made-up id
 REMEMBER = 1000
 STOP_GRACE_S = 3.0
+EXIT_GRACE_S = 1.0
 LINE_SHOWN = 200
 
 
@@ -99,6 +100,8 @@ class ExternalClient(AsyncClientAdapter):
         self.pending: dict[str, _InFlight] = {}
         self.finished: OrderedDict[str, RequestLog] = OrderedDict()
         self.starts = 0
+        # Started with the Locust user, so that its start-up is not charged to a request.
+        self._start()
 
     # -- the program ---------------------------------------------------------------------
 
@@ -138,7 +141,7 @@ class ExternalClient(AsyncClientAdapter):
             except queue.Empty:
                 return self._not_ready(f"no init_ok within {self.options['init_timeout_ms']} ms")
             if line is None:
-                return self._not_ready("it exited before init_ok")
+                return self._not_ready("it exited before init_ok", EXIT_GRACE_S)
             message = self._parse(line)
             if message is None:
                 continue
@@ -149,8 +152,8 @@ class ExternalClient(AsyncClientAdapter):
             else:
                 self._error("protocol", f"expected init_ok first, got: {_shown(line)}")
 
-    def _not_ready(self, why: str) -> bool:
-        code = self._kill()
+    def _not_ready(self, why: str, grace_s: float = 0.0) -> bool:
+        code = self._kill(grace_s)
         fields = {"code": code} if code is not None else {}
         self._error("init", f"client program {' '.join(self.command)!r} not ready: {why}", **fields)
         return False
@@ -172,12 +175,15 @@ class ExternalClient(AsyncClientAdapter):
             return False
         return True
 
-    def _kill(self) -> int | None:
-        """Stop the program now; its exit code (None if it had to be killed)."""
+    def _kill(self, grace_s: float = 0.0) -> int | None:
+        """Stop the program (after ``grace_s`` to exit by itself); its exit code (None if killed)."""
         proc, self.proc = self.proc, None
         if proc is None:
             return None
-        code = proc.poll()
+        try:
+            code = proc.wait(grace_s) if grace_s else proc.poll()
+        except subprocess.TimeoutExpired:
+            code = None
         if code is None:
             proc.kill()
             proc.wait()
@@ -258,7 +264,7 @@ class ExternalClient(AsyncClientAdapter):
         self.pending.clear()
 
     def _exited(self, done: list) -> None:
-        code = self._kill()
+        code = self._kill(EXIT_GRACE_S)  # its output ended: it is exiting
         self._error("exit", f"client program exited early (code {code}); started again for the next request",
                     code=code if code is not None else -1)  # fmt: skip
         self._abandon_all(f"client program exited (code {code})", done)

@@ -8,8 +8,8 @@ then abandoned. A reply whose request id is not in flight (a late answer to an
 earlier attempt of a finished request, or garbage) is recorded as ``unexpected`` against
 the request it names when that one finished recently, and dropped. Options as in
 ``mdp_sync`` (``service``, ``timeout_ms``, ``retries``, ``body_frames``, ``mmi_every``: every
-N requests and on every resend) plus ``window`` (how many requests the Locust user keeps
-in flight).
+N requests and on every resend, on a side DEALER, each answer recorded as ``mmi_answer``)
+plus ``window`` (how many requests the Locust user keeps in flight).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 import zmq
 
 from loadtests.adapters.base import Abandoned, AsyncClientAdapter, Reply, RequestLog, rid_of
-from loadtests.adapters.mdp_sync import MDPC01, MMI_SERVICE, body_with_frames, reply_mismatch
+from loadtests.adapters.mdp_sync import MDPC01, MmiProbe, body_with_frames, reply_mismatch
 
 #: finished requests remembered, to name the request a late duplicate reply belongs to
 REMEMBER = 1000
@@ -62,22 +62,22 @@ class MdpAsyncClient(AsyncClientAdapter):
         self.socket = context.socket(zmq.DEALER)
         self.socket.linger = 0
         self.socket.connect(self.endpoint)
+        timeout_ms = int(self.options["timeout_ms"])
+        self.mmi = MmiProbe(context, self.endpoint, self.service, timeout_ms) if self.mmi_every > 0 else None
+        self.writer = None  # the history writer, known from the first request's log
 
     def expected_reply(self, body: list[bytes]) -> list[bytes]:
         return body_with_frames(body, self.body_frames)
 
     def submit(self, body: list[bytes], log: RequestLog) -> None:
         self.count += 1
-        if self.mmi_every > 0 and self.count % self.mmi_every == 0:
-            self._ask_mmi()
+        self.writer = log.writer
+        if self.mmi is not None and self.count % self.mmi_every == 0:
+            self.mmi.ask(self.writer, self.cid)
         message = [b"", MDPC01, self.service.encode(), *body_with_frames(body, self.body_frames)]
         self.pending[log.rid] = _InFlight(log, message, time.monotonic() + self.timeout_s)
         self.socket.send_multipart(message)
         log.sent()
-
-    def _ask_mmi(self) -> None:
-        """Ask mmi.service about the service; the broker records its answer, the reply is dropped."""
-        self.socket.send_multipart([b"", MDPC01, MMI_SERVICE, self.service.encode()])
 
     def in_flight(self) -> int:
         return len(self.pending)
@@ -88,7 +88,17 @@ class MdpAsyncClient(AsyncClientAdapter):
         wait = timeout_s
         if self.pending:
             wait = max(0.0, min(wait, min(p.deadline for p in self.pending.values()) - now))
-        if self.socket.poll(int(wait * 1000)):
+        if self.mmi is not None and self.writer is not None:
+            poller = zmq.Poller()
+            poller.register(self.socket, zmq.POLLIN)
+            poller.register(self.mmi.socket, zmq.POLLIN)
+            ready = dict(poller.poll(int(wait * 1000)))
+            if self.mmi.socket in ready:
+                self.mmi.collect(self.writer, self.cid)
+            readable = self.socket in ready
+        else:
+            readable = bool(self.socket.poll(int(wait * 1000)))
+        if readable:
             while True:
                 try:
                     frames = self.socket.recv_multipart(zmq.NOBLOCK)
@@ -101,8 +111,6 @@ class MdpAsyncClient(AsyncClientAdapter):
     def _on_reply(self, frames: list[bytes], done: list) -> None:
         if frames and frames[0] == b"":
             frames = frames[1:]
-        if len(frames) >= 2 and frames[0] == MDPC01 and frames[1] == MMI_SERVICE:
-            return
         why = reply_mismatch(frames, self.service, None)
         rid = rid_of(frames[2]) if why is None else None
         flight = self.pending.pop(rid, None) if rid is not None else None
@@ -121,8 +129,8 @@ class MdpAsyncClient(AsyncClientAdapter):
         for rid, flight in [(r, f) for r, f in self.pending.items() if f.deadline <= now]:
             if flight.log.attempts <= self.retries:
                 flight.log.retried("timeout")
-                if self.mmi_every > 0:
-                    self._ask_mmi()
+                if self.mmi is not None:
+                    self.mmi.ask(flight.log.writer, self.cid)
                 flight.deadline = now + self.timeout_s
                 self.socket.send_multipart(flight.message)
                 flight.log.sent()
@@ -139,6 +147,8 @@ class MdpAsyncClient(AsyncClientAdapter):
 
     def close(self) -> None:
         self.socket.close(linger=0)
+        if self.mmi is not None:
+            self.mmi.close()
 
 
 ADAPTER = MdpAsyncClient

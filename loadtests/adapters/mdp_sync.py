@@ -10,18 +10,22 @@ a second reply.
 Options: ``service`` (default ``echo``), ``timeout_ms``, ``retries``, ``body_frames`` (the
 request carries that many copies of the payload frame; the echo must return them all),
 ``mmi_every`` (every N requests, and after every timeout, also ask ``mmi.service`` about
-the service on a side DEALER, without waiting: the broker records its answer, which the
-``mmi_service`` checker compares with worker liveness; 0 = never).
+the service on a side DEALER, without waiting; each answer is recorded as ``mmi_answer``
+when it arrives, and the ``mmi_service`` checker compares it with which workers the
+supervisor knew to be alive, so a broker that writes no history is judged too; 0 = never).
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
 import zmq
 
+from harness.history import HistoryWriter
 from loadtests.adapters.base import Abandoned, ClientAdapter, Reply, RequestLog, rid_of
 
 # The client half of 7/MDP, written here again on purpose: a client that shared the
@@ -53,20 +57,61 @@ def body_with_frames(body: list[bytes], body_frames: int) -> list[bytes]:
 
 
 class MmiProbe:
-    """Fire-and-forget ``mmi.service`` queries on a DEALER (answers are drained, unread)."""
+    """``mmi.service`` queries on a side DEALER, each answer recorded as ``mmi_answer``.
 
-    def __init__(self, context: zmq.Context, endpoint: str, service: str) -> None:
-        self.socket = context.socket(zmq.DEALER)
-        self.socket.linger = 0
-        self.socket.sndhwm = 10
-        self.socket.connect(endpoint)
+    Answers come back in the order asked (one broker, one connection), so each is matched
+    with the oldest query outstanding; its ``latency_us`` bounds when the broker answered.
+    When the oldest query is older than ``timeout_ms`` the broker lost it (it died or was
+    restarted): the socket is replaced, so that no late answer is matched with a later
+    query (which would date the answer wrongly).
+    """
+
+    def __init__(self, context: zmq.Context, endpoint: str, service: str, timeout_ms: int) -> None:
+        self.context = context
+        self.endpoint = endpoint
+        self.service = service
+        self.timeout_ns = timeout_ms * 1_000_000
         self.query = [b"", MDPC01, MMI_SERVICE, service.encode()]
+        self.asked: deque[int] = deque()
+        self.socket = self._open()
 
-    def ask(self) -> None:
-        while self.socket.poll(0):
-            self.socket.recv_multipart()
+    def _open(self) -> zmq.Socket:
+        socket = self.context.socket(zmq.DEALER)
+        socket.linger = 0
+        socket.sndhwm = 10
+        socket.connect(self.endpoint)
+        return socket
+
+    def ask(self, writer: HistoryWriter, cid: str) -> None:
+        self.collect(writer, cid)
+        now = time.time_ns()
+        if self.asked and now - self.asked[0] > self.timeout_ns:
+            self.socket.close(linger=0)
+            self.socket = self._open()
+            self.asked.clear()
         with contextlib.suppress(zmq.Again):  # the broker is unreachable: the next probe tries again
             self.socket.send_multipart(self.query, zmq.NOBLOCK)
+            self.asked.append(now)
+
+    def collect(self, writer: HistoryWriter, cid: str) -> None:
+        """Record every answer that has arrived (without waiting)."""
+        while self.socket.poll(0):
+            frames = self.socket.recv_multipart()
+            self.record(frames, writer, cid)
+
+    def record(self, frames: list[bytes], writer: HistoryWriter, cid: str) -> None:
+        now = time.time_ns()
+        fields: dict[str, Any] = {}
+        if self.asked:
+            fields["latency_us"] = (now - self.asked.popleft()) // 1000
+        if frames and frames[0] == b"":
+            frames = frames[1:]
+        code = 0
+        if len(frames) == 3 and frames[:2] == [MDPC01, MMI_SERVICE] and frames[2].isdigit():
+            code = int(frames[2])
+        else:
+            fields["detail"] = f"malformed MMI answer: {[f[:16] for f in frames[:4]]!r}"[:200]
+        writer.emit("mmi_answer", src=cid, cid=cid, service=self.service, code=code, **fields)
 
     def close(self) -> None:
         self.socket.close(linger=0)
@@ -91,7 +136,9 @@ class MdpSyncClient(ClientAdapter):
         self.retries = max(0, int(self.options["retries"]))
         self.body_frames = int(self.options["body_frames"])
         self.mmi_every = int(self.options["mmi_every"])
-        self.mmi = MmiProbe(context, self.endpoint, self.service) if self.mmi_every > 0 else None
+        self.mmi = (
+            MmiProbe(context, self.endpoint, self.service, self.timeout_ms) if self.mmi_every > 0 else None
+        )
         self.count = 0
         self.socket: zmq.Socket | None = None
 
@@ -112,7 +159,7 @@ class MdpSyncClient(ClientAdapter):
     def request(self, body: list[bytes], log: RequestLog) -> Reply:
         self.count += 1
         if self.mmi is not None and self.count % self.mmi_every == 0:
-            self.mmi.ask()
+            self.mmi.ask(log.writer, self.cid)
         message = [MDPC01, self.service.encode(), *body_with_frames(body, self.body_frames)]
         attempts = self.retries + 1
         for attempt in range(1, attempts + 1):
@@ -120,7 +167,7 @@ class MdpSyncClient(ClientAdapter):
                 self.socket = self._open()
             self.socket.send_multipart(message)
             log.sent()
-            if self.socket.poll(self.timeout_ms):
+            if self._wait(self.socket, self.timeout_ms, log):
                 frames = self.socket.recv_multipart()
                 why = reply_mismatch(frames, self.service, log.rid)
                 if why is None:
@@ -129,10 +176,28 @@ class MdpSyncClient(ClientAdapter):
             # REQ cannot resend before a reply: the guide's brute force is a new socket.
             self._reset()
             if self.mmi is not None:
-                self.mmi.ask()  # is anybody serving? (the outages are what the MMI check is about)
+                self.mmi.ask(log.writer, self.cid)  # is anybody serving? (outages are what MMI is about)
             if attempt < attempts:
                 log.retried("timeout")
         raise Abandoned(f"no reply after {attempts} attempt(s) of {self.timeout_ms} ms")
+
+    def _wait(self, socket: zmq.Socket, timeout_ms: int, log: RequestLog) -> bool:
+        """Wait up to ``timeout_ms`` for ``socket`` to have a message, recording MMI answers
+        as they arrive (their time is what the MMI check judges)."""
+        if self.mmi is None:
+            return bool(socket.poll(timeout_ms))
+        poller = zmq.Poller()
+        poller.register(socket, zmq.POLLIN)
+        poller.register(self.mmi.socket, zmq.POLLIN)
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            ready = dict(poller.poll(max(0, int((deadline - time.monotonic()) * 1000))))
+            if self.mmi.socket in ready:
+                self.mmi.collect(log.writer, self.cid)
+            if socket in ready:
+                return True
+            if time.monotonic() >= deadline:
+                return False
 
     def close(self) -> None:
         self._reset()

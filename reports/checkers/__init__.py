@@ -9,6 +9,13 @@ else to edit.
 
 Outcomes follow Jepsen: ``held``, ``violated`` or ``unknown`` (the history cannot say,
 e.g. no requests at all); results combine as violated > unknown > held.
+
+A checker that reads events only the system under test writes (``exec`` from workers,
+``dispatch`` from a broker) declares them in ``needs``. A user's broker and workers write
+nothing, so on a run whose history has none of a needed kind the checker is not run: it
+is UNKNOWN, with a reason naming the missing events and how to get them (zchaos's probe
+workers write the worker-side ones; only the broker itself can write its own).
+``zchaos list`` marks these checks.
 """
 
 from __future__ import annotations
@@ -45,10 +52,17 @@ class CheckContext:
     meta: dict[str, Any]  # run.json
     faults: list[FaultWindow]
     run_dir: Path | None = None  # the run directory, for checkers that read logs/ (None in unit tests)
+    _kinds: frozenset[str] | None = field(default=None, init=False, repr=False)
 
     @property
     def promises(self) -> dict[str, Any]:
         return self.meta["manifest"]["promises"]
+
+    def event_kinds(self) -> frozenset[str]:
+        """The kinds of event (``ev``) the history holds at least one of (one query per run)."""
+        if self._kinds is None:
+            self._kinds = frozenset(r[0] for r in self.events.select("ev").distinct().collect())
+        return self._kinds
 
 
 def events_of(ctx: CheckContext, *kinds: str) -> DataFrame:
@@ -79,20 +93,82 @@ class CheckResult:
 class Checker:
     name: str
     doc: str
-    run: Callable[[CheckContext], CheckResult]
+    fn: Callable[[CheckContext], CheckResult]
+    #: event kinds only the subject writes, each needed at least once (see the module doc)
+    needs: tuple[str, ...] = ()
+
+    def run(self, ctx: CheckContext) -> CheckResult:
+        """The check's result; UNKNOWN without running it when the history lacks what it needs."""
+        if self.needs:
+            missing = [kind for kind in self.needs if kind not in ctx.event_kinds()]
+            if missing:
+                return CheckResult(
+                    self.name,
+                    UNKNOWN,
+                    summary=f"no {', '.join(missing)} events in the history",
+                    reason=missing_reason(missing),
+                    figures={"missing_events": missing},
+                )
+        return self.fn(ctx)
+
+    def needs_text(self) -> str:
+        """``exec (workers: probe workers write it), dispatch (broker)`` for `zchaos list`."""
+        return ", ".join(f"{k} ({_writer_hint(k)})" for k in self.needs)
+
+
+def _writer(kind: str) -> str:
+    from harness.history import EVENTS
+
+    return EVENTS[kind].writer
+
+
+def _writer_hint(kind: str) -> str:
+    writer = _writer(kind)
+    if writer == "worker":
+        return "workers: probe workers write it"
+    return "the subject only" if writer == "any" else f"{writer} only"
+
+
+def missing_reason(missing: list[str]) -> str:
+    """What an UNKNOWN check lacked and how to get it, for the events ``missing``."""
+    from_workers = [k for k in missing if _writer(k) == "worker"]
+    from_subject = [k for k in missing if _writer(k) != "worker"]
+    parts = []
+    if from_workers:
+        parts.append(
+            f"needs {', '.join(from_workers)} events from the workers and the history has none "
+            "(your workers record nothing): run your broker with zchaos's probe workers, "
+            '[roles.<worker role>] probe = "<family>" in the manifest (`zchaos list` shows them, '
+            "README: Testing your own broker)"
+        )
+    if from_subject:
+        writers = sorted({_writer(k).replace("any", "system") for k in from_subject})
+        parts.append(
+            f"needs {', '.join(from_subject)} events, which only the {'/'.join(writers)} itself can "
+            "write (declared in harness/history.py), and the history has none: a black box cannot be "
+            "judged on this; have it record them, or drop the check from [promises] checks"
+        )
+    return "; ".join(parts)
 
 
 _REGISTRY: dict[str, Checker] = {}
 _LOADED = False
 
 
-def checker(name: str, doc: str) -> Callable[[Callable[[CheckContext], CheckResult]], Callable]:
-    """Register ``fn`` as the checker ``name`` (documented by ``doc``)."""
+def checker(
+    name: str, doc: str, *, needs: tuple[str, ...] = ()
+) -> Callable[[Callable[[CheckContext], CheckResult]], Callable]:
+    """Register ``fn`` as the checker ``name`` (documented by ``doc``), needing ``needs``."""
+    from harness.history import EVENTS
+
+    unknown = [k for k in needs if k not in EVENTS]
+    if unknown:
+        raise ValueError(f"checker {name!r} needs undeclared event kind(s) {unknown}")
 
     def register(fn: Callable[[CheckContext], CheckResult]) -> Callable[[CheckContext], CheckResult]:
-        if name in _REGISTRY and _REGISTRY[name].run is not fn:
+        if name in _REGISTRY and _REGISTRY[name].fn is not fn:
             raise ValueError(f"checker {name!r} registered twice")
-        _REGISTRY[name] = Checker(name, doc, fn)
+        _REGISTRY[name] = Checker(name, doc, fn, tuple(needs))
         return fn
 
     return register

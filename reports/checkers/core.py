@@ -8,6 +8,7 @@ figures. Family checkers may reuse ``examples``, ``run_time`` and ``client_budge
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -310,7 +311,9 @@ def correct_reply(ctx: CheckContext) -> CheckResult:
 @checker(
     "execution_count",
     "how many times each request was executed (worker exec events): never for a request "
-    "nobody sent; exactly once or at least once for an answered one, as promised",
+    'nobody sent, at least once for an answered one; with execution = "exactly_once" a '
+    "request executed twice is a violation (the example lists every execution)",
+    needs=("exec",),
 )
 def execution_count(ctx: CheckContext) -> CheckResult:
     mode = ctx.promises.get("execution", "at_least_once")
@@ -377,18 +380,29 @@ def execution_count(ctx: CheckContext) -> CheckResult:
         )
     if mode == "exactly_once" and figures["executed_more_than_once"]:
         violations += figures["executed_more_than_once"]
-        again = Window.partitionBy("rid").orderBy("ts", "src")
-        multi = per_rid.filter(F.col("n") > 1).select("rid", F.col("n").alias("executions"))
-        offenders.append(
+        # One example per request run more than once, carrying every execution of it (who
+        # ran it when), so both sides of a double execution can be found in the logs.
+        multi = per_rid.filter(F.col("n") > 1).select("rid", F.col("n").alias("times"))
+        runs = (
             execs.join(F.broadcast(multi), "rid")
-            .withColumn("k", F.row_number().over(again))
-            .filter(F.col("k") == 2)
+            .groupBy("rid", "times")
+            .agg(F.sort_array(F.collect_list(F.struct("ts", "src", "worker"))).alias("runs"))
             .join(sent, "rid", "left")
-            .select(
-                "ts", "src", "ev", "cid", "seq", "rid", "worker", F.lit("executed again").alias("problem")
+        )
+        offenders.append(
+            runs.select(
+                F.col("runs")[1]["ts"].alias("ts"),
+                F.col("runs")[1]["src"].alias("src"),
+                F.lit("exec").alias("ev"),
+                "cid",
+                "seq",
+                "rid",
+                F.col("runs")[1]["worker"].alias("worker"),
+                F.to_json(F.col("runs")).alias("executions"),
+                F.concat(F.lit("executed "), F.col("times").cast("string"), F.lit(" times")).alias("problem"),
             )
         )
-    if mode == "at_least_once" and figures["answered_but_not_executed"]:
+    if figures["answered_but_not_executed"]:  # at least once, and exactly once too
         violations += figures["answered_but_not_executed"]
         unexecuted = requests.filter((F.col("n") == 0) & F.col("answered").isNotNull()).select("rid")
         offenders.append(
@@ -410,6 +424,9 @@ def execution_count(ctx: CheckContext) -> CheckResult:
     for df in offenders:
         found.extend(examples(df))
     found = sorted(found, key=lambda e: e["ts"])[:MAX_EXAMPLES]
+    for ex in found:
+        if "executions" in ex:
+            ex["executions"] = json.loads(ex["executions"])
     return CheckResult("execution_count", _status(violations), violations, found, summary, figures)
 
 

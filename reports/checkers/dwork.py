@@ -37,6 +37,7 @@ CREATED = "task created"
 @checker(
     "dwork_complete_once",
     "dwork: every task completes exactly once; it runs again only after its worker's Exit or a Transfer",
+    needs=("task_create", "task_complete"),
 )
 def complete_once(ctx: CheckContext) -> CheckResult:
     created = _ev(ctx, "task_create").where(F.col("detail").isNull()).select("job", "ts")
@@ -86,7 +87,11 @@ EARLY_ASSIGN = "assigned before a dependency completed"
 EDGES = "dependency"
 
 
-@checker("dwork_deps_first", "dwork: no task is assigned or starts before all its dependencies completed")
+@checker(
+    "dwork_deps_first",
+    "dwork: no task is assigned or starts before all its dependencies completed",
+    needs=("task_create", "task_complete"),
+)
 def deps_first(ctx: CheckContext) -> CheckResult:
     edges = (
         _ev(ctx, "task_create")
@@ -125,7 +130,11 @@ UNFINISHED = "created, never completed"
 RECENT = "created near the end, not completed yet"
 
 
-@checker("dwork_all_complete", "dwork: every created task completes in the end (while workers are alive)")
+@checker(
+    "dwork_all_complete",
+    "dwork: every created task completes in the end (while workers are alive)",
+    needs=("task_create",),
+)
 def all_complete(ctx: CheckContext) -> CheckResult:
     created = _ev(ctx, "task_create").groupBy("job").agg(F.min("ts").alias("ts"), F.first("rid").alias("rid"))
     end_ts = ctx.events.agg(F.max("ts")).first()[0] or 0
@@ -156,7 +165,11 @@ EXPIRED = "worker marked down"
 RETURNED = "task put back by Exit"
 
 
-@checker("dwork_exit_requeues", "dwork: Exit puts every task its worker held back in the ready pool")
+@checker(
+    "dwork_exit_requeues",
+    "dwork: Exit puts every task its worker held back in the ready pool",
+    needs=("task_assign",),
+)
 def exit_requeues(ctx: CheckContext) -> CheckResult:
     expired = _ev(ctx, "worker_expired").select("worker", F.col("ts").alias("exit_ts"))
     assigns = _ev(ctx, "task_assign").select("job", "worker", F.col("ts").alias("at"))

@@ -204,6 +204,7 @@ def result(name: str, found: list[dict[str, Any]], summary: str, figures: dict[s
     "pingpong_pings_answered",
     "every PING a worker sends gets a PONG on the same connection within BROKER_TIMEOUT "
     "(outside faults on that worker, the broker or their link)",
+    needs=("ping", "pong"),
 )
 def pings_answered(ctx: CheckContext) -> CheckResult:
     bound_ns = int(float(options(ctx).get("broker_timeout_ms", 1000)) * MS)
@@ -304,6 +305,7 @@ def dispatch_to_expired(ctx: CheckContext, name: str) -> CheckResult:
 @checker(
     "pingpong_no_dispatch_to_expired",
     "the broker sends a job only to a worker it has registered and not expired since",
+    needs=("dispatch", "worker_ready"),
 )
 def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
     return dispatch_to_expired(ctx, "pingpong_no_dispatch_to_expired")
@@ -324,6 +326,7 @@ def _jobs_outstanding(ctx: CheckContext) -> set[str]:
     "pingpong_expiry",
     "an idle worker silent for WORKER_EXPIRE_SECONDS is removed, no sooner and at most "
     "expire_margin_s later; the figure is the time from its last message to its expiry",
+    needs=("worker_ready", "ping"),
 )
 def expiry(ctx: CheckContext) -> CheckResult:
     opts = options(ctx)
@@ -432,6 +435,7 @@ def instance_of(worker: str, instances: set[str]) -> str:
     "pingpong_reconnect",
     "a worker that hears nothing for N_TIMEOUTS x BROKER_TIMEOUT reconnects (not sooner, "
     "at most reconnect_margin_s later) and its READY registers the new connection",
+    needs=("ping",),
 )
 def reconnect(ctx: CheckContext) -> CheckResult:
     opts = options(ctx)
@@ -510,6 +514,7 @@ def reconnect(ctx: CheckContext) -> CheckResult:
 @checker(
     "pingpong_workers_return",
     "after the broker is restarted, every running worker is registered again within return_bound_s",
+    needs=("worker_ready",),
 )
 def workers_return(ctx: CheckContext) -> CheckResult:
     bound_ns = int(float(ctx.promises.get("return_bound_s", 5.0)) * NS)
@@ -581,6 +586,7 @@ def workers_return(ctx: CheckContext) -> CheckResult:
     "pingpong_resend",
     "with resend on: a job whose worker returns no result goes to another worker resend_ms "
     "after its dispatch (at most resend_margin_s later, never sooner)",
+    needs=("dispatch",),
 )
 def resend(ctx: CheckContext) -> CheckResult:
     resend_ns = int(float(options(ctx).get("resend_ms", 0)) * MS)

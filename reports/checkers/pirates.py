@@ -7,9 +7,10 @@
 - ``no_dispatch_to_expired``: the broker never hands a request to a worker it had given
   up on (``worker_expired``), never registered, or registered only with an earlier
   incarnation of the broker (a restart forgets every worker).
-- ``mmi_service``: Majordomo's ``mmi.service`` answers (``mmi_reply``) agree with the
-  broker's own registrations: ``200`` exactly while a worker of that service is
-  registered and not expired, ``404`` otherwise, ``501`` for any other ``mmi.*``.
+- ``mmi_service``: the ``mmi.service`` answers the load clients got (``mmi_answer``) agree
+  with the workers of that service the supervisor knew to be alive (``proc_start`` /
+  ``proc_exit`` and the freeze / partition windows), within the broker's expiry time: it
+  reads nothing the broker writes, so it judges a black-box broker too.
 
 A broker's incarnations are told apart by the runner's ``proc_start``/``proc_exit``
 events of the instance whose name is the broker's history source.
@@ -43,6 +44,7 @@ def _restarts(ctx: CheckContext) -> DataFrame:
     "stale_execution",
     "requests a worker executed after their client had abandoned them (counted; a violation "
     'only where the manifest promises stale_execution = "forbidden")',
+    needs=("exec",),
 )
 def stale_execution(ctx: CheckContext) -> CheckResult:
     policy = str(ctx.promises.get("stale_execution", "allowed"))
@@ -88,6 +90,7 @@ def stale_execution(ctx: CheckContext) -> CheckResult:
     "no_dispatch_to_expired",
     "the broker dispatches only to workers registered with it and not expired since "
     "(nor registered with an earlier incarnation of the broker only)",
+    needs=("dispatch", "worker_ready"),
 )
 def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
     base = ["ts", "src", "ev", "worker", "rid", "service"]
@@ -135,74 +138,176 @@ def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
 
 # --- mmi_service -----------------------------------------------------------------------
 
+#: Faults after which a worker cannot serve although its process runs.
+_SILENCING_FAULTS = ("freeze",)
+_CUTTING_FAULTS = ("partition", "disconnect")
+Span = tuple[int, "int | None"]
 
-def registrations(ctx: CheckContext) -> DataFrame:
-    """(bsrc, worker, service, t0, t1): when each worker was registered; t1 null = to the end."""
-    ready = _events(ctx, "worker_ready").select(
-        F.col("src").alias("bsrc"), "worker", "service", F.col("ts").alias("t0")
+
+def _minus(spans: list[Span], cuts: list[Span]) -> list[Span]:
+    """``spans`` with the times of ``cuts`` taken out (an end of None runs to the end)."""
+    inf = 1 << 62
+    out: list[Span] = []
+    for a0, a1 in spans:
+        pieces = [(a0, inf if a1 is None else a1)]
+        for c0, c1 in cuts:
+            c1 = inf if c1 is None else c1
+            pieces = [
+                piece
+                for p0, p1 in pieces
+                for piece in ((p0, min(p1, c0)), (max(p0, c1), p1))
+                if piece[0] < piece[1]
+            ]
+        out += [(p0, None if p1 == inf else p1) for p0, p1 in pieces]
+    return out
+
+
+def _faulted(ctx: CheckContext, instance: str) -> list[Span]:
+    """When ``instance`` was frozen or cut off from the broker (its fault windows)."""
+    spans: list[Span] = []
+    for f in ctx.faults:
+        hit = f.fault in _SILENCING_FAULTS and f.target == instance
+        hit |= f.fault in _CUTTING_FAULTS and (
+            f.target == instance or f.target == f"link:{instance}" or f.target.startswith(f"link:{instance}:")
+        )
+        if hit:
+            spans.append((f.start_ns, f.stop_ns))
+    return spans
+
+
+def alive_spans(ctx: CheckContext, roles: list[str], broker_roles: set[str]) -> tuple[list, list]:
+    """What the supervisor knows of the workers of ``roles``: (alive, serving) rows of
+    (instance, t0, t1). Alive: its process ran (proc_start to proc_exit), not frozen, not cut
+    off. Serving: alive and no broker (re)start since (a new broker knows no worker yet)."""
+    procs = (
+        _events(ctx, "proc_start", "proc_exit").select("ts", "ev", "role", "instance").orderBy("ts").collect()
     )
-    expired = _events(ctx, "worker_expired").select(
-        F.col("src").alias("bsrc"), "worker", F.col("ts").alias("te")
-    )
-    ended = (
-        ready.join(expired, ["bsrc", "worker"], "left")
-        .filter(F.col("te").isNull() | (F.col("te") >= F.col("t0")))
-        .groupBy("bsrc", "worker", "service", "t0")
-        .agg(F.min("te").alias("te"))
-    )
-    restarts = _restarts(ctx)
-    return (
-        ended.join(restarts, (ended["bsrc"] == restarts["bsrc"]) & (restarts["tr"] > ended["t0"]), "left")
-        .drop(restarts["bsrc"])
-        .groupBy("bsrc", "worker", "service", "t0", "te")
-        .agg(F.min("tr").alias("tr"))
-        .select("bsrc", "worker", "service", "t0", F.least("te", "tr").alias("t1"))
-    )
+    broker_starts = [r["ts"] for r in procs if r["ev"] == "proc_start" and r["role"] in broker_roles]
+    ran: dict[str, list[Span]] = {}
+    for r in procs:
+        if r["role"] not in roles:
+            continue
+        spans = ran.setdefault(r["instance"], [])
+        if r["ev"] == "proc_start":
+            spans.append((r["ts"], None))
+        elif spans and spans[-1][1] is None:
+            spans[-1] = (spans[-1][0], r["ts"])
+    alive, serving = [], []
+    for instance, spans in ran.items():
+        up = _minus(spans, _faulted(ctx, instance))
+        alive += [(instance, a0, a1) for a0, a1 in up]
+        serving += [(instance, a0, a1) for a0, a1 in _minus(up, [(b, b + 1) for b in broker_starts])]
+    return alive, serving
+
+
+def mmi_tolerance_s(ctx: CheckContext) -> float | None:
+    """How late an MMI answer may follow a worker's death or arrival: ``mmi_tolerance_s`` if
+    promised, else the broker's expiry (heartbeat_ms x liveness) plus one heartbeat (its
+    timer's turn, or a worker's reconnect after a broker restart); None if neither is known."""
+    if ctx.promises.get("mmi_tolerance_s") is not None:
+        return float(ctx.promises["mmi_tolerance_s"])
+    options = {**ctx.meta["manifest"].get("options", {}), **ctx.meta.get("scenario", {}).get("options", {})}
+    if "heartbeat_ms" in options and "liveness" in options:
+        return float(options["heartbeat_ms"]) * (int(options["liveness"]) + 1) / 1000
+    return None
 
 
 @checker(
     "mmi_service",
-    "mmi.service answers 200 exactly while a live worker serves the service (per the broker's "
-    "worker_ready/worker_expired), 404 otherwise; other mmi.* answer 501",
+    "every mmi.service answer a load client got (mmi_answer) agrees with the workers of that "
+    "service the supervisor knew to be alive (started, not killed, frozen or cut off), give or "
+    "take the broker's expiry: 200 only if one was alive, 404 only if none was alive throughout",
 )
 def mmi_service(ctx: CheckContext) -> CheckResult:
-    answers = (
-        _events(ctx, "mmi_reply")
-        .select("ts", "src", "ev", "service", "code", "detail")
-        .withColumn("answer_id", F.monotonically_increasing_id())
-    )
-    regs = registrations(ctx)
-    is_query = F.coalesce(F.col("detail"), F.lit("mmi.service")) == "mmi.service"
-    live = (
-        answers.join(
-            regs,
-            is_query
-            & (answers["src"] == regs["bsrc"])
-            & (answers["service"] == regs["service"])
-            & (regs["t0"] <= answers["ts"])
-            & (regs["t1"].isNull() | (answers["ts"] < regs["t1"])),
-            "left",
+    answers = _events(ctx, "mmi_answer")
+    row = answers.agg(F.count("*").alias("n"), F.collect_set("service").alias("services")).first()
+    if not row["n"]:
+        reason = (
+            "no mmi.service answer was recorded: give the MDP client option mmi_every (ask every N "
+            "requests), e.g. [client] options = { mmi_every = 5 }"
         )
-        .groupBy("answer_id", "ts", "src", "ev", answers["service"], "code", "detail")
-        .agg(F.count("worker").alias("live_workers"))
-    )
-    judged = live.select(
-        "ts", "src", "ev", "service", "code", "detail", "live_workers",
-        F.when(~is_query, F.when(F.col("code") != 501, "other mmi.* must answer 501"))
-        .when((F.col("code") == 200) & (F.col("live_workers") == 0), "200 while no worker was registered")
-        .when((F.col("code") != 200) & (F.col("live_workers") > 0), "not 200 while a worker was registered")
-        .alias("problem"),
+        return CheckResult("mmi_service", UNKNOWN, 0, [], "no MMI answers recorded", reason=reason)
+    manifest = ctx.meta["manifest"]
+    roles_of = {
+        svc: [name for name, r in manifest.get("roles", {}).items() if r.get("service") == svc]
+        for svc in row["services"]
+    }
+    undeclared = sorted(svc for svc, roles in roles_of.items() if not roles)
+    if undeclared:
+        reason = (
+            f"no role of the manifest says it serves {', '.join(undeclared)}: run the workers as "
+            'probe = "majordomo" (its service option), or set service = "..." on the worker role'
+        )
+        return CheckResult("mmi_service", UNKNOWN, 0, [], "workers of the service unknown", reason=reason)
+    tolerance = mmi_tolerance_s(ctx)
+    if tolerance is None:
+        reason = (
+            "the broker's expiry is unknown: give [options] heartbeat_ms and liveness, or "
+            "[promises] mmi_tolerance_s (how long the broker may take to notice a worker died or came)"
+        )
+        return CheckResult("mmi_service", UNKNOWN, 0, [], "no tolerance for the MMI answers", reason=reason)
+    # The brokers: the roles that bind an endpoint the load clients connect to.
+    client_endpoints = {e for kind in manifest.get("clients", []) for e in kind.get("endpoints", [])}
+    broker_roles = {r for e, r in manifest.get("endpoints", {}).items() if e in client_endpoints}
+    spans: list[tuple[str, str, str, int, int | None]] = []
+    for svc, roles in roles_of.items():
+        alive, serving = alive_spans(ctx, roles, broker_roles)
+        spans += [("alive", svc, *s) for s in alive] + [("serving", svc, *s) for s in serving]
+    tol_ns = int(tolerance * 1e9)
+    # The broker answered between the query (ts - latency) and its arrival (ts); it may
+    # lag the workers' real state by up to the tolerance before that.
+    asked = F.col("ts") - F.coalesce(F.col("latency_us"), F.lit(0)) * 1000
+    judged = answers.select(
+        "ts", "src", "ev", "cid", "service", "code", "latency_us", "detail",
+        (asked - tol_ns).alias("w0"),
+        F.monotonically_increasing_id().alias("answer_id"),
     )  # fmt: skip
-    rows = judged.groupBy("code", "problem").agg(F.count("*").alias("n")).collect()
+    table = ctx.spark.createDataFrame(
+        spans or [("alive", "", "", 0, 0)],
+        "kind string, s_service string, instance string, t0 long, t1 long",
+    )
+    overlaps = (table["t0"] <= judged["ts"]) & (table["t1"].isNull() | (table["t1"] >= judged["w0"]))
+    covers = (table["t0"] <= judged["w0"]) & (table["t1"].isNull() | (table["t1"] >= judged["ts"]))
+    on = (table["s_service"] == judged["service"]) & (
+        ((table["kind"] == "alive") & overlaps) | ((table["kind"] == "serving") & covers)
+    )
+    counted = (
+        judged.join(F.broadcast(table), on, "left")
+        .groupBy(*(c for c in judged.columns))
+        .agg(
+            F.countDistinct(F.when(table["kind"] == "alive", table["instance"])).alias("alive_workers"),
+            F.first(F.when(table["kind"] == "serving", table["instance"]), ignorenulls=True).alias(
+                "up_worker"
+            ),
+        )
+    )
+    problem = (
+        F.when(
+            (F.col("code") == 200) & (F.col("alive_workers") == 0),
+            F.lit(f"200 while no worker of the service was alive (in the {tolerance:g} s before)"),
+        )
+        .when(
+            (F.col("code") == 404) & F.col("up_worker").isNotNull(),
+            F.concat(
+                F.lit("404 while "),
+                F.col("up_worker"),
+                F.lit(f" was alive throughout the {tolerance:g} s before"),
+            ),
+        )
+        .when(~F.col("code").isin(200, 404), F.lit("mmi.service must answer 200 or 404"))
+    )
+    result = counted.withColumn("problem", problem).drop("w0", "answer_id")
+    rows = (
+        result.groupBy("code", F.col("problem").isNotNull().alias("bad"))
+        .agg(F.count("*").alias("n"))
+        .collect()
+    )
     total = sum(r["n"] for r in rows)
-    if total == 0:
-        summary = "no MMI answers recorded (set the client's mmi_every)"
-        return CheckResult("mmi_service", UNKNOWN, 0, [], summary)
     codes: dict[str, int] = {}
     for r in rows:
         codes[str(r["code"])] = codes.get(str(r["code"]), 0) + r["n"]
-    n = sum(r["n"] for r in rows if r["problem"] is not None)
-    summary = f"{total} MMI answers {codes}, {n} disagree with the registered workers"
-    found: list[dict[str, Any]] = examples(judged.filter(F.col("problem").isNotNull())) if n else []
-    figures = {"answers": total, "codes": codes, "wrong": n}
+    n = sum(r["n"] for r in rows if r["bad"])
+    summary = f"{total} MMI answers {codes}, {n} disagree with the workers alive (tolerance {tolerance:g} s)"
+    found: list[dict[str, Any]] = examples(result.filter(F.col("problem").isNotNull())) if n else []
+    figures = {"answers": total, "codes": codes, "wrong": n, "tolerance_s": tolerance}
     return CheckResult("mmi_service", VIOLATED if n else HELD, n, found, summary, figures)

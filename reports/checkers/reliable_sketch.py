@@ -36,6 +36,7 @@ from reports.checkers.pingpong import (
 @checker(
     "sketch_no_repeat_exec",
     "a server never executes the same request twice in a row: a repeat is answered from its cache",
+    needs=("exec",),
 )
 def no_repeat_exec(ctx: CheckContext) -> CheckResult:
     execs = ctx.events.filter(F.col("ev") == "exec").select("ts", "src", "ev", "worker", "rid")
@@ -71,6 +72,7 @@ def no_repeat_exec(ctx: CheckContext) -> CheckResult:
 @checker(
     "sketch_disabled_discarded",
     "every reply a server sends while the queue has it disabled is discarded (counted), never forwarded",
+    needs=("worker_ready", "done"),
 )
 def disabled_discarded(ctx: CheckContext) -> CheckResult:
     queue = ctx.events.filter(F.col("ev").isin("worker_ready", "worker_expired")).select(
@@ -138,6 +140,7 @@ def disabled_discarded(ctx: CheckContext) -> CheckResult:
 @checker(
     "sketch_no_dispatch_to_disabled",
     "the queue sends a request only to a server it has registered and not disabled or forgotten since",
+    needs=("dispatch", "worker_ready"),
 )
 def no_dispatch_to_disabled(ctx: CheckContext) -> CheckResult:
     return dispatch_to_expired(ctx, "sketch_no_dispatch_to_disabled")

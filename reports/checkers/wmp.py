@@ -100,7 +100,11 @@ PHANTOM = "accepted by a worker it was not given to"
 NEVER_ACCEPTED = "given, never accepted (lost on the way, or its lock had expired)"
 
 
-@checker("wmp_single_take", "WMP: each job is TAKEn by exactly one worker (given once, accepted once)")
+@checker(
+    "wmp_single_take",
+    "WMP: each job is TAKEn by exactly one worker (given once, accepted once)",
+    needs=("wmp_take", "wmp_result"),
+)
 def single_take(ctx: CheckContext) -> CheckResult:
     takes = ctx.events.where(F.col("ev") == "wmp_take").select(
         "ts", "src", "worker", "manager", "job", "lock", "pid"
@@ -147,7 +151,9 @@ UNLOCKED_TAKE = "job accepted without a lock"
 FULL = "worker process that reached its capacity"
 
 
-@checker("wmp_capacity", "WMP: a worker never holds more jobs and locks than its capacity")
+@checker(
+    "wmp_capacity", "WMP: a worker never holds more jobs and locks than its capacity", needs=("wmp_lock",)
+)
 def capacity(ctx: CheckContext) -> CheckResult:
     ev = _worker_side(ctx.events.where(F.col("ev").isin("wmp_lock", "wmp_unlock", "wmp_done", "wmp_take")))
     ev = ev.select("ts", "ev", "worker", "pid", "lock", "job", "capacity")
@@ -220,7 +226,11 @@ NO_TOO_LATE = "NO arrived after the lock had timed out"
 NO_ANSWER = "NO"
 
 
-@checker("wmp_no_releases", "WMP: a NO from the manager releases the worker's lock (it never becomes a job)")
+@checker(
+    "wmp_no_releases",
+    "WMP: a NO from the manager releases the worker's lock (it never becomes a job)",
+    needs=("wmp_lock", "wmp_result"),
+)
 def no_releases(ctx: CheckContext) -> CheckResult:
     nos = _manager_side(ctx.events.where(F.col("ev") == "wmp_no")).select(
         "worker", "lock", F.col("manager").alias("no_from"), F.col("ts").alias("no_ts")
@@ -262,7 +272,9 @@ LOCK = "lock"
 
 
 @checker(
-    "wmp_lock_timeout", "WMP: a lock neither TAKEn nor refused is released after its timeout, not before"
+    "wmp_lock_timeout",
+    "WMP: a lock neither TAKEn nor refused is released after its timeout, not before",
+    needs=("wmp_lock",),
 )
 def lock_timeout(ctx: CheckContext) -> CheckResult:
     timeout = _lock_timeout_ns(ctx)
@@ -305,7 +317,11 @@ LOST_IN_FAULT = "result lost during a fault"
 SENT = "result sent"
 
 
-@checker("wmp_result_routing", "WMP: every result reaches the manager that gave the job, through devices too")
+@checker(
+    "wmp_result_routing",
+    "WMP: every result reaches the manager that gave the job, through devices too",
+    needs=("wmp_done", "wmp_result"),
+)
 def result_routing(ctx: CheckContext) -> CheckResult:
     ev = ctx.events
     sent = _worker_side(ev.where(F.col("ev") == "wmp_done")).select(

@@ -1,0 +1,236 @@
+"""A user's own client program as the load (the ``external`` adapter, JSON lines).
+
+First the adapter alone against small programs that misbehave (real processes, no
+Locust): bad lines, protocol mistakes and early exits are recorded as client errors,
+never raised, and the program is started again. Then whole runs with the standalone
+Lazy Pirate clients of tests/external_clients/ (they import only zmq and json): the
+correct one passes a kill-workers scenario, the one that takes late replies fails it on
+correct_reply, and one that writes a bad line and dies mid-run still gives a complete
+run with the errors in the report and nothing left running.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+import zmq
+
+from harness.history import HistoryWriter, read_events
+from harness.runner import run_scenario
+from harness.scenario import load_scenario
+from loadtests.adapters.base import Abandoned, Reply, RequestLog
+from loadtests.adapters.external import ExternalClient
+from tests.procs import ROOT
+
+CLIENTS = ROOT / "tests" / "external_clients"
+
+# An echo "client" that needs no server: it answers each request with its own body.
+ECHO = """
+import json
+init = json.loads(input())
+print(json.dumps({"type": "init_ok"}), flush=True)
+n = 0
+while True:
+    try:
+        m = json.loads(input())
+    except EOFError:
+        break
+    if m["type"] == "stop":
+        break
+    n += 1
+    %s
+    print(json.dumps({"type": "reply", "rid": m["rid"], "body": m["body"]}), flush=True)
+"""
+
+
+def program(tmp_path: Path, body: str = "pass") -> list[str]:
+    path = tmp_path / "client.py"
+    path.write_text(ECHO % body)
+    return [sys.executable, str(path)]
+
+
+def drive(client: ExternalClient, writer: HistoryWriter, n: int) -> list[tuple[RequestLog, object]]:
+    """Send n requests one at a time; what each ended in."""
+    outcomes = []
+    for seq in range(1, n + 1):
+        log = RequestLog(writer, client.cid, seq, f"{client.cid}:{seq}", "mine")
+        client.submit([f"{client.cid}:{seq}|abc".encode()], log)
+        done: list = []
+        for _ in range(100):
+            done += client.poll(0.1)
+            if done:
+                break
+        outcomes += done
+    return outcomes
+
+
+@pytest.fixture
+def history(tmp_path: Path):
+    writer = HistoryWriter(tmp_path / "h.jsonl", "locust")
+    yield writer
+    writer.close()
+
+
+def make(tmp_path: Path, command: list[str], writer: HistoryWriter, **options) -> ExternalClient:
+    ctx = zmq.Context.instance()
+    return ExternalClient(
+        ["tcp://127.0.0.1:1"], options, "client-1", ctx,
+        command=command, log_path=str(tmp_path / "client-1.log"), writer=writer, kind="mine",
+    )  # fmt: skip
+
+
+def errors(tmp_path: Path) -> list[dict]:
+    return [e for e in read_events(tmp_path / "h.jsonl") if e["ev"] == "client_error"]
+
+
+def test_requests_and_replies_go_through_the_program(tmp_path: Path, history: HistoryWriter) -> None:
+    client = make(tmp_path, program(tmp_path), history)
+    outcomes = drive(client, history, 3)
+    client.close()
+    assert [type(o) for _, o in outcomes] == [Reply] * 3
+    assert [o.frames for _, o in outcomes] == [[f"client-1:{i}|abc".encode()] for i in (1, 2, 3)]
+    assert errors(tmp_path) == [] and client.proc is None
+
+
+def test_a_bad_line_is_recorded_and_the_request_goes_on(tmp_path: Path, history: HistoryWriter) -> None:
+    body = 'print("garbage {" if n == 1 else json.dumps({"type": "bogus"}) if n == 2 else "[]", flush=True)'
+    client = make(tmp_path, program(tmp_path, body), history)
+    outcomes = drive(client, history, 3)
+    client.close()
+    assert [type(o) for _, o in outcomes] == [Reply] * 3  # the replies after the bad lines still count
+    found = errors(tmp_path)
+    assert [e["reason"] for e in found] == ["malformed", "protocol", "protocol"]
+    assert found[0]["detail"] == "not a JSON line: garbage {" and found[0]["cid"] == "client-1"
+    assert found[0]["kind"] == "mine" and "bogus" in found[1]["detail"]
+
+
+def test_a_program_that_exits_early_is_recorded_and_started_again(
+    tmp_path: Path, history: HistoryWriter
+) -> None:
+    marker = tmp_path / "died-once"
+    body = f"""
+    import os, sys
+    if n == 2 and not os.path.exists({str(marker)!r}):
+        open({str(marker)!r}, "w").close()
+        sys.stderr.write("dying now\\n")
+        raise SystemExit(7)"""
+    client = make(tmp_path, program(tmp_path, body), history)
+    outcomes = drive(client, history, 4)
+    client.close()
+    kinds = [type(o) for _, o in outcomes]
+    assert kinds == [Reply, Abandoned, Reply, Reply], outcomes
+    assert "client program exited (code 7)" in outcomes[1][1].reason
+    (exit_error,) = errors(tmp_path)
+    assert exit_error["reason"] == "exit" and exit_error["code"] == 7
+    assert client.starts == 2
+    assert "dying now" in (tmp_path / "client-1.log").read_text()  # its stderr, in the run's logs
+
+
+def test_a_program_that_never_says_init_ok(tmp_path: Path, history: HistoryWriter) -> None:
+    path = tmp_path / "silent.py"
+    path.write_text("import time\ntime.sleep(30)\n")
+    client = make(tmp_path, [sys.executable, str(path)], history, init_timeout_ms=500)
+    outcomes = drive(client, history, 1)
+    assert [type(o) for _, o in outcomes] == [Abandoned]
+    found = errors(tmp_path)
+    assert [e["reason"] for e in found] == ["init", "init"]  # at the user's start, and again for the request
+    assert "no init_ok within 500 ms" in found[0]["detail"]
+    assert client.proc is None  # killed, not left behind
+
+
+def test_a_reply_to_a_request_never_sent_and_a_second_reply(tmp_path: Path, history: HistoryWriter) -> None:
+    body = """print(json.dumps({"type": "reply", "rid": "nobody:1", "body": "x"}), flush=True)
+    if n == 2:
+        print(json.dumps({"type": "reply", "rid": "client-1:1", "body": "again"}), flush=True)"""
+    client = make(tmp_path, program(tmp_path, body), history)
+    drive(client, history, 2)
+    client.close()
+    events = list(read_events(tmp_path / "h.jsonl"))
+    assert [e["reason"] for e in events if e["ev"] == "client_error"] == ["protocol", "protocol"]
+    (late,) = [e for e in events if e["ev"] == "unexpected"]
+    assert late["rid"] == "client-1:1" and late["kind"] == "mine"
+
+
+# --- whole runs ---------------------------------------------------------------------------
+
+KILL_WORKERS = """
+implementation = "{manifest}"
+seed = 4
+duration_s = 15
+drain_s = 8
+[topology]
+worker = 2
+[load]
+users = 4
+spawn_rate = 4
+wait_ms = 20
+{load}
+[[faults]]
+kind = "kill"
+target = "worker:all"
+at_s = [4]
+restart_after_s = 2
+"""
+
+
+def run(tmp_path: Path, manifest: Path, load: str = "", faults: bool = True):
+    text = KILL_WORKERS.format(manifest=manifest, load=load)
+    if not faults:
+        text = text.split("[[faults]]")[0]
+    path = tmp_path / "scenario.toml"
+    path.write_text(text)
+    return run_scenario(load_scenario(path), runs_dir=tmp_path / "runs")
+
+
+def statuses(verdict: dict) -> dict[str, str]:
+    return {name: c["status"] for name, c in verdict["checks"].items()}
+
+
+@pytest.mark.slow
+def test_a_users_lazy_pirate_program_passes_a_kill_workers_scenario(tmp_path: Path, spark) -> None:
+    result = run(tmp_path, CLIENTS / "manifest.toml")
+    assert result.exit_code == 0, json.dumps(result.verdict["checks"], indent=1)[:3000]
+    assert set(statuses(result.verdict).values()) == {"held"}
+    mine = result.verdict["metrics"]["client_kinds"]["mine"]
+    assert mine["clients"] == 4 and mine["replies"] > 100 and mine["retries"] >= 1  # the kill was felt
+    assert result.verdict["metrics"]["client_errors"]["count"] == 0
+    events = list(read_events(result.run.history))
+    assert {e.get("kind") for e in events if e["ev"] in ("send", "reply", "retry")} == {"mine"}
+
+
+@pytest.mark.slow
+def test_a_program_that_takes_late_replies_fails_correct_reply(tmp_path: Path, spark) -> None:
+    result = run(tmp_path, CLIENTS / "manifest-late-replies.toml")
+    assert result.exit_code == 1
+    status = statuses(result.verdict)
+    assert status["correct_reply"] == "violated", status
+    failing = result.verdict["checks"]["correct_reply"]
+    assert failing["examples"] and failing["examples"][0]["problem"] == "reply not as expected (ok=false)"
+    # The requests themselves were answered, once each and in order: only the bodies are wrong.
+    assert status["no_lost"] == status["no_duplicate"] == status["in_order"] == "held"
+
+
+@pytest.mark.slow
+def test_a_bad_line_and_a_program_dying_mid_run_show_in_the_report(tmp_path: Path, spark) -> None:
+    result = run(
+        tmp_path, CLIENTS / "manifest.toml", load="client = { garbage_at = 5, exit_at = 40 }", faults=False
+    )
+    assert result.verdict is not None and result.exit_code in (0, 1)  # the run completed and was judged
+    errors = result.verdict["metrics"]["client_errors"]
+    assert errors["by_reason"].get("malformed", 0) >= 4  # each of the 4 programs wrote one
+    assert errors["by_reason"].get("exit", 0) >= 4
+    shown = {e["reason"]: e for e in errors["first"]}
+    assert shown["malformed"]["detail"] == "not a JSON line: this is not JSON"
+    assert shown["exit"]["code"] == 3 and shown["exit"]["cid"].startswith("client-")
+    mine = result.verdict["metrics"]["client_kinds"]["mine"]
+    assert mine["abandons"] >= 4 and mine["replies"] > 4 * 40  # started again after each exit
+    report = result.run.report_html.read_text()
+    assert "Client program errors" in report and "not a JSON line: this is not JSON" in report
+    assert "client program exited early (code 3)" in report
+    program = str(CLIENTS / "lazy_pirate.py")
+    left = [p for p in psutil.process_iter(["cmdline"]) if program in (p.info["cmdline"] or [])]
+    assert left == []

@@ -32,6 +32,7 @@ import zmq
 from implementations.majordomo import mdp
 from implementations.paranoid_pirate import protocol as ppp
 from implementations.pingpong import protocol as pingpong
+from implementations.wmp import wire as wmp
 
 
 def endpoint_side(endpoint: str, client_endpoints: Collection[str]) -> str:
@@ -225,6 +226,32 @@ MDP_WORKER: dict[str, Case] = {
 }
 
 
+# --- WMP (14/WMP as implementations/wmp encodes it: version, command, header, payload) ----
+
+
+def _wmp(command: str, **headers: str) -> Callable[[random.Random], list[bytes]]:
+    return lambda rng: wmp.encode(wmp.make(command, "junk-" + rng.randbytes(3).hex(), **headers))
+
+
+WMP_WORKER: dict[str, Case] = {
+    "READY from a stranger": _once(_wmp("READY", slots="2")),
+    "READY with a huge slot count": _once(_wmp("READY", slots="1000000000")),
+    "READY with a negative slot count": _once(_wmp("READY", slots="-1")),
+    "GIVE with an unknown lock": _once(_wmp("GIVE", lock="nolock")),
+    "DONE for an unknown job": _once(_wmp("DONE", job="nojob")),
+    "TAKE towards a manager": _once(_wmp("TAKE", lock="l", job="j", manager="m")),
+    "READY without its header": _once(_wmp("READY")),
+    "bad version": _once(lambda rng: [b"WMP\x09", wmp.READY, b"path=junk\nslots=1"]),
+    "unknown command": _once(lambda rng: [wmp.VERSION, bytes([rng.randrange(7, 256)]), b"path=junk"]),
+    "header not ASCII": _once(lambda rng: [wmp.VERSION, wmp.READY, b"path=\xff\xfe"]),
+    "oversized header": _once(lambda rng: [wmp.VERSION, wmp.READY, b"path=" + b"a" * 5000]),
+    "too many hops": _once(
+        lambda rng: [wmp.VERSION, wmp.DONE, b"path=" + b" ".join([b"h"] * 40) + b"\njob=j"]
+    ),
+    "unknown header": _once(lambda rng: [wmp.VERSION, wmp.READY, b"path=junk\nslots=1\ncolour=red"]),
+}
+
+
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
@@ -262,6 +289,12 @@ FAMILIES: dict[str, Family] = {
                 "10 MB request": _once(lambda rng: [b"", b"x:0|" + b"z" * 10_000_000]),
             },
             _req_worker_cases(b"READY"),
+        ),
+        Family(
+            "wmp",
+            "WMP manager: REQ clients, workers speaking implementations/wmp's encoding",
+            _req_client_cases(b"READY"),
+            WMP_WORKER,
         ),
     )
 }

@@ -135,6 +135,11 @@ class Nemesis:
             thread.join(max(0.0, deadline - time.monotonic()))
         return list(self._errors)
 
+    @property
+    def errors(self) -> list[str]:
+        """The faults that failed so far, one line each."""
+        return list(self._errors)
+
     def next_fault(self, elapsed_s: float) -> PlannedFault | None:
         return next((f for f in self.plan if f.at_s > elapsed_s), None)
 
@@ -159,9 +164,13 @@ class Nemesis:
             try:
                 handler = getattr(self, f"_do_{fault.kind}")
                 handler(fault)
-            except Exception as exc:  # a fault that fails must not kill the run: report it
-                log.exception("fault %s failed", fault.describe())
-                self._errors.append(f"{fault.describe()}: {exc}")
+            except Exception as exc:  # a fault that fails must not kill the run: record it
+                # The run then did not carry out its plan (incomplete, never passed); the
+                # user sees the message, the traceback goes to the debug log only.
+                log.debug("fault %s failed", fault.describe(), exc_info=True)
+                message = f"{type(exc).__name__}: {exc}"
+                self._emit("fault_error", fault, detail=message)
+                self._errors.append(f"{fault.describe().strip()}: {message}")
 
     def _missed(self, fault: PlannedFault) -> None:
         """The target was not running: the history still says the fault came, and did nothing."""

@@ -150,6 +150,7 @@ class NetworkFaults:
                         toxic_type,
                         stream=stream,
                         name=name,
+                        toxicity=float(params.get("toxicity", 1.0)),
                         attributes=attributes,
                     )
                     fault.toxics.append((proxy, name))

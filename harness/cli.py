@@ -1,8 +1,8 @@
 """The ``zchaos`` command line.
 
-Exit codes: 0 every invariant held (or failed only as the scenario expected), 1 an
-invariant was violated, 2 the scenario or the set-up was wrong (the message says which
-file and key), 130 interrupted.
+Exit codes are the run outcome's (harness/outcomes.py, listed in the README): 0 passed,
+1 violated, 2 bad input (the message says which file and key), 3 unknown (a promised check
+could not be decided), 4 incomplete (the run did not carry out its plan), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from harness.errors import SetupError
+from harness.outcomes import EXIT_INTERRUPTED
 
 EPILOG = """\
 examples:
@@ -21,6 +22,9 @@ examples:
   zchaos report runs/20261121T120000Z-paranoid-pirate-kill-worker
   zchaos load paranoid-pirate --users 20 --duration 30
   zchaos list
+
+exit codes: 0 passed, 1 violated, 2 bad input, 3 unknown (a promised check could not be
+decided), 4 incomplete (the run did not carry out its plan), 130 interrupted
 """
 
 
@@ -86,7 +90,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if not run.run_json.exists():
         raise SetupError("not a run folder (it has no run.json)", where=args.run)
     verdict = build_report_for(run, Progress())
-    return int(verdict.get("exit_code", 1))
+    return int(verdict["exit_code"])
 
 
 def _cmd_load(args: argparse.Namespace) -> int:
@@ -121,8 +125,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print(f"  {name:<22} {manifest.description}")
     print("\nfaults ([[faults]] kind = ...):")
     for kind in FAULT_KINDS.values():
-        params = ", ".join(f"{p}{'' if d is ... else '?'}" for p, (_, d) in kind.params.items())
-        print(f"  {kind.name:<10} {kind.doc} ({kind.harm})" + (f"  [{params}]" if params else ""))
+        print(f"  {kind.name:<10} {kind.doc} (targets a {kind.target}; {kind.harm})")
+        for pname, spec in kind.params.items():
+            print(f"      {spec.describe(pname)}")
     print(f"  targets: an instance (worker-2), a role (queue), or role:{'|'.join(SELECTORS)}")
     print("\nprobe workers ([roles.NAME] probe = ..., for your own broker; they record exec/done):")
     for probe in PROBES.values():
@@ -240,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("zchaos: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

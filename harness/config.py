@@ -85,6 +85,7 @@ class Table:
         default: Any = _REQUIRED,
         *,
         minimum: float | None = None,
+        maximum: float | None = None,
         choices: tuple[Any, ...] | None = None,
     ) -> Any:
         self._seen.add(key)
@@ -98,9 +99,11 @@ class Table:
         if isinstance(expected, type) and expected is float:
             value = float(value)
         if minimum is not None and value < minimum:
-            raise self.error(key, f"must be at least {minimum}, got {value!r}")
+            raise self.error(key, f"must be at least {minimum:g}, got {value!r}")
+        if maximum is not None and value > maximum:
+            raise self.error(key, f"must be at most {maximum:g}, got {value!r}")
         if choices is not None and value not in choices:
-            raise self.error(key, f"must be one of {', '.join(map(repr, choices))}; got {value!r}")
+            raise self.error(key, f"must be one of {', '.join(map(str, choices))}; got {value!r}")
         return value
 
     def table(self, key: str, *, required: bool = False) -> Table:

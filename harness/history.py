@@ -102,6 +102,12 @@ EVENTS: dict[str, EventKind] = {
     "abandon": EventKind(
         "client", ("cid", "seq", "rid", "reason"), ("kind",), "the client gave up on a request"
     ),
+    "lost": EventKind(
+        "client",
+        ("cid", "seq", "rid", "reason"),
+        ("kind",),
+        "a client that never resends (reply_deadline_s) waited its deadline out: no reply, counted lost",
+    ),
     "unexpected": EventKind(
         "client",
         ("cid", "seq"),
@@ -183,6 +189,12 @@ EVENTS: dict[str, EventKind] = {
     "fault_stop": EventKind(
         "nemesis", ("fault", "target", "fault_id"), ("params", "pid", "detail"), "a fault healed"
     ),
+    "fault_error": EventKind(
+        "nemesis",
+        ("fault", "target", "fault_id", "detail"),
+        ("params",),
+        "a planned fault failed when it fired (detail: the error): the run did not carry out its plan",
+    ),
     "malformed_batch": EventKind(
         "nemesis",
         ("fault", "target", "fault_id", "detail"),
@@ -198,6 +210,12 @@ EVENTS: dict[str, EventKind] = {
         "a process ended (exit code or signal; expected if the harness ended it)",
     ),
     "phase": EventKind("runner", ("name",), ("detail",), "the run entered a phase"),
+    "phase_done": EventKind(
+        "runner",
+        ("name",),
+        ("detail",),
+        "the run finished a phase (load, drain, teardown): a run whose drain is not done was cut short",
+    ),
     # --- WMP (implementations/wmp) ------------------------------------------------
     "wmp_lock": EventKind(
         "worker",

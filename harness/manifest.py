@@ -58,6 +58,7 @@ steady_grace_s = 10.0            # the same, where the manifest gives no expiry_
 latency_p99_ms = 500.0           # steady-state latency bound
 availability_floor = 0.5         # the `availability` check's floor (below)
 survives = ["slowdown", "outage:some"]   # the faults it promises to stay available through
+requeue = false                  # the broker hands a dead worker's request to another worker
 ```
 
 The load may instead have several client kinds, each an ``[[clients]]`` table (a manifest
@@ -109,7 +110,16 @@ fault kind (``kill``), optionally with ``:some``: only while at least one instan
 target's role is untouched by any outage (one worker of several killed, not all of them,
 nor the only broker). The default, ``["slowdown", "outage:some"]``, promises that a slow
 link or host never takes the service down, and that losing one of several redundant
-instances does not either. ``survives = []`` promises nothing.
+instances does not either. ``survives = []`` promises nothing. A run whose plan has
+no fault the promise covers holds the check: it had nothing to judge.
+
+``requeue = true`` promises that a request held by a worker that dies (or expires) is
+handed to another worker by the broker itself, so it is answered without any resend.
+Asynchronous clients that never resend (client option ``reply_deadline_s``, which must
+be at least ``recovery_bound_s``: a request answered within the recovery bound must not
+count as lost) record a request still unanswered after the deadline as ``lost``; with
+the promise every such loss fails ``no_lost``, without it a loss during a fault is only
+reported (nothing but a resend could have saved it).
 
 Placeholders in commands: ``{python}`` (this interpreter), ``{role}``, ``{instance}``
 (``worker-2``), ``{index}`` (2), ``{bind.E}`` (the address to bind endpoint E on),
@@ -244,6 +254,7 @@ class Promises:
     expiry_ms: float | str | None = None  # a number, or a product of option names (see above)
     availability_floor: float = 0.5
     survives: tuple[str, ...] = DEFAULT_SURVIVES
+    requeue: bool = False
     extra: dict[str, Any] = field(default_factory=dict)  # family-specific promise values
 
     def as_dict(self) -> dict[str, Any]:
@@ -257,6 +268,7 @@ class Promises:
             "expiry_ms": self.expiry_ms,
             "availability_floor": self.availability_floor,
             "survives": list(self.survives),
+            "requeue": self.requeue,
             **self.extra,
         }
 
@@ -346,6 +358,8 @@ def _probe_command(
     probe = PROBES.get(name)
     if probe is None:
         raise rt.error("probe", f"unknown probe worker {name!r} (known: {', '.join(PROBES)})")
+    if rt.has("service"):
+        raise rt.error("service", 'a probe worker\'s service is its option: options = { service = "..." }')
     given = rt.get("options", dict, {})
     for key, value in given.items():
         if key not in probe.options:
@@ -618,10 +632,12 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
         expiry_ms=float(expiry) if isinstance(expiry, int) else expiry,
         availability_floor=floor,
         survives=tuple(survives),
+        requeue=pt.get("requeue", bool, False),
         extra=pt.remaining(),
     )
     pt.done()
     clients = _parse_clients(top, endpoints, promises.in_order, path.parent)
+    _check_reply_deadlines(top, clients, promises)
     top.done()
     return Manifest(
         name=name,
@@ -633,6 +649,34 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
         roles=roles,
         promises=promises,
     )
+
+
+def reply_deadline_problem(options: dict[str, Any], promises: Promises) -> str | None:
+    """What is wrong with a no-resend client's ``reply_deadline_s`` (None: nothing).
+
+    A deadline shorter than the recovery bound would call lost a request that a correct
+    system answers while it is still recovering as promised.
+    """
+    deadline = options.get("reply_deadline_s")
+    if deadline is None or deadline == 0:
+        return None
+    if isinstance(deadline, bool) or not isinstance(deadline, int | float) or deadline < 0:
+        return f"reply_deadline_s must be a number of seconds (0: resend as usual), got {deadline!r}"
+    if deadline < promises.recovery_bound_s:
+        return (
+            f"reply_deadline_s = {deadline:g} is shorter than [promises] recovery_bound_s = "
+            f"{promises.recovery_bound_s:g}: a request answered within the recovery bound would count as lost"
+        )
+    return None
+
+
+def _check_reply_deadlines(top: Table, clients: tuple[ClientKind, ...], promises: Promises) -> None:
+    """Each client kind's reply deadline against the recovery bound (an error names its options)."""
+    for i, kind in enumerate(clients):
+        problem = reply_deadline_problem(kind.options, promises)
+        if problem:
+            where = Table({}, top.file, "client") if top.has("client") else Table({}, top.file, "clients", i)
+            raise where.error("options", problem)
 
 
 CLIENTS = "clients"  # the connecting side of the load's links (a fault target for all of them)

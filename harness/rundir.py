@@ -13,7 +13,9 @@ runs/20261121T120000Z-paranoid-pirate-kill-worker/
 
 ``run.json`` keys the report pipeline relies on: ``scenario`` (Scenario.as_dict),
 ``manifest`` (Manifest.as_dict, with ``promises``), ``expect_violated``, and the times
-``started_ns``, ``load_started_ns``, ``load_stopped_ns``, ``ended_ns`` (time.time_ns()).
+``started_ns``, ``load_started_ns``, ``load_stopped_ns``, ``ended_ns`` (time.time_ns()),
+``plan`` (the fault plan) and ``phases_done`` (phase -> end time: a run without ``load`` and
+``drain`` there, nor ``phase_done`` events in its history, was cut short: incomplete).
 Standard library only: the report pipeline reads it too.
 """
 

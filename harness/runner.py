@@ -24,6 +24,7 @@ from chaos.nemesis import Nemesis, PlannedFault, plan_faults
 from harness.errors import SetupError
 from harness.history import HistoryWriter, history_file
 from harness.manifest import ClientKind, client_endpoints
+from harness.outcomes import EXIT_INTERRUPTED
 from harness.ports import PortAllocator
 from harness.progress import Progress
 from harness.rundir import RunDir
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from chaos.netfaults import NetworkFaults
 
 LOCUSTFILE = PROJECT_ROOT / "loadtests" / "locustfile.py"
-EXIT_INTERRUPTED = 130
 
 
 class Interrupted(Exception):
@@ -87,7 +87,10 @@ def interrupts_deferred() -> Iterator[None]:
 
 
 def client_budget_s(options: dict[str, Any]) -> float:
-    """How long a client may work on one request before it abandons it (timeout × attempts)."""
+    """How long a client may work on one request before it abandons it (timeout × attempts,
+    or the reply deadline of a client that never resends)."""
+    if options.get("reply_deadline_s"):
+        return float(options["reply_deadline_s"])
     if "timeout_ms" in options:
         return options["timeout_ms"] / 1000 * (options.get("retries", 0) + 1)
     return 10.0
@@ -158,6 +161,7 @@ class Runner:
             "ports": self.topology.ports,
             "processes": self.roles,
             "started_ns": time.time_ns(),
+            "phases_done": {},  # phase -> time.time_ns() at its end; see _phase_done
         }
         self.run.write_meta(self.meta)
 
@@ -169,6 +173,13 @@ class Runner:
     def _phase(self, name: str) -> None:
         self.history.emit("phase", name=name)
         self.progress.phase(name)
+
+    def _phase_done(self, name: str) -> None:
+        """Record the end of a phase in the history and run.json, at once: a runner killed
+        later leaves a folder that says how far the run got (the report's completeness)."""
+        self.history.emit("phase_done", name=name)
+        self.meta["phases_done"][name] = time.time_ns()
+        self.run.write_meta(self.meta)
 
     # -- the phases -------------------------------------------------------------------
 
@@ -236,6 +247,8 @@ class Runner:
             wait_ms=load.wait_ms,
             seed=self.scenario.seed,
             name=self.scenario.manifest.name,
+            phases=[p.as_dict() for p in load.phases],
+            origin_ns=time.time_ns(),  # Locust starts right after: the load's time zero
         )
         if self.ui_port is None:
             mode = ["--headless"]
@@ -250,10 +263,13 @@ class Runner:
                 "--web-port",
                 str(self.ui_port),
             ]
-        argv = [
-            sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *mode,
+        # With phases the load shape sets users and spawn rate and ends the load itself.
+        steady = [] if load.phases else [
             "--users", str(load.users), "--spawn-rate", str(load.spawn_rate),
             "--run-time", f"{self.scenario.duration_s:g}s",
+        ]  # fmt: skip
+        argv = [
+            sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *mode, *steady,
             "--stop-timeout", f"{self.scenario.drain_s:g}",
             "--csv", str(self.run.locust_csv_prefix), "--only-summary",
             "--loglevel", "WARNING", "--exit-code-on-error", "0",
@@ -284,14 +300,11 @@ class Runner:
         locust.expected_exit = True  # it ends by itself when the run time is over
         t0 = time.monotonic()
         self.meta["load_started_ns"] = time.time_ns()
+        self.run.write_meta(self.meta)  # a runner killed from now on leaves the load's start
         nemesis.start(t0)
-        self.progress.start_load(self.scenario.duration_s, self.run.history, nemesis)
+        self.progress.start_load(self.scenario.duration_s, self.run.history, nemesis, self.scenario.load)
         # Locust stops its users after the run time and lets requests in flight finish.
-        limit = (
-            self.scenario.duration_s
-            + self.scenario.drain_s
-            + self.scenario.load.users / self.scenario.load.spawn_rate
-        )
+        limit = self.scenario.duration_s + self.scenario.drain_s + self.scenario.load.ramp_s()
         if self.ui_port is not None:
             limit += 60
             self.progress.note(f"Locust web UI: http://127.0.0.1:{self.ui_port}/")
@@ -301,6 +314,7 @@ class Runner:
                 elapsed = time.monotonic() - t0
                 if elapsed >= self.scenario.duration_s and "load_stopped_ns" not in self.meta:
                     self.meta["load_stopped_ns"] = time.time_ns()
+                    self._phase_done("load")
                     self._phase("drain")
                 if time.monotonic() > deadline:
                     raise SetupError(f"Locust did not stop within {limit + 30:.0f} s; see {locust.spec.log}")
@@ -311,16 +325,16 @@ class Runner:
         finally:
             self.meta.setdefault("load_stopped_ns", time.time_ns())
             self.meta["faults_injected"] = nemesis.injected
-        errors = nemesis.stop()
-        for error in errors:
-            self.progress.warn(f"fault failed: {error}")
-        self.meta["fault_errors"] = errors
-        self.progress.end_load()
+        self.meta["fault_errors"] = nemesis.stop()
+        self.progress.end_load()  # warns of the faults that failed, if any
         if locust.popen.returncode not in (0, None):
             raise SetupError(
                 f"Locust failed with exit code {locust.popen.returncode}; last lines of {locust.spec.log}:\n"
                 f"{log_tail(locust.spec.log)}"
             )
+        if "load" not in self.meta["phases_done"]:  # Locust ended as the run time ran out
+            self._phase_done("load")
+        self._phase_done("drain")
 
     def execute(self, *, report: bool = True) -> RunResult:
         """Run the scenario; teardown always happens, whatever goes wrong."""
@@ -339,6 +353,7 @@ class Runner:
                         self._phase("teardown")
                         self.supervisor.stop_all()
                         self._proxy_stack.close()
+                        self._phase_done("teardown")
                         self.meta["ended_ns"] = time.time_ns()
                         self.run.write_meta(self.meta)
                         self.history.close()
@@ -354,7 +369,7 @@ class Runner:
 
     def report(self) -> RunResult:
         verdict = build_report_for(self.run, self.progress)
-        return RunResult(self.run, int(verdict.get("exit_code", 1)), verdict)
+        return RunResult(self.run, int(verdict["exit_code"]), verdict)
 
 
 def build_report_for(run: RunDir, progress: Progress) -> dict[str, Any]:

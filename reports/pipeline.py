@@ -3,8 +3,13 @@
 ``build_report`` reads ``run.json`` and the history (one SparkSession per process), pairs
 the fault events into windows, runs the checks the manifest promises, computes metrics,
 and writes the three files. Bad input is a ``SetupError`` naming the file (no run.json,
-no history, nothing in it); lines that are not JSON events (a line cut short by a killed
-writer) are counted, shown in the report, and left out.
+no history, nothing in it).
+
+A damaged history is named, not blamed on the system: every line that is not an event is
+left out and located (file and line number), a file that ends mid-line is flagged as
+truncated, and the requests of a client whose history is damaged are left out of the
+checks that read client events, which then say UNKNOWN for that client rather than
+counting what is missing (its sends, say) as violations of the system.
 """
 
 from __future__ import annotations
@@ -20,16 +25,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
 
 from harness.errors import SetupError
 from harness.history import EVENTS, FIELD_TYPES
 from harness.rundir import RunDir
-from reports.checkers import UNKNOWN, CheckContext, CheckResult, FaultWindow, registry
+from reports.checkers import HELD, UNKNOWN, CheckContext, CheckResult, FaultWindow, registry
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-MAX_BAD_LINES_SHOWN = 5
+MAX_BAD_LINES_LOCATED = 100  # unreadable lines listed (file, line number) in verdict.json
 CORRUPT = "_corrupt_record"
 EVENTS_PER_PARTITION = 500_000
 MAX_PARTITIONS = 200
@@ -117,16 +123,12 @@ def read_events(spark: SparkSession, run: RunDir, say: Callable[[str], None] = l
     bad = F.col(CORRUPT).isNotNull() | F.col("ts").isNull() | F.col("ev").isNull()
     row = raw.agg(F.count("*").alias("n"), F.sum(bad.cast("int")).alias("bad")).first()
     total, n_bad = int(row["n"] or 0), int(row["bad"] or 0)
-    shown = []
-    if n_bad:
-        for r in raw.filter(bad).select("_file", CORRUPT).limit(MAX_BAD_LINES_SHOWN).collect():
-            text = r[CORRUPT] if r[CORRUPT] is not None else "(a JSON object without ts or ev)"
-            shown.append({"file": Path(r["_file"]).name, "line": text[:200]})
     if total - n_bad == 0:
         raw.unpersist()
         raise SetupError("the history holds no event", where=hist)
+    damage = history_damage(raw, bad, files, n_bad)
     _fit_partitions(spark, total)
-    account = {"files": len(files), "events": total - n_bad, "bad_lines": n_bad, "bad_examples": shown}
+    account = {"files": len(files), "events": total - n_bad, "bad_lines": n_bad, **damage}
     # Served from raw's cache: the JSON is parsed once, the bad lines stay out.
     events = raw.filter(~bad).select(*FIELD_TYPES)
     if total - n_bad < COMPACT_MIN_EVENTS:
@@ -138,6 +140,101 @@ def read_events(spark: SparkSession, run: RunDir, say: Callable[[str], None] = l
         return History(events, {"source": "jsonl", **account, "compaction_error": str(exc)}, raw)
     raw.unpersist()
     return History(read_history(spark, hist).select(*FIELD_TYPES), {"source": "parquet", **account})
+
+
+def _file_name(uri: str) -> str:
+    """The file name of Spark's input_file_name() (a file:// URI)."""
+    return Path(unquote(urlparse(uri).path)).name
+
+
+def _ends_mid_line(path: Path) -> bool:
+    """The file is not empty and its last byte is not a newline: its writer was cut off."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() == 0:
+                return False
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) != b"\n"
+    except OSError:
+        return False
+
+
+def _is_event_line(text: str) -> bool:
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and obj.get("ts") is not None and obj.get("ev") is not None
+
+
+def locate_bad_lines(path: Path, corrupt: set[str], check_json: bool, limit: int) -> list[dict[str, Any]]:
+    """Line numbers (from 1) of the lines of ``path`` that are not events: those Spark could not
+    parse (``corrupt``, their text), and with ``check_json`` also objects without ts or ev."""
+    found: list[dict[str, Any]] = []
+    with path.open("r", encoding="utf-8", errors="replace", newline="\n") as fh:
+        for number, line in enumerate(fh, start=1):
+            text = line.rstrip("\r\n")
+            if text in corrupt or (check_json and text.strip() and not _is_event_line(text)):
+                found.append({"file": path.name, "line_no": number, "line": text[:200]})
+                if len(found) >= limit:
+                    break
+    return found
+
+
+def history_damage(raw: DataFrame, bad: Any, files: list[Path], n_bad: int) -> dict[str, Any]:
+    """What is wrong with the history files: unreadable lines located (``bad_examples``: file,
+    line number, text), files that end mid-line (``truncated``), and the clients whose history
+    is damaged (``damaged_clients``: cid -> what is wrong). Only damaged files are read again."""
+    from pyspark.sql import functions as F
+
+    truncated = sorted(f.name for f in files if _ends_mid_line(f))
+    located: list[dict[str, Any]] = []
+    damaged: dict[str, str] = {name: "ends mid-line (truncated)" for name in truncated}
+    if n_bad:
+        per_file = (
+            raw.filter(bad)
+            .groupBy("_file")
+            .agg(
+                F.count("*").alias("n"),
+                F.sum(F.col(CORRUPT).isNull().cast("int")).alias("objects"),
+                F.collect_set(F.col(CORRUPT)).alias("texts"),
+            )
+            .collect()
+        )
+        by_name = {f.name: f for f in files}
+        for r in sorted(per_file, key=lambda r: _file_name(r["_file"])):
+            name = _file_name(r["_file"])
+            if name in by_name and len(located) < MAX_BAD_LINES_LOCATED:
+                located += locate_bad_lines(
+                    by_name[name], set(r["texts"]), bool(r["objects"]), MAX_BAD_LINES_LOCATED - len(located)
+                )
+            lines = [b["line_no"] for b in located if b["file"] == name]
+            where = (
+                f" (line {', '.join(map(str, lines[:5]))}{', ...' if len(lines) > 5 else ''})"
+                if lines
+                else ""
+            )
+            what = f"{r['n']} unreadable line(s){where}"
+            damaged[name] = f"{damaged[name]}; {what}" if name in damaged else what
+    clients: dict[str, str] = {}
+    if damaged:
+        rows = (  # the clients that wrote into a damaged file, from the cached frame
+            raw.filter(F.col("cid").isNotNull())
+            .select("_file", "cid")
+            .distinct()
+            .filter(F.regexp_extract("_file", r"([^/]+)$", 1).isin(list(damaged)))
+            .collect()
+        )
+        for r in rows:
+            name = _file_name(r["_file"])
+            clients[r["cid"]] = f"history/{name}: {damaged[name]}"
+    return {
+        "bad_examples": located,
+        "truncated": truncated,
+        "damaged_files": damaged,
+        "damaged_clients": dict(sorted(clients.items())),
+    }
 
 
 def compact(events: DataFrame, account: dict[str, Any], run: RunDir) -> None:
@@ -200,23 +297,154 @@ def process_exits(events: DataFrame) -> list[dict[str, Any]]:
     return [r.asDict() for r in rows]
 
 
+NS = 1_000_000_000
+
+
+def completeness(events: DataFrame, meta: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """How far the run carried out its plan: the ways it fell short (each makes the verdict
+    incomplete) and the figures (phases done, faults planned, started, failed).
+
+    A run is complete when its load and drain ended (``phase_done`` in the history or
+    ``phases_done`` in run.json: a runner killed or a machine lost leaves neither) and every
+    planned fault fired without error (``fault_error`` in the history says one did not).
+    """
+    from pyspark.sql import functions as F
+
+    rows = (
+        events.filter(F.col("ev").isin("phase", "phase_done", "fault_start", "fault_error"))
+        .select("ts", "ev", "name", "fault_id", "fault", "target", "detail")
+        .orderBy("ts")
+        .collect()
+    )
+    done = set(meta.get("phases_done") or {}) | {r["name"] for r in rows if r["ev"] == "phase_done"}
+    entered = [r["name"] for r in rows if r["ev"] == "phase"]
+    started = {r["fault_id"]: r for r in rows if r["ev"] == "fault_start"}
+    failed = [r for r in rows if r["ev"] == "fault_error"]
+    plan = meta.get("plan") or []
+    load_start = meta.get("load_started_ns")
+    if load_start is None:  # a run.json written before the load began
+        load_start = next((r["ts"] for r in rows if r["ev"] == "phase" and r["name"] == "load"), None)
+    last_ts = events.agg(F.max("ts")).first()[0]
+    reached_s = (last_ts - load_start) / NS if load_start is not None and last_ts is not None else None
+    duration = (meta.get("scenario") or {}).get("duration_s")
+    figures = {
+        "phases_done": sorted(done),
+        "last_phase": entered[-1] if entered else None,
+        "reached_s": reached_s,
+        "faults_planned": len(plan),
+        "faults_started": len(started),
+        "faults_failed": len(failed),
+    }
+    reasons = []
+    if not {"load", "drain"} <= done:
+        how_far = f"{reached_s:.1f} s into" if reached_s is not None else "somewhere in"
+        ran = ", ".join(f"{r['fault']} {r['target']}" for r in started.values()) or "none"
+        reasons.append(
+            f"the run stopped during its {figures['last_phase'] or 'set-up'} phase, {how_far} "
+            f"{duration if duration is not None else '?'} s of load, before its load and drain ended "
+            f"(runner killed or machine lost?); {len(started)} of {len(plan)} planned faults ran ({ran})"
+        )
+    for r in failed:
+        reasons.append(
+            f"fault {r['fault_id']} ({r['fault']} {r['target']}) failed when it fired: {r['detail']}"
+        )
+    if {"load", "drain"} <= done:
+        not_fired = [
+            f
+            for f in plan
+            if f.get("fault_id") not in started and f.get("fault_id") not in {r["fault_id"] for r in failed}
+        ]
+        for f in not_fired:
+            reasons.append(f"fault {f.get('fault_id')} ({f.get('kind')} {f.get('target')}) never fired")
+    return reasons, figures
+
+
+#: Checks that read no client event (send, reply, retry, abandon, unexpected): a damaged
+#: client history leaves them whole. Every other check is judged without the requests of
+#: a damaged client, and is unknown for that client (a check not listed here is treated as
+#: reading client events: unknown rather than a pass it cannot vouch for).
+CLIENT_FREE_CHECKS = frozenset(
+    {
+        "no_unexpected_exit",
+        "no_dispatch_to_expired",
+        "pingpong_pings_answered",
+        "pingpong_no_dispatch_to_expired",
+        "pingpong_expiry",
+        "pingpong_reconnect",
+        "pingpong_workers_return",
+        "sketch_disabled_discarded",
+        "sketch_no_dispatch_to_disabled",
+        "wmp_capacity",
+        "wmp_no_releases",
+        "wmp_lock_timeout",
+    }
+)
+
+
+def without_clients(events: DataFrame, cids: list[str]) -> DataFrame:
+    """The events that are not about a request of one of ``cids``: neither the client's own
+    events nor a worker's or broker's events about its requests (request id ``cid:seq``)."""
+    from pyspark.sql import functions as F
+
+    owner = F.regexp_extract("rid", r"^(.*):[^:]*$", 1)
+    theirs = F.coalesce(F.col("cid").isin(cids), F.lit(False)) | F.coalesce(owner.isin(cids), F.lit(False))
+    return events.filter(~theirs)
+
+
+def damaged_result(result: CheckResult, damaged: dict[str, str]) -> CheckResult:
+    """A check judged without the damaged clients' requests: what it found among the others
+    stands; where it found nothing wrong it cannot vouch for the damaged clients (unknown)."""
+    clients = ", ".join(sorted(damaged))
+    if result.status != HELD:
+        result.summary += f" (clients with a damaged history left out: {clients})"
+        return result
+    where = "; ".join(f"{cid}: {what}" for cid, what in sorted(damaged.items()))
+    result.status = UNKNOWN
+    result.summary += f"; unknown for {clients} (damaged history)"
+    result.reason = (
+        f"the history of client(s) {clients} is damaged ({where}); their requests were left out and "
+        "the check held for the other clients. Rerun, or restore the file."
+    )
+    return result
+
+
 def run_checks(
-    ctx: CheckContext, names: list[str], say: Callable[[str], None]
+    ctx: CheckContext,
+    names: list[str],
+    say: Callable[[str], None],
+    damaged: dict[str, str] | None = None,
 ) -> tuple[list[CheckResult], list[str]]:
-    """Each promised check; one that is unknown or crashes becomes an unknown result and an error."""
+    """Each promised check; one that is unknown or crashes becomes an unknown result and an error.
+
+    ``damaged``: clients (cid -> what is wrong with their history file) whose requests are left
+    out of every check that reads client events (see ``damaged_result``).
+    """
     checkers = registry()
     results, errors = [], []
+    clean = ctx
+    if damaged:
+        clean = CheckContext(
+            ctx.spark, without_clients(ctx.events, list(damaged)), ctx.meta, ctx.faults, ctx.run_dir
+        )
     for name in names:
         say(f"checking {name}")
         found = checkers.get(name)
         if found is None:
-            results.append(CheckResult(name, UNKNOWN, summary="no such checker"))
+            results.append(
+                CheckResult(
+                    name, UNKNOWN, summary="no such checker", reason="no checker has this name (zchaos list)"
+                )
+            )
             errors.append(f"no checker named {name!r} (known: {', '.join(sorted(checkers))})")
             continue
         try:
-            results.append(found.run(ctx))
+            if damaged and name not in CLIENT_FREE_CHECKS:
+                results.append(damaged_result(found.run(clean), damaged))
+            else:
+                results.append(found.run(ctx))
         except Exception as exc:  # a checker's bug must not hide the other results
-            results.append(CheckResult(name, UNKNOWN, summary=f"checker failed: {type(exc).__name__}: {exc}"))
+            failed = f"checker failed: {type(exc).__name__}: {exc}"
+            results.append(CheckResult(name, UNKNOWN, summary=failed, reason=f"{failed} (see errors)"))
             errors.append(f"checker {name} failed:\n{traceback.format_exc(limit=8)}")
     return results, errors
 
@@ -233,16 +461,24 @@ def check_run(
     history = read_events(spark, run, say)
     events, account = history.events, history.account
     if account["bad_lines"]:
-        say(f"skipped {account['bad_lines']} history line(s) that are not events")
+        say(f"skipped {account['bad_lines']} history line(s) that are not events:")
+        for b in account.get("bad_examples", [])[:5]:
+            say(f"  history/{b['file']} line {b['line_no']}: {b['line'][:80]}")
     faults, warnings = fault_windows(events)
+    for name in account.get("truncated", []):
+        warnings.append(f"history/{name} ends mid-line: its writer was cut off (truncated file)")
+    for cid, what in (account.get("damaged_clients") or {}).items():
+        warnings.append(f"client {cid}: damaged history ({what}); checks of its requests are unknown")
     if "compaction_error" in account:
         warnings.append(f"could not write history/{PARQUET}: {account.pop('compaction_error')}")
     for key, fallback in (("load_started_ns", "min"), ("load_stopped_ns", "max"), ("ended_ns", "max")):
         if meta.get(key) is None:
             warnings.append(f"run.json has no {key}: using the {fallback} event time")
     account["warnings"] = warnings
+    incomplete, completion = completeness(events, meta)
     ctx = CheckContext(spark, events, meta, faults, run.root)
-    results, errors = run_checks(ctx, list(meta["manifest"]["promises"]["checks"]), say)
+    damaged = account.get("damaged_clients") or {}
+    results, errors = run_checks(ctx, list(meta["manifest"]["promises"]["checks"]), say, damaged)
     say("computing metrics")
     metrics = compute_metrics(events, run_time(ctx, "load_started_ns"))
     account["unknown_event_kinds"] = sorted(ev for ev in metrics["events"] if ev not in EVENTS)
@@ -259,7 +495,9 @@ def check_run(
         metrics,
         docs={name: c.doc for name, c in registry().items()},
         errors=errors,
+        incomplete=incomplete,
         extra={
+            "completion": completion,
             "run_dir": str(run.root),
             "generated_ns": time.time_ns(),
             "times": times,

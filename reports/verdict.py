@@ -1,31 +1,48 @@
-"""The verdict: check results combined (violated > unknown > held) against what was expected.
+"""The verdict: check results and the run's completeness combined into the run's outcome.
 
-A run passes when every check held or was unknown, except those the scenario lists in
-``expect_violated`` (a known weakness), which must have been violated: a known weakness
-the harness failed to see is a failure of the harness, and fails the run too. A checker
-that crashed fails the run (the report is incomplete), with the error in ``errors``.
+Each check has an outcome (harness/outcomes.py): a check that held passes; one that was
+violated is a violation, unless the scenario lists it in ``expect_violated`` (a known
+weakness), where it passes, and a known weakness the run did not show is a violation (a
+failure of the harness to see it); a check that could not be decided is unknown, with
+the reason (what was missing and how to get it). A checker that crashed or does not
+exist leaves its check unknown, with the error in ``errors``. A run that did not carry
+out its plan (``incomplete``: runner killed, a fault failed to fire) is incomplete. The
+run's outcome combines them as violated > incomplete > unknown > passed; ``reasons`` says
+in words why a run is not simply passed or violated.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckResult
+from harness.outcomes import INCOMPLETE, PASSED, UNKNOWN, VIOLATED, combine_outcomes, exit_code
+from reports.checkers import HELD, CheckResult
+from reports.checkers import UNKNOWN as CHECK_UNKNOWN
+from reports.checkers import VIOLATED as CHECK_VIOLATED
 
-ORDER = {HELD: 0, UNKNOWN: 1, VIOLATED: 2}
+ORDER = {HELD: 0, CHECK_UNKNOWN: 1, CHECK_VIOLATED: 2}
 
 
 def combine(statuses: list[str]) -> str:
-    """violated > unknown > held (held when there is nothing to combine)."""
+    """Check statuses combined: violated > unknown > held (held when there is nothing to combine)."""
     return max(statuses, key=ORDER.__getitem__, default=HELD)
+
+
+def check_outcome(status: str, *, expected: bool) -> str:
+    """The outcome of one check (passed, violated or unknown), given whether it is expected to fail."""
+    if status == CHECK_UNKNOWN:
+        return UNKNOWN
+    violated = status == CHECK_VIOLATED
+    return PASSED if violated == expected else VIOLATED
 
 
 def check_entry(result: CheckResult, *, expected: bool, doc: str = "") -> dict[str, Any]:
     """One check of verdict.json."""
-    violated = result.status == VIOLATED
+    outcome = check_outcome(result.status, expected=expected)
     entry = {
         "status": result.status,
-        "passed": violated if expected else not violated,
+        "outcome": outcome,
+        "passed": outcome == PASSED,
         "violations": result.violations,
         "examples": result.examples,
         "summary": result.summary,
@@ -33,9 +50,11 @@ def check_entry(result: CheckResult, *, expected: bool, doc: str = "") -> dict[s
         "expected": expected,
         "doc": doc,
     }
-    if expected and not violated:
+    if outcome == UNKNOWN:
+        entry["reason"] = result.reason or result.summary or "the checker gave no reason"
+    if expected and result.status == HELD:
         entry["note"] = "expected to be violated (a known weakness), but the run did not show it"
-    elif expected:
+    elif expected and result.status == CHECK_VIOLATED:
         entry["note"] = "violated, as expected (a known weakness)"
     return entry
 
@@ -47,28 +66,46 @@ def build_verdict(
     *,
     docs: dict[str, str] | None = None,
     errors: list[str] | None = None,
+    incomplete: list[str] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """verdict.json: identity of the run, ``passed``, ``exit_code``, every check, the metrics."""
+    """verdict.json: identity of the run, ``outcome`` (with ``passed``, ``exit_code`` and
+    ``reasons``), every check, the metrics.
+
+    ``errors``: what went wrong while checking (each leaves the run at least unknown);
+    ``incomplete``: how the run fell short of its plan (each makes it incomplete).
+    """
     docs = docs or {}
     errors = list(errors or [])
+    incomplete = list(incomplete or [])
     expected = set(meta.get("expect_violated") or [])
     checks = {r.name: check_entry(r, expected=r.name in expected, doc=docs.get(r.name, "")) for r in results}
     for name in sorted(expected - checks.keys()):
         errors.append(f"{name} is expected to be violated but was not checked")
-    passed = all(c["passed"] for c in checks.values()) and not errors
+    outcomes = [c["outcome"] for c in checks.values()]
+    if incomplete:
+        outcomes.append(INCOMPLETE)
+    if errors:
+        outcomes.append(UNKNOWN)
+    outcome = combine_outcomes(outcomes)
+    reasons = [f"run incomplete: {text}" for text in incomplete]
+    reasons += [f"{name} unknown: {c['reason']}" for name, c in checks.items() if c["outcome"] == UNKNOWN]
+    reasons += [f"report error: {text.splitlines()[0]}" for text in errors]
     scenario = meta.get("scenario") or {}
     manifest = meta.get("manifest") or {}
     verdict = {
         "scenario": scenario.get("name", ""),
         "implementation": manifest.get("name") or scenario.get("implementation", ""),
         "seed": scenario.get("seed"),
+        "outcome": outcome,
+        "passed": outcome == PASSED,
+        "exit_code": exit_code(outcome),
+        "reasons": reasons,
         "status": combine([r.status for r in results]),
-        "passed": passed,
-        "exit_code": 0 if passed else 1,
         "expect_violated": sorted(expected),
         "checks": checks,
         "errors": errors,
+        "incomplete": incomplete,
         "metrics": metrics,
     }
     verdict.update(extra or {})

@@ -166,10 +166,12 @@ def test_frozen_or_cut_off_workers_are_not_alive(spark) -> None:
     assert result.violations == 1 and result.examples[0]["ts"] == t(35)
 
 
-def test_a_broker_restart_excuses_404_until_the_workers_are_back(spark) -> None:
+def test_a_broker_restart_or_freeze_excuses_404_until_the_workers_are_back(spark) -> None:
     events = [*lifecycle(), proc(50, "proc_exit", "broker"), proc(50, "proc_start", "broker")]
-    result = check("mmi_service", mmi_ctx(spark, [*events, answer(51, 404), answer(55, 404)]))
-    assert result.violations == 1 and result.examples[0]["ts"] == t(55)
+    frozen = [FaultWindow(1, "freeze", "broker", t(60), t(62))]
+    answers = [answer(51, 404), answer(55, 404), answer(63, 404), answer(66, 404)]
+    result = check("mmi_service", mmi_ctx(spark, events + answers, faults=frozen))
+    assert result.violations == 2 and [e["ts"] for e in result.examples] == [t(55), t(66)]
 
 
 def test_mmi_is_unknown_with_the_reason_when_it_cannot_be_judged(spark) -> None:

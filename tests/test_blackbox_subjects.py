@@ -11,7 +11,7 @@ import pytest
 
 from harness.config import load_toml
 from harness.runner import run_scenario
-from harness.scenario import parse_scenario
+from harness.scenario import load_scenario, parse_scenario
 from tests.procs import ROOT
 
 BLACKBOX = ROOT / "tests" / "blackbox"
@@ -86,3 +86,26 @@ def _events(result, kind: str):
             event = json.loads(line)
             if event["ev"] == kind:
                 yield event
+
+
+def test_without_probe_workers_the_execution_checks_are_unknown_and_say_why(tmp_path: Path, spark) -> None:
+    """The same front server with the user's own workers, which record nothing: the checks
+    that count executions cannot be decided, and never pass."""
+    manifest = (BLACKBOX / "front-server.toml").read_text()
+    manifest = manifest.replace("{manifest_dir}", str(BLACKBOX)).replace(
+        'probe = "rep"                # work_ms follows [options]',
+        f'command = ["{{python}}", "{BLACKBOX}/rep_worker.py", "--connect", "{{connect.backend}}"]\n'
+        'ready = "log:ready"',
+    )
+    (tmp_path / "own-workers.toml").write_text(manifest.replace("work_ms = 500", "work_ms = 0"))
+    scenario = tmp_path / "scenario.toml"
+    scenario.write_text('implementation = "own-workers.toml"\nseed = 1\nduration_s = 4\ndrain_s = 2\n'
+                        "[load]\nusers = 2\nspawn_rate = 2\nwait_ms = 20\n")  # fmt: skip
+    result = run_scenario(load_scenario(scenario), runs_dir=tmp_path / "runs")
+    checks = result.verdict["checks"]
+    counted = checks["execution_count"]
+    assert counted["status"] == "unknown", counted
+    assert "exec" in counted["reason"] and 'probe = "' in counted["reason"]
+    assert checks["no_lost"]["status"] == "held"  # what zchaos sees itself is still judged
+    assert (result.verdict["outcome"], result.exit_code) == ("unknown", 3)  # never passed
+    assert any(r.startswith("execution_count unknown: needs exec") for r in result.verdict["reasons"])

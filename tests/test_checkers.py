@@ -476,6 +476,14 @@ def test_recovery_with_no_reply_at_all_after_a_fault_is_violated(spark):
     assert result.examples[0]["problem"] == "no ok reply after the fault"
 
 
-def test_recovery_without_faults_is_unknown(spark):
+def test_recovery_in_a_baseline_holds_with_nothing_to_recover_from(spark):
+    """A plan without faults gives recovery nothing to judge: a baseline is not unknown."""
     result = check("recovery", make_ctx(spark, clean_history()))
-    assert result.status == UNKNOWN
+    assert result.status == HELD and "the plan has no fault" in result.summary
+
+
+def test_recovery_when_no_planned_fault_healed_is_unknown(spark):
+    ctx = make_ctx(spark, clean_history(), faults=[FaultWindow(1, "freeze", "queue", t(10), None)])
+    ctx.meta["plan"] = [{"fault_id": 1, "kind": "freeze", "target": "queue"}]
+    result = check("recovery", ctx)
+    assert result.status == UNKNOWN and "recovery_bound_s before the load stops" in result.reason

@@ -27,6 +27,20 @@ def test_each_client_endpoint_is_its_own_link() -> None:
     assert [f.target for f in scenario.faults] == ["link:clients:primary"]
 
 
+def test_a_fault_names_one_client_link_or_all_of_them(tmp_path: Path) -> None:
+    from harness.errors import SetupError
+
+    text = FAILOVER.read_text()
+    path = tmp_path / "s.toml"
+    path.write_text(text.replace('"link:clients:primary"', '"clients"'))
+    assert [f.target for f in load_scenario(path).faults] == ["clients"]  # every client link
+    path.write_text(text.replace('"link:clients:primary"', '"link:clients"'))
+    with pytest.raises(
+        SetupError, match=r"faults\[0\]\.target: unknown target 'link:clients' .*link:clients:backup"
+    ):
+        load_scenario(path)
+
+
 def test_the_adapter_gets_the_addresses_in_order_through_their_proxies(tmp_path: Path) -> None:
     from harness.ports import PortAllocator
     from harness.rundir import RunDir

@@ -160,8 +160,8 @@ def test_a_reply_to_a_request_never_sent_and_a_second_reply(tmp_path: Path, hist
 KILL_WORKERS = """
 implementation = "{manifest}"
 seed = 4
-duration_s = 15
-drain_s = 8
+duration_s = {duration}
+drain_s = 6
 [topology]
 worker = 2
 [load]
@@ -172,13 +172,13 @@ wait_ms = 20
 [[faults]]
 kind = "kill"
 target = "worker:all"
-at_s = [4]
+at_s = [5]
 restart_after_s = 2
 """
 
 
 def run(tmp_path: Path, manifest: Path, load: str = "", faults: bool = True):
-    text = KILL_WORKERS.format(manifest=manifest, load=load)
+    text = KILL_WORKERS.format(manifest=manifest, load=load, duration=15 if faults else 10)
     if not faults:
         text = text.split("[[faults]]")[0]
     path = tmp_path / "scenario.toml"
@@ -219,7 +219,11 @@ def test_a_bad_line_and_a_program_dying_mid_run_show_in_the_report(tmp_path: Pat
     result = run(
         tmp_path, CLIENTS / "manifest.toml", load="client = { garbage_at = 5, exit_at = 40 }", faults=False
     )
-    assert result.verdict is not None and result.exit_code in (0, 1)  # the run completed and was judged
+    assert result.verdict is not None and result.verdict["outcome"] in (
+        "passed",
+        "violated",
+        "unknown",
+    )  # judged
     errors = result.verdict["metrics"]["client_errors"]
     assert errors["by_reason"].get("malformed", 0) >= 4  # each of the 4 programs wrote one
     assert errors["by_reason"].get("exit", 0) >= 4

@@ -107,6 +107,11 @@ SUBJECTS = [
         ["implementations.reliable_sketch.queue", "--frontend", "{frontend}", "--backend", "{backend}"],
         ["implementations.reliable_sketch.server", "--connect", "{backend}", "--identity", "{name}"],
     ),
+    Subject(
+        "wmp",
+        ["implementations.wmp.manager", "--frontend", "{frontend}", "--backend", "{backend}"],
+        ["implementations.wmp.worker", "--connect", "{backend}", "--identity", "{name}"],
+    ),
 ]
 
 

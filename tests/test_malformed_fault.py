@@ -1,14 +1,17 @@
 """The ``malformed`` fault (issue 8 part 8): its parameters are validated with the scenario,
 and it finds a black-box broker that exits on a malformed message (``no_unexpected_exit``)
-while the same broker without that bug passes the same scenario."""
+or stops serving after one (``recovery``), while the same broker without those bugs passes
+the same scenario."""
 
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 
+from chaos.malformed import FAMILIES, HEAVY, Wire, send_batch
 from harness.errors import SetupError
 from harness.history import read_events
 from harness.runner import run_scenario
@@ -90,19 +93,51 @@ def test_a_bad_malformed_fault_names_the_key(
     assert message in str(caught.value) and str(path) in str(caught.value)
 
 
-def run_subject(tmp_path: Path, exit_on_malformed: int):
+class RecordingWire(Wire):
+    """Records what would go out (a unit test of the generators: no sockets)."""
+
+    def __init__(self) -> None:
+        super().__init__(None, "tcp://127.0.0.1:1")  # type: ignore[arg-type]
+        self.sent: list[list[bytes]] = []
+
+    def send(self, identity: bytes, frames: list[bytes]) -> None:
+        self.sent.append(frames)
+
+    def recv(self, identity: bytes, timeout_ms: int) -> list[bytes] | None:
+        return None
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_the_same_seed_sends_the_same_junk(family: str) -> None:
+    for side in ("client", "worker"):
+        runs = []
+        for seed in (1, 1, 2):
+            wire = RecordingWire()
+            counts = send_batch(wire, family, side, random.Random(seed), 200)
+            runs.append((counts, wire.sent))
+        assert runs[0] == runs[1] and runs[0] != runs[2]
+        counts, sent = runs[0]
+        assert sum(counts.values()) == 200 and len(sent) >= 200
+        assert all(counts[name] <= 1 for name in HEAVY)  # megabytes at most once a batch
+        assert set(counts) == set(FAMILIES[family].cases(side))  # 200 draws reach every case
+
+
+def run_subject(tmp_path: Path, on_malformed: str):
     text = (SUBJECT / "malformed.toml").read_text()
     text = text.replace('"manifest.toml"', json.dumps(str(SUBJECT / "manifest.toml")))
     path = tmp_path / "scenario.toml"
-    path.write_text(text + f"\n[options]\nexit_on_malformed = {exit_on_malformed}\n")
+    path.write_text(text + f'\n[options]\non_malformed = "{on_malformed}"\n')
     return run_scenario(load_scenario(path), runs_dir=tmp_path / "runs")
 
 
 @pytest.mark.slow
-def test_a_broker_that_exits_on_junk_fails_no_unexpected_exit(tmp_path: Path, spark) -> None:
-    result = run_subject(tmp_path, exit_on_malformed=1)
+@pytest.mark.parametrize(("bug", "check"), [("exit", "no_unexpected_exit"), ("wedge", "recovery")])
+def test_a_broker_that_exits_or_stops_on_junk_fails_the_check_named(
+    tmp_path: Path, spark, bug: str, check: str
+) -> None:
+    result = run_subject(tmp_path, on_malformed=bug)
     checks = result.verdict["checks"]
-    assert checks["no_unexpected_exit"]["status"] == "violated", checks["no_unexpected_exit"]
+    assert checks[check]["status"] == "violated", checks[check]
     assert result.exit_code == 1
     batches = list(e for e in read_events(result.run.history) if e["ev"] == "malformed_batch")
     assert batches and json.loads(batches[0]["detail"])["family"] == "simple-pirate"
@@ -110,7 +145,7 @@ def test_a_broker_that_exits_on_junk_fails_no_unexpected_exit(tmp_path: Path, sp
 
 @pytest.mark.slow
 def test_the_same_broker_without_the_bug_passes(tmp_path: Path, spark) -> None:
-    result = run_subject(tmp_path, exit_on_malformed=0)
+    result = run_subject(tmp_path, on_malformed="drop")
     summary = {name: (c["status"], c["summary"]) for name, c in result.verdict["checks"].items()}
     assert result.exit_code == 0, json.dumps(summary, indent=1)
     batches = [e for e in read_events(result.run.history) if e["ev"] == "malformed_batch"]

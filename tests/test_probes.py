@@ -86,6 +86,7 @@ def test_the_rep_probe_binds_when_the_endpoint_is_its_own(tmp_path: Path) -> Non
         ("work_ms = 20", 'work_ms = "slow"', "work_ms should be a number (like 0), got 'slow'"),
         ("work_ms = 20", "service = 7", "service should be a string (like 'echo'), got 7"),
         (PROBE, PROBE + '\nconnect = "nowhere"', "'nowhere' is not in [endpoints]"),
+        (PROBE, PROBE + '\nservice = "echo"', "a probe worker's service is its option"),
         (PROBE, PROBE + '\nconnect = ["frontend", "backend"]', "exactly one endpoint"),
         ('backend = "broker"', 'backend = "worker"', "connects to its broker; it cannot bind"),
     ],
@@ -132,3 +133,60 @@ def test_zchaos_list_shows_the_probes_and_marks_checks_that_need_the_subjects_ev
         assert f"\n  {name} " in out.stdout
     block = out.stdout.split("  execution_count", 1)[1].split("\n  ", 2)
     assert block[1].strip().startswith("needs: exec (workers: probe workers write it)")
+
+
+# --- each probe serves its family's built-in broker --------------------------------------
+
+#: family manifest -> (role, probe) pairs: the built-in workers replaced by probe workers
+FAMILIES = {
+    "paranoid_pirate/manifest.toml": [("worker", "paranoid-pirate")],
+    "simple_pirate/manifest.toml": [("worker", "simple-pirate")],
+    "majordomo/manifest.toml": [("worker", "majordomo")],
+    "lazy_pirate/manifest.toml": [("server", "rep")],  # the REP probe binds: it is the server
+    "pingpong/manifest.toml": [("worker", "pingpong")],
+    "reliable_sketch/manifest.toml": [("server", "sketch")],
+    "wmp/manifest.toml": [("worker", "wmp"), ("direct", "wmp")],  # behind the device; to both managers
+}
+
+
+#: where a probe role connects when it is not the manifest's "backend"
+CONNECT = {"worker-wmp": '"device"', "direct-wmp": '["backend_a", "backend_b"]'}
+
+
+def with_probes(text: str, roles: list[tuple[str, str]]) -> str:
+    """A built-in manifest whose roles run probe workers instead of their commands."""
+    for role, probe in roles:
+        head = text.index(f"[roles.{role}]\n") + len(f"[roles.{role}]\n")
+        start = text.index("command = [", head)
+        end = text.index("]\n", start) + 2
+        lines = f'probe = "{probe}"\n'
+        if f"{role}-{probe}" in CONNECT:
+            lines += f"connect = {CONNECT[f'{role}-{probe}']}\n"
+        text = text[:start] + lines + text[end:]
+    # A probe serves the service of its `service` option, not of a role key.
+    return text.replace('service = "echo"             # the service its workers serve', "#")
+
+
+@pytest.mark.slow  # a short run per family (no report)
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_each_probe_serves_its_familys_broker_and_records_its_executions(tmp_path: Path, family: str) -> None:
+    from harness.history import read_events
+    from harness.runner import run_scenario
+    from harness.scenario import load_scenario
+
+    source = ROOT / "implementations" / family
+    text = with_probes(source.read_text(), FAMILIES[family])
+    (tmp_path / "manifest.toml").write_text(text.replace("{manifest_dir}", str(source.parent)))
+    (tmp_path / "scenario.toml").write_text(
+        'implementation = "manifest.toml"\nseed = 1\nduration_s = 3\ndrain_s = 2\n'
+        "[load]\nusers = 2\nspawn_rate = 2\nwait_ms = 20\n"
+    )
+    result = run_scenario(load_scenario(tmp_path / "scenario.toml"), runs_dir=tmp_path / "runs", report=False)
+    events = list(read_events(result.run.history))
+    probes = {role for role, _ in FAMILIES[family]}
+    replies = [e for e in events if e["ev"] == "reply"]
+    execs = [e for e in events if e["ev"] == "exec" and e["src"].rsplit("-", 1)[0] in probes | {"server"}]
+    assert replies and all(e["ok"] for e in replies), f"{len(replies)} replies"
+    answered = {e["rid"] for e in replies}
+    assert answered <= {e["rid"] for e in execs}  # every answered request was run by a probe
+    assert {e["ev"] for e in events} >= {"exec", "done"}

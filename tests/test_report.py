@@ -44,9 +44,12 @@ def t(s: float) -> int:
     return T0 + int(s * NS)
 
 
-def make_run(root: Path, *, expect_violated: tuple[str, ...] = ("no_duplicate",)) -> RunDir:
+def make_run(
+    root: Path, *, expect_violated: tuple[str, ...] = ("no_duplicate",), completed: bool = True
+) -> RunDir:
     """A run of 3 clients for 30 s with worker-2 killed from 10 to 12 s, a duplicate reply,
-    a crash of worker-3 (with a log), a truncated history line and HTML in the history."""
+    a crash of worker-3 (with a log), a truncated history line and HTML in the history;
+    ``completed``: its load and drain ended (else the runner died before)."""
     run = RunDir(root)
     for sub in (run.history, run.logs, run.locust):
         sub.mkdir(parents=True)
@@ -59,6 +62,10 @@ def make_run(root: Path, *, expect_violated: tuple[str, ...] = ("no_duplicate",)
         return writers[src]
 
     runner = w("runner")
+    runner.emit("phase", ts=t(-1), name="load")
+    if completed:
+        runner.emit("phase_done", ts=t(LOAD_S), name="load")
+        runner.emit("phase_done", ts=t(LOAD_S + 2), name="drain")
     for inst in ("queue", "worker-1", "worker-2", "worker-3"):
         runner.emit("proc_start", ts=t(-1), role=inst.split("-")[0], instance=inst, pid=1000 + len(inst))
     nemesis = w("nemesis")
@@ -101,7 +108,7 @@ def make_run(root: Path, *, expect_violated: tuple[str, ...] = ("no_duplicate",)
             client.emit("unexpected", ts=t(LOAD_S - 0.01), cid=cid, seq=seq, got_rid=f"{cid}:3", detail=EVIL)
     for writer in writers.values():
         writer.close()
-    with history_file(run.history, "client-2").open("a") as fh:
+    with history_file(run.history, "worker-1").open("a") as fh:
         fh.write('{"ts": 17637264')  # a writer killed mid-line
     run.log("worker-3").write_text(
         "starting\nready\n" + EVIL + "\nTraceback (most recent call last):\nBoom\n"
@@ -159,6 +166,7 @@ def test_verdict_json(built):
     assert list(checks) == CHECKS
     assert checks["no_duplicate"] | {"examples": None} == checks["no_duplicate"] | {
         "status": "violated",
+        "outcome": "passed",
         "passed": True,
         "violations": 1,
         "expected": True,
@@ -171,9 +179,15 @@ def test_verdict_json(built):
     assert checks["no_lost"]["status"] == "held"
     assert checks["recovery"]["status"] == "held"
     assert checks["steady_state"]["status"] == "held", checks["steady_state"]["summary"]
-    assert verdict["passed"] is False and verdict["exit_code"] == 1
+    assert (verdict["outcome"], verdict["passed"], verdict["exit_code"]) == ("violated", False, 1)
     assert verdict["input"]["bad_lines"] == 1
-    assert verdict["input"]["bad_examples"][0]["file"] == "client-2.jsonl"
+    lines = len(history_file(run.history, "worker-1").read_text().splitlines())
+    assert verdict["input"]["bad_examples"] == [
+        {"file": "worker-1.jsonl", "line_no": lines, "line": '{"ts": 17637264'}
+    ]
+    assert verdict["input"]["truncated"] == ["worker-1.jsonl"]
+    assert verdict["input"]["damaged_clients"] == {}  # a worker's file: no client's requests left out
+    assert verdict["completion"]["phases_done"] == ["drain", "load"] and verdict["incomplete"] == []
     assert verdict["metrics"]["latency_ms"]["count"] > 500
     assert verdict["metrics"]["timeline"][0]["t"] == 0
     assert "reading history" in messages and "checking recovery" in messages
@@ -215,6 +229,44 @@ def test_rebuild_reads_the_compacted_history(built):
     assert {n: (c["status"], c["violations"]) for n, c in again["checks"].items()} == summary
 
 
+def test_a_client_history_cut_mid_line_is_named_not_blamed_on_the_system(spark, tmp_path):
+    """Before: the sends lost with the cut half of a client's file were counted as thousands of
+    "executions of unsent requests"; the file and the line were never named."""
+    run = make_run(tmp_path / "run", expect_violated=())
+    client2 = history_file(run.history, "client-2")
+    data = client2.read_bytes()
+    cut = data.index(b"\n", len(data) // 2) + 20  # 20 bytes into a line half-way through the file
+    client2.write_bytes(data[:cut])
+    client3 = history_file(run.history, "client-3")
+    lines3 = client3.read_text().splitlines(keepends=True)
+    client3.write_text("".join([*lines3[:9], "garbage, not JSON\n", *lines3[9:]]))
+    verdict = build_report(run.root)
+    inp = verdict["input"]
+    full_lines = data[:cut].count(b"\n")
+    # make_run also cut worker-1's file mid-line: a worker's, so no client's requests are left out.
+    assert inp["bad_lines"] == 3 and inp["truncated"] == ["client-2.jsonl", "worker-1.jsonl"]
+    assert [(b["file"], b["line_no"]) for b in inp["bad_examples"]][:2] == [
+        ("client-2.jsonl", full_lines + 1),
+        ("client-3.jsonl", 10),
+    ]
+    assert set(inp["damaged_clients"]) == {"client-2", "client-3"}
+    assert (
+        "client-2.jsonl: ends mid-line (truncated); 1 unreadable line(s)"
+        in inp["damaged_clients"]["client-2"]
+    )
+    checks = verdict["checks"]
+    executions = checks["execution_count"]
+    assert executions["status"] == "unknown" and executions["violations"] == 0, executions["summary"]
+    assert "client-2" in executions["reason"] and "client-2.jsonl" in executions["reason"]
+    assert executions["figures"]["executed_but_never_sent"] == 0
+    assert checks["no_lost"]["status"] == "unknown"
+    assert checks["no_unexpected_exit"]["status"] == "violated"  # reads no client event: judged whole
+    assert verdict["outcome"] == "violated"  # worker-3's crash is real
+    assert any("client-2.jsonl ends mid-line" in w for w in inp["warnings"])
+    page = run.report_html.read_text()
+    assert "client-2.jsonl" in page and "unknown for client-2, client-3" in page
+
+
 def test_a_compaction_older_than_the_json_lines_is_ignored(tmp_path):
     parquet = tmp_path / "events.parquet"
     parquet.mkdir()
@@ -232,25 +284,61 @@ def test_expected_violation_that_did_not_happen_fails_the_run():
     results = [
         CheckResult("no_lost", HELD, summary="all answered"),
         CheckResult("recovery", VIOLATED, 1, summary="slow"),
-        CheckResult("in_order", UNKNOWN, summary="not promised"),
+        CheckResult("in_order", UNKNOWN, summary="no reply", reason="no reply arrived: run a longer load"),
     ]
     verdict = build_verdict(meta, results, {})
-    assert (verdict["passed"], verdict["exit_code"], verdict["status"]) == (False, 1, VIOLATED)
+    assert (verdict["outcome"], verdict["passed"], verdict["exit_code"], verdict["status"]) == (
+        "violated",
+        False,
+        1,
+        VIOLATED,
+    )
     checks = verdict["checks"]
-    assert [checks[n]["passed"] for n in ("no_lost", "recovery", "in_order")] == [False, True, True]
+    assert [checks[n]["outcome"] for n in ("no_lost", "recovery", "in_order")] == [
+        "violated",
+        "passed",
+        "unknown",
+    ]
     assert "did not show it" in checks["no_lost"]["note"]
     suite = junit_tree(verdict).getroot().find("testsuite")
     cases = {c.get("name"): c for c in suite.findall("testcase")}
     assert cases["no_lost"].find("failure") is not None
     assert cases["recovery"].find("failure") is None
-    assert cases["in_order"].find("skipped").get("message") == "not promised"
+    assert cases["in_order"].find("skipped").get("message") == "no reply arrived: run a longer load"
     assert suite.get("failures") == "1" and suite.get("skipped") == "1"
 
 
-def test_all_held_or_unknown_passes():
-    results = [CheckResult("no_lost", HELD), CheckResult("in_order", UNKNOWN)]
+def test_an_undecided_check_makes_the_run_unknown_never_passed():
+    results = [CheckResult("no_lost", HELD), CheckResult("in_order", UNKNOWN, reason="needs replies")]
     verdict = build_verdict({"scenario": {"name": "s"}}, results, {})
-    assert (verdict["passed"], verdict["exit_code"], verdict["status"]) == (True, 0, UNKNOWN)
+    assert (verdict["outcome"], verdict["passed"], verdict["exit_code"], verdict["status"]) == (
+        "unknown",
+        False,
+        3,
+        UNKNOWN,
+    )
+    assert verdict["reasons"] == ["in_order unknown: needs replies"]
+    assert verdict["checks"]["in_order"]["reason"] == "needs replies"
+    everything_held = build_verdict({}, [CheckResult("no_lost", HELD)], {})
+    assert (everything_held["outcome"], everything_held["exit_code"], everything_held["reasons"]) == (
+        "passed",
+        0,
+        [],
+    )
+
+
+def test_outcomes_combine_violated_over_incomplete_over_unknown():
+    unknown = CheckResult("in_order", UNKNOWN, reason="needs replies")
+    cut_short = build_verdict({}, [CheckResult("no_lost", HELD), unknown], {}, incomplete=["runner killed"])
+    assert (cut_short["outcome"], cut_short["exit_code"]) == ("incomplete", 4)
+    assert cut_short["reasons"][0] == "run incomplete: runner killed"
+    suite = junit_tree(cut_short).getroot().find("testsuite")
+    run_case = [c for c in suite.findall("testcase") if c.get("name") == "run"]
+    assert run_case[0].find("error").get("message") == "runner killed" and suite.get("errors") == "1"
+    seen = build_verdict({}, [CheckResult("no_lost", VIOLATED, 1), unknown], {}, incomplete=["runner killed"])
+    assert (seen["outcome"], seen["exit_code"]) == ("violated", 1)
+    crashed = build_verdict({}, [CheckResult("no_lost", HELD)], {}, errors=["checker x failed:\nTraceback"])
+    assert (crashed["outcome"], crashed["reasons"]) == ("unknown", ["report error: checker x failed:"])
 
 
 def test_missing_run_json_names_the_file(tmp_path):

@@ -82,6 +82,88 @@ def test_mistakes_name_the_file_and_the_key(tmp_path: Path, edit: tuple[str, str
     assert str(path) in str(caught.value)
 
 
+NET = """
+implementation = "paranoid-pirate"
+duration_s = 40
+
+[[faults]]
+kind = "partition"
+target = "worker-1"
+at_s = [5]
+duration_s = 4
+"""
+
+
+@pytest.mark.parametrize(
+    ("base", "edit", "message"),
+    [
+        # Each was accepted before and failed (or ran) only when the fault fired.
+        (
+            NET,
+            ("duration_s = 4\n", 'duration_s = 4\ndirection = "sideways"\n'),
+            "s.toml: faults[0].direction: must be one of both, upstream, downstream; got 'sideways'",
+        ),
+        (
+            GOOD,
+            ("restart_after_s = 2", "restart_after_s = -3"),
+            "s.toml: faults[0].restart_after_s: must be at least 0, got -3.0",
+        ),
+        (NET, ("duration_s = 4\n", "duration_s = -4\n"), "faults[0].duration_s: must be at least 0"),
+        (
+            NET,
+            ("duration_s = 4\n", "duration_s = 4\ntoxicity = 1.5\n"),
+            "faults[0].toxicity: must be at most 1, got 1.5",
+        ),
+        (
+            NET,
+            ('kind = "partition"', 'kind = "latency"\nlatency_ms = 2.5'),
+            "faults[0].latency_ms: expected an integer, got 2.5",
+        ),
+        (
+            NET,
+            ('kind = "partition"', 'kind = "latency"\nlatency_ms = -100'),
+            "faults[0].latency_ms: must be at least 0, got -100",
+        ),
+        (
+            NET,
+            ('kind = "partition"', 'kind = "latency"'),
+            "faults[0].latency_ms: missing; expected an integer",
+        ),
+        (
+            NET,
+            ('kind = "partition"', 'kind = "slicer"\naverage_size = 0'),
+            "faults[0].average_size: must be at least 1",
+        ),
+        (
+            NET,
+            ('kind = "partition"', 'kind = "slicer"\naverage_size = 64\nsize_variation = 64'),
+            "faults[0]: size_variation (64) must be below average_size (64)",
+        ),
+        (
+            NET,
+            ('kind = "partition"', 'kind = "limit_data"\nbytes = 0'),
+            "faults[0].bytes: must be at least 1",
+        ),
+        (NET, ('kind = "partition"', 'kind = "starve"\nshare = 0'), "faults[0].share: must be at least 0.01"),
+        (
+            NET,
+            ('kind = "partition"', 'kind = "starve"\nshare = 1.5'),
+            "faults[0].share: must be at most 0.99",
+        ),
+        (GOOD, ('kind = "kill"', 'kind = "restart"\ndelay_s = -1'), "faults[0].delay_s: must be at least 0"),
+    ],
+)
+def test_fault_parameters_are_checked_against_the_table(
+    tmp_path: Path, base: str, edit: tuple[str, str], message: str
+) -> None:
+    text = base.replace(*edit, 1)
+    if "restart" in edit[1]:
+        text = text.replace("restart_after_s = 2\n", "", 1)
+    with pytest.raises(SetupError) as caught:
+        load_scenario(write(tmp_path, text))
+    assert message in str(caught.value)
+
+
 def test_a_missing_or_broken_file_is_a_setup_error(tmp_path: Path) -> None:
     with pytest.raises(SetupError, match="no such scenario file"):
         load_scenario(tmp_path / "absent.toml")

@@ -89,6 +89,36 @@ class CheckResult:
         return self.status != VIOLATED
 
 
+def nothing_to_judge(
+    ctx: CheckContext,
+    name: str,
+    summary: str,
+    reason: str,
+    *,
+    on: set[str] | None = None,
+    kinds: tuple[str, ...] | None = None,
+    figures: dict[str, Any] | None = None,
+) -> CheckResult:
+    """The result of a check that found nothing to judge.
+
+    When the fault plan gave it nothing (no fault planned or recorded on the instances
+    ``on`` (None: any), of the ``kinds`` (None: any)), the check holds: a baseline without
+    faults has nothing to recover from, which is no doubt about the system. When such a
+    fault was planned and still nothing showed, it is unknown, with ``reason``.
+    """
+
+    def relevant(kind: str, target: str) -> bool:
+        target = target.removeprefix("link:")
+        return (kinds is None or kind in kinds) and (on is None or target in on)
+
+    planned = [f for f in ctx.meta.get("plan") or [] if relevant(str(f.get("kind")), str(f.get("target")))]
+    if planned or any(relevant(f.fault, f.target) for f in ctx.faults):
+        return CheckResult(name, UNKNOWN, summary=summary, figures=figures or {}, reason=reason)
+    return CheckResult(
+        name, HELD, summary=f"{summary}: the plan has no fault that would give it any", figures=figures or {}
+    )
+
+
 @dataclass(frozen=True)
 class Checker:
     name: str

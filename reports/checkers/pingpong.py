@@ -43,6 +43,7 @@ from reports.checkers import (
     FaultWindow,
     checker,
     events_of,
+    nothing_to_judge,
 )
 
 NS = 1_000_000_000
@@ -380,10 +381,13 @@ def expiry(ctx: CheckContext) -> CheckResult:
     }
     busy = _jobs_outstanding(ctx)
     end = broker_end(ctx)
-    never = 0
+    never = silent_busy = 0
     for row in last_said.collect():
         worker, last_ts = row["worker"], row["last_ts"]
-        if worker in busy or (expired_workers.get(worker) or 0) >= last_ts:
+        if worker in busy:  # this check is about idle workers: the broker keeps a busy one
+            silent_busy += last_ts + expire_ns + margin_ns <= end
+            continue
+        if (expired_workers.get(worker) or 0) >= last_ts:
             continue
         deadline = last_ts + expire_ns + margin_ns
         instance = instance_of(worker, processes)
@@ -404,9 +408,20 @@ def expiry(ctx: CheckContext) -> CheckResult:
         "expiry_after_last_message": spread(delays),
         "unreachable_after_last_message": spread(unreachable),
         "never_expired": never,
+        "silent_busy_workers": silent_busy,
     }
+    if not delays and not unreachable and not found and silent_busy:
+        # The plan silenced only busy workers (a busy worker killed): no idle worker to time.
+        summary = (
+            f"no idle worker fell silent; {silent_busy} silent worker(s) held a job, which the broker keeps"
+        )
+        return CheckResult("pingpong_expiry", HELD, summary=summary, figures=figures)
     if not delays and not unreachable and not found:
-        return CheckResult("pingpong_expiry", UNKNOWN, summary="no worker fell silent", figures=figures)
+        return nothing_to_judge(
+            ctx, "pingpong_expiry", "no worker fell silent",
+            "a fault on a worker was planned but no worker fell silent, so expiry could not be timed",
+            on=worker_instances(ctx), figures=figures,
+        )  # fmt: skip
     silent, gone = figures["expiry_after_last_message"], figures["unreachable_after_last_message"]
     summary = f"{silent['count']} silent workers expired"
     if delays:
@@ -535,9 +550,11 @@ def workers_return(ctx: CheckContext) -> CheckResult:
                 restarts.append((f, started[-1]))
     figures: dict[str, Any] = {"broker_restarts": len(restarts), "bound_s": bound_ns / NS}
     if not restarts:
-        return CheckResult(
-            "pingpong_workers_return", UNKNOWN, summary="the broker was not restarted", figures=figures
-        )
+        return nothing_to_judge(
+            ctx, "pingpong_workers_return", "the broker was not restarted",
+            "a broker kill or restart was planned but the broker did not start again during the run",
+            on=brokers, kinds=("kill", "restart"), figures=figures,
+        )  # fmt: skip
     ready = rows(events_of(ctx, "worker_ready"), "ts", "worker", "detail")
     end = history_end(ctx)
     found: list[dict[str, Any]] = []
@@ -643,7 +660,12 @@ def resend(ctx: CheckContext) -> CheckResult:
         )
     figures.update({"unfinished_dispatches": len(delays) + len(found), "resend_after": spread(delays)})
     if not delays and not found:
-        return CheckResult("pingpong_resend", UNKNOWN, summary="no job was left unfinished", figures=figures)
+        return nothing_to_judge(
+            ctx, "pingpong_resend", "no job was left unfinished",
+            "a fault on a worker was planned but no job was left unfinished; kill busy workers "
+            "(work_ms > 0, wait_ms = 0) to see resends",
+            on=worker_instances(ctx), figures=figures,
+        )  # fmt: skip
     after = figures["resend_after"]
     summary = (
         f"{len(delays)} jobs resent {after['min_ms']}-{after['max_ms']} ms after dispatch "

@@ -178,11 +178,15 @@ def _faulted(ctx: CheckContext, instance: str) -> list[Span]:
 def alive_spans(ctx: CheckContext, roles: list[str], broker_roles: set[str]) -> tuple[list, list]:
     """What the supervisor knows of the workers of ``roles``: (alive, serving) rows of
     (instance, t0, t1). Alive: its process ran (proc_start to proc_exit), not frozen, not cut
-    off. Serving: alive and no broker (re)start since (a new broker knows no worker yet)."""
+    off. Serving: alive, and no broker (re)start or fault on a broker since (a new broker
+    knows no worker yet; a frozen one may expire them all when it wakes)."""
     procs = (
         _events(ctx, "proc_start", "proc_exit").select("ts", "ev", "role", "instance").orderBy("ts").collect()
     )
+    # A broker (re)started or frozen knows no worker, or a stale set, until they talk to it again.
     broker_starts = [r["ts"] for r in procs if r["ev"] == "proc_start" and r["role"] in broker_roles]
+    brokers = {r["instance"] for r in procs if r["role"] in broker_roles}
+    broker_faults = [(f.start_ns, f.stop_ns) for f in ctx.faults if f.target in brokers]
     ran: dict[str, list[Span]] = {}
     for r in procs:
         if r["role"] not in roles:
@@ -196,7 +200,8 @@ def alive_spans(ctx: CheckContext, roles: list[str], broker_roles: set[str]) -> 
     for instance, spans in ran.items():
         up = _minus(spans, _faulted(ctx, instance))
         alive += [(instance, a0, a1) for a0, a1 in up]
-        serving += [(instance, a0, a1) for a0, a1 in _minus(up, [(b, b + 1) for b in broker_starts])]
+        cuts = [(b, b + 1) for b in broker_starts] + broker_faults
+        serving += [(instance, a0, a1) for a0, a1 in _minus(up, cuts)]
     return alive, serving
 
 

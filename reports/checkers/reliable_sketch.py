@@ -18,7 +18,7 @@ from typing import Any
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from reports.checkers import MAX_EXAMPLES, UNKNOWN, CheckContext, CheckResult, checker
+from reports.checkers import MAX_EXAMPLES, UNKNOWN, CheckContext, CheckResult, checker, nothing_to_judge
 from reports.checkers.pingpong import (
     NS,
     dispatch_to_expired,
@@ -131,9 +131,12 @@ def disabled_discarded(ctx: CheckContext) -> CheckResult:
         f"{len(found)} not"
     )
     if not disabled:
-        return CheckResult(
-            "sketch_disabled_discarded", UNKNOWN, summary="no server was disabled", figures=figures
-        )
+        servers = {i for i, role in ctx.meta.get("processes", {}).items() if role == "server"}
+        return nothing_to_judge(
+            ctx, "sketch_disabled_discarded", "no server was disabled",
+            "a fault on a server was planned but the queue disabled none; stall a server for longer",
+            on=servers, figures=figures,
+        )  # fmt: skip
     return result("sketch_disabled_discarded", found, summary, figures)
 
 

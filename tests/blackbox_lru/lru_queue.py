@@ -2,12 +2,13 @@
 clients and Simple Pirate workers, written with pyzmq alone.
 
     python lru_queue.py --frontend tcp://127.0.0.1:5555 --backend tcp://127.0.0.1:5556 \
-        [--exit-on-malformed 1]
+        [--on-malformed drop|exit|wedge]
 
 Workers say READY (one frame 0x01) and get ``[client, '', body...]``, which they send back
-as the reply. With ``--exit-on-malformed 1`` it has the bug a test subject needs: the first
-message it cannot parse makes it exit (code 3). Without it, it drops such messages, takes
-a reply only from the worker that holds that client's request, and lists no worker twice.
+as the reply. ``--on-malformed`` picks what the first message it cannot parse does: with
+``drop`` (the default) it is dropped, and the queue takes a reply only from the worker that
+holds that client's request and lists no worker twice; ``exit`` and ``wedge`` are the bugs
+a test subject needs: the queue exits (code 3), or stays up and never reads a socket again.
 It prints ``ready`` once bound and exits 0 on SIGTERM.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import time
 from collections import OrderedDict
 
 import zmq
@@ -46,7 +48,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frontend", required=True)
     parser.add_argument("--backend", required=True)
-    parser.add_argument("--exit-on-malformed", type=int, default=0)
+    parser.add_argument("--on-malformed", choices=("drop", "exit", "wedge"), default="drop")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     ctx = zmq.Context()
@@ -61,8 +63,12 @@ def main() -> int:
     for poller in (poll_both, poll_backend):
         poller.register(backend, zmq.POLLIN)
     poll_both.register(frontend, zmq.POLLIN)
+    wedged = False
     try:
         while True:
+            if wedged:
+                time.sleep(0.25)
+                continue
             events = dict((poll_both if idle else poll_backend).poll(250))
             try:
                 if backend in events:
@@ -83,8 +89,9 @@ def main() -> int:
                         busy.popitem(last=False)
             except Malformed as exc:
                 print(f"malformed: {exc}", file=sys.stderr, flush=True)
-                if args.exit_on_malformed:
+                if args.on_malformed == "exit":
                     return 3
+                wedged = args.on_malformed == "wedge"
     finally:
         frontend.close()
         backend.close()

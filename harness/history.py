@@ -102,6 +102,12 @@ EVENTS: dict[str, EventKind] = {
     "abandon": EventKind(
         "client", ("cid", "seq", "rid", "reason"), ("kind",), "the client gave up on a request"
     ),
+    "lost": EventKind(
+        "client",
+        ("cid", "seq", "rid", "reason"),
+        ("kind",),
+        "a client that never resends (reply_deadline_s) waited its deadline out: no reply, counted lost",
+    ),
     "unexpected": EventKind(
         "client",
         ("cid", "seq"),

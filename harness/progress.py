@@ -15,13 +15,14 @@ from typing import IO, TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from chaos.nemesis import Nemesis, PlannedFault
     from harness.rundir import RunDir
-    from harness.scenario import Scenario
+    from harness.scenario import LoadSpec, Scenario
 
 _COUNTED = {
     "send": b'"ev":"send"',
     "reply": b'"ev":"reply"',
     "retry": b'"ev":"retry"',
     "abandon": b'"ev":"abandon"',
+    "lost": b'"ev":"lost"',  # a no-resend client's request past its reply deadline
 }
 STATUS_MARK = {"held": "ok  ", "violated": "FAIL", "unknown": "??  "}
 #: The last line of a verdict, by run outcome (harness/outcomes.py).
@@ -31,6 +32,10 @@ OUTCOME_WORD = {
     "unknown": "UNKNOWN: not every promised check could be decided",
     "incomplete": "INCOMPLETE: the run did not carry out its plan",
 }
+
+
+def _users(n: int) -> str:
+    return f"{n} user" + ("" if n == 1 else "s")
 
 
 class HistoryCounter:
@@ -66,6 +71,7 @@ class Progress:
         self._counter: HistoryCounter | None = None
         self._nemesis: Nemesis | None = None
         self._total = 0.0
+        self._load: LoadSpec | None = None
         self._live_line = False
         self._errors_shown = 0
 
@@ -82,6 +88,11 @@ class Progress:
             f"  load: {scenario.load.users} users for {scenario.duration_s:g} s; "
             f"{len(plan)} fault(s) planned; run folder {run.root}"
         )
+        for phase in scenario.load.phases:
+            self._print(
+                f"    phase {phase.name}: {phase.start_s:g}-{phase.end_s:g} s, {_users(phase.users)}, "
+                f"{phase.wait_ms:g} ms between requests"
+            )
         for fault in plan:
             self._print(f"    {fault.describe()}")
 
@@ -94,10 +105,13 @@ class Progress:
     def warn(self, text: str) -> None:
         self._print(f"  ! {text}")
 
-    def start_load(self, total_s: float, history_dir: Path, nemesis: Nemesis) -> None:
+    def start_load(
+        self, total_s: float, history_dir: Path, nemesis: Nemesis, load: LoadSpec | None = None
+    ) -> None:
         self._counter = HistoryCounter(history_dir)
         self._nemesis = nemesis
         self._total = total_s
+        self._load = load
 
     def _fault_errors(self) -> None:
         """Warn of each fault that failed since the last call (once each, as it happens)."""
@@ -115,11 +129,14 @@ class Progress:
         c = self._counter.update() if self._counter else {}
         faults = self._nemesis.injected if self._nemesis else 0
         upcoming = self._nemesis.next_fault(elapsed) if self._nemesis else None
-        line = (
-            f"  {min(elapsed, self._total):5.0f}/{self._total:g} s  requests {c.get('send', 0):>7} "
+        line = f"  {min(elapsed, self._total):5.0f}/{self._total:g} s" + self._phase_label(elapsed)
+        line += (
+            f"  requests {c.get('send', 0):>7} "
             f"replies {c.get('reply', 0):>7}  retries {c.get('retry', 0)}  abandons {c.get('abandon', 0)}  "
             f"faults {faults}"
         )
+        if c.get("lost"):
+            line += f"  lost {c['lost']}"
         if upcoming is not None:
             line += f"  next: {upcoming.kind} {upcoming.target} at {upcoming.at_s:g} s"
         if self.tty:
@@ -129,13 +146,21 @@ class Progress:
         else:
             self._print(line)
 
+    def _phase_label(self, elapsed: float) -> str:
+        """`` phase idle (2/3, 1 user)`` while a phased load runs, else nothing."""
+        phase = self._load.phase_at(elapsed) if self._load else None
+        if phase is None:
+            return ""
+        n = self._load.phases.index(phase) + 1
+        return f"  phase {phase.name} ({n}/{len(self._load.phases)}, {_users(phase.users)})"
+
     def end_load(self) -> None:
         self._fault_errors()
         if self._counter is not None:
             c = self._counter.update()
             self._print(
                 f"  load done: {c['send']} sends, {c['reply']} replies, {c['retry']} retries, "
-                f"{c['abandon']} abandons"
+                f"{c['abandon']} abandons" + (f", {c['lost']} lost" if c["lost"] else "")
             )
 
     def verdict(self, verdict: dict[str, Any], run: RunDir) -> None:

@@ -87,7 +87,10 @@ def interrupts_deferred() -> Iterator[None]:
 
 
 def client_budget_s(options: dict[str, Any]) -> float:
-    """How long a client may work on one request before it abandons it (timeout × attempts)."""
+    """How long a client may work on one request before it abandons it (timeout × attempts,
+    or the reply deadline of a client that never resends)."""
+    if options.get("reply_deadline_s"):
+        return float(options["reply_deadline_s"])
     if "timeout_ms" in options:
         return options["timeout_ms"] / 1000 * (options.get("retries", 0) + 1)
     return 10.0
@@ -244,6 +247,8 @@ class Runner:
             wait_ms=load.wait_ms,
             seed=self.scenario.seed,
             name=self.scenario.manifest.name,
+            phases=[p.as_dict() for p in load.phases],
+            origin_ns=time.time_ns(),  # Locust starts right after: the load's time zero
         )
         if self.ui_port is None:
             mode = ["--headless"]
@@ -258,10 +263,13 @@ class Runner:
                 "--web-port",
                 str(self.ui_port),
             ]
-        argv = [
-            sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *mode,
+        # With phases the load shape sets users and spawn rate and ends the load itself.
+        steady = [] if load.phases else [
             "--users", str(load.users), "--spawn-rate", str(load.spawn_rate),
             "--run-time", f"{self.scenario.duration_s:g}s",
+        ]  # fmt: skip
+        argv = [
+            sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *mode, *steady,
             "--stop-timeout", f"{self.scenario.drain_s:g}",
             "--csv", str(self.run.locust_csv_prefix), "--only-summary",
             "--loglevel", "WARNING", "--exit-code-on-error", "0",
@@ -294,13 +302,9 @@ class Runner:
         self.meta["load_started_ns"] = time.time_ns()
         self.run.write_meta(self.meta)  # a runner killed from now on leaves the load's start
         nemesis.start(t0)
-        self.progress.start_load(self.scenario.duration_s, self.run.history, nemesis)
+        self.progress.start_load(self.scenario.duration_s, self.run.history, nemesis, self.scenario.load)
         # Locust stops its users after the run time and lets requests in flight finish.
-        limit = (
-            self.scenario.duration_s
-            + self.scenario.drain_s
-            + self.scenario.load.users / self.scenario.load.spawn_rate
-        )
+        limit = self.scenario.duration_s + self.scenario.drain_s + self.scenario.load.ramp_s()
         if self.ui_port is not None:
             limit += 60
             self.progress.note(f"Locust web UI: http://127.0.0.1:{self.ui_port}/")

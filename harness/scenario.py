@@ -29,6 +29,16 @@ weight = 2                               # or users = 3 (a fixed number of its u
 [promises]                               # overrides of the manifest's [promises] values
 latency_p99_ms = 400.0                   # (not checks; same types as the manifest's)
 
+[[load.phases]]                          # optional: the load in phases (Locust's LoadTestShape)
+name = "busy"                            # default phase-N; shown on the progress line
+duration_s = 40                          # the phases' durations add up to duration_s
+users = 10                               # users, spawn_rate, wait_ms: default [load]'s
+[[load.phases]]
+name = "idle"                            # a near-idle stretch: faults that land here hit a
+duration_s = 20                          # system whose workers hold no request
+users = 1
+wait_ms = 2000
+
 [[faults]]
 kind = "kill"                            # see `zchaos list` for the kinds and their parameters
 target = "worker:random"                 # an instance, a role, or role:random|half|all
@@ -62,7 +72,34 @@ from harness.manifest import (
     known_options,
     link_names,
     load_manifest,
+    reply_deadline_problem,
 )
+
+
+@dataclass(frozen=True)
+class LoadPhase:
+    """One stretch of the load: so many users, each pausing ``wait_ms`` between requests."""
+
+    name: str
+    start_s: float  # offset from the start of the load
+    duration_s: float
+    users: int
+    spawn_rate: float
+    wait_ms: float
+
+    @property
+    def end_s(self) -> float:
+        return self.start_s + self.duration_s
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "start_s": self.start_s,
+            "duration_s": self.duration_s,
+            "users": self.users,
+            "spawn_rate": self.spawn_rate,
+            "wait_ms": self.wait_ms,
+        }
 
 
 @dataclass(frozen=True)
@@ -73,6 +110,19 @@ class LoadSpec:
     payload_bytes: int = 32
     processes: int = 1
     clients: tuple[ClientKind, ...] = ()  # the manifest's client kinds with the scenario's overrides
+    phases: tuple[LoadPhase, ...] = ()  # empty: ``users`` for the whole run
+
+    def phase_at(self, elapsed_s: float) -> LoadPhase | None:
+        """The phase the load is in ``elapsed_s`` after its start (the last one after its end)."""
+        for phase in self.phases:
+            if elapsed_s < phase.end_s:
+                return phase
+        return self.phases[-1] if self.phases else None
+
+    def ramp_s(self) -> float:
+        """The longest time spawning users can take over the run."""
+        steps = self.phases or (LoadPhase("", 0, 0, self.users, self.spawn_rate, self.wait_ms),)
+        return sum(p.users / p.spawn_rate for p in steps)
 
 
 @dataclass(frozen=True)
@@ -125,6 +175,7 @@ class Scenario:
                 "payload_bytes": self.load.payload_bytes,
                 "processes": self.load.processes,
                 "clients": [c.as_dict() for c in self.load.clients],
+                "phases": [p.as_dict() for p in self.load.phases],
             },
             "faults": [
                 {"kind": f.kind, "target": f.target, "times_s": list(f.times_s), "params": f.params}
@@ -163,6 +214,34 @@ def _schedule_times(ft: Table, rng: random.Random, duration_s: float) -> tuple[f
         if not 0 <= t <= duration_s:
             raise ft.error(None, f"fault time {t} s lies outside the load (0 to {duration_s} s)")
     return tuple(times)
+
+
+def _phases(lt: Table, users: int, spawn_rate: float, wait_ms: float) -> tuple[LoadPhase, ...]:
+    """``[[load.phases]]``: each phase's users, spawn rate and wait default to [load]'s."""
+    phases: list[LoadPhase] = []
+    start = 0.0
+    for i, pt in enumerate(lt.tables("phases"), start=1):
+        name = pt.get("name", str, f"phase-{i}")
+        if any(p.name == name for p in phases):
+            raise pt.error("name", f"a phase named {name!r} comes earlier: give each phase its own name")
+        duration = pt.get("duration_s", float, minimum=0.1)
+        phase = LoadPhase(
+            name=name,
+            start_s=start,
+            duration_s=duration,
+            # 0 users: no load at all for a while (the users stop and new ones start after)
+            users=pt.get("users", int, users, minimum=0),
+            spawn_rate=pt.get("spawn_rate", float, spawn_rate, minimum=0.1),
+            wait_ms=pt.get("wait_ms", float, wait_ms, minimum=0),
+        )
+        pt.done()
+        phases.append(phase)
+        start = round(start + duration, 6)
+    if lt.has("phases") and not phases:
+        raise lt.error("phases", "is empty: give at least one [[load.phases]] or leave it out")
+    if phases and not any(p.users for p in phases):
+        raise lt.error("phases", "every phase has 0 users: there would be no load at all")
+    return tuple(phases)
 
 
 def check_target(
@@ -297,6 +376,7 @@ def parse_scenario(data: dict[str, Any], path: Path | None, *, where: str | Path
     except SetupError as exc:
         raise top.error("implementation", str(exc)) from None
     seed = top.get("seed", int, 1)
+    duration_given = top.has("duration_s")
     duration_s = top.get("duration_s", float, 60.0, minimum=1)
     drain_s = top.get("drain_s", float, manifest.promises.recovery_bound_s, minimum=0)
 
@@ -324,14 +404,32 @@ def parse_scenario(data: dict[str, Any], path: Path | None, *, where: str | Path
     defaults = LoadSpec()
     clients = _client_overrides(top, lt, manifest)
     manifest = replace(manifest, clients=clients, promises=_override_promises(top, manifest.promises))
+    users = lt.get("users", int, defaults.users, minimum=1)
+    spawn_rate = lt.get("spawn_rate", float, defaults.spawn_rate, minimum=0.1)
+    wait_ms = lt.get("wait_ms", float, defaults.wait_ms, minimum=0)
+    phases = _phases(lt, users, spawn_rate, wait_ms)
+    if phases:
+        total = phases[-1].end_s
+        if duration_given and abs(total - duration_s) > 1e-6:
+            raise lt.error(
+                "phases",
+                f"the phases last {total:g} s in all but duration_s = {duration_s:g}: "
+                "make them agree, or leave duration_s out (it is then their sum)",
+            )
+        duration_s = total
     load = LoadSpec(
-        users=lt.get("users", int, defaults.users, minimum=1),
-        spawn_rate=lt.get("spawn_rate", float, defaults.spawn_rate, minimum=0.1),
-        wait_ms=lt.get("wait_ms", float, defaults.wait_ms, minimum=0),
+        users=max((p.users for p in phases), default=users),
+        spawn_rate=spawn_rate,
+        wait_ms=wait_ms,
         payload_bytes=lt.get("payload_bytes", int, defaults.payload_bytes, minimum=16),
         processes=lt.get("processes", int, defaults.processes, minimum=1),
         clients=clients,
+        phases=phases,
     )
+    for kind in clients:
+        deadline_problem = reply_deadline_problem(kind.options, manifest.promises)
+        if deadline_problem:
+            raise lt.error("client", f"client kind {kind.name!r}: {deadline_problem}")
     fixed = sum(k.users for k in clients)
     if fixed > load.users or (fixed == load.users and any(k.users == 0 for k in clients)):
         shared = [k.name for k in clients if k.users == 0]

@@ -46,6 +46,11 @@ class LoadConfig:
     wait_ms: float = 20.0
     seed: int = 1
     name: str = "request"  # the request name in Locust's statistics
+    # The load's phases (harness.scenario.LoadPhase.as_dict), empty for one steady load,
+    # and the wall-clock time (ns) they count from: the runner's start of the load, so
+    # phases line up with the fault schedule whatever Locust's own start-up takes.
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    origin_ns: int = 0
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))

@@ -5,10 +5,10 @@ There is one Locust user class per client kind of the manifest (its ``weight`` o
 one client with its own identity (``client-7``). It numbers its requests
 (``seq`` 1, 2, 3 ...), gives each a run-unique id carried at the head of the payload,
 lets its adapter speak the protocol, checks the reply against the request, records the
-outcome (``reply`` or ``abandon``; the adapter records ``send``, ``retry`` and
-``unexpected``) and fires Locust's ``request`` event, so Locust's statistics, CSV files
-and web UI stay true. The load's configuration comes from the runner as JSON in
-``ZCHAOS_LOAD`` (``LoadConfig``); the same seed gives every client the same payloads.
+outcome (``reply``, ``abandon``, or ``lost`` for a client that never resends; the adapter
+records ``send``, ``retry`` and ``unexpected``) and fires Locust's ``request`` event, so
+Locust's statistics, CSV files and web UI stay true. The load's configuration comes from
+the runner as JSON in ``ZCHAOS_LOAD`` (``LoadConfig``); the same seed gives every client the same payloads.
 """
 
 from __future__ import annotations
@@ -19,12 +19,13 @@ import time
 from typing import Any
 
 import zmq.green as zmq
-from locust import User, constant, task
+from locust import User, task
 
 from harness.history import HistoryWriter, NullWriter, history_file, payload_for, request_id
 from loadtests.adapters import adapter_class
-from loadtests.adapters.base import Abandoned, AsyncClientAdapter, ClientAdapter, RequestLog
+from loadtests.adapters.base import Abandoned, AsyncClientAdapter, ClientAdapter, Lost, RequestLog
 from loadtests.config import ClientLoad, LoadConfig
+from loadtests.shape import wait_time_for
 
 
 class WrongReply(Exception):
@@ -80,7 +81,14 @@ class ZchaosUser(User):
         self.starts: dict[str, tuple[list[bytes], float]] = {}
 
     def on_stop(self) -> None:
-        self.adapter.close()
+        # An asynchronous client collects what it has in flight before it goes (the
+        # adapter's own deadlines bound the wait; Locust's --stop-timeout cuts it short).
+        try:
+            if isinstance(self.adapter, AsyncClientAdapter):
+                while self.adapter.in_flight():
+                    self._collect()
+        finally:
+            self.adapter.close()
 
     def _new_request(self) -> tuple[list[bytes], RequestLog]:
         self.seq += 1
@@ -92,8 +100,8 @@ class ZchaosUser(User):
     def _finish(self, body: list[bytes], log: RequestLog, outcome: Any, started: float) -> None:
         elapsed = time.perf_counter() - started
         exception: Exception | None = None
-        if isinstance(outcome, Abandoned):
-            log.emit("abandon", reason=outcome.reason)
+        if isinstance(outcome, Abandoned | Lost):
+            log.emit("lost" if isinstance(outcome, Lost) else "abandon", reason=outcome.reason)
             exception = outcome
             length = 0
         else:
@@ -123,7 +131,7 @@ class ZchaosUser(User):
         started = time.perf_counter()
         try:
             outcome: Any = self.adapter.request(body, log)
-        except Abandoned as exc:
+        except (Abandoned, Lost) as exc:
             outcome = exc
         self._finish(body, log, outcome, started)
 
@@ -134,6 +142,10 @@ class ZchaosUser(User):
             body, log = self._new_request()
             self.starts[log.rid] = (body, time.perf_counter())
             adapter.submit(body, log)
+        self._collect()
+
+    def _collect(self) -> None:
+        adapter: AsyncClientAdapter = self.adapter  # type: ignore[assignment]
         for log, outcome in adapter.poll(0.05):
             body, started = self.starts.pop(log.rid)
             self._finish(body, log, outcome, started)
@@ -141,7 +153,7 @@ class ZchaosUser(User):
 
 def make_user_classes(config: LoadConfig) -> dict[str, type[ZchaosUser]]:
     """A concrete Locust user class per client kind of this load, by class name."""
-    wait = constant(config.wait_ms / 1000)
+    wait = wait_time_for(config)
     classes = {}
     for client in config.clients:
         name = "Zchaos_" + "".join(c if c.isalnum() else "_" for c in client.name)

@@ -19,9 +19,11 @@ OVERALL_QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p99.9": 0.999}
 #: The events the timeline follows; runner and broker events do not make a second busy.
 TIMELINE_EVENTS = ("send", "reply", "retry", "abandon", "unexpected")
 MAX_TIMELINE_S = 7 * 24 * 3600
-CLIENT_EVENTS = ("send", "reply", "retry", "abandon", "unexpected")
+CLIENT_EVENTS = ("send", "reply", "retry", "abandon", "lost", "unexpected")
 NO_KIND = "(unnamed)"  # client events of a history written before kinds were recorded
 MAX_CLIENT_ERRORS_SHOWN = 20
+KIND_COUNTS = ("clients", "requests", "sends", "replies", "replies_not_ok", "retries", "abandons", "lost",
+               "unexpected")  # fmt: skip
 
 
 def _ms(us: float | None) -> float | None:
@@ -105,8 +107,9 @@ def counts(events: DataFrame) -> tuple[dict[str, int], dict[str, dict[str, int]]
 
 
 def client_kinds(events: DataFrame) -> dict[str, dict[str, Any]]:
-    """Per client kind: clients, requests, sends, replies (not ok), retries, abandons,
-    unexpected messages, reply latency (ms) and the replies each endpoint gave."""
+    """Per client kind: clients, requests, sends, replies (not ok), retries, abandons, lost
+    (a client that never resends), unexpected messages, reply latency (ms) and the replies
+    each endpoint gave."""
     ev = F.col("ev")
     is_reply = ev == "reply"
     client = events.filter(ev.isin(*CLIENT_EVENTS)).withColumn("k", F.coalesce("kind", F.lit(NO_KIND)))
@@ -120,6 +123,7 @@ def client_kinds(events: DataFrame) -> dict[str, dict[str, Any]]:
             F.sum((is_reply & ~F.coalesce("ok", F.lit(False))).cast("int")).alias("replies_not_ok"),
             F.sum((ev == "retry").cast("int")).alias("retries"),
             F.sum((ev == "abandon").cast("int")).alias("abandons"),
+            F.sum((ev == "lost").cast("int")).alias("lost"),
             F.sum((ev == "unexpected").cast("int")).alias("unexpected"),
             F.percentile(F.when(is_reply, F.col("latency_us")), _quantiles((0.5, 0.99))).alias("q"),
             F.max(F.when(is_reply, F.col("latency_us"))).alias("max"),
@@ -132,9 +136,7 @@ def client_kinds(events: DataFrame) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for r in sorted(rows, key=lambda r: r["k"]):
         q = r["q"] or [None, None]
-        figures = {name: int(r[name] or 0) for name in (
-            "clients", "requests", "sends", "replies", "replies_not_ok", "retries", "abandons", "unexpected"
-        )}  # fmt: skip
+        figures = {name: int(r[name] or 0) for name in KIND_COUNTS}
         figures["latency_ms"] = {"p50": _ms(q[0]), "p99": _ms(q[1]), "max": _ms(r["max"])}
         figures["replies_by_endpoint"] = {
             a["endpoint"]: a["count"]

@@ -14,6 +14,14 @@ from tests.procs import procs  # noqa: F401 - a fixture
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+# The JVMs of a test run live seconds and run tiny queries: the optimising JIT (C2) costs
+# more CPU than it saves there. With C1 alone the Spark checker tests took a third less CPU
+# (tests/test_sketch_checkers.py 48 -> 31 s, test_majordomo_checkers.py 44 -> 29 s, under a
+# load average of 30). Inherited by the `zchaos` processes the tests start; never set for users.
+os.environ.setdefault(
+    "PYSPARK_SUBMIT_ARGS", "--conf spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 pyspark-shell"
+)
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:

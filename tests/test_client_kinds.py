@@ -194,6 +194,54 @@ def test_zchaos_check_validates_without_running(tmp_path: Path) -> None:
     assert zchaos("run", "--check", str(write(tmp_path))).returncode == 0
 
 
+def test_figures_per_kind_from_the_history(spark) -> None:
+    from reports.history_frame import events_frame
+    from reports.metrics import client_errors, client_kinds
+
+    def ev(ev: str, cid: str, seq: int, kind: str | None, **more) -> dict:
+        return {
+            "ts": seq,
+            "src": cid,
+            "ev": ev,
+            "cid": cid,
+            "seq": seq,
+            "rid": f"{cid}:{seq}",
+            "kind": kind,
+            **more,
+        }
+
+    events = events_frame(
+        spark,
+        [
+            ev("send", "client-1", 1, "a", attempt=1),
+            ev("reply", "client-1", 1, "a", ok=True, latency_us=1000, endpoint="primary"),
+            ev("send", "client-1", 2, "a", attempt=1),
+            ev("retry", "client-1", 2, "a", attempt=2),
+            ev("send", "client-1", 2, "a", attempt=2),
+            ev("reply", "client-1", 2, "a", ok=False, latency_us=3000, endpoint="backup"),
+            ev("send", "client-2", 1, "b", attempt=1),
+            ev("lost", "client-2", 1, "b", reason="deadline"),
+            ev("send", "client-3", 1, "b", attempt=1),
+            ev("abandon", "client-3", 1, "b", reason="gave up"),
+            ev("send", "client-9", 1, None, attempt=1),  # a history from before kinds
+            {"ts": 9, "src": "client-3", "ev": "client_error", "cid": "client-3", "kind": "b",
+             "reason": "exit", "code": 3, "detail": "client program exited early (code 3)"},
+        ],
+    )  # fmt: skip
+    kinds = client_kinds(events)
+    assert set(kinds) == {"a", "b", "(unnamed)"}
+    a, b = kinds["a"], kinds["b"]
+    assert (a["clients"], a["requests"], a["sends"], a["replies"], a["replies_not_ok"], a["retries"]) == (
+        1, 2, 3, 2, 1, 1
+    )  # fmt: skip
+    assert a["latency_ms"]["max"] == 3.0 and a["replies_by_endpoint"] == {"backup": 1, "primary": 1}
+    assert (b["clients"], b["requests"], b["replies"], b["lost"], b["abandons"]) == (2, 2, 0, 1, 1)
+    assert b["latency_ms"]["p99"] is None
+    errors = client_errors(events)
+    assert errors["count"] == 1 and errors["by_reason"] == {"exit": 1}
+    assert errors["first"][0]["code"] == 3 and errors["first"][0]["cid"] == "client-3"
+
+
 # --- a whole run ----------------------------------------------------------------------------
 
 MIXED = ROOT / "scenarios" / "majordomo-mixed-kill-busy-worker.toml"

@@ -183,3 +183,37 @@ def test_a_lost_mmi_query_is_dropped_with_its_socket_so_later_answers_keep_their
     assert answer["code"] == 0 and "malformed MMI answer" in answer["detail"]
     assert answer["latency_us"] < 5_000_000
     probe.close()
+
+
+def test_waiting_on_reply_and_mmi_answer_lets_other_locust_users_run(tmp_path, writer) -> None:
+    """Inside Locust (gevent, zmq.green) the wait on both sockets must yield to other users."""
+    import gevent
+    import zmq.green
+
+    green = zmq.green.Context()
+    with zmq.Context() as other:
+        sock = other.socket(zmq.ROUTER)
+        port = sock.bind_to_random_port("tcp://127.0.0.1")
+        sock.close(linger=0)  # nobody answers: the client waits its whole timeout
+    client = MdpSyncClient(
+        f"tcp://127.0.0.1:{port}", {"timeout_ms": 400, "retries": 0, "mmi_every": 1}, "client-1", green
+    )
+    ticks = []
+
+    def other_user() -> None:
+        while len(ticks) < 1000:
+            ticks.append(1)
+            gevent.sleep(0.01)
+
+    def request() -> None:
+        with pytest.raises(Abandoned):
+            client.request([b"client-1:1|x"], log_for(writer, 1))
+
+    beside = gevent.spawn(other_user)
+    waiting = gevent.spawn(request)
+    waiting.join(10)
+    beside.kill()
+    assert waiting.successful(), waiting.exception
+    assert len(ticks) >= 10  # the other user ran during the 400 ms wait
+    client.close()
+    green.destroy(linger=0)

@@ -89,6 +89,14 @@ class Abandoned(Exception):
         self.reason = reason
 
 
+class Lost(Exception):
+    """A client that never resends waited its reply deadline out (recorded as ``lost``)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 def _type_name(value: Any) -> str:
     return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(
         type(value), type(value).__name__
@@ -187,7 +195,7 @@ class AsyncClientAdapter(ClientAdapter):
         """Send the first attempt of a request (calling ``log.sent()``) without waiting."""
 
     @abstractmethod
-    def poll(self, timeout_s: float) -> list[tuple[RequestLog, Reply | Abandoned]]:
+    def poll(self, timeout_s: float) -> list[tuple[RequestLog, Reply | Abandoned | Lost]]:
         """Wait up to ``timeout_s`` for progress; return the requests that finished."""
 
     def in_flight(self) -> int:
@@ -199,6 +207,6 @@ class AsyncClientAdapter(ClientAdapter):
         while True:
             for done_log, outcome in self.poll(0.1):
                 if done_log is log:
-                    if isinstance(outcome, Abandoned):
+                    if isinstance(outcome, Abandoned | Lost):
                         raise outcome
                     return outcome

@@ -9,7 +9,13 @@ earlier attempt of a finished request, or garbage) is recorded as ``unexpected``
 the request it names when that one finished recently, and dropped. Options as in
 ``mdp_sync`` (``service``, ``timeout_ms``, ``retries``, ``body_frames``, ``mmi_every``: every
 N requests and on every resend, on a side DEALER, each answer recorded as ``mmi_answer``)
-plus ``window`` (how many requests the Locust user keeps in flight).
+plus ``window`` (how many requests the Locust user keeps in flight) and ``reply_deadline_s``.
+
+``reply_deadline_s`` > 0 makes a client that never resends: each request is sent once
+and waited for up to that many seconds; with no reply by then it is recorded as ``lost``
+(not abandoned), and a reply that comes later is ``unexpected``. Retries cannot hide a
+request the broker dropped, so ``no_lost`` sees it (the manifest's ``requeue`` promise
+says whether a loss during a fault counts). ``timeout_ms`` and ``retries`` are then unused.
 """
 
 from __future__ import annotations
@@ -22,8 +28,8 @@ from typing import Any
 
 import zmq
 
-from loadtests.adapters.base import Abandoned, AsyncClientAdapter, Reply, RequestLog, rid_of
-from loadtests.adapters.mdp_sync import MDPC01, MmiProbe, body_with_frames, reply_mismatch
+from loadtests.adapters.base import Abandoned, AsyncClientAdapter, Lost, Reply, RequestLog, rid_of
+from loadtests.adapters.mdp_sync import MDPC01, MmiProbe, body_with_frames, poller_for, reply_mismatch
 
 #: finished requests remembered, to name the request a late duplicate reply belongs to
 REMEMBER = 1000
@@ -44,6 +50,7 @@ class MdpAsyncClient(AsyncClientAdapter):
         "retries": 3,
         "body_frames": 1,
         "mmi_every": 0,
+        "reply_deadline_s": 0.0,
     }
     SUMMARY = "Majordomo 0.1 asynchronous client (DEALER, a window of requests in flight)"
 
@@ -56,6 +63,7 @@ class MdpAsyncClient(AsyncClientAdapter):
         self.retries = max(0, int(self.options["retries"]))
         self.body_frames = int(self.options["body_frames"])
         self.mmi_every = int(self.options["mmi_every"])
+        self.deadline_s = float(self.options["reply_deadline_s"])  # > 0: never resend
         self.count = 0
         self.pending: dict[str, _InFlight] = {}
         self.finished: OrderedDict[str, RequestLog] = OrderedDict()
@@ -75,23 +83,22 @@ class MdpAsyncClient(AsyncClientAdapter):
         if self.mmi is not None and self.count % self.mmi_every == 0:
             self.mmi.ask(self.writer, self.cid)
         message = [b"", MDPC01, self.service.encode(), *body_with_frames(body, self.body_frames)]
-        self.pending[log.rid] = _InFlight(log, message, time.monotonic() + self.timeout_s)
+        wait = self.deadline_s or self.timeout_s
+        self.pending[log.rid] = _InFlight(log, message, time.monotonic() + wait)
         self.socket.send_multipart(message)
         log.sent()
 
     def in_flight(self) -> int:
         return len(self.pending)
 
-    def poll(self, timeout_s: float) -> list[tuple[RequestLog, Reply | Abandoned]]:
+    def poll(self, timeout_s: float) -> list[tuple[RequestLog, Reply | Abandoned | Lost]]:
         done: list[tuple[RequestLog, Reply | Abandoned]] = []
         now = time.monotonic()
         wait = timeout_s
         if self.pending:
             wait = max(0.0, min(wait, min(p.deadline for p in self.pending.values()) - now))
         if self.mmi is not None and self.writer is not None:
-            poller = zmq.Poller()
-            poller.register(self.socket, zmq.POLLIN)
-            poller.register(self.mmi.socket, zmq.POLLIN)
+            poller = poller_for(self.socket, self.mmi.socket)
             ready = dict(poller.poll(int(wait * 1000)))
             if self.mmi.socket in ready:
                 self.mmi.collect(self.writer, self.cid)
@@ -127,7 +134,11 @@ class MdpAsyncClient(AsyncClientAdapter):
 
     def _expire(self, now: float, done: list) -> None:
         for rid, flight in [(r, f) for r, f in self.pending.items() if f.deadline <= now]:
-            if flight.log.attempts <= self.retries:
+            if self.deadline_s:
+                del self.pending[rid]
+                self._finish(flight.log)
+                done.append((flight.log, Lost(f"no reply within the {self.deadline_s:g} s reply deadline")))
+            elif flight.log.attempts <= self.retries:
                 flight.log.retried("timeout")
                 if self.mmi is not None:
                     self.mmi.ask(flight.log.writer, self.cid)

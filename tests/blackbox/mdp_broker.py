@@ -2,7 +2,7 @@
 zchaos, no history. zchaos judges it from the outside, with its probe workers behind it.
 
     python tests/blackbox/mdp_broker.py --frontend tcp://127.0.0.1:5555 \\
-        --backend tcp://127.0.0.1:5556 [--heartbeat-ms 1000] [--liveness 3] [--bug mmi-always-200]
+        --backend tcp://127.0.0.1:5556 [--heartbeat-ms 1000] [--liveness 3] [--bug BUG]
 
 Clients on the frontend ROUTER, workers on the backend ROUTER. Workers are heartbeated
 and expired after ``liveness`` silent heartbeats (busy ones too: a dead busy worker's
@@ -10,8 +10,10 @@ request goes back to the head of its queue). Requests for a service nobody serve
 ``mmi.service`` answers 200 while a worker of the service is registered, 404 otherwise;
 other ``mmi.*`` answer 501. Malformed messages are dropped.
 
-The one bug on offer: ``--bug mmi-always-200`` answers 200 to every ``mmi.service``, also
-when no worker is alive.
+The bugs on offer (one at a time): ``--bug mmi-always-200`` answers 200 to every
+``mmi.service``, also when no worker is alive; ``--bug drop-dead-workers-request`` drops
+the request a dead (expired or disconnected) worker held instead of handing it to the
+next worker, which only clients that never resend can see.
 """
 
 from __future__ import annotations
@@ -125,6 +127,8 @@ class Broker:
         svc = self.service(worker.service)
         if address in svc.idle:
             svc.idle.remove(address)
+        if worker.job is not None and self.args.bug == "drop-dead-workers-request":
+            return  # the bug: the request is gone; only a client's resend would bring it back
         if worker.job is not None:  # at-least-once: its request goes first to the next worker
             svc.requests.appendleft(worker.job)
             self.dispatch(worker.service)
@@ -167,7 +171,9 @@ def main() -> int:
     parser.add_argument("--backend", required=True, help="endpoint to bind for workers")
     parser.add_argument("--heartbeat-ms", type=int, default=1000)
     parser.add_argument("--liveness", type=int, default=3)
-    parser.add_argument("--bug", choices=("none", "mmi-always-200"), default="none")
+    parser.add_argument(
+        "--bug", choices=("none", "mmi-always-200", "drop-dead-workers-request"), default="none"
+    )
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     broker = Broker(args)

@@ -1,0 +1,131 @@
+"""Load phases: ``[[load.phases]]`` validated in the scenario, carried out by a Locust
+LoadTestShape and a per-phase wait, and shown on the progress line."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from harness.errors import SetupError
+from harness.progress import Progress
+from harness.scenario import load_scenario
+from loadtests.config import ClientLoad, LoadConfig
+from loadtests.shape import make_shape_class, wait_time_for
+
+PHASED = """
+implementation = "paranoid-pirate"
+[load]
+users = 4
+wait_ms = 20
+[[load.phases]]
+name = "busy"
+duration_s = 5
+[[load.phases]]
+name = "idle"
+duration_s = 8
+users = 1
+wait_ms = 2000
+[[load.phases]]
+duration_s = 3
+users = 0
+[[faults]]
+kind = "restart"
+target = "queue"
+at_s = [15]
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    return path
+
+
+def test_phases_are_read_with_defaults_and_set_the_duration(tmp_path: Path) -> None:
+    scenario = load_scenario(write(tmp_path, PHASED))
+    busy, idle, third = scenario.load.phases
+    assert (busy.name, busy.start_s, busy.users, busy.wait_ms) == ("busy", 0, 4, 20)  # [load]'s
+    assert (idle.start_s, idle.end_s, idle.users, idle.wait_ms) == (5, 13, 1, 2000)
+    assert (third.name, third.users) == ("phase-3", 0)
+    assert scenario.duration_s == 16  # their sum: the fault at 15 s lies inside the load
+    assert [scenario.load.phase_at(t).name for t in (0, 4.9, 5, 12.9, 13, 99)] == [
+        "busy", "busy", "idle", "idle", "phase-3", "phase-3"
+    ]  # fmt: skip
+    assert scenario.as_dict()["load"]["phases"][1]["wait_ms"] == 2000
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            ("[load]", "duration_s = 20\n[load]"),
+            "load.phases: the phases last 16 s in all but duration_s = 20",
+        ),
+        (('name = "busy"', 'name = "idle"'), "load.phases[1].name: a phase named 'idle' comes earlier"),
+        (("duration_s = 5", "duration_s = 0"), "load.phases[0].duration_s: must be at least 0.1"),
+        (("users = 1", "users = -1"), "load.phases[1].users: must be at least 0"),
+        (("wait_ms = 2000", "wait = 2000"), "load.phases[1].wait: unknown key; did you mean 'wait_ms'?"),
+        (("users = 4\n", "users = 0\n"), "load.users: must be at least 1"),
+        (("at_s = [15]", "at_s = [17]"), "lies outside the load (0 to 16.0 s)"),
+    ],
+)
+def test_phase_mistakes_name_the_file_and_the_key(
+    tmp_path: Path, edit: tuple[str, str], message: str
+) -> None:
+    path = write(tmp_path, PHASED.replace(*edit, 1))
+    with pytest.raises(SetupError) as caught:
+        load_scenario(path)
+    assert message in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_phases_without_any_user_are_refused(tmp_path: Path) -> None:
+    text = PHASED.replace('name = "busy"\n', 'name = "busy"\nusers = 0\n').replace("users = 1", "users = 0")
+    with pytest.raises(SetupError, match="every phase has 0 users"):
+        load_scenario(write(tmp_path, text))
+
+
+def _config(origin_ns: int) -> LoadConfig:
+    phases = [
+        {"name": "busy", "start_s": 0.0, "duration_s": 5.0, "users": 4, "spawn_rate": 10.0, "wait_ms": 20.0},
+        {
+            "name": "idle",
+            "start_s": 5.0,
+            "duration_s": 8.0,
+            "users": 1,
+            "spawn_rate": 10.0,
+            "wait_ms": 2000.0,
+        },
+    ]
+    client = ClientLoad(name="c", adapter="lazy_pirate", endpoints=["tcp://127.0.0.1:1"])
+    return LoadConfig(clients=[client], history_dir="", phases=phases, origin_ns=origin_ns)
+
+
+def test_the_load_shape_follows_the_phases_from_the_runners_origin_then_stops() -> None:
+    import time
+
+    now = time.time_ns()
+    shape = make_shape_class(_config(now))()
+    assert shape.tick() == (4, 10.0)
+    assert make_shape_class(_config(now - 6 * 10**9))().tick() == (1, 10.0)  # 6 s into the load
+    assert make_shape_class(_config(now - 14 * 10**9))().tick() is None  # past the end: Locust stops
+    wait = wait_time_for(_config(now - 6 * 10**9))
+    assert wait(None) == 2.0
+    assert wait_time_for(_config(now - 60 * 10**9))(None) == 2.0  # after the end: the last phase's
+
+
+def test_the_progress_line_shows_the_phase(tmp_path: Path) -> None:
+    scenario = load_scenario(write(tmp_path, PHASED))
+    stream = io.StringIO()
+    progress = Progress(stream=stream, every_s=0)
+    (tmp_path / "history").mkdir()
+    progress.start_load(scenario.duration_s, tmp_path / "history", None, scenario.load)
+    progress.tick(6.0)
+    lost = '{"ts":1,"src":"client-1","ev":"lost","cid":"client-1","seq":1,"rid":"client-1:1","reason":"x"}\n'
+    (tmp_path / "history" / "locust-0.jsonl").write_text(lost)
+    progress.tick(14.0)
+    lines = stream.getvalue().splitlines()
+    assert "phase idle (2/3, 1 user)" in lines[0] and "lost" not in lines[0]
+    assert "phase phase-3 (3/3, 0 users)" in lines[1]
+    assert "lost 1" in lines[1]  # a no-resend client's losses show as they happen

@@ -1,0 +1,132 @@
+"""Loss that retries cannot hide: the no-resend client mode (reply_deadline_s), the
+``lost`` event, the ``requeue`` promise and how ``no_lost`` and ``steady_state`` judge them.
+
+Checker tests run on small hand-made histories (real Spark); the adapter test runs
+against a ROUTER in the test that never answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zmq
+
+from harness.errors import SetupError
+from harness.history import HistoryWriter, read_events
+from harness.manifest import load_manifest
+from harness.runner import client_budget_s
+from harness.scenario import load_scenario
+from loadtests.adapters.base import Lost, RequestLog
+from loadtests.adapters.mdp_async import MdpAsyncClient
+from reports.checkers import VIOLATED, FaultWindow
+from tests.procs import ROOT, wait_for
+from tests.test_checkers import check, clean_history, make_ctx, request, t
+
+# --- checkers --------------------------------------------------------------------------
+
+
+def lost(cid: str, seq: int, at: float) -> dict[str, Any]:
+    rid = f"{cid}:{seq}"
+    return {"ts": t(at), "src": cid, "ev": "lost", "cid": cid, "seq": seq, "rid": rid, "reason": "deadline"}
+
+
+def with_losses() -> list[dict[str, Any]]:
+    """Clean traffic plus two requests a no-resend client gave up on: one sent during a
+    worker kill (20-21 s), one in quiet time."""
+    events = clean_history()
+    events += [*request("client-5", 1, at=20.5, reply=False), lost("client-5", 1, at=25)]
+    events += [*request("client-5", 2, at=40, reply=False), lost("client-5", 2, at=48)]
+    events += request("client-5", 3, at=50)
+    return events
+
+
+KILL = FaultWindow(1, "kill", "worker-1", t(20), t(21))
+
+
+def test_no_lost_counts_a_request_past_its_deadline_as_lost_where_requeue_is_promised(spark):
+    result = check("no_lost", make_ctx(spark, with_losses(), faults=[KILL], requeue=True))
+    assert (result.status, result.violations) == (VIOLATED, 2)
+    assert result.figures["lost_past_deadline"] == 2
+    assert result.figures["indeterminate"] == 0  # lost is decided, whatever the end of the run
+    assert [e["rid"] for e in result.examples] == ["client-5:1", "client-5:2"]
+    assert result.examples[0]["problem"] == "lost: deadline"  # the client's reason
+    assert "2 past their reply deadline" in result.summary
+
+
+def test_no_lost_without_requeue_reports_a_loss_during_a_fault_but_counts_only_the_other(spark):
+    result = check("no_lost", make_ctx(spark, with_losses(), faults=[KILL]))
+    assert (result.status, result.violations) == (VIOLATED, 1)
+    assert result.examples[0]["rid"] == "client-5:2"
+    assert result.figures["lost_in_faults_unpromised"] == 1
+    assert "requeue is not promised" in result.summary
+
+
+def test_steady_state_counts_a_lost_request_outside_fault_windows(spark):
+    result = check("steady_state", make_ctx(spark, with_losses(), faults=[KILL]))
+    assert result.status == VIOLATED
+    assert result.figures["lost"] == 1  # the one at 48 s; 25 s lies in the kill's grace
+    assert [e["ev"] for e in result.examples] == ["lost"]
+
+
+# --- manifest and scenario --------------------------------------------------------------
+
+
+def test_the_noresend_flavour_promises_requeue_and_budgets_its_deadline() -> None:
+    manifest = load_manifest("majordomo-noresend")
+    assert manifest.promises.requeue is True
+    sync, noresend = manifest.clients  # resending clients and no-resend ones in one run
+    assert "reply_deadline_s" not in sync.options
+    assert noresend.options["reply_deadline_s"] >= manifest.promises.recovery_bound_s
+    assert client_budget_s(noresend.options) == noresend.options["reply_deadline_s"]
+    assert load_manifest("majordomo").promises.requeue is False
+
+
+def test_a_deadline_below_the_recovery_bound_is_refused_naming_the_key(tmp_path: Path) -> None:
+    text = (ROOT / "implementations" / "majordomo" / "manifest-noresend.toml").read_text()
+    bad = tmp_path / "m.toml"
+    bad.write_text(text.replace("reply_deadline_s = 12.0", "reply_deadline_s = 4.0").replace(
+        "{manifest_dir}", str(ROOT)))  # fmt: skip
+    with pytest.raises(SetupError) as caught:
+        load_manifest(bad)
+    assert "clients[1].options" in str(caught.value) and "recovery_bound_s = 10" in str(caught.value)
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('implementation = "majordomo-noresend"\n[load]\nclient = { reply_deadline_s = 3 }\n')
+    with pytest.raises(SetupError) as caught:
+        load_scenario(scenario)
+    assert "load.client" in str(caught.value) and "shorter than [promises] recovery_bound_s" in str(
+        caught.value
+    )
+
+
+# --- the adapter ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def zctx() -> Iterator[zmq.Context]:
+    context = zmq.Context()
+    yield context
+    context.destroy(linger=0)
+
+
+def test_a_noresend_client_sends_once_and_records_lost_after_its_deadline(zctx, tmp_path: Path) -> None:
+    silent = zctx.socket(zmq.ROUTER)  # a broker that takes the request and never answers
+    silent.linger = 0
+    endpoint = f"tcp://127.0.0.1:{silent.bind_to_random_port('tcp://127.0.0.1')}"
+    with HistoryWriter(tmp_path / "c.jsonl", "client-1") as writer:
+        client = MdpAsyncClient(endpoint, {"reply_deadline_s": 0.5, "timeout_ms": 100}, "client-1", zctx)
+        client.submit([b"client-1:1|x"], RequestLog(writer, "client-1", 1, "client-1:1"))
+        assert silent.poll(5000)
+        request = silent.recv_multipart()
+        outcome: list = []
+        wait_for(lambda: outcome.extend(client.poll(0.1)) or outcome, 10, "the deadline to run out")
+        assert isinstance(outcome[0][1], Lost) and "0.5 s reply deadline" in outcome[0][1].reason
+        assert not silent.poll(200), "a no-resend client resent"  # timeout_ms (100) is unused
+        silent.send_multipart([request[0], b"", b"MDPC01", b"echo", request[4]])  # too late
+        wait_for(lambda: client.poll(0.1) == [] and any(e["ev"] == "unexpected" for e in
+                 read_events(writer.path)), 10, "the late reply recorded")  # fmt: skip
+        sends = [e for e in read_events(writer.path) if e["ev"] == "send"]
+        assert [e["attempt"] for e in sends] == [1]
+        client.close()

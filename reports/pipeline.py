@@ -216,7 +216,7 @@ def history_damage(raw: DataFrame, bad: Any, files: list[Path], n_bad: int) -> d
             .agg(
                 F.count("*").alias("n"),
                 F.sum(F.col(CORRUPT).isNull().cast("int")).alias("objects"),
-                F.collect_set(F.col(CORRUPT)).alias("texts"),
+                F.slice(F.collect_set(F.col(CORRUPT)), 1, MAX_BAD_LINES_LOCATED).alias("texts"),
             )
             .collect()
         )

@@ -21,6 +21,11 @@ INT64_MAX = 2**63 - 1  # Toxiproxy's toxic attributes are Go int64
 #: How a scenario picks instances of a role: ``worker:random`` (one, seeded), ``worker:half``
 #: (half of them, rounded up, seeded), ``worker:all``.
 SELECTORS = ("random", "half", "all")
+#: What a fault does to its target's service: an ``outage`` stops it serving (a crash, a
+#: stall, a cut link), a ``slowdown`` only slows it. A manifest's ``survives`` promise
+#: names harms (harness/manifest.py); the ``availability`` check holds the system to them.
+OUTAGE, SLOWDOWN = "outage", "slowdown"
+HARMS = (OUTAGE, SLOWDOWN)
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,11 @@ class FaultKind:
     params: dict[str, Param] = field(default_factory=dict)
     #: A rule across parameters: the problem with the given values, or None when they fit.
     check: Callable[[dict[str, Any]], str | None] | None = None
+    #: A link fault that loses what is sent (rather than delaying it): a message sent into
+    #: it never arrives. Recorded in ``fault_start`` so the checkers need no list of kinds.
+    lossy: bool = False
+    #: What it does to the target's service (see HARMS).
+    harm: str = OUTAGE
 
     def __post_init__(self) -> None:
         for pname, spec in self.params.items():
@@ -145,6 +155,7 @@ FAULT_KINDS: dict[str, FaultKind] = {
                 # chaos/starve.py: a quota of 0 stops the process (that is freeze), 1 is no fault.
                 "share": Param(float, 0.1, "the part of one CPU the process keeps", min=0.01, max=0.99),
             },
+            harm=SLOWDOWN,
         ),
         # A hostile or broken peer (chaos/malformed.py): junk of a protocol family sent
         # straight to the endpoint the target binds (never through a link's proxy: the
@@ -174,12 +185,14 @@ FAULT_KINDS: dict[str, FaultKind] = {
             "blackhole the link's data for duration_s (Toxiproxy timeout 0); connections close at the end",
             "link",
             {"duration_s": _duration(), "direction": _direction("both"), "toxicity": _toxicity()},
+            lossy=True,
         ),
         FaultKind(
             "disconnect",
             "close the link's connections and refuse new ones for duration_s (proxy disabled)",
             "link",
             {"duration_s": _duration()},
+            lossy=True,
         ),
         FaultKind(
             "reset",
@@ -191,6 +204,7 @@ FAULT_KINDS: dict[str, FaultKind] = {
                 "direction": _direction("upstream"),
                 "toxicity": _toxicity(),
             },
+            lossy=True,
         ),
         FaultKind(
             "latency",
@@ -203,10 +217,11 @@ FAULT_KINDS: dict[str, FaultKind] = {
                 "direction": _direction("downstream"),
                 "toxicity": _toxicity(),
             },
+            harm=SLOWDOWN,
         ),
         FaultKind(
             "bandwidth",
-            "limit the link to rate_kb_s KB/s (0 stalls it) for duration_s",
+            "limit the link to rate_kb_s KB/s for duration_s (0 stalls it: use partition for an outage)",
             "link",
             {
                 "duration_s": _duration(),
@@ -214,6 +229,8 @@ FAULT_KINDS: dict[str, FaultKind] = {
                 "direction": _direction("downstream"),
                 "toxicity": _toxicity(),
             },
+            lossy=True,
+            harm=SLOWDOWN,
         ),
         FaultKind(
             "slicer",
@@ -228,6 +245,7 @@ FAULT_KINDS: dict[str, FaultKind] = {
                 "toxicity": _toxicity(),
             },
             check=_slicer_sizes,
+            harm=SLOWDOWN,
         ),
         FaultKind(
             "limit_data",
@@ -239,6 +257,7 @@ FAULT_KINDS: dict[str, FaultKind] = {
                 "direction": _direction("downstream"),
                 "toxicity": _toxicity(),
             },
+            lossy=True,
         ),
     )
 }

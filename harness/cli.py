@@ -125,7 +125,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print(f"  {name:<22} {manifest.description}")
     print("\nfaults ([[faults]] kind = ...):")
     for kind in FAULT_KINDS.values():
-        print(f"  {kind.name:<10} {kind.doc} (targets a {kind.target})")
+        print(f"  {kind.name:<10} {kind.doc} (targets a {kind.target}; {kind.harm})")
         for pname, spec in kind.params.items():
             print(f"      {spec.describe(pname)}")
     print(f"  targets: an instance (worker-2), a role (queue), or role:{'|'.join(SELECTORS)}")

@@ -53,8 +53,11 @@ checks = ["no_lost", "no_duplicate", "in_order", "correct_reply", "execution_cou
 execution = "at_least_once"      # or "exactly_once"
 in_order = true
 recovery_bound_s = 10.0
-steady_grace_s = 10.0            # how long after a fault steady-state rules are relaxed
+expiry_ms = "heartbeat_ms * liveness"  # how long the system takes to notice a dead peer (below)
+steady_grace_s = 10.0            # the same, where the manifest gives no expiry_ms
 latency_p99_ms = 500.0           # steady-state latency bound
+availability_floor = 0.5         # the `availability` check's floor (below)
+survives = ["slowdown", "outage:some"]   # the faults it promises to stay available through
 requeue = false                  # the broker hands a dead worker's request to another worker
 ```
 
@@ -78,6 +81,37 @@ command = ["{python}", "{manifest_dir}/my_client.py"]
 endpoint = "frontend"
 options = { window = 1, timeout_ms = 2500 }   # passed to the program in its init line
 ```
+
+Faults and the grace after them. While a fault acts, and for a while after it, retries,
+abandons and slow replies are the fault's doing, not a steady-state failure. How long
+"a while" is follows from the system's own timers:
+
+- ``expiry_ms`` is how long the system takes to notice a dead or cut-off peer (a broker
+  expiring a silent worker, a worker reconnecting to a silent broker): a number of
+  milliseconds, or a product of ``[options]`` names and numbers
+  (``"heartbeat_ms * liveness"``, ``"worker_expire_s * 1000"``), taken from the run's
+  options so a scenario's overrides count. The report excuses a request (all its retries,
+  its abandon, its latency) when it was in flight as the fault started or was first sent
+  before the fault stopped + expiry; requests sent later are judged, however their
+  retries fall. So a request's effects may reach expiry + the client's timeout x attempts
+  (``[client] options``: ``timeout_ms`` x (``retries`` + 1)) after the stop: that sum is
+  the grace each check reports. Where the manifest gives no ``expiry_ms``, the
+  flat ``steady_grace_s`` stands in for the expiry (default: ``recovery_bound_s``).
+- Each check that excuses fault windows reports how much of the load time it judged; a
+  steady-state check that judged less than a fifth of it is unknown (fewer or shorter
+  faults, or a longer load, give it more).
+
+Availability during faults (the ``availability`` check). For each fault the system
+promises to survive, the share of its requests answered ok while the fault acts (from its
+start to its stop + expiry) must stay at least ``availability_floor`` times the share just
+before it. ``survives`` says which faults: each entry is a harm (``slowdown``: the fault
+table's latency, bandwidth, slicer, starve...; ``outage``: kill, freeze, partition...) or a
+fault kind (``kill``), optionally with ``:some``: only while at least one instance of the
+target's role is untouched by any outage (one worker of several killed, not all of them,
+nor the only broker). The default, ``["slowdown", "outage:some"]``, promises that a slow
+link or host never takes the service down, and that losing one of several redundant
+instances does not either. ``survives = []`` promises nothing. A run whose plan has
+no fault the promise covers holds the check: it had nothing to judge.
 
 ``requeue = true`` promises that a request held by a worker that dies (or expires) is
 handed to another worker by the broker itself, so it is answered without any resend.
@@ -103,6 +137,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos.faults import FAULT_KINDS, HARMS
 from harness.config import Table, load_toml
 from harness.errors import SetupError
 from harness.probes import PROBES
@@ -164,6 +199,50 @@ class Role:
         return [f"{self.name}-{i}" for i in range(1, n + 1)]
 
 
+#: The faults a system promises to stay available through unless its manifest says otherwise.
+DEFAULT_SURVIVES = ("slowdown", "outage:some")
+SURVIVE_SCOPES = ("", "some")
+
+
+def expiry_s(expr: float | str | None, options: dict[str, Any]) -> float | None:
+    """The seconds an ``expiry_ms`` promise comes to with these options (None: not given).
+
+    ``expr`` is a number of milliseconds or ``"NAME * NAME * 2"``: a product of option
+    names and numbers. Raises ValueError naming what does not evaluate.
+    """
+    if expr is None:
+        return None
+    if isinstance(expr, int | float) and not isinstance(expr, bool):
+        return float(expr) / 1000
+    product = 1.0
+    for factor in str(expr).split("*"):
+        token = factor.strip()
+        try:
+            product *= float(token)
+            continue
+        except ValueError:
+            pass
+        value = options.get(token)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            known = ", ".join(sorted(k for k, v in options.items() if isinstance(v, int | float)))
+            raise ValueError(f"{token!r} is not a number nor a numeric option (options: {known or 'none'})")
+        product *= float(value)
+    return product / 1000
+
+
+def survive_rule(entry: str) -> tuple[str, str]:
+    """``"outage:some"`` -> (``"outage"``, ``"some"``); ValueError for what is not a rule."""
+    head, _, scope = entry.partition(":")
+    if head not in HARMS and head not in FAULT_KINDS:
+        raise ValueError(
+            f"{entry!r}: expected a harm ({', '.join(HARMS)}) or a fault kind "
+            f"({', '.join(FAULT_KINDS)}), optionally with ':some'"
+        )
+    if scope not in SURVIVE_SCOPES:
+        raise ValueError(f"{entry!r}: the scope after ':' can only be 'some'")
+    return head, scope
+
+
 @dataclass(frozen=True)
 class Promises:
     checks: tuple[str, ...]
@@ -172,6 +251,9 @@ class Promises:
     recovery_bound_s: float = 10.0
     steady_grace_s: float = 10.0
     latency_p99_ms: float = 500.0
+    expiry_ms: float | str | None = None  # a number, or a product of option names (see above)
+    availability_floor: float = 0.5
+    survives: tuple[str, ...] = DEFAULT_SURVIVES
     requeue: bool = False
     extra: dict[str, Any] = field(default_factory=dict)  # family-specific promise values
 
@@ -183,6 +265,9 @@ class Promises:
             "recovery_bound_s": self.recovery_bound_s,
             "steady_grace_s": self.steady_grace_s,
             "latency_p99_ms": self.latency_p99_ms,
+            "expiry_ms": self.expiry_ms,
+            "availability_floor": self.availability_floor,
+            "survives": list(self.survives),
             "requeue": self.requeue,
             **self.extra,
         }
@@ -519,6 +604,24 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
             if check not in known:
                 raise pt.error("checks", f"unknown check {check!r} (known: {', '.join(known)})")
     recovery = pt.get("recovery_bound_s", float, 10.0, minimum=0)
+    expiry = pt.get("expiry_ms", (int, float, str), None)
+    try:
+        expiry_s(expiry, options)
+    except ValueError as exc:
+        raise pt.error("expiry_ms", str(exc)) from None
+    if expiry is not None and not isinstance(expiry, str) and expiry < 0:
+        raise pt.error("expiry_ms", f"must be at least 0, got {expiry!r}")
+    floor = pt.get("availability_floor", float, 0.5, minimum=0)
+    if floor > 1:
+        raise pt.error(
+            "availability_floor", f"is a fraction of the rate before a fault: at most 1, got {floor!r}"
+        )
+    survives = pt.list_of("survives", str, list(DEFAULT_SURVIVES))
+    for entry in survives:
+        try:
+            survive_rule(entry)
+        except ValueError as exc:
+            raise pt.error("survives", str(exc)) from None
     promises = Promises(
         checks=tuple(checks),
         execution=pt.get("execution", str, "at_least_once", choices=("at_least_once", "exactly_once")),
@@ -526,6 +629,9 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
         recovery_bound_s=recovery,
         steady_grace_s=pt.get("steady_grace_s", float, recovery, minimum=0),
         latency_p99_ms=pt.get("latency_p99_ms", float, 500.0, minimum=0),
+        expiry_ms=float(expiry) if isinstance(expiry, int) else expiry,
+        availability_floor=floor,
+        survives=tuple(survives),
         requeue=pt.get("requeue", bool, False),
         extra=pt.remaining(),
     )

@@ -236,11 +236,13 @@ def render_html(verdict: dict[str, Any], meta: dict[str, Any], run: RunDir) -> s
     promises = (meta.get("manifest") or {}).get("promises") or {}
     load_stop = meta.get("load_stopped_ns")
     load_s = (load_stop - t0) / NS if isinstance(load_stop, int) and t0 else None
+    # The band after each fault: how long its requests are excused (the steady-state check's timers).
+    steady = ((verdict.get("checks") or {}).get("steady_state") or {}).get("figures") or {}
     chart = timeline_chart(
         metrics.get("timeline") or [],
         verdict.get("faults") or [],
         t0,
-        float(promises.get("steady_grace_s") or 0.0),
+        float(steady.get("after_stop_s", promises.get("steady_grace_s")) or 0.0),
         load_s,
     )
     scenario = meta.get("scenario") or {}

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckContext, FaultWindow, registry
-from reports.checkers.core import WARMUP_NS
 from reports.history_frame import events_frame
 
 NS = 1_000_000_000
@@ -283,7 +282,9 @@ def test_execution_count_exactly_once_flags_double_execution(spark):
     assert result.violations == 2
     assert result.figures["histogram"] == {"0": 1, "1": 40, "2": 1, "3+": 1}
     first = result.examples[0]
-    assert (first["rid"], first["ts"], first["problem"]) == ("client-6:1", t(5) + 1001, "executed again")
+    assert (first["rid"], first["ts"], first["problem"]) == ("client-6:1", t(5) + 1001, "executed 2 times")
+    # Both executions are in the example, so each side can be found in the logs.
+    assert len(first["executions"]) == 2
 
 
 def test_execution_count_flags_executions_of_unsent_requests(spark):
@@ -314,33 +315,73 @@ def test_execution_count_without_exec_events_is_unknown(spark):
 # --- steady_state ----------------------------------------------------------------------
 
 
-def _retry(cid: str, seq: int, at: float) -> dict[str, Any]:
-    return {"ts": t(at), "src": cid, "ev": "retry", "cid": cid, "seq": seq, "attempt": 2, "reason": "timeout"}
+def retried(cid: str, seq: int, at: float, retry_at: float, *, abandon: bool = False) -> list[dict[str, Any]]:
+    """A request sent at ``at``, timed out and resent at ``retry_at``, then answered (or abandoned)."""
+    rid = f"{cid}:{seq}"
+    key = {"src": cid, "cid": cid, "seq": seq, "rid": rid}
+    events = [
+        {"ts": t(at), "ev": "send", "attempt": 1, **key},
+        {"ts": t(retry_at), "ev": "retry", "attempt": 2, "reason": "timeout", **key},
+        {"ts": t(retry_at) + 1, "ev": "send", "attempt": 2, **key},
+    ]
+    if abandon:
+        events.append({"ts": t(retry_at + 2), "ev": "abandon", "reason": "timeout", **key})
+    else:
+        events.append({"ts": t(retry_at) + 2_000_000, "ev": "reply", "ok": True, "latency_us": 2000, **key})
+    return events
 
 
-def test_steady_state_flags_retries_and_abandons_outside_fault_windows_only(spark):
+def test_steady_state_judges_requests_no_fault_excuses(spark):
+    # Fault [20, 22]; no expiry_ms: steady_grace_s (5 s) after the stop, so sends in [20, 27] are excused.
     fault = FaultWindow(1, "freeze", "worker-1", t(20), t(22))
     events = clean_history()
-    events.append(_retry("client-1", 1, WARMUP_NS / NS / 2))  # warm-up: ignored
-    events.append(_retry("client-1", 5, 21))  # inside the fault: ignored
-    events.append(_retry("client-1", 6, 26))  # inside the grace (5 s): ignored
-    events.append(_retry("client-2", 9, 30))  # steady: violation
-    events.append(
-        {
-            "ts": t(40),
-            "src": "client-2",
-            "ev": "abandon",
-            "cid": "client-2",
-            "seq": 12,
-            "rid": "client-2:12",
-            "reason": "timeout",
-        }
-    )
+    events += retried("client-3", 1, 1.0, 3.5)  # sent in the warm-up: excused
+    events += retried("client-3", 2, 19.9, 22.4)  # in flight as the fault started: excused
+    events += retried("client-3", 3, 26.0, 28.5)  # sent before the stop + 5 s: excused, retry and all
+    events += retried("client-3", 4, 27.5, 30.0)  # sent after it: judged, a violation
+    events += retried("client-3", 5, 40.0, 42.5, abandon=True)  # steady: a retry and an abandon
     result = check("steady_state", make_ctx(spark, events, faults=[fault]))
-    assert (result.status, result.violations) == (VIOLATED, 2)
-    assert (result.figures["retries"], result.figures["abandons"]) == (1, 1)
+    assert (result.status, result.violations) == (VIOLATED, 3)
+    assert (result.figures["retries"], result.figures["abandons"]) == (2, 1)
+    assert result.figures["excused_requests"] == 3 + 4  # and 4 clean ones sent in [20, 27]
     first = result.examples[0]
-    assert (first["ts"], first["cid"], first["seq"], first["ev"]) == (t(30), "client-2", 9, "retry")
+    assert (first["ts"], first["cid"], first["seq"], first["ev"]) == (t(30), "client-3", 4, "retry")
+    # Judged: 60 s of load less the warm-up (2 s) and [20, 27].
+    assert result.figures["judged_s"] == pytest.approx(60 - 2 - 7)
+    assert result.figures["grace_from"].startswith("steady_grace_s")
+
+
+def test_steady_state_grace_follows_the_manifests_timers(spark):
+    # expiry_ms = heartbeat_ms x liveness = 1.5 s with the scenario's options: sends up to 23.5 s excused.
+    fault = FaultWindow(1, "kill", "worker-1", t(20), t(22))
+    events = clean_history() + retried("client-3", 1, 23.0, 25.5) + retried("client-3", 2, 24.0, 26.5)
+    ctx = make_ctx(spark, events, faults=[fault], expiry_ms="heartbeat_ms * liveness")
+    ctx.meta["scenario"]["options"] = {"heartbeat_ms": 500, "liveness": 3}
+    result = check("steady_state", ctx)
+    assert (result.status, result.violations) == (VIOLATED, 1)
+    assert result.examples[0]["seq"] == 2
+    figures = result.figures
+    assert (figures["after_stop_s"], figures["client_budget_s"], figures["grace_s"]) == (1.5, 3.0, 4.5)
+    assert figures["judged_s"] == pytest.approx(60 - 2 - 3.5)
+
+
+def test_steady_state_is_unknown_when_faults_leave_under_a_fifth_judged(spark):
+    # Faults from 5 s to 55 s (+5 s grace): 3 s of 60 judged, and nothing wrong seen there.
+    faults = [
+        FaultWindow(1, "freeze", "worker-1", t(5), t(25)),
+        FaultWindow(2, "freeze", "worker-2", t(28), t(55)),
+    ]
+    result = check("steady_state", make_ctx(spark, clean_history(), faults=faults))
+    assert result.status == UNKNOWN
+    assert result.figures["judged_fraction"] < 0.2
+    assert "judged 3.0 s of 60.0 s" in result.reason and "longer load" in result.reason
+
+
+def test_steady_state_under_a_fifth_judged_still_shows_a_violation(spark):
+    faults = [FaultWindow(1, "freeze", "worker-1", t(5), t(50))]
+    events = clean_history() + retried("client-3", 1, 3.0, 4.0)
+    result = check("steady_state", make_ctx(spark, events, faults=faults))
+    assert (result.status, result.violations) == (VIOLATED, 1)
 
 
 def test_steady_state_flags_p99_latency_above_bound(spark):
@@ -359,6 +400,7 @@ def test_steady_state_ignores_slow_replies_inside_an_unhealed_fault(spark):
     events = clean_history() + request("client-7", 1, at=30, latency_ms=900)
     result = check("steady_state", make_ctx(spark, events, faults=[fault]))
     assert result.status == HELD
+    assert result.figures["judged_s"] == pytest.approx(29 - 2)
 
 
 # --- no_unexpected_exit ----------------------------------------------------------------

@@ -44,11 +44,15 @@ def test_paranoid_pirate_survives_worker_kills_and_freezes(tmp_path: Path, spark
 
     assert result.exit_code == 0, json.dumps(result.verdict["checks"], indent=1)[:3000]
     assert set(checks(result.verdict).values()) == {"held"}
-    assert len(checks(result.verdict)) == 8
+    assert len(checks(result.verdict)) == 9
+    # The kill and the freeze each hit one worker of three: promised survivable, and survived.
+    rows = result.verdict["checks"]["availability"]["figures"]["faults"]
+    assert [r["verdict"] for r in rows] == ["held", "held"]
+    assert result.verdict["checks"]["steady_state"]["figures"]["judged_fraction"] >= 0.2
     recovery = result.verdict["checks"]["recovery"]
     assert "2 healed faults" in recovery["summary"]
     junit = ET.parse(result.run.junit_xml).getroot()
-    assert len(junit.findall(".//testcase")) == 8 and not junit.findall(".//failure")
+    assert len(junit.findall(".//testcase")) == 9 and not junit.findall(".//failure")
     report = result.run.report_html.read_text()
     assert "kill worker-" in report and "freeze worker-" in report  # fault bands are labelled
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", report)  # no external resource: works offline

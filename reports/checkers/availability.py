@@ -1,0 +1,230 @@
+"""The ``availability`` check: a system keeps serving through the faults it promises to survive.
+
+Decided from the clients' history and the fault plan alone (a black box). For each fault
+the manifest's ``survives`` promise covers (harness/manifest.py; what each fault kind does
+is its ``harm`` in chaos/faults.py), the share of request attempts answered ok while the
+fault acts (from its start to its stop + the manifest's expiry, see fault_windows) must
+stay at least ``availability_floor`` times the share just before it (up to BEFORE_NS of
+time no other fault excuses).
+
+Why a share of attempts and not replies per second: the load's users are closed loops (a
+user sends its next request when the last is answered), so a link 200 ms slower makes
+every correct system answer fewer requests per second; a share of ok replies falls only
+when the system drops or refuses what it was asked. Both rates are in the figures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import functions as F
+
+from chaos.faults import FAULT_KINDS, OUTAGE
+from harness.manifest import DEFAULT_SURVIVES, survive_rule
+from reports.checkers import (
+    HELD,
+    MAX_EXAMPLES,
+    UNKNOWN,
+    VIOLATED,
+    CheckContext,
+    CheckResult,
+    FaultWindow,
+    checker,
+    events_of,
+    fault_windows,
+)
+
+NS = fault_windows.NS
+#: How much time before a fault gives its baseline (less when another fault or the warm-up is nearer).
+BEFORE_NS = 5 * NS
+#: A baseline shorter than this, or with fewer attempts, cannot judge a fault.
+MIN_BEFORE_NS = NS // 2
+MIN_BEFORE_ATTEMPTS = 10
+#: Faults that start this close together (one line with ``worker:all``) are one blow: the
+#: baseline of each ends where the first began.
+TOGETHER_NS = NS
+
+
+def instance_of(target: str) -> str:
+    """The instance a fault target names: ``link:worker-1:backend`` -> ``worker-1``."""
+    if target.startswith("link:"):
+        return target.split(":")[1]
+    return target
+
+
+def survivable(ctx: CheckContext, fault: FaultWindow, spans: dict[int, tuple[int, int]]) -> str:
+    """The ``survives`` entry that covers ``fault`` ('' when none does)."""
+    kind = FAULT_KINDS.get(fault.fault)
+    harm = kind.harm if kind else None
+    roles: dict[str, str] = ctx.meta.get("processes") or {}
+    target = instance_of(fault.target)
+    role = roles.get(target)
+    lo, hi = spans[fault.fault_id]
+    # Instances of the target's role that keep serving: not the target, not under another outage.
+    touched = {target}
+    for other in ctx.faults:
+        other_kind = FAULT_KINDS.get(other.fault)
+        olo, ohi = spans[other.fault_id]
+        if other_kind is not None and other_kind.harm == OUTAGE and olo <= hi and lo <= ohi:
+            touched.add(instance_of(other.target))
+    spare = role is not None and any(r == role and i not in touched for i, r in roles.items())
+    for entry in ctx.promises.get("survives", DEFAULT_SURVIVES):
+        head, scope = survive_rule(entry)
+        if head in (harm, fault.fault) and (scope == "" or spare):
+            return entry
+    return ""
+
+
+def baseline(
+    fault: FaultWindow, faults: list[FaultWindow], spans: dict[int, tuple[int, int]], load_start: int
+) -> tuple[int, int]:
+    """[lo, hi]: the time just before the fault (and those that struck with it, TOGETHER_NS
+    apart: ``worker:all``) that no other fault nor the warm-up excuses."""
+    together = [o for o in faults if fault.start_ns - TOGETHER_NS <= o.start_ns <= fault.start_ns]
+    hi = min(o.start_ns for o in together)
+    lo = max(hi - BEFORE_NS, load_start + fault_windows.WARMUP_NS)
+    for other in faults:
+        start, end = spans[other.fault_id]
+        if other not in together and start < hi and end > lo:
+            lo = max(lo, end)
+    return lo, hi
+
+
+@checker(
+    "availability",
+    "through each fault the manifest promises to survive (survives, e.g. one worker of several "
+    "killed, a slow link), the share of attempts answered ok stays at least availability_floor "
+    "times the share just before the fault",
+)
+def availability(ctx: CheckContext) -> CheckResult:
+    floor = float(ctx.promises.get("availability_floor", 0.5))
+    t = fault_windows.timers(ctx)
+    load_start, load_stop = fault_windows.load_span(ctx)
+    end = max(load_stop, *(f.start_ns for f in ctx.faults)) if ctx.faults else load_stop
+    after_ns = int(t.after_s * NS)
+    spans = {f.fault_id: fault_windows.fault_span(f, after_ns, end) for f in ctx.faults}
+    rows: list[dict[str, Any]] = []
+    windows: list[tuple[int, str, int, int]] = []  # fault_id, "before"/"during", lo, hi
+    for f in ctx.faults:
+        rule = survivable(ctx, f, spans)
+        lo, hi = spans[f.fault_id]
+        row: dict[str, Any] = {
+            "fault_id": f.fault_id,
+            "fault": f.fault,
+            "target": f.target,
+            "survives": rule or None,
+            "during_ns": [lo, min(hi, load_stop)],
+        }
+        rows.append(row)
+        if not rule:
+            row["verdict"] = "not promised"
+            continue
+        blo, bhi = baseline(f, ctx.faults, spans, load_start)
+        row["before_ns"] = [blo, bhi]
+        if bhi - blo < MIN_BEFORE_NS:
+            row["verdict"] = "unknown"
+            row["reason"] = (
+                f"only {(bhi - blo) / NS:.2f} s before it that no other fault or the warm-up excuses "
+                f"(needs {MIN_BEFORE_NS / NS:g} s): space the faults further apart"
+            )
+            continue
+        windows += [(f.fault_id, "before", blo, bhi), (f.fault_id, "during", lo, min(hi, load_stop))]
+    counts: dict[tuple[int, str], tuple[int, int]] = {}
+    if windows:
+        frame = ctx.spark.createDataFrame(windows, "fault_id int, part string, lo long, hi long")
+        attempts = events_of(ctx, "send", "reply").select(
+            "ts",
+            (F.col("ev") == "send").cast("int").alias("sent"),
+            F.coalesce("ok", F.lit(False)).alias("ok"),
+        )
+        joined = attempts.join(F.broadcast(frame), attempts["ts"].between(frame["lo"], frame["hi"]))
+        for r in (
+            joined.groupBy("fault_id", "part")
+            .agg(
+                F.sum("sent").alias("sent"),
+                F.sum(((F.col("sent") == 0) & F.col("ok")).cast("int")).alias("ok"),
+            )
+            .collect()
+        ):
+            counts[(r["fault_id"], r["part"])] = (int(r["sent"] or 0), int(r["ok"] or 0))
+    found: list[dict[str, Any]] = []
+    for row, f in zip(rows, ctx.faults, strict=True):
+        if "verdict" in row:
+            continue
+        sent_b, ok_b = counts.get((f.fault_id, "before"), (0, 0))
+        sent_d, ok_d = counts.get((f.fault_id, "during"), (0, 0))
+        (blo, bhi), (dlo, dhi) = row["before_ns"], row["during_ns"]
+        row.update(
+            {
+                "attempts_before": sent_b,
+                "ok_before": ok_b,
+                "attempts_during": sent_d,
+                "ok_during": ok_d,
+                "ok_per_s_before": round(ok_b * NS / (bhi - blo), 2),
+                "ok_per_s_during": round(ok_d * NS / (dhi - dlo), 2) if dhi > dlo else None,
+            }
+        )
+        if sent_b < MIN_BEFORE_ATTEMPTS or ok_b == 0:
+            row["verdict"] = "unknown"
+            row["reason"] = (
+                f"{sent_b} attempts and {ok_b} ok replies in the {(bhi - blo) / NS:.1f} s before it "
+                f"(needs {MIN_BEFORE_ATTEMPTS} attempts and an ok reply): more load before the fault"
+            )
+            continue
+        if sent_d == 0:
+            row["verdict"] = "unknown"
+            row["reason"] = "no request was sent while it acted: a load that keeps sending through the fault"
+            continue
+        share_b, share_d = ok_b / sent_b, ok_d / sent_d
+        row["ok_share_before"], row["ok_share_during"] = round(share_b, 4), round(share_d, 4)
+        row["ratio"] = round(share_d / share_b, 4)
+        if share_d < floor * share_b:
+            row["verdict"] = "violated"
+            found.append(
+                {
+                    "ts": f.start_ns,
+                    "src": "nemesis",
+                    "ev": "fault_start",
+                    "fault_id": f.fault_id,
+                    "fault": f.fault,
+                    "target": f.target,
+                    "attempts_during": sent_d,
+                    "ok_during": ok_d,
+                    "problem": (
+                        f"{ok_d} of {sent_d} attempts answered ok while it acted ({100 * share_d:.1f}%), "
+                        f"under {floor:g} x the {100 * share_b:.1f}% before it"
+                    ),
+                }
+            )
+        else:
+            row["verdict"] = "held"
+    judged = [r for r in rows if r.get("verdict") in ("held", "violated")]
+    undecided = [r for r in rows if r.get("verdict") == "unknown"]
+    promised = [r for r in rows if r.get("verdict") != "not promised"]
+    figures = {
+        "floor": floor,
+        "survives": list(ctx.promises.get("survives", DEFAULT_SURVIVES)),
+        **t.figures(),
+        "faults": rows,
+    }
+    worst = min((r["ratio"] for r in judged), default=None)
+    summary = (
+        f"{len(promised)} of {len(rows)} faults promised survivable: {len(judged) - len(found)} held "
+        f"the floor ({floor:g}), {len(found)} did not, {len(undecided)} undecided"
+        + (f"; lowest ratio {worst:.2f}" if worst is not None else "")
+    )
+    if found:
+        return CheckResult("availability", VIOLATED, len(found), found[:MAX_EXAMPLES], summary, figures)
+    if not promised:
+        # As for every check about faults (reports.checkers.nothing_to_judge): a plan that gave
+        # it nothing to judge leaves no doubt about the system.
+        summary = (
+            f"no fault of the plan is one the manifest promises to survive (survives = {figures['survives']})"
+        )
+        return CheckResult("availability", HELD, 0, [], summary, figures)
+    if undecided:
+        reason = "; ".join(
+            f"fault {r['fault_id']} ({r['fault']} {r['target']}): {r['reason']}" for r in undecided
+        )
+        return CheckResult("availability", UNKNOWN, 0, [], summary, figures, reason)
+    return CheckResult("availability", HELD, 0, [], summary, figures)

@@ -1,0 +1,158 @@
+"""Unit tests of fault windows' rules and the ``availability`` check on hand-made histories
+(real Spark), and of the manifest promises they read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.errors import SetupError
+from harness.manifest import expiry_s, parse_manifest
+from reports.checkers import HELD, UNKNOWN, VIOLATED, FaultWindow
+from tests.test_checkers import check, make_ctx, request, t
+
+PROCESSES = {"queue": "queue", "worker-1": "worker", "worker-2": "worker", "worker-3": "worker"}
+
+
+def steady_load(
+    start: float, stop: float, *, lost: tuple[float, float] | None = None
+) -> list[dict[str, Any]]:
+    """Three clients sending every 0.1 s over [start, stop); requests sent inside ``lost`` get no reply."""
+    events: list[dict[str, Any]] = []
+    seq = 0
+    at = start
+    while at < stop:
+        seq += 1
+        for c in (1, 2, 3):
+            dropped = lost is not None and lost[0] <= at < lost[1]
+            events += request(f"client-{c}", seq, at=at + c * 0.01, reply=not dropped)
+        at = round(at + 0.1, 6)
+    return events
+
+
+def ctx_for(spark, events, faults, **promises):
+    ctx = make_ctx(spark, events, faults=faults, checks=["availability"], **promises)
+    ctx.meta["processes"] = dict(PROCESSES)
+    return ctx
+
+
+def test_availability_holds_through_one_worker_of_three_killed(spark):
+    fault = FaultWindow(1, "kill", "worker-2", t(20), t(22))
+    # One request in flight to the killed worker is lost; the rest go on being answered.
+    events = steady_load(0, 60, lost=(20.0, 20.05))
+    result = check("availability", ctx_for(spark, events, [fault], expiry_ms=1000))
+    assert result.status == HELD, result
+    row = result.figures["faults"][0]
+    assert row["survives"] == "outage:some"
+    assert row["attempts_during"] == 90 and row["ok_during"] == 87  # [20, 23]: 30 rounds of 3
+    assert row["ok_share_before"] == 1.0 and row["ratio"] > 0.9
+
+
+def test_availability_is_violated_when_service_collapses_during_a_slow_link(spark):
+    # Every link slowed (a slowdown, survivable on any target): almost nothing answered.
+    faults = [FaultWindow(i, "latency", f"link:worker-{i}", t(20) + i, t(28)) for i in (1, 2, 3)]
+    events = steady_load(0, 60, lost=(20.0, 27.9))
+    result = check("availability", ctx_for(spark, events, faults, expiry_ms=10))
+    assert (result.status, result.violations) == (VIOLATED, 3)
+    first = result.examples[0]
+    assert (first["ev"], first["fault"], first["target"]) == ("fault_start", "latency", "link:worker-1")
+    assert "answered ok while it acted" in first["problem"]
+    # The three struck together: each one's baseline ends where the first began.
+    assert {tuple(r["before_ns"]) for r in result.figures["faults"]} == {(t(15) + 1, t(20) + 1)}
+
+
+def test_availability_does_not_judge_faults_the_system_does_not_promise_to_survive(spark):
+    # The only queue killed: an outage with no spare instance; all workers killed: none left.
+    faults = [FaultWindow(1, "kill", "queue", t(20), t(22))] + [
+        FaultWindow(1 + i, "kill", f"worker-{i}", t(40), t(42)) for i in (1, 2, 3)
+    ]
+    events = steady_load(0, 60, lost=(20, 25))
+    result = check("availability", ctx_for(spark, events, faults))
+    # Nothing to judge, as for any check about faults when the plan gives it none: held.
+    assert result.status == HELD
+    assert all(r["verdict"] == "not promised" for r in result.figures["faults"])
+    assert "promises to survive" in result.summary
+
+
+def test_availability_survives_can_name_a_fault_kind_or_promise_nothing(spark):
+    fault = FaultWindow(1, "kill", "queue", t(20), t(22))
+    events = steady_load(0, 60, lost=(20, 25))
+    result = check("availability", ctx_for(spark, events, [fault], survives=["kill"], expiry_ms=0))
+    assert result.status == VIOLATED
+    result = check("availability", ctx_for(spark, events, [fault], survives=[]))
+    assert result.status == HELD and result.figures["faults"][0]["verdict"] == "not promised"
+
+
+def test_availability_is_unknown_for_a_fault_with_too_little_load_before_it(spark):
+    fault = FaultWindow(1, "freeze", "worker-1", t(20), t(22))
+    events = steady_load(19.8, 60)  # the load starts 0.2 s before the fault: 0.2 s of baseline
+    result = check("availability", ctx_for(spark, events, [fault], expiry_ms=0))
+    assert result.status == UNKNOWN
+    row = result.figures["faults"][0]
+    assert row["verdict"] == "unknown"
+    assert "more load before the fault" in row["reason"] and "fault 1" in result.reason
+
+
+def test_availability_is_unknown_when_another_fault_leaves_no_baseline(spark):
+    faults = [
+        FaultWindow(1, "freeze", "worker-1", t(10), t(19.8)),
+        FaultWindow(2, "freeze", "worker-2", t(20), t(22)),
+    ]
+    events = steady_load(0, 60)
+    result = check("availability", ctx_for(spark, events, faults, expiry_ms=0))
+    assert result.status == UNKNOWN
+    rows = {r["fault_id"]: r for r in result.figures["faults"]}
+    assert rows[1]["verdict"] == "held" and rows[2]["verdict"] == "unknown"
+    assert "space the faults further apart" in rows[2]["reason"]
+
+
+# --- the manifest's promises ------------------------------------------------------------------
+
+MANIFEST = {
+    "name": "m",
+    "client": {"adapter": "lazy_pirate", "endpoint": "frontend", "options": {"timeout_ms": 1000}},
+    "options": {"heartbeat_ms": 1000, "liveness": 3},
+    "endpoints": {"frontend": "queue"},
+    "roles": {"queue": {"command": ["x"]}},
+}
+
+
+def manifest(**promises: Any):
+    return parse_manifest({**MANIFEST, "promises": {"checks": [], **promises}}, Path("m.toml"))
+
+
+def test_expiry_is_a_number_or_a_product_of_options():
+    assert expiry_s(2500, {}) == 2.5
+    assert expiry_s("heartbeat_ms * liveness", {"heartbeat_ms": 1000, "liveness": 3}) == 3.0
+    assert expiry_s("worker_expire_s * 1000", {"worker_expire_s": 2}) == 2.0
+    assert expiry_s(None, {}) is None
+    assert manifest(expiry_ms="heartbeat_ms * liveness").promises.expiry_ms == "heartbeat_ms * liveness"
+
+
+@pytest.mark.parametrize(
+    ("promises", "message"),
+    [
+        (
+            {"expiry_ms": "heartbeat_ms * livenes"},
+            "promises.expiry_ms: 'livenes' is not a number nor a numeric option",
+        ),
+        (
+            {"survives": ["outage:all"]},
+            "promises.survives: 'outage:all': the scope after ':' can only be 'some'",
+        ),
+        ({"survives": ["explode"]}, "promises.survives: 'explode': expected a harm"),
+        ({"availability_floor": 1.5}, "promises.availability_floor: is a fraction"),
+    ],
+)
+def test_bad_availability_promises_name_the_key(promises, message):
+    with pytest.raises(SetupError, match=r"m\.toml") as info:
+        manifest(**promises)
+    assert message in str(info.value)
+
+
+def test_default_survives_promise():
+    promises = manifest().promises
+    assert promises.survives == ("slowdown", "outage:some")
+    assert promises.as_dict()["availability_floor"] == 0.5

@@ -1,0 +1,70 @@
+"""End to end: ``availability`` fails the reliable sketch's livelock and passes the same
+system configured to outwait its links.
+
+Every server link is slowed (15 ms) for 4 s, a slowdown the sketch promises to survive.
+With the queue's 10 ms reply timeout every server misses every deadline: the queue
+disables it, passes the request on, discards the late reply, and round again, so almost
+nothing is answered while the links are slow (the livelock of ``sketch-slow-all-links``,
+which every other check let through). With a 200 ms reply timeout the same slow links only
+make replies slower. The check decides from the clients' history and the fault plan alone.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.runner import run_scenario
+from harness.scenario import load_scenario
+
+pytestmark = pytest.mark.slow  # whole scenario runs: left out of `./dev quick`
+
+SCENARIO = """
+implementation = "reliable-sketch"
+seed = 24
+duration_s = 12
+drain_s = 4
+[topology]
+server = 3
+[options]
+reply_timeout_ms = {reply_timeout_ms}
+[load]
+users = 3
+spawn_rate = 10
+wait_ms = 20
+[[faults]]
+kind = "latency"
+target = "server:all"
+at_s = [4]
+duration_s = 4
+latency_ms = 15
+"""
+
+
+@pytest.mark.parametrize(("reply_timeout_ms", "expected"), [(10, "violated"), (200, "held")])
+def test_availability_through_slow_links(tmp_path: Path, spark, reply_timeout_ms: int, expected: str) -> None:
+    path = tmp_path / "slow-links.toml"
+    path.write_text(SCENARIO.format(reply_timeout_ms=reply_timeout_ms))
+    result = run_scenario(load_scenario(path), runs_dir=tmp_path / "runs")
+
+    checks = result.verdict["checks"]
+    summary = json.dumps({n: (c["status"], c["summary"]) for n, c in checks.items()}, indent=1)
+    availability = checks["availability"]
+    assert availability["status"] == expected, summary
+    rows = availability["figures"]["faults"]
+    assert len(rows) == 3 and all(r["survives"] == "slowdown" for r in rows)
+    if expected == "violated":
+        # Nothing else saw it: the livelock is the availability check's to find.
+        assert {n for n, c in checks.items() if c["status"] == "violated"} == {"availability"}, summary
+        assert result.exit_code == 1
+        assert availability["violations"] == 3 and availability["examples"]
+        assert all(r["ratio"] < 0.5 for r in rows)
+        assert "answered ok while it acted" in availability["examples"][0]["problem"]
+    else:
+        assert result.exit_code == 0, summary
+        assert all(r["ratio"] >= 0.5 for r in rows)
+    steady = checks["steady_state"]["figures"]
+    assert steady["after_stop_s"] == reply_timeout_ms / 1000  # the manifest's expiry_ms, with the override
+    assert steady["judged_fraction"] >= 0.2

@@ -2,7 +2,8 @@
 
 Locust calls the shape's ``tick`` about once a second; it answers with the phase's user
 count and spawn rate, and with None once the last phase is over, which ends the load.
-Each user's pause between requests follows the phase too (``wait_time``). Both read the
+Each user's pause between requests follows the phase too (``wait_time_for`` and the phase
+lookup live in ``loadtests/config.py``, which imports no Locust). Both read the
 clock against the same origin (the runner's start of the load, in ``LoadConfig``), in
 every Locust process, so phases line up with the fault schedule. Phase changes are seen
 within about a second (Locust's tick).

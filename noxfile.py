@@ -26,7 +26,7 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def quick(session: nox.Session) -> None:
-    """Every test not marked slow: about two minutes on a quiet 2-core machine."""
+    """Every test not marked slow (measured: 479 tests, 234 s of CPU, 2/3 of it Spark)."""
     session.install("-e", ".[test]")
     session.run("pytest", "-m", "not slow", *session.posargs)
 

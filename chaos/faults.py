@@ -74,6 +74,9 @@ class FaultKind:
     params: dict[str, Param] = field(default_factory=dict)
     #: A rule across parameters: the problem with the given values, or None when they fit.
     check: Callable[[dict[str, Any]], str | None] | None = None
+    #: A link fault that loses what is sent (rather than delaying it): a message sent into
+    #: it never arrives. Recorded in ``fault_start`` so the checkers need no list of kinds.
+    lossy: bool = False
     #: What it does to the target's service (see HARMS).
     harm: str = OUTAGE
 
@@ -182,12 +185,14 @@ FAULT_KINDS: dict[str, FaultKind] = {
             "blackhole the link's data for duration_s (Toxiproxy timeout 0); connections close at the end",
             "link",
             {"duration_s": _duration(), "direction": _direction("both"), "toxicity": _toxicity()},
+            lossy=True,
         ),
         FaultKind(
             "disconnect",
             "close the link's connections and refuse new ones for duration_s (proxy disabled)",
             "link",
             {"duration_s": _duration()},
+            lossy=True,
         ),
         FaultKind(
             "reset",
@@ -199,6 +204,7 @@ FAULT_KINDS: dict[str, FaultKind] = {
                 "direction": _direction("upstream"),
                 "toxicity": _toxicity(),
             },
+            lossy=True,
         ),
         FaultKind(
             "latency",
@@ -223,6 +229,7 @@ FAULT_KINDS: dict[str, FaultKind] = {
                 "direction": _direction("downstream"),
                 "toxicity": _toxicity(),
             },
+            lossy=True,
             harm=SLOWDOWN,
         ),
         FaultKind(
@@ -250,6 +257,7 @@ FAULT_KINDS: dict[str, FaultKind] = {
                 "direction": _direction("downstream"),
                 "toxicity": _toxicity(),
             },
+            lossy=True,
         ),
     )
 }

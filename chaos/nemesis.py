@@ -151,6 +151,9 @@ class Nemesis:
 
     def _emit(self, ev: str, fault: PlannedFault, **extra: Any) -> None:
         params = json.dumps({"selector": fault.selector, **fault.params}, sort_keys=True)
+        if ev == "fault_start":  # the fault's class, from the table: what the checkers excuse by
+            kind = FAULT_KINDS[fault.kind]
+            extra.update(fault_scope=kind.target, fault_lossy=kind.lossy)
         self.history.emit(
             ev, fault=fault.kind, target=fault.target, fault_id=fault.fault_id, params=params, **extra
         )

@@ -53,6 +53,8 @@ FIELD_TYPES: dict[str, str] = {
     "target": "string",  # what it hit: worker-2, queue, link:worker-1 ...
     "fault_id": "int",  # pairs a fault_stop with its fault_start
     "params": "string",  # the fault's parameters, as JSON text
+    "fault_scope": "string",  # fault_start: "process" or "link" (from the fault table)
+    "fault_lossy": "bool",  # fault_start: the fault loses what is sent (from the fault table)
     # runner
     "role": "string",  # the role of a process: queue, worker, locust
     "instance": "string",  # the instance name of a process: worker-2
@@ -184,7 +186,10 @@ EVENTS: dict[str, EventKind] = {
     ),
     # --- nemesis ------------------------------------------------------------------
     "fault_start": EventKind(
-        "nemesis", ("fault", "target", "fault_id"), ("params", "pid", "detail"), "a fault began"
+        "nemesis",
+        ("fault", "target", "fault_id"),
+        ("params", "pid", "detail", "fault_scope", "fault_lossy"),
+        "a fault began",
     ),
     "fault_stop": EventKind(
         "nemesis", ("fault", "target", "fault_id"), ("params", "pid", "detail"), "a fault healed"

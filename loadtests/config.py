@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -66,3 +68,29 @@ class LoadConfig:
         data = json.loads(text)
         data["clients"] = [ClientLoad(**c) for c in data["clients"]]
         return cls(**data)
+
+
+def phase_at(config: LoadConfig, now_ns: int | None = None) -> dict[str, Any] | None:
+    """The load phase ``config`` is in now; None after the last one (or when there are none).
+
+    Here rather than in ``loadtests/shape.py`` so that it can be used (and tested) without
+    importing Locust, which patches the whole process for gevent.
+    """
+    elapsed = ((time.time_ns() if now_ns is None else now_ns) - config.origin_ns) / 1e9
+    for phase in config.phases:
+        if elapsed < phase["start_s"] + phase["duration_s"]:
+            return phase
+    return None
+
+
+def wait_time_for(config: LoadConfig) -> Callable[[Any], float]:
+    """A Locust ``wait_time``: the current phase's pause (the last phase's after the end)."""
+    steady = config.wait_ms / 1000
+
+    def wait(_user: Any) -> float:
+        if not config.phases:
+            return steady
+        phase = phase_at(config) or config.phases[-1]
+        return phase["wait_ms"] / 1000
+
+    return wait

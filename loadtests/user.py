@@ -24,8 +24,7 @@ from locust import User, task
 from harness.history import HistoryWriter, NullWriter, history_file, payload_for, request_id
 from loadtests.adapters import adapter_class
 from loadtests.adapters.base import Abandoned, AsyncClientAdapter, ClientAdapter, Lost, RequestLog
-from loadtests.config import ClientLoad, LoadConfig
-from loadtests.shape import wait_time_for
+from loadtests.config import ClientLoad, LoadConfig, wait_time_for
 
 
 class WrongReply(Exception):

@@ -13,6 +13,8 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from reports.checkers import Profile
+
 NS = 1_000_000_000
 TIMELINE_QUANTILES = (0.5, 0.9, 0.99)
 OVERALL_QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p99.9": 0.999}
@@ -147,8 +149,10 @@ def client_kinds(events: DataFrame) -> dict[str, dict[str, Any]]:
     return out
 
 
-def client_errors(events: DataFrame) -> dict[str, Any]:
+def client_errors(events: DataFrame, profile: Profile | None = None) -> dict[str, Any]:
     """What external client programs did wrong (``client_error`` events): counts and the first ones."""
+    if profile is not None and not profile.has("client_error"):
+        return {"count": 0, "by_reason": {}, "first": []}
     errors = events.filter(F.col("ev") == "client_error")
     by_reason = {r["reason"] or "?": r["count"] for r in errors.groupBy("reason").count().collect()}
     first = (
@@ -164,12 +168,16 @@ def client_errors(events: DataFrame) -> dict[str, Any]:
     }
 
 
-def compute_metrics(events: DataFrame, t0_ns: int) -> dict[str, Any]:
-    """Everything the report shows besides the checks; ``t`` of the timeline counts from t0."""
-    per_kind, per_src = counts(events)
+def compute_metrics(events: DataFrame, t0_ns: int, profile: Profile | None = None) -> dict[str, Any]:
+    """Everything the report shows besides the checks; ``t`` of the timeline counts from t0.
+    The counts come from the history's profile when it was counted on reading."""
+    if profile is not None:
+        per_kind, per_src = profile.kinds, profile.sources
+    else:
+        per_kind, per_src = counts(events)
     return {
         "client_kinds": client_kinds(events),
-        "client_errors": client_errors(events),
+        "client_errors": client_errors(events, profile),
         "t0_ns": t0_ns,
         "events_total": sum(per_kind.values()),
         "events": per_kind,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import shutil
 import time
@@ -30,23 +29,25 @@ from urllib.parse import unquote, urlparse
 from harness.errors import SetupError
 from harness.history import EVENTS, FIELD_TYPES
 from harness.rundir import RunDir
-from reports.checkers import HELD, UNKNOWN, CheckContext, CheckResult, FaultWindow, registry
+from reports.checkers import HELD, UNKNOWN, CheckContext, CheckResult, FaultWindow, Profile, registry
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 MAX_BAD_LINES_LOCATED = 100  # unreadable lines listed (file, line number) in verdict.json
 CORRUPT = "_corrupt_record"
-EVENTS_PER_PARTITION = 500_000
-MAX_PARTITIONS = 200
 PARQUET = "events.parquet"  # where harness.history_frame.read_history looks first
 ACCOUNT_FILE = "_zchaos_input.json"  # inside the Parquet folder; Spark skips names starting with _
-#: From this many events on, the JSON lines are compacted into history/events.parquet at
-#: report time and checked from there, uncached. Measured (bench/checker_scaling.py, 2
-#: shared cores): 300k events check in 5.8 s cached vs 7.5 s compacting first; at 1M
-#: both take ~12.5 s and a rebuilt report then takes 6.8 s from a file 7x smaller; 10M
-#: events cached run the 2 GB driver heap out of memory, compacted they check in ~110 s.
-COMPACT_MIN_EVENTS = 1_000_000
+#: Up to this many events the history is checked from Spark's in-memory cache; a larger one
+#: from its Parquet form, uncached. Measured (bench/checker_scaling.py, 2 shared cores): a
+#: cache of 10M events crowds the 2 GB driver heap out of the aggregations, while Parquet
+#: columns are cheap to scan again.
+CACHE_MAX_EVENTS = 1_000_000
+#: From this many events on, the Parquet form is split by event kind (``ev=send/`` ...), so a
+#: check reads only the kinds it asks for; below, one file (many tiny files cost more to list).
+SPLIT_MIN_EVENTS = 1_000_000
+#: The JSON-lines size of an event, about (measured on the CI scenarios' histories: 115-120).
+BYTES_PER_EVENT = 120
 
 
 def load_meta(run: RunDir) -> dict[str, Any]:
@@ -71,6 +72,7 @@ class History:
 
     events: DataFrame  # every good event, with the columns of harness.history.FIELD_TYPES
     account: dict[str, Any]  # source, files, events, bad_lines, bad_examples
+    profile: Profile
     cached: DataFrame | None = None
 
     def release(self) -> None:
@@ -79,17 +81,19 @@ class History:
 
 
 def read_events(spark: SparkSession, run: RunDir, say: Callable[[str], None] = lambda _m: None) -> History:
-    """The history's good events and an account of the input (files, lines that are not events).
+    """The history's good events, an account of the input (files, lines that are not events)
+    and its profile (events per source and kind, first and last time).
 
-    A small history is parsed once into Spark's cache and checked from there. A large one
-    (COMPACT_MIN_EVENTS) is compacted into history/events.parquet and checked from the
-    Parquet file uncached: a cache of millions of events crowds the driver's heap out of
-    the aggregations (10M events ran out of a 2 GB heap), Parquet columns are cheap to scan.
+    The JSON lines are parsed once, with the explicit schema, on the first report; their
+    good events are written to history/events.parquet (the run's columnar form, which every
+    later report reads instead) with the account and the profile beside them. A history of
+    up to CACHE_MAX_EVENTS is checked from Spark's cache, a larger one from the Parquet form.
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     from reports.history_frame import history_schema, parquet_is_current, read_history
+    from reports.spark import fit_to
 
     hist = run.history
     if not hist.is_dir():
@@ -98,16 +102,22 @@ def read_events(spark: SparkSession, run: RunDir, say: Callable[[str], None] = l
     parquet = hist / PARQUET
     if parquet_is_current(parquet, files):
         events = read_history(spark, hist).select(*FIELD_TYPES)
-        total = events.count()
-        account: dict[str, Any] = {"files": len(files), "events": total, "bad_lines": 0, "bad_examples": []}
+        account: dict[str, Any] = {"files": len(files), "bad_lines": 0, "bad_examples": []}
+        stored: dict[str, Any] = {}
         # What the JSON lines held when they were compacted (their bad lines, above all).
         with contextlib.suppress(OSError, ValueError):
-            account.update(json.loads((parquet / ACCOUNT_FILE).read_text()))
+            stored = json.loads((parquet / ACCOUNT_FILE).read_text())
+        profile = Profile.of(stored.pop("profile", None)) or profile_of(events)
+        account.update(stored)
+        account["events"] = profile.events
         account["source"] = "parquet"
-        if total == 0:
+        if profile.events == 0:
             raise SetupError("the history holds no event", where=parquet)
-        _fit_partitions(spark, total)
-        return History(events, account)
+        fit_to(spark, profile.events)
+        if profile.events <= CACHE_MAX_EVENTS:
+            events = events.cache()
+            return History(events, account, profile, events)
+        return History(events, account, profile)
     if not files:
         raise SetupError("the history folder holds no *.jsonl file", where=hist)
     schema = history_schema().add(T.StructField(CORRUPT, T.StringType(), True))
@@ -121,25 +131,33 @@ def read_events(spark: SparkSession, run: RunDir, say: Callable[[str], None] = l
     # Spark refuses queries on raw JSON that touch only the corrupt-record column: cache first.
     raw = raw.cache()
     bad = F.col(CORRUPT).isNotNull() | F.col("ts").isNull() | F.col("ev").isNull()
-    row = raw.agg(F.count("*").alias("n"), F.sum(bad.cast("int")).alias("bad")).first()
-    total, n_bad = int(row["n"] or 0), int(row["bad"] or 0)
-    if total - n_bad == 0:
+    # One pass: the good events' profile, and the bad lines counted.
+    groups = (
+        raw.withColumn("_bad", bad)
+        .groupBy("_bad", "src", "ev")
+        .agg(F.count("*").alias("n"), F.min("ts").alias("first"), F.max("ts").alias("last"))
+        .collect()
+    )
+    n_bad = sum(r["n"] for r in groups if r["_bad"])
+    profile = Profile.from_rows([r for r in groups if not r["_bad"]])
+    if profile.events == 0:
         raw.unpersist()
         raise SetupError("the history holds no event", where=hist)
     damage = history_damage(raw, bad, files, n_bad)
-    _fit_partitions(spark, total)
-    account = {"files": len(files), "events": total - n_bad, "bad_lines": n_bad, **damage}
+    fit_to(spark, profile.events)
+    account = {"files": len(files), "events": profile.events, "bad_lines": n_bad, **damage}
     # Served from raw's cache: the JSON is parsed once, the bad lines stay out.
     events = raw.filter(~bad).select(*FIELD_TYPES)
-    if total - n_bad < COMPACT_MIN_EVENTS:
-        return History(events, {"source": "jsonl", **account}, raw)
-    say(f"compacting the history into {PARQUET}")
+    say(f"writing the history's columnar form ({PARQUET})")
     try:
-        compact(events, account, run)
+        compact(events, account, profile, run)
     except Exception as exc:  # a full disk must not stop the report: check from the cache
-        return History(events, {"source": "jsonl", **account, "compaction_error": str(exc)}, raw)
+        return History(events, {"source": "jsonl", **account, "compaction_error": str(exc)}, profile, raw)
+    if profile.events <= CACHE_MAX_EVENTS:
+        return History(events, {"source": "jsonl", **account}, profile, raw)
     raw.unpersist()
-    return History(read_history(spark, hist).select(*FIELD_TYPES), {"source": "parquet", **account})
+    events = read_history(spark, hist).select(*FIELD_TYPES)
+    return History(events, {"source": "parquet", **account}, profile)
 
 
 def _file_name(uri: str) -> str:
@@ -198,7 +216,7 @@ def history_damage(raw: DataFrame, bad: Any, files: list[Path], n_bad: int) -> d
             .agg(
                 F.count("*").alias("n"),
                 F.sum(F.col(CORRUPT).isNull().cast("int")).alias("objects"),
-                F.collect_set(F.col(CORRUPT)).alias("texts"),
+                F.slice(F.collect_set(F.col(CORRUPT)), 1, MAX_BAD_LINES_LOCATED).alias("texts"),
             )
             .collect()
         )
@@ -237,34 +255,40 @@ def history_damage(raw: DataFrame, bad: Any, files: list[Path], n_bad: int) -> d
     }
 
 
-def compact(events: DataFrame, account: dict[str, Any], run: RunDir) -> None:
-    """Write the events to history/events.parquet (what the next report reads), with the account."""
+def compact(events: DataFrame, account: dict[str, Any], profile: Profile, run: RunDir) -> None:
+    """Write the events to history/events.parquet (what the next report reads), with the
+    account and the profile; split by event kind from SPLIT_MIN_EVENTS on."""
     target = run.history / PARQUET
     tmp = run.history / f".{PARQUET}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    events.write.parquet(str(tmp))
-    (tmp / ACCOUNT_FILE).write_text(json.dumps(account))
+    if profile.events >= SPLIT_MIN_EVENTS:
+        events.write.partitionBy("ev").parquet(str(tmp))
+    else:
+        events.coalesce(1).write.parquet(str(tmp))
+    (tmp / ACCOUNT_FILE).write_text(json.dumps({**account, "profile": profile.as_dict()}))
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
 
 
-def _fit_partitions(spark: SparkSession, events: int) -> None:
-    """Shuffle partitions by history size (unless ZCHAOS_SPARK_PARTITIONS says): few for a short
-    run, where per-task overhead dominates; more for a long one, so each task's aggregation
-    fits its share of the heap."""
-    if os.environ.get("ZCHAOS_SPARK_PARTITIONS"):
-        return
-    wanted = max(1, min(MAX_PARTITIONS, math.ceil(events / EVENTS_PER_PARTITION)))
-    spark.conf.set("spark.sql.shuffle.partitions", str(wanted))
+def profile_of(events: DataFrame) -> Profile:
+    """Events per source and kind, first and last time (one aggregation)."""
+    from pyspark.sql import functions as F
+
+    groups = events.groupBy("src", "ev").agg(
+        F.count("*").alias("n"), F.min("ts").alias("first"), F.max("ts").alias("last")
+    )
+    return Profile.from_rows(groups.collect())
 
 
-def fault_windows(events: DataFrame) -> tuple[list[FaultWindow], list[str]]:
+def fault_windows(events: DataFrame, profile: Profile | None = None) -> tuple[list[FaultWindow], list[str]]:
     """Faults paired by fault_id from fault_start/fault_stop, and what did not pair."""
     from pyspark.sql import functions as F
 
+    if profile is not None and not profile.has("fault_start", "fault_stop"):
+        return [], []
     rows = (
         events.filter(F.col("ev").isin("fault_start", "fault_stop"))
-        .select("ts", "ev", "fault_id", "fault", "target")
+        .select("ts", "ev", "fault_id", "fault", "target", "fault_scope", "fault_lossy")
         .orderBy("ts")
         .collect()
     )
@@ -279,15 +303,17 @@ def fault_windows(events: DataFrame) -> tuple[list[FaultWindow], list[str]]:
     for fid in sorted(stops.keys() - starts.keys(), key=str):
         warnings.append(f"fault_stop of fault {fid} without a fault_start: ignored")
     faults = [
-        FaultWindow(fid, r["fault"], r["target"], r["ts"], stops.get(fid))
+        FaultWindow(fid, r["fault"], r["target"], r["ts"], stops.get(fid), r["fault_scope"], r["fault_lossy"])
         for fid, r in sorted(starts.items(), key=lambda kv: kv[1]["ts"])
     ]
     return faults, warnings
 
 
-def process_exits(events: DataFrame) -> list[dict[str, Any]]:
+def process_exits(events: DataFrame, profile: Profile | None = None) -> list[dict[str, Any]]:
     from pyspark.sql import functions as F
 
+    if profile is not None and not profile.has("proc_exit"):
+        return []
     rows = (
         events.filter(F.col("ev") == "proc_exit")
         .select("ts", "instance", "role", "pid", "code", "signal", "expected", "detail")
@@ -449,11 +475,21 @@ def run_checks(
     return results, errors
 
 
+def expected_events(run: RunDir) -> int | None:
+    """About how many events the history holds, before Spark starts (it sizes the JVM): the
+    compaction's own count, else the JSON lines' size at about BYTES_PER_EVENT each."""
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+        return int(json.loads((run.history / PARQUET / ACCOUNT_FILE).read_text())["events"])
+    with contextlib.suppress(OSError):
+        return sum(f.stat().st_size for f in run.history.glob("*.jsonl")) // BYTES_PER_EVENT
+    return None
+
+
 def check_run(
     spark: SparkSession, run: RunDir, meta: dict[str, Any], say: Callable[[str], None]
 ) -> dict[str, Any]:
     """The verdict of one run: its history read, checked and measured."""
-    from reports.checkers.core import run_time
+    from reports.checkers.toolkit import run_time
     from reports.metrics import compute_metrics
     from reports.verdict import build_verdict
 
@@ -464,7 +500,7 @@ def check_run(
         say(f"skipped {account['bad_lines']} history line(s) that are not events:")
         for b in account.get("bad_examples", [])[:5]:
             say(f"  history/{b['file']} line {b['line_no']}: {b['line'][:80]}")
-    faults, warnings = fault_windows(events)
+    faults, warnings = fault_windows(events, history.profile)
     for name in account.get("truncated", []):
         warnings.append(f"history/{name} ends mid-line: its writer was cut off (truncated file)")
     for cid, what in (account.get("damaged_clients") or {}).items():
@@ -476,11 +512,11 @@ def check_run(
             warnings.append(f"run.json has no {key}: using the {fallback} event time")
     account["warnings"] = warnings
     incomplete, completion = completeness(events, meta)
-    ctx = CheckContext(spark, events, meta, faults, run.root)
+    ctx = CheckContext(spark, events, meta, faults, run.root, history.profile)
     damaged = account.get("damaged_clients") or {}
     results, errors = run_checks(ctx, list(meta["manifest"]["promises"]["checks"]), say, damaged)
     say("computing metrics")
-    metrics = compute_metrics(events, run_time(ctx, "load_started_ns"))
+    metrics = compute_metrics(events, run_time(ctx, "load_started_ns"), history.profile)
     account["unknown_event_kinds"] = sorted(ev for ev in metrics["events"] if ev not in EVENTS)
     recovery = next((r for r in results if r.name == "recovery"), None)
     fault_rows = (recovery.figures.get("faults") if recovery else None) or [
@@ -502,7 +538,7 @@ def check_run(
             "generated_ns": time.time_ns(),
             "times": times,
             "faults": fault_rows,
-            "processes": process_exits(events),
+            "processes": process_exits(events, history.profile),
             "input": account,
         },
     )
@@ -526,7 +562,7 @@ def build_report(run_dir: Path, *, progress: Callable[[str], None] | None = None
         raise SetupError("no such run directory", where=run.root)
     meta = load_meta(run)
     say("starting Spark")
-    spark = get_spark()
+    spark = get_spark(events=expected_events(run))
     partitions = spark.conf.get("spark.sql.shuffle.partitions")
     try:
         verdict = check_run(spark, run, meta, say)

@@ -283,6 +283,8 @@ def test_execution_count_exactly_once_flags_double_execution(spark):
     assert result.figures["histogram"] == {"0": 1, "1": 40, "2": 1, "3+": 1}
     first = result.examples[0]
     assert (first["rid"], first["ts"], first["problem"]) == ("client-6:1", t(5) + 1001, "executed 2 times")
+    # Both executions are in the example, so each side can be found in the logs.
+    assert len(first["executions"]) == 2
 
 
 def test_execution_count_flags_executions_of_unsent_requests(spark):

@@ -96,6 +96,32 @@ def test_requests_and_replies_go_through_the_program(tmp_path: Path, history: Hi
     assert errors(tmp_path) == [] and client.proc is None
 
 
+def test_a_window_of_requests_outstanding_at_once(tmp_path: Path, history: HistoryWriter) -> None:
+    # The program answers only once it holds two requests, in reverse: both must be out together.
+    body = """held.append(m)
+    if len(held) < 2:
+        continue
+    for h in reversed(held):
+        print(json.dumps({"type": "reply", "rid": h["rid"], "body": h["body"]}), flush=True)
+    held.clear()
+    continue"""
+    command = program(tmp_path, body)
+    Path(command[1]).write_text(Path(command[1]).read_text().replace("n = 0", "n = 0\nheld = []"))
+    client = make(tmp_path, command, history, window=2)
+    logs = [RequestLog(history, "client-1", i, f"client-1:{i}", "mine") for i in (1, 2)]
+    for log in logs:
+        client.submit([f"{log.rid}|abc".encode()], log)
+    assert client.in_flight() == 2
+    done: list = []
+    for _ in range(100):
+        done += client.poll(0.1)
+        if len(done) == 2:
+            break
+    client.close()
+    assert [log.rid for log, _ in done] == ["client-1:2", "client-1:1"]
+    assert all(isinstance(o, Reply) and o.frames == [f"{log.rid}|abc".encode()] for log, o in done)
+
+
 def test_a_bad_line_is_recorded_and_the_request_goes_on(tmp_path: Path, history: HistoryWriter) -> None:
     body = 'print("garbage {" if n == 1 else json.dumps({"type": "bogus"}) if n == 2 else "[]", flush=True)'
     client = make(tmp_path, program(tmp_path, body), history)

@@ -4,6 +4,10 @@ LoadTestShape and a per-phase wait, and shown on the progress line."""
 from __future__ import annotations
 
 import io
+import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -11,8 +15,8 @@ import pytest
 from harness.errors import SetupError
 from harness.progress import Progress
 from harness.scenario import load_scenario
-from loadtests.config import ClientLoad, LoadConfig
-from loadtests.shape import make_shape_class, wait_time_for
+from loadtests.config import ClientLoad, LoadConfig, wait_time_for
+from tests.procs import ROOT
 
 PHASED = """
 implementation = "paranoid-pirate"
@@ -102,17 +106,39 @@ def _config(origin_ns: int) -> LoadConfig:
     return LoadConfig(clients=[client], history_dir="", phases=phases, origin_ns=origin_ns)
 
 
-def test_the_load_shape_follows_the_phases_from_the_runners_origin_then_stops() -> None:
-    import time
-
+def test_the_per_phase_wait_follows_the_runners_origin() -> None:
     now = time.time_ns()
-    shape = make_shape_class(_config(now))()
-    assert shape.tick() == (4, 10.0)
-    assert make_shape_class(_config(now - 6 * 10**9))().tick() == (1, 10.0)  # 6 s into the load
-    assert make_shape_class(_config(now - 14 * 10**9))().tick() is None  # past the end: Locust stops
-    wait = wait_time_for(_config(now - 6 * 10**9))
-    assert wait(None) == 2.0
+    assert wait_time_for(_config(now))(None) == 0.02
+    assert wait_time_for(_config(now - 6 * 10**9))(None) == 2.0  # 6 s into the load
     assert wait_time_for(_config(now - 60 * 10**9))(None) == 2.0  # after the end: the last phase's
+
+
+SHAPE = """
+import json, sys, time
+from loadtests.config import LoadConfig, ClientLoad
+from loadtests.shape import make_shape_class
+data = json.loads(sys.argv[1])
+data["clients"] = [ClientLoad(**c) for c in data["clients"]]
+ticks = []
+for ago_s in (0, 6, 14):
+    config = LoadConfig(**{**data, "origin_ns": time.time_ns() - ago_s * 10**9})
+    ticks.append(make_shape_class(config)().tick())
+print(json.dumps(ticks))
+"""
+
+
+def test_the_load_shape_follows_the_phases_then_stops() -> None:
+    # In a process of its own: importing Locust patches the whole process for gevent.
+    config = _config(0).to_env()
+    out = subprocess.run(
+        [sys.executable, "-c", SHAPE, config],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(out.stdout) == [[4, 10.0], [1, 10.0], None]  # past the end: Locust stops
 
 
 def test_the_progress_line_shows_the_phase(tmp_path: Path) -> None:

@@ -16,11 +16,12 @@ T0 = 1_800_000_000 * S
 OPTIONS = {"broker_timeout_ms": 1000, "n_timeouts": 3, "worker_expire_s": 3.0, "ping_ms": 1000}
 PROMISES = {"expire_margin_s": 1.0, "reconnect_margin_s": 1.0, "return_bound_s": 5.0, "resend_margin_s": 1.0}
 PROCESSES = {"broker": "broker", "worker-1": "worker", "worker-2": "worker"}
+ENDPOINTS = {"frontend": "broker", "backend": "broker"}  # the broker binds both: it is no worker
 
 
 def ctx(spark: Any, events: list[dict[str, Any]], faults=(), **options: Any) -> CheckContext:
     meta = {
-        "manifest": {"options": OPTIONS, "promises": PROMISES},
+        "manifest": {"options": OPTIONS, "promises": PROMISES, "endpoints": ENDPOINTS},
         "scenario": {"options": {**OPTIONS, **options}},
         "processes": PROCESSES,
     }

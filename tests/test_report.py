@@ -150,11 +150,13 @@ def make_run(
 
 @pytest.fixture(scope="module")
 def built(spark, tmp_path_factory):
-    """One report of the synthetic run; its history is compacted (as a large one would be)."""
+    """One report of the synthetic run, checked from its columnar form split by event kind
+    (as a large one would be)."""
     run = make_run(tmp_path_factory.mktemp("run") / "run")
     messages: list[str] = []
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(pipeline, "COMPACT_MIN_EVENTS", 1)
+        mp.setattr(pipeline, "SPLIT_MIN_EVENTS", 1)
+        mp.setattr(pipeline, "CACHE_MAX_EVENTS", 0)
         verdict = build_report(run.root, progress=messages.append)
     return run, verdict, messages
 
@@ -191,7 +193,7 @@ def test_verdict_json(built):
     assert verdict["metrics"]["latency_ms"]["count"] > 500
     assert verdict["metrics"]["timeline"][0]["t"] == 0
     assert "reading history" in messages and "checking recovery" in messages
-    assert "compacting the history into events.parquet" in messages
+    assert "writing the history's columnar form (events.parquet)" in messages
 
 
 def test_junit_xml(built):
@@ -222,11 +224,13 @@ def test_report_html(built):
 def test_rebuild_reads_the_compacted_history(built):
     run, first, _ = built
     assert (run.history / "events.parquet" / "_zchaos_input.json").exists()
+    assert (run.history / "events.parquet" / "ev=reply").is_dir()  # split by kind
     again = build_report(run.root)
     assert again["input"]["source"] == "parquet"
     assert (again["input"]["events"], again["input"]["bad_lines"]) == (first["input"]["events"], 1)
-    summary = {n: (c["status"], c["violations"]) for n, c in first["checks"].items()}
-    assert {n: (c["status"], c["violations"]) for n, c in again["checks"].items()} == summary
+    summary = {n: (c["status"], c["violations"], c["summary"]) for n, c in first["checks"].items()}
+    assert {n: (c["status"], c["violations"], c["summary"]) for n, c in again["checks"].items()} == summary
+    assert again["metrics"]["events"] == first["metrics"]["events"]
 
 
 def test_a_client_history_cut_mid_line_is_named_not_blamed_on_the_system(spark, tmp_path):

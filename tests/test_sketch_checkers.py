@@ -17,7 +17,8 @@ def ev(t: float, src: str, kind: str, **fields: Any) -> dict[str, Any]:
 
 
 def ctx(spark: Any, events: list[dict[str, Any]]) -> CheckContext:
-    meta = {"manifest": {"options": {}, "promises": {}}, "scenario": {"options": {}}, "processes": PROCESSES}
+    manifest = {"options": {}, "promises": {}, "endpoints": {"frontend": "queue", "backend": "queue"}}
+    meta = {"manifest": manifest, "scenario": {"options": {}}, "processes": PROCESSES}
     return CheckContext(spark, events_frame(spark, events), meta, [])
 
 

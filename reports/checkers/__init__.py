@@ -36,13 +36,83 @@ MAX_EXAMPLES = 10
 
 @dataclass(frozen=True)
 class FaultWindow:
-    """One fault, from its ``fault_start`` to its ``fault_stop`` (ns)."""
+    """One fault, from its ``fault_start`` to its ``fault_stop`` (ns), with its class.
+
+    ``scope`` ("process" or "link") and ``lossy`` are what ``fault_start`` recorded from the
+    fault table (chaos/faults.py); a history written before they were recorded gets them
+    from the table here, so that no checker keeps a list of fault kinds of its own.
+    """
 
     fault_id: int
     fault: str
     target: str
     start_ns: int
     stop_ns: int | None  # None: it never healed before the run ended
+    scope: str | None = None  # "process" or "link"; None: from the fault table
+    lossy: bool | None = None  # loses what is sent (a partition), not only delays it
+
+    def __post_init__(self) -> None:
+        from chaos.faults import FAULT_KINDS
+
+        kind = FAULT_KINDS.get(self.fault)
+        if self.scope is None:
+            on_link = self.target.startswith("link:") or kind is None or kind.target == "link"
+            object.__setattr__(self, "scope", "link" if on_link else "process")
+        if self.lossy is None:
+            object.__setattr__(self, "lossy", bool(kind and kind.lossy))
+
+    @property
+    def on_link(self) -> bool:
+        """The fault acts on a network link (the target's links), not on a process."""
+        return self.scope == "link" or self.target.startswith("link:")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What a history holds, counted while it is read: events per source and kind, and the
+    first and last event time. Checks use it instead of querying for it again."""
+
+    sources: dict[str, dict[str, int]]  # src -> ev -> events ("?" for a missing src)
+    first_ts: int
+    last_ts: int
+
+    @property
+    def kinds(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for per_kind in self.sources.values():
+            for ev, n in per_kind.items():
+                out[ev] = out.get(ev, 0) + n
+        return dict(sorted(out.items()))
+
+    @property
+    def events(self) -> int:
+        return sum(n for per_kind in self.sources.values() for n in per_kind.values())
+
+    def has(self, *kinds: str) -> bool:
+        """Whether the history holds an event of one of these kinds."""
+        present = self.kinds
+        return any(present.get(k) for k in kinds)
+
+    @classmethod
+    def from_rows(cls, rows: list[Any]) -> Profile:
+        """From rows of (src, ev, n, first, last)."""
+        sources: dict[str, dict[str, int]] = {}
+        for r in rows:
+            per_kind = sources.setdefault(r["src"] or "?", {})
+            per_kind[r["ev"] or "?"] = per_kind.get(r["ev"] or "?", 0) + int(r["n"])
+        first = min((r["first"] for r in rows if r["first"] is not None), default=0)
+        last = max((r["last"] for r in rows if r["last"] is not None), default=0)
+        return cls({k: dict(sorted(v.items())) for k, v in sorted(sources.items())}, int(first), int(last))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"sources": self.sources, "first_ts": self.first_ts, "last_ts": self.last_ts}
+
+    @classmethod
+    def of(cls, stored: dict[str, Any] | None) -> Profile | None:
+        """A stored profile (as_dict), or None when there is none."""
+        if not isinstance(stored, dict) or "sources" not in stored:
+            return None
+        return cls(stored["sources"], int(stored["first_ts"]), int(stored["last_ts"]))
 
 
 @dataclass
@@ -52,6 +122,7 @@ class CheckContext:
     meta: dict[str, Any]  # run.json
     faults: list[FaultWindow]
     run_dir: Path | None = None  # the run directory, for checkers that read logs/ (None in unit tests)
+    profile: Profile | None = None  # None: not counted (unit tests), ask the events
     _kinds: frozenset[str] | None = field(default=None, init=False, repr=False)
 
     @property
@@ -59,16 +130,22 @@ class CheckContext:
         return self.meta["manifest"]["promises"]
 
     def event_kinds(self) -> frozenset[str]:
-        """The kinds of event (``ev``) the history holds at least one of (one query per run)."""
+        """The kinds of event (``ev``) the history holds at least one of (one query per run,
+        none when the reader counted them)."""
+        if self._kinds is None and self.profile is not None:
+            self._kinds = frozenset(k for k, n in self.profile.kinds.items() if n)
         if self._kinds is None:
             self._kinds = frozenset(r[0] for r in self.events.select("ev").distinct().collect())
         return self._kinds
 
 
 def events_of(ctx: CheckContext, *kinds: str) -> DataFrame:
-    """The history's events of the given kinds (``ev``)."""
+    """The history's events of the given kinds (``ev``). Kinds the history does not hold
+    give an empty frame that Spark answers without reading anything."""
     from pyspark.sql import functions as F
 
+    if ctx.profile is not None and not ctx.profile.has(*kinds):
+        return ctx.events.limit(0)
     return ctx.events.filter(F.col("ev").isin(*kinds))
 
 

@@ -3,7 +3,7 @@
 Each checker is a handful of Spark DataFrame operations over the whole history (nothing
 but counts and the first offending events comes back to Python), and reports exact
 counts, up to MAX_EXAMPLES offending events (earliest first), a one-line summary and
-figures. Family checkers may reuse ``examples``, ``run_time`` and ``client_budget_ns``.
+figures. The helpers they use are the toolkit's (reports/checkers/toolkit.py).
 """
 
 from __future__ import annotations
@@ -25,54 +25,25 @@ from reports.checkers import (
     CheckResult,
     FaultWindow,
     checker,
-    events_of,
     fault_windows,
     nothing_to_judge,
+)
+from reports.checkers.toolkit import (
+    client_budget_ns,
+    count,
+    events_of,
+    example,
+    examples,
+    judged,
+    run_time,
+    small_frame,
+    unknown,
 )
 
 NS = fault_windows.NS
 WARMUP_NS = fault_windows.WARMUP_NS
 DEFAULT_CLIENT_BUDGET_S = fault_windows.DEFAULT_CLIENT_BUDGET_S
 LOG_TAIL_LINES = 10
-EVENT_KEYS = ("ts", "src", "ev", "cid", "seq", "rid")
-
-
-# --- helpers shared by checkers -------------------------------------------------------
-
-
-def example(row: dict[str, Any]) -> dict[str, Any]:
-    """One offending event for a report: the event keys first, then every non-null extra."""
-    out = {k: row.get(k) for k in EVENT_KEYS}
-    out.update({k: v for k, v in row.items() if k not in out and v is not None})
-    return out
-
-
-def examples(df: DataFrame, n: int = MAX_EXAMPLES) -> list[dict[str, Any]]:
-    """The first ``n`` rows of ``df`` by time, as example dicts."""
-    return [example(r.asDict()) for r in df.orderBy("ts").limit(n).collect()]
-
-
-def run_time(ctx: CheckContext, key: str) -> int:
-    """A time of run.json (``load_started_ns``...), else the first/last event's time."""
-    value = ctx.meta.get(key)
-    if value is not None:
-        return int(value)
-    fn = F.min if key in ("started_ns", "load_started_ns") else F.max
-    found = ctx.events.agg(fn("ts")).first()[0]
-    return int(found or 0)
-
-
-def client_budget_ns(ctx: CheckContext) -> int:
-    """How long a client works on one request before it gives up (timeout x attempts)."""
-    return int(float(ctx.meta.get("client_budget_s") or DEFAULT_CLIENT_BUDGET_S) * NS)
-
-
-def _n(value: Any) -> int:
-    return int(value or 0)
-
-
-def _status(violations: int) -> str:
-    return VIOLATED if violations else HELD
 
 
 # --- no_lost ---------------------------------------------------------------------------
@@ -143,15 +114,15 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         F.sum((F.col("lost") & F.col("lost_ts").isNotNull()).cast("int")).alias("past_deadline"),
         F.sum(F.col("excused").cast("int")).alias("excused"),
     ).first()
-    total, lost, indeterminate = _n(row["requests"]), _n(row["lost"]), _n(row["indeterminate"])
+    total, lost, indeterminate = count(row["requests"]), count(row["lost"]), count(row["indeterminate"])
     figures = {
         "requests": total,
-        "replied": _n(row["replied"]),
-        "abandoned": _n(row["abandoned"]),
+        "replied": count(row["replied"]),
+        "abandoned": count(row["abandoned"]),
         "indeterminate": indeterminate,
         "lost": lost,
-        "lost_past_deadline": _n(row["past_deadline"]),  # recorded `lost` by a no-resend client
-        "lost_in_faults_unpromised": _n(row["excused"]),
+        "lost_past_deadline": count(row["past_deadline"]),  # recorded `lost` by a no-resend client
+        "lost_in_faults_unpromised": count(row["excused"]),
         "requeue_promised": requeue,
     }
     summary = (
@@ -166,8 +137,8 @@ def no_lost(ctx: CheckContext) -> CheckResult:
             "requeue is not promised"
         )
     if total == 0:
-        return CheckResult(
-            "no_lost", UNKNOWN, summary="no request was sent", figures=figures,
+        return unknown(
+            "no_lost", "no request was sent", figures,
             reason="no send event in the history: the load clients recorded nothing (see logs/locust.log)",
         )  # fmt: skip
     found = []
@@ -190,7 +161,7 @@ def no_lost(ctx: CheckContext) -> CheckResult:
             .alias("problem"),
         )
         found = examples(offenders)
-    return CheckResult("no_lost", _status(lost), lost, found, summary, figures)
+    return judged("no_lost", lost, found, summary, figures)
 
 
 # --- no_duplicate ----------------------------------------------------------------------
@@ -219,21 +190,21 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
         F.sum(F.when(F.col("n") > 1, 1)).alias("dup_rids"),
         F.max("n").alias("max_n"),
     ).first()
-    extra = _n(row["extra"])
+    extra = count(row["extra"])
     figures = {
-        "deliveries": _n(row["deliveries"]),
-        "requests_delivered": _n(row["rids"]),
-        "duplicated_requests": _n(row["dup_rids"]),
+        "deliveries": count(row["deliveries"]),
+        "requests_delivered": count(row["rids"]),
+        "duplicated_requests": count(row["dup_rids"]),
         "extra_deliveries": extra,
-        "max_deliveries": _n(row["max_n"]),
+        "max_deliveries": count(row["max_n"]),
     }
     summary = (
         f"{figures['deliveries']} deliveries of {figures['requests_delivered']} requests; "
         f"{figures['duplicated_requests']} delivered more than once ({extra} extra)"
     )
     if figures["deliveries"] == 0:
-        return CheckResult(
-            "no_duplicate", UNKNOWN, summary="no reply was delivered", figures=figures,
+        return unknown(
+            "no_duplicate", "no reply was delivered", figures,
             reason="no reply reached a client, so no delivery could be counted",
         )  # fmt: skip
     found = []
@@ -251,7 +222,7 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
             )
         )
         found = examples(second)
-    return CheckResult("no_duplicate", _status(extra), extra, found, summary, figures)
+    return judged("no_duplicate", extra, found, summary, figures)
 
 
 # --- in_order --------------------------------------------------------------------------
@@ -270,8 +241,8 @@ def in_order(ctx: CheckContext) -> CheckResult:
     ordered = [k["name"] for k in kinds if k.get("in_order", promised)]
     unordered = [k["name"] for k in kinds if not k.get("in_order", promised)]
     if not (ordered if kinds else promised):
-        return CheckResult(
-            "in_order", UNKNOWN, summary="not promised", figures={"promised": False},
+        return unknown(
+            "in_order", "not promised", {"promised": False},
             reason="the manifest lists in_order among its checks but promises in_order = false: drop one",
         )  # fmt: skip
     order = Window.partitionBy("cid").orderBy("ts", "seq")
@@ -289,21 +260,21 @@ def in_order(ctx: CheckContext) -> CheckResult:
         F.countDistinct("cid").alias("clients"),
         F.sum(F.col("bad").cast("int")).alias("bad"),
     ).first()
-    bad = _n(row["bad"])
+    bad = count(row["bad"])
     figures = {
         "promised": True,
         "kinds_checked": ordered,
         "kinds_not_promised": unordered,
-        "replies": _n(row["replies"]),
-        "clients": _n(row["clients"]),
+        "replies": count(row["replies"]),
+        "clients": count(row["clients"]),
         "out_of_order": bad,
     }
     summary = f"{figures['replies']} replies to {figures['clients']} clients; {bad} out of order"
     if unordered:
         summary += f" (kinds {', '.join(ordered)}; {', '.join(unordered)} promise no order)"
     if figures["replies"] == 0:
-        return CheckResult(
-            "in_order", UNKNOWN, summary="no reply arrived", figures=figures,
+        return unknown(
+            "in_order", "no reply arrived", figures,
             reason="no reply reached a client, so no order could be seen",
         )  # fmt: skip
     found = []
@@ -313,7 +284,7 @@ def in_order(ctx: CheckContext) -> CheckResult:
             .drop("bad")
             .withColumn("problem", F.lit("seq not above the previous reply's seq"))
         )
-    return CheckResult("in_order", _status(bad), bad, found, summary, figures)
+    return judged("in_order", bad, found, summary, figures)
 
 
 # --- correct_reply ---------------------------------------------------------------------
@@ -344,10 +315,10 @@ def correct_reply(ctx: CheckContext) -> CheckResult:
         F.sum((~is_reply & F.col("problem").isNotNull()).cast("int")).alias("bad_unexpected"),
     ).first()
     figures = {
-        "replies": _n(row["replies"]),
-        "replies_not_ok": _n(row["bad_replies"]),
-        "foreign_or_unidentified": _n(row["bad_unexpected"]),
-        "stale_own_replies": _n(row["stale_own"]),  # late replies to the client's own request
+        "replies": count(row["replies"]),
+        "replies_not_ok": count(row["bad_replies"]),
+        "foreign_or_unidentified": count(row["bad_unexpected"]),
+        "stale_own_replies": count(row["stale_own"]),  # late replies to the client's own request
     }
     bad = figures["replies_not_ok"] + figures["foreign_or_unidentified"]
     summary = (
@@ -356,12 +327,12 @@ def correct_reply(ctx: CheckContext) -> CheckResult:
         f"{figures['stale_own_replies']} stale own replies"
     )
     if figures["replies"] == 0 and bad == 0:
-        return CheckResult(
-            "correct_reply", UNKNOWN, summary="no reply arrived", figures=figures,
+        return unknown(
+            "correct_reply", "no reply arrived", figures,
             reason="no reply reached a client, so none could be compared with its request",
         )  # fmt: skip
     found = examples(checked.filter(F.col("problem").isNotNull())) if bad else []
-    return CheckResult("correct_reply", _status(bad), bad, found, summary, figures)
+    return judged("correct_reply", bad, found, summary, figures)
 
 
 # --- execution_count -------------------------------------------------------------------
@@ -401,11 +372,16 @@ def execution_count(ctx: CheckContext) -> CheckResult:
     n_unsent = unsent.count()
     figures = {
         "mode": mode,
-        "requests": _n(hist["requests"]),
-        "exec_events": _n(row["execs"]),
-        "histogram": {"0": _n(hist["x0"]), "1": _n(hist["x1"]), "2": _n(hist["x2"]), "3+": _n(hist["x3"])},
-        "executed_more_than_once": _n(row["multi"]),
-        "answered_but_not_executed": _n(hist["answered_unexecuted"]),
+        "requests": count(hist["requests"]),
+        "exec_events": count(row["execs"]),
+        "histogram": {
+            "0": count(hist["x0"]),
+            "1": count(hist["x1"]),
+            "2": count(hist["x2"]),
+            "3+": count(hist["x3"]),
+        },
+        "executed_more_than_once": count(row["multi"]),
+        "answered_but_not_executed": count(hist["answered_unexecuted"]),
         "executed_but_never_sent": n_unsent,
     }
     h = figures["histogram"]
@@ -414,14 +390,11 @@ def execution_count(ctx: CheckContext) -> CheckResult:
         f"{n_unsent} executions of unsent requests"
     )
     if figures["exec_events"] == 0:
-        return CheckResult(
-            "execution_count",
-            UNKNOWN,
-            summary="no exec events: the implementation does not record executions",
-            figures=figures,
+        return unknown(
+            "execution_count", "no exec events: the implementation does not record executions", figures,
             reason="needs exec events from the workers, which this subject does not write: run it with "
             "zchaos's probe workers, or drop execution_count from the manifest's checks",
-        )
+        )  # fmt: skip
     offenders: list[DataFrame] = []
     violations = n_unsent
     ex_cols = [
@@ -488,7 +461,7 @@ def execution_count(ctx: CheckContext) -> CheckResult:
     for ex in found:
         if "executions" in ex:
             ex["executions"] = json.loads(ex["executions"])
-    return CheckResult("execution_count", _status(violations), violations, found, summary, figures)
+    return judged("execution_count", violations, found, summary, figures)
 
 
 # --- steady_state ----------------------------------------------------------------------
@@ -542,14 +515,14 @@ def steady_state(ctx: CheckContext) -> CheckResult:
         F.percentile(F.when(~F.col("excused"), F.col("latency_us")), F.lit(0.99)).alias("p99_us"),
         F.max(F.when(~F.col("excused"), F.col("latency_us"))).alias("max_us"),
     ).first()
-    retries, abandons, replies = _n(row["retries"]), _n(row["abandons"]), _n(row["replies"])
-    lost = _n(row["lost"])
+    retries, abandons, replies = count(row["retries"]), count(row["abandons"]), count(row["replies"])
+    lost = count(row["lost"])
     p99_ms = None if row["p99_us"] is None else row["p99_us"] / 1000.0
     slow = p99_ms is not None and p99_ms > bound_ms
     cover = fault_windows.coverage(ctx, spans)
     figures = {
-        "judged_requests": _n(row["judged"]),
-        "excused_requests": _n(row["excused"]),
+        "judged_requests": count(row["judged"]),
+        "excused_requests": count(row["excused"]),
         "replies": replies,
         "retries": retries,
         "abandons": abandons,
@@ -652,12 +625,12 @@ def no_unexpected_exit(ctx: CheckContext) -> CheckResult:
         F.sum((F.col("ev") == "proc_exit").cast("int")).alias("exits"),
         F.sum(unexpected.cast("int")).alias("bad"),
     ).first()
-    bad = _n(row["bad"])
-    figures = {"starts": _n(row["starts"]), "exits": _n(row["exits"]), "unexpected_exits": bad}
+    bad = count(row["bad"])
+    figures = {"starts": count(row["starts"]), "exits": count(row["exits"]), "unexpected_exits": bad}
     summary = f"{figures['starts']} process starts, {figures['exits']} exits, {bad} unexpected"
     if figures["starts"] == 0 and figures["exits"] == 0:
-        return CheckResult(
-            "no_unexpected_exit", UNKNOWN, summary="no process events recorded", figures=figures,
+        return unknown(
+            "no_unexpected_exit", "no process events recorded", figures,
             reason="history/runner.jsonl holds no proc_start or proc_exit: the runner's history is missing",
         )  # fmt: skip
     found = []
@@ -672,7 +645,7 @@ def no_unexpected_exit(ctx: CheckContext) -> CheckResult:
             ex["problem"] = f"{ex.get('role')} {ex.get('instance')} exited with {how}"
             if ctx.run_dir is not None and ex.get("instance"):
                 ex["log_tail"] = log_tail(ctx.run_dir / "logs" / f"{ex['instance']}.log")
-    return CheckResult("no_unexpected_exit", _status(bad), bad, found, summary, figures)
+    return judged("no_unexpected_exit", bad, found, summary, figures)
 
 
 # --- recovery --------------------------------------------------------------------------
@@ -700,8 +673,10 @@ def recovery(ctx: CheckContext) -> CheckResult:
     first_ok: dict[int, int] = {}
     first_exec: dict[int, int] = {}
     if healed:
-        faults = ctx.spark.createDataFrame(
-            [(f.fault_id, f.stop_ns, f.target) for f in healed], "fault_id int, stop_ns long, target string"
+        faults = small_frame(
+            ctx,
+            [(f.fault_id, f.stop_ns, f.target) for f in healed],
+            {"fault_id": "int", "stop_ns": "long", "target": "string"},
         )
         ok = events_of(ctx, "reply").filter(F.col("ok")).select("ts")
         first_ok = _first_after(ok, faults)
@@ -710,7 +685,7 @@ def recovery(ctx: CheckContext) -> CheckResult:
             F.concat(faults["target"], F.lit("-"))
         )
         first_exec = _first_after(execs, faults, on_target)
-    violations, unknown = 0, 0
+    violations, undecided = 0, 0
     found = []
     for f in ctx.faults:
         rec = tgt = None
@@ -755,30 +730,27 @@ def recovery(ctx: CheckContext) -> CheckResult:
                 )
             )
         elif f.stop_ns is not None and within is None:
-            unknown += 1
+            undecided += 1
     times = [r["recovery_s"] for r in rows if r["recovery_s"] is not None]
     figures = {"bound_s": bound_s, "faults": rows, "max_recovery_s": max(times) if times else None}
     worst = f", slowest {max(times):.2f} s" if times else ""
     summary = (
-        f"{len(healed)} healed faults: {len(healed) - violations - unknown} recovered within "
-        f"{bound_s:g} s, {violations} not, {unknown} undecided{worst}"
+        f"{len(healed)} healed faults: {len(healed) - violations - undecided} recovered within "
+        f"{bound_s:g} s, {violations} not, {undecided} undecided{worst}"
     )
-    reason = ""
     if violations:
-        status = VIOLATED
-    elif not healed:
+        return judged("recovery", violations, found, summary, figures)
+    if not healed:
         return nothing_to_judge(
             ctx, "recovery", "no fault healed during the run",
             "no planned fault ended before the run did, so no recovery could be timed; let each fault "
             "end (duration_s, restart_after_s) at least recovery_bound_s before the load stops",
             figures=figures,
         )  # fmt: skip
-    elif unknown:
-        status = UNKNOWN
+    if undecided:
         reason = (
-            f"{unknown} fault(s) ended less than recovery_bound_s ({bound_s:g} s) before the load "
+            f"{undecided} fault(s) ended less than recovery_bound_s ({bound_s:g} s) before the load "
             "stopped and no ok reply came after them; schedule faults earlier or the load longer"
         )
-    else:
-        status = HELD
-    return CheckResult("recovery", status, violations, found[:MAX_EXAMPLES], summary, figures, reason)
+        return unknown("recovery", summary, figures, reason=reason)
+    return judged("recovery", 0, [], summary, figures)

@@ -10,16 +10,12 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from reports.checkers import UNKNOWN, CheckContext, CheckResult, checker, nothing_to_judge
-from reports.checkers.wmp import problems, verdict
+from reports.checkers import CheckContext, CheckResult, checker, nothing_to_judge
+from reports.checkers.toolkit import NS, events_of, history_end, problems, unknown, worker_instances
+from reports.checkers.toolkit import judged_problems as verdict
 
-NS = 1_000_000_000
 #: Requeued tasks are handed out again, and Exit's requeues happen, within this (ns).
 REQUEUE_SLACK_NS = 5 * NS
-
-
-def _ev(ctx: CheckContext, kind: str) -> DataFrame:
-    return ctx.events.where(F.col("ev") == kind)
 
 
 def _settle_ns(ctx: CheckContext) -> int:
@@ -40,18 +36,18 @@ CREATED = "task created"
     needs=("task_create", "task_complete"),
 )
 def complete_once(ctx: CheckContext) -> CheckResult:
-    created = _ev(ctx, "task_create").where(F.col("detail").isNull()).select("job", "ts")
-    completes = _ev(ctx, "task_complete").select("job", "worker", "ts")
+    created = events_of(ctx, "task_create").where(F.col("detail").isNull()).select("job", "ts")
+    completes = events_of(ctx, "task_complete").select("job", "worker", "ts")
     twice = (
         completes.groupBy("job").agg(F.count("*").alias("times"), F.min("ts").alias("ts")).where("times > 1")
     )
-    runs = _ev(ctx, "task_run").groupBy("job").agg(F.count("*").alias("runs"), F.max("ts").alias("ts"))
-    requeues = _ev(ctx, "task_requeue").groupBy("job").agg(F.count("*").alias("requeues"))
+    runs = events_of(ctx, "task_run").groupBy("job").agg(F.count("*").alias("runs"), F.max("ts").alias("ts"))
+    requeues = events_of(ctx, "task_requeue").groupBy("job").agg(F.count("*").alias("requeues"))
     per_task = runs.join(requeues, "job", "left").fillna(0, ["requeues"])
     rerun = per_task.where(F.col("runs") > F.col("requeues") + 1)
     allowed = per_task.where((F.col("runs") > 1) & (F.col("runs") <= F.col("requeues") + 1))
     # The assignment in force when the Complete came: the latest one before it.
-    assigns = _ev(ctx, "task_assign").select(
+    assigns = events_of(ctx, "task_assign").select(
         "job", F.col("worker").alias("assigned_to"), F.col("ts").alias("at")
     )
     latest = Window.partitionBy("job", "ts").orderBy(F.col("at").desc())
@@ -67,7 +63,7 @@ def complete_once(ctx: CheckContext) -> CheckResult:
         (CREATED, created), (TWICE, twice), (RERUN, rerun), (NOT_ASSIGNED, wrong), (RUN_AGAIN, allowed)
     )
     if not found.n(CREATED):
-        return CheckResult("dwork_complete_once", UNKNOWN, summary="no task was created")
+        return unknown("dwork_complete_once", "no task was created")
     return verdict(
         "dwork_complete_once",
         found,
@@ -94,17 +90,17 @@ EDGES = "dependency"
 )
 def deps_first(ctx: CheckContext) -> CheckResult:
     edges = (
-        _ev(ctx, "task_create")
+        events_of(ctx, "task_create")
         .where(F.col("deps").isNotNull() & (F.col("deps") != ""))
         .select("job", F.explode(F.split("deps", ",")).alias("dep"))
         .distinct()
     )
-    done = _ev(ctx, "task_complete").groupBy("job").agg(F.min("ts").alias("dep_done"))
+    done = events_of(ctx, "task_complete").groupBy("job").agg(F.min("ts").alias("dep_done"))
     done = done.withColumnRenamed("job", "dep")
     edges_done = edges.join(done, "dep", "left")
 
     def too_early(kind: str) -> DataFrame:
-        starts = _ev(ctx, kind).select("job", "worker", "ts")
+        starts = events_of(ctx, kind).select("job", "worker", "ts")
         return starts.join(edges_done, "job").where(
             F.col("dep_done").isNull() | (F.col("dep_done") > F.col("ts"))
         )
@@ -113,7 +109,7 @@ def deps_first(ctx: CheckContext) -> CheckResult:
         (EDGES, edges), (EARLY_ASSIGN, too_early("task_assign")), (EARLY_RUN, too_early("task_run"))
     )
     if not found.n(EDGES):
-        return CheckResult("dwork_deps_first", UNKNOWN, summary="no task had dependencies")
+        return unknown("dwork_deps_first", "no task had dependencies")
     return verdict(
         "dwork_deps_first",
         found,
@@ -136,9 +132,11 @@ RECENT = "created near the end, not completed yet"
     needs=("task_create",),
 )
 def all_complete(ctx: CheckContext) -> CheckResult:
-    created = _ev(ctx, "task_create").groupBy("job").agg(F.min("ts").alias("ts"), F.first("rid").alias("rid"))
-    end_ts = ctx.events.agg(F.max("ts")).first()[0] or 0
-    open_ = created.join(_ev(ctx, "task_complete").select("job"), "job", "left_anti")
+    created = (
+        events_of(ctx, "task_create").groupBy("job").agg(F.min("ts").alias("ts"), F.first("rid").alias("rid"))
+    )
+    end_ts = history_end(ctx)
+    open_ = created.join(events_of(ctx, "task_complete").select("job"), "job", "left_anti")
     cutoff = end_ts - _settle_ns(ctx)
     found = problems(
         (CREATED, created),
@@ -146,7 +144,7 @@ def all_complete(ctx: CheckContext) -> CheckResult:
         (RECENT, open_.where(F.col("ts") >= cutoff)),
     )
     if not found.n(CREATED):
-        return CheckResult("dwork_all_complete", UNKNOWN, summary="no task was created")
+        return unknown("dwork_all_complete", "no task was created")
     return verdict(
         "dwork_all_complete",
         found,
@@ -171,12 +169,12 @@ RETURNED = "task put back by Exit"
     needs=("task_assign",),
 )
 def exit_requeues(ctx: CheckContext) -> CheckResult:
-    expired = _ev(ctx, "worker_expired").select("worker", F.col("ts").alias("exit_ts"))
-    assigns = _ev(ctx, "task_assign").select("job", "worker", F.col("ts").alias("at"))
+    expired = events_of(ctx, "worker_expired").select("worker", F.col("ts").alias("exit_ts"))
+    assigns = events_of(ctx, "task_assign").select("job", "worker", F.col("ts").alias("at"))
     ends = (
-        _ev(ctx, "task_complete")
+        events_of(ctx, "task_complete")
         .select("job", "worker", "ts")
-        .unionByName(_ev(ctx, "task_requeue").select("job", "worker", "ts"))
+        .unionByName(events_of(ctx, "task_requeue").select("job", "worker", "ts"))
     )
     # What each assignment became: the first complete or requeue of that task by that worker after it.
     first_end = (
@@ -187,8 +185,8 @@ def exit_requeues(ctx: CheckContext) -> CheckResult:
     )
     held = first_end.join(expired, "worker").where(F.col("at") < F.col("exit_ts"))
     kept = held.where(F.col("end_ts").isNull() | (F.col("end_ts") > F.col("exit_ts") + REQUEUE_SLACK_NS))
-    end_ts = ctx.events.agg(F.max("ts")).first()[0] or 0
-    back = _ev(ctx, "task_requeue").where(F.col("reason") == "exit").select("job", "worker", "ts")
+    end_ts = history_end(ctx)
+    back = events_of(ctx, "task_requeue").where(F.col("reason") == "exit").select("job", "worker", "ts")
     again = assigns.groupBy("job").agg(F.max("at").alias("last_at"))
     not_again = (
         back.join(again, "job", "left")
@@ -197,11 +195,10 @@ def exit_requeues(ctx: CheckContext) -> CheckResult:
     )
     found = problems((EXPIRED, expired), (RETURNED, back), (KEPT, kept), (NOT_AGAIN, not_again))
     if not found.n(EXPIRED):
-        workers = {i for i, role in ctx.meta.get("processes", {}).items() if role == "worker"}
         return nothing_to_judge(
             ctx, "dwork_exit_requeues", "no worker was marked down (no Exit)",
             "a fault on a worker was planned but the scheduler marked no worker down",
-            on=workers,
+            on=worker_instances(ctx),
         )  # fmt: skip
     return verdict(
         "dwork_exit_requeues",

@@ -20,135 +20,54 @@ What the seed promises, checked on the history the worker and broker record:
 
 Faults excuse what they cause: a check is not applied inside a fault window (plus
 ``FAULT_GRACE_NS``) on the worker concerned, on the broker, or on a link between them.
-Protocol events are few (about one per worker per second), so after Spark has selected
-and ordered them, the interval logic runs over the collected rows.
+Spark does the per-event work; what comes back to Python is per worker or per fault
+(registrations, expiries, reconnects, PINGs past a bound), never per request.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from statistics import median
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from reports.checkers import (
-    HELD,
-    MAX_EXAMPLES,
-    UNKNOWN,
-    VIOLATED,
-    CheckContext,
-    CheckResult,
-    FaultWindow,
-    checker,
+from reports.checkers import MAX_EXAMPLES, CheckContext, CheckResult, checker, nothing_to_judge
+from reports.checkers.toolkit import (
+    MS,
+    NS,
+    broker_instances,
+    count,
     events_of,
-    nothing_to_judge,
+    example,
+    fault_spans,
+    history_end,
+    instance_column,
+    instance_of,
+    judged,
+    ms,
+    options,
+    overlaps,
+    registered_dispatch,
+    rows,
+    split_excused,
+    spread,
+    unknown,
+    with_excused,
+    worker_instances,
 )
 
-NS = 1_000_000_000
-MS = 1_000_000
 #: After a fault heals, processes restart, sockets reconnect, PINGs queued in a DEALER
 #: arrive in a burst: the dialogue's timing rules resume this long after the fault's stop.
 FAULT_GRACE_NS = 2 * NS
 #: Both ends read one clock (time.time_ns on one host); this covers scheduling jitter
 #: between an event and the record of it when a bound is checked from below.
 TOLERANCE_NS = 50 * MS
-WORKER_ROLES = ("worker", "server")
-#: Faults on a process; every other kind (partition, latency ...) is on a network link.
-PROCESS_FAULTS = ("kill", "restart", "freeze", "starve")
-#: Network faults that lose what is sent (rather than delay it).
-LOSSY_FAULTS = ("partition", "disconnect", "reset", "limit_data", "bandwidth")
 
 
-# --- helpers shared with the other family checkers --------------------------------------
-
-
-def options(ctx: CheckContext) -> dict[str, Any]:
-    """The implementation options of the run (the manifest's, with the scenario's overrides)."""
-    merged = dict(ctx.meta.get("manifest", {}).get("options", {}))
-    merged.update(ctx.meta.get("scenario", {}).get("options", {}))
-    return merged
-
-
-def worker_instances(ctx: CheckContext) -> set[str]:
-    """Instance names of the run's worker (or server) role."""
-    return {i for i, role in ctx.meta.get("processes", {}).items() if role in WORKER_ROLES}
-
-
-def broker_instances(ctx: CheckContext) -> set[str]:
-    """Instance names of every other role (the broker, the queue)."""
-    return {i for i, role in ctx.meta.get("processes", {}).items() if role not in WORKER_ROLES}
-
-
-def _concerns(
-    fault: FaultWindow, instance: str, brokers: set[str], *, own: bool, broker: bool, link: bool
-) -> bool:
-    target = fault.target
-    if target.startswith("link:") or fault.fault not in PROCESS_FAULTS:  # a fault on the network
-        return link and (target == instance or target.startswith(f"link:{instance}"))
-    return (own and target == instance) or (broker and target in brokers)
-
-
-def excused_spans(
-    ctx: CheckContext,
-    instance: str,
-    *,
-    own: bool = True,
-    broker: bool = True,
-    link: bool = True,
-    after_ns: int = FAULT_GRACE_NS,
-) -> list[tuple[int, int]]:
-    """[start, end + grace] (ns) of the faults on worker ``instance``, on a broker, or on its link."""
-    brokers = broker_instances(ctx)
-    end_of_time = 1 << 62
-    return [
-        (f.start_ns, end_of_time if f.stop_ns is None else f.stop_ns + after_ns)
-        for f in ctx.faults
-        if _concerns(f, instance, brokers, own=own, broker=broker, link=link)
-    ]
-
-
-def overlaps(spans: list[tuple[int, int]], lo: int, hi: int) -> bool:
-    return any(start <= hi and lo <= end for start, end in spans)
-
-
-def excused_column(ctx: CheckContext, ts: Column, src: Column, lead_ns: int) -> Column:
-    """True for an event (time ``ts``, worker instance ``src``) whose next ``lead_ns`` a fault touches."""
-    brokers = broker_instances(ctx)
-    end_of_time = 1 << 62
-    cond = F.lit(False)
-    for f in ctx.faults:
-        lo = f.start_ns - lead_ns
-        hi = end_of_time if f.stop_ns is None else f.stop_ns + FAULT_GRACE_NS
-        here = ts.between(lo, hi)
-        if f.target.startswith("link:"):
-            here = here & F.lit(f.target).contains(src)
-        elif f.target not in brokers:
-            here = here & (src == f.target)
-        cond = cond | here
-    return cond
-
-
-def lost_on_link(ctx: CheckContext, ts: Column, src: Column) -> Column:
-    """True for a message a worker instance ``src`` sent while a lossy fault cut its link."""
-    cond = F.lit(False)
-    for f in ctx.faults:
-        if f.fault not in LOSSY_FAULTS:
-            continue
-        on_it = (
-            src == f.target
-            if not f.target.startswith("link:")
-            else F.lit(f.target).startswith(F.concat(F.lit("link:"), src))
-        )
-        here = ts >= f.start_ns if f.stop_ns is None else ts.between(f.start_ns, f.stop_ns)
-        cond = cond | (on_it & here)
-    return cond
-
-
-def history_end(ctx: CheckContext) -> int:
-    """When recording ended: the last event of the history (ns)."""
-    return int(ctx.events.agg(F.max("ts")).first()[0] or 0)
+def excused_spans(ctx: CheckContext, instance: str, **flags: bool) -> list[tuple[int, int]]:
+    """The faults that excuse ``instance`` (see toolkit.fault_spans), plus FAULT_GRACE_NS."""
+    return fault_spans(ctx, instance, grace_ns=FAULT_GRACE_NS, **flags)
 
 
 def broker_end(ctx: CheckContext) -> int:
@@ -156,46 +75,8 @@ def broker_end(ctx: CheckContext) -> int:
     brokers = list(broker_instances(ctx))
     last = None
     if brokers:
-        last = (
-            ctx.events.filter((F.col("ev") == "proc_exit") & F.col("instance").isin(brokers))
-            .agg(F.max("ts"))
-            .first()[0]
-        )
+        last = events_of(ctx, "proc_exit").filter(F.col("instance").isin(brokers)).agg(F.max("ts")).first()[0]
     return int(last) if last else history_end(ctx)
-
-
-def rows(df: DataFrame, *cols: str, limit: int | None = None) -> list[dict[str, Any]]:
-    """The rows of a small DataFrame (protocol events), as dicts, in time order."""
-    df = df.select(*cols).orderBy("ts")
-    return [r.asDict() for r in (df.limit(limit) if limit else df).collect()]
-
-
-def example(row: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    out = {k: v for k, v in row.items() if v is not None}
-    out.update(extra)
-    return out
-
-
-def ms(ns: float) -> float:
-    return round(ns / MS, 1)
-
-
-def spread(values_ns: list[int]) -> dict[str, float | int | None]:
-    """count, min, median and max of durations, in ms."""
-    if not values_ns:
-        return {"count": 0, "min_ms": None, "median_ms": None, "max_ms": None}
-    return {
-        "count": len(values_ns),
-        "min_ms": ms(min(values_ns)),
-        "median_ms": ms(median(values_ns)),
-        "max_ms": ms(max(values_ns)),
-    }
-
-
-def result(name: str, found: list[dict[str, Any]], summary: str, figures: dict[str, Any]) -> CheckResult:
-    found.sort(key=lambda e: e.get("ts", 0))
-    status = VIOLATED if found else HELD
-    return CheckResult(name, status, len(found), found[:MAX_EXAMPLES], summary, figures)
 
 
 # --- every PING is answered ------------------------------------------------------------
@@ -211,15 +92,14 @@ def pings_answered(ctx: CheckContext) -> CheckResult:
     bound_ns = int(float(options(ctx).get("broker_timeout_ms", 1000)) * MS)
     beats = events_of(ctx, "ping", "pong").select("ts", "src", "ev", "worker")
     after = Window.partitionBy("worker").orderBy("ts").rowsBetween(1, Window.unboundedFollowing)
-    pings = (
+    answered = (
         beats.withColumn("pong_ts", F.first(F.when(F.col("ev") == "pong", F.col("ts")), True).over(after))
         .filter(F.col("ev") == "ping")
         .withColumn("answer_ns", F.col("pong_ts") - F.col("ts"))
-        .withColumn(
-            "excused",
-            excused_column(ctx, F.col("ts"), F.col("src"), bound_ns)
-            | (F.col("ts") + bound_ns > history_end(ctx)),
-        )
+    )
+    pings = (
+        with_excused(answered, ctx, "faulted", instance="src", lead_ns=bound_ns, grace_ns=FAULT_GRACE_NS)
+        .withColumn("excused", F.col("faulted") | (F.col("ts") + bound_ns > history_end(ctx)))
         .withColumn("late", F.col("pong_ts").isNull() | (F.col("answer_ns") > bound_ns))
     )
     counted = pings.filter(~F.col("excused"))
@@ -230,8 +110,7 @@ def pings_answered(ctx: CheckContext) -> CheckResult:
         F.expr("percentile_approx(CASE WHEN NOT excused THEN answer_ns END, 0.99)").alias("p99"),
         F.max(F.when(~F.col("late") & ~F.col("excused"), F.col("answer_ns"))).alias("max"),
     ).first()
-    total, unanswered = int(agg["pings"] or 0), int(agg["unanswered"] or 0)
-    excused = int(agg["excused"] or 0)
+    total, unanswered, excused = count(agg["pings"]), count(agg["unanswered"]), count(agg["excused"])
     figures = {
         "pings": total,
         "unanswered": unanswered,
@@ -241,9 +120,7 @@ def pings_answered(ctx: CheckContext) -> CheckResult:
         "pong_max_ms": ms(agg["max"]) if agg["max"] is not None else None,
     }
     if total == 0:
-        return CheckResult(
-            "pingpong_pings_answered", UNKNOWN, summary="no PING outside faults", figures=figures
-        )
+        return unknown("pingpong_pings_answered", "no PING outside faults", figures)
     found = [
         example(r, problem="no PONG" if r["pong_ts"] is None else f"PONG after {ms(r['answer_ns'])} ms")
         for r in rows(
@@ -254,53 +131,10 @@ def pings_answered(ctx: CheckContext) -> CheckResult:
         f"{total - unanswered} of {total} PINGs answered within {ms(bound_ns):g} ms "
         f"(p99 {figures['pong_p99_ms']} ms); {excused} excused by faults"
     )
-    result_ = result("pingpong_pings_answered", found, summary, figures)
-    result_.violations = unanswered
-    return result_
+    return judged("pingpong_pings_answered", unanswered, found, summary, figures)
 
 
 # --- no job to an expired worker -------------------------------------------------------
-
-
-def dispatch_to_expired(ctx: CheckContext, name: str) -> CheckResult:
-    """Every dispatch to a worker follows its registration, with no expiry in between."""
-    broker = events_of(ctx, "worker_ready", "worker_expired", "dispatch").select(
-        "ts", "src", "ev", "worker", "rid", "reason", "detail"
-    )
-    before = Window.partitionBy("src", "worker").orderBy("ts").rowsBetween(Window.unboundedPreceding, -1)
-    state = F.when(F.col("ev") != "dispatch", F.col("ev"))
-    checked = (
-        broker.withColumn("state", F.last(state, True).over(before))
-        .withColumn(
-            "state_reason", F.last(F.when(F.col("ev") != "dispatch", F.col("reason")), True).over(before)
-        )
-        .filter(F.col("ev") == "dispatch")
-    )
-    bad = checked.filter(F.col("state").isNull() | (F.col("state") == "worker_expired"))
-    agg = checked.agg(
-        F.count("*").alias("n"), F.sum(F.col("state").isNull().cast("int")).alias("unknown")
-    ).first()
-    dispatches = int(agg["n"] or 0)
-    expirations = broker.filter(F.col("ev") == "worker_expired").count()
-    violations = bad.count()
-    found = [
-        example(
-            r,
-            problem="sent to a worker it never registered"
-            if r["state"] is None
-            else f"sent to a worker it had expired ({r['state_reason']})",
-        )
-        for r in rows(bad, "ts", "src", "ev", "worker", "rid", "state", "state_reason", limit=MAX_EXAMPLES)
-    ]
-    figures = {"dispatches": dispatches, "expirations": expirations, "to_expired_or_unknown": violations}
-    if dispatches == 0:
-        return CheckResult(name, UNKNOWN, summary="no job was dispatched", figures=figures)
-    summary = (
-        f"{dispatches} dispatches, {expirations} expirations; {violations} to an expired or unknown worker"
-    )
-    result_ = result(name, found, summary, figures)
-    result_.violations = violations
-    return result_
 
 
 @checker(
@@ -309,7 +143,7 @@ def dispatch_to_expired(ctx: CheckContext, name: str) -> CheckResult:
     needs=("dispatch", "worker_ready"),
 )
 def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
-    return dispatch_to_expired(ctx, "pingpong_no_dispatch_to_expired")
+    return registered_dispatch(ctx, "pingpong_no_dispatch_to_expired")
 
 
 # --- silent idle workers expire on time ------------------------------------------------
@@ -335,11 +169,9 @@ def expiry(ctx: CheckContext) -> CheckResult:
     margin_ns = int(float(ctx.promises.get("expire_margin_s", 1.0)) * NS)
     # What the broker hears from a connection: READY (its registration), PINGs and results,
     # except what the worker sent into a partitioned (or otherwise lossy) link.
-    said = (
-        events_of(ctx, "ping", "done")
-        .filter(~lost_on_link(ctx, F.col("ts"), F.col("src")))
-        .select("ts", "worker")
-    )
+    said = split_excused(
+        events_of(ctx, "ping", "done").select("ts", "src", "worker"), ctx, instance="src", lossy_only=True
+    )[0].select("ts", "worker")
     ready = events_of(ctx, "worker_ready").filter(F.col("detail") == "ready").select("ts", "worker")
     registered = events_of(ctx, "worker_ready").select("worker").distinct()
     last_said = (
@@ -415,7 +247,7 @@ def expiry(ctx: CheckContext) -> CheckResult:
         summary = (
             f"no idle worker fell silent; {silent_busy} silent worker(s) held a job, which the broker keeps"
         )
-        return CheckResult("pingpong_expiry", HELD, summary=summary, figures=figures)
+        return judged("pingpong_expiry", 0, [], summary, figures)
     if not delays and not unreachable and not found:
         return nothing_to_judge(
             ctx, "pingpong_expiry", "no worker fell silent",
@@ -432,15 +264,7 @@ def expiry(ctx: CheckContext) -> CheckResult:
             f"; {gone['count']} removed as unreachable {gone['min_ms']:.0f}-{gone['max_ms']:.0f} ms after"
         )
     summary += f"; {len(found)} violations"
-    return result("pingpong_expiry", found, summary, figures)
-
-
-def instance_of(worker: str, instances: set[str]) -> str:
-    """The instance a connection identity (``worker-2-ab12``) belongs to."""
-    for name in sorted(instances, key=len, reverse=True):
-        if worker == name or worker.startswith(name + "-"):
-            return name
-    return worker.rsplit("-", 1)[0]
+    return judged("pingpong_expiry", len(found), found, summary, figures)
 
 
 # --- a worker that hears nothing reconnects --------------------------------------------
@@ -468,8 +292,23 @@ def reconnect(ctx: CheckContext) -> CheckResult:
         .filter(F.col("instance").isin(list(workers)))
         .select("ts", F.col("instance").alias("src"), "ev", "worker", "reason", "detail")
     )
+    # What the worker last heard or did before each event (a PONG, a job, its start...): a
+    # PING only says it is still waiting. Only reconnects and PINGs past the bound matter, and
+    # those are few: they come back to Python, in order, with that time beside them.
+    before = Window.partitionBy("src").orderBy("ts").rowsBetween(Window.unboundedPreceding, -1)
+    worker_events = ev.unionByName(starts)
+    marked = worker_events.withColumn(
+        "reset_ts", F.last(F.when(F.col("ev") != "ping", F.col("ts")), True).over(before)
+    )
+    telling = marked.filter(
+        F.col("reset_ts").isNotNull()
+        & (
+            (F.col("ev") == "reconnect")
+            | ((F.col("ev") == "ping") & (F.col("ts") - F.col("reset_ts") > silence_ns + margin_ns))
+        )
+    )
     by_src: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows(ev.unionByName(starts), "ts", "src", "ev", "worker", "reason", "detail"):
+    for row in rows(telling, "ts", "src", "ev", "worker", "reason", "detail", "reset_ts"):
         by_src[row["src"]].append(row)
     registered = {
         r["worker"]: r["ts"]
@@ -482,11 +321,13 @@ def reconnect(ctx: CheckContext) -> CheckResult:
     for src, events in by_src.items():
         stalled = excused_spans(ctx, src, broker=False, link=False)
         unreachable = excused_spans(ctx, src, own=False)
-        reset = None  # when the worker last heard from the broker, or (re)connected
+        reported: tuple[int, int] | None = None  # (silence start, the PING last reported in it)
         for row in events:
-            kind, ts = row["ev"], row["ts"]
-            if kind == "reconnect" and reset is not None:
-                silent = ts - reset
+            kind, ts, start = row["ev"], row["ts"], row.pop("reset_ts")
+            # One report per silence: after a late PING, the rest of the silence counts from it.
+            reset = reported[1] if reported is not None and reported[0] == start else start
+            silent = ts - reset
+            if kind == "reconnect":
                 silences.append(silent)
                 if silent < silence_ns - TOLERANCE_NS:
                     found.append(example(row, silent_ms=ms(silent), problem="reconnected before N_TIMEOUTS"))
@@ -497,15 +338,11 @@ def reconnect(ctx: CheckContext) -> CheckResult:
                     returns.append(seen - ts)
                 elif ts + return_ns < end and not overlaps(unreachable, ts, ts + return_ns):
                     found.append(example(row, problem="the new connection's READY registered nothing"))
-            elif kind == "ping" and reset is not None:
-                silent = ts - reset
-                if silent > silence_ns + margin_ns and not overlaps(stalled, reset, ts):
-                    found.append(
-                        example(row, silent_ms=ms(silent), problem="silent past N_TIMEOUTS, no reconnect")
-                    )
-                    reset = ts  # one report per silence
-            if kind != "ping":
-                reset = ts
+            elif silent > silence_ns + margin_ns and not overlaps(stalled, reset, ts):
+                found.append(
+                    example(row, silent_ms=ms(silent), problem="silent past N_TIMEOUTS, no reconnect")
+                )
+                reported = (start, ts)
     figures = {
         "silence_ms": ms(silence_ns),
         "margin_ms": ms(margin_ns),
@@ -513,14 +350,14 @@ def reconnect(ctx: CheckContext) -> CheckResult:
         "silence_before_reconnect": spread(silences),
         "ready_registered_after": spread(returns),
     }
-    if not by_src:
-        return CheckResult("pingpong_reconnect", UNKNOWN, summary="no worker events", figures=figures)
+    if not by_src and not worker_events.take(1):
+        return unknown("pingpong_reconnect", "no worker events", figures)
     quiet = figures["silence_before_reconnect"]
     summary = f"{len(silences)} reconnects"
     if silences:
         summary += f" after {quiet['min_ms']:.0f}-{quiet['max_ms']:.0f} ms of silence"
     summary += f" (N_TIMEOUTS x BROKER_TIMEOUT = {ms(silence_ns):g} ms); {len(found)} violations"
-    return result("pingpong_reconnect", found, summary, figures)
+    return judged("pingpong_reconnect", len(found), found, summary, figures)
 
 
 # --- workers come back after a broker restart ------------------------------------------
@@ -593,7 +430,7 @@ def workers_return(ctx: CheckContext) -> CheckResult:
         f"{len(restarts)} broker restarts: workers back after {back_ms['min_ms']}-{back_ms['max_ms']} ms "
         f"(bound {bound_ns / NS:g} s); {len(found)} late or missing"
     )
-    return result("pingpong_workers_return", found, summary, figures)
+    return judged("pingpong_workers_return", len(found), found, summary, figures)
 
 
 # --- resend (pingpong-resend) ----------------------------------------------------------
@@ -610,7 +447,7 @@ def resend(ctx: CheckContext) -> CheckResult:
     margin_ns = int(float(ctx.promises.get("resend_margin_s", 1.0)) * NS)
     figures: dict[str, Any] = {"resend_ms": ms(resend_ns)}
     if resend_ns <= 0:
-        return CheckResult("pingpong_resend", UNKNOWN, summary="resend is off in this run", figures=figures)
+        return unknown("pingpong_resend", "resend is off in this run", figures)
     dispatch = (
         events_of(ctx, "dispatch").filter(F.col("rid") != "").select("ts", "src", "worker", "rid", "detail")
     )
@@ -629,37 +466,56 @@ def resend(ctx: CheckContext) -> CheckResult:
             "left",
         )
     )
-    end = history_end(ctx)
-    workers = worker_instances(ctx)
-    found: list[dict[str, Any]] = []
-    delays: list[int] = []
-    for row in rows(lost, "ts", "src", "worker", "rid", "next_ts", "next_worker", "next_detail", "reply_ts"):
-        ts, nxt_ts = row["ts"], row["next_ts"]
-        deadline = ts + resend_ns + margin_ns
-        if nxt_ts is not None:
-            delay = nxt_ts - ts
-            delays.append(delay)
-            if delay < resend_ns - TOLERANCE_NS and (row["next_detail"] or "").startswith("resend"):
-                found.append(
-                    example(row, ev="dispatch", delay_ms=ms(delay), problem="resent before resend_ms")
-                )
-                continue
-            if delay <= resend_ns + margin_ns:
-                continue
-        if row["reply_ts"] is not None and row["reply_ts"] < deadline:
-            continue  # answered in time by another dispatch (a client retry)
-        instance = instance_of(row["worker"], workers)
-        if deadline > end or overlaps(excused_spans(ctx, instance, own=False, link=False), ts, deadline):
-            continue  # the run ended, or the broker (and the job with it) was down
-        found.append(
-            example(
-                row,
-                ev="dispatch",
-                problem="never resent" if nxt_ts is None else f"resent after {ms(nxt_ts - ts)} ms",
-            )
+    delay = F.col("next_ts") - F.col("ts")
+    resent = F.col("next_ts").isNotNull()
+    early = (
+        resent
+        & (delay < resend_ns - TOLERANCE_NS)
+        & F.coalesce(F.col("next_detail"), F.lit("")).startswith("resend")
+    )
+    marked = lost.withColumn("delay_ns", delay).withColumn("early", early)
+    marked = marked.withColumn("deadline", F.col("ts") + resend_ns + margin_ns)
+    # Not resent in time, nor answered in time by another dispatch (a client retry), before
+    # the run ended, and the broker (and the job with it) was not down.
+    late = marked.filter(
+        ~F.col("early")
+        & ~(resent & (delay <= resend_ns + margin_ns))
+        & ~(F.col("reply_ts").isNotNull() & (F.col("reply_ts") < F.col("deadline")))
+        & (F.col("deadline") <= history_end(ctx))
+    ).withColumn("instance", instance_column(F.col("worker"), worker_instances(ctx)))
+    late = split_excused(
+        late, ctx, until="deadline", instance="instance", own=False, link=False, grace_ns=FAULT_GRACE_NS
+    )[0]
+    stats = marked.agg(
+        F.count("delay_ns").alias("n"),
+        F.min("delay_ns").alias("min"),
+        F.percentile("delay_ns", 0.5).alias("median"),
+        F.max("delay_ns").alias("max"),
+        F.sum(F.col("early").cast("int")).alias("early"),
+    ).first()
+    n_early, n_late = count(stats["early"]), late.count()
+    cols = ("ts", "src", "worker", "rid", "next_ts", "next_worker", "next_detail", "reply_ts")
+    found = [
+        example(r, ev="dispatch", delay_ms=ms(r["next_ts"] - r["ts"]), problem="resent before resend_ms")
+        for r in rows(marked.filter("early"), *cols, limit=MAX_EXAMPLES)
+    ] + [
+        example(
+            r,
+            ev="dispatch",
+            problem="never resent"
+            if r["next_ts"] is None
+            else f"resent after {ms(r['next_ts'] - r['ts'])} ms",
         )
-    figures.update({"unfinished_dispatches": len(delays) + len(found), "resend_after": spread(delays)})
-    if not delays and not found:
+        for r in rows(late, *cols, limit=MAX_EXAMPLES)
+    ]
+    resent_after = {"count": count(stats["n"]), "min_ms": None, "median_ms": None, "max_ms": None}
+    if resent_after["count"]:
+        resent_after.update(min_ms=ms(stats["min"]), median_ms=ms(stats["median"]), max_ms=ms(stats["max"]))
+    violations = n_early + n_late
+    figures.update(
+        {"unfinished_dispatches": resent_after["count"] + violations, "resend_after": resent_after}
+    )
+    if not resent_after["count"] and not violations:
         return nothing_to_judge(
             ctx, "pingpong_resend", "no job was left unfinished",
             "a fault on a worker was planned but no job was left unfinished; kill busy workers "
@@ -668,7 +524,7 @@ def resend(ctx: CheckContext) -> CheckResult:
         )  # fmt: skip
     after = figures["resend_after"]
     summary = (
-        f"{len(delays)} jobs resent {after['min_ms']}-{after['max_ms']} ms after dispatch "
-        f"(resend_ms {ms(resend_ns):g}); {len(found)} violations"
+        f"{resent_after['count']} jobs resent {after['min_ms']}-{after['max_ms']} ms after dispatch "
+        f"(resend_ms {ms(resend_ns):g}); {violations} violations"
     )
-    return result("pingpong_resend", found, summary, figures)
+    return judged("pingpong_resend", violations, found, summary, figures)

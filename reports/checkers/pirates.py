@@ -23,17 +23,14 @@ from typing import Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckContext, CheckResult, checker
-from reports.checkers.core import examples
-
-
-def _events(ctx: CheckContext, *kinds: str) -> DataFrame:
-    return ctx.events.filter(F.col("ev").isin(*kinds))
+from reports.checkers import CheckContext, CheckResult, checker
+from reports.checkers.toolkit import count, events_of, examples, unknown
+from reports.checkers.toolkit import judged as result_of
 
 
 def _restarts(ctx: CheckContext) -> DataFrame:
     """(bsrc, tr): times at which a process that may be a broker started or ended."""
-    procs = _events(ctx, "proc_start", "proc_exit")
+    procs = events_of(ctx, "proc_start", "proc_exit")
     return procs.select(F.col("instance").alias("bsrc"), F.col("ts").alias("tr"))
 
 
@@ -49,12 +46,12 @@ def _restarts(ctx: CheckContext) -> DataFrame:
 def stale_execution(ctx: CheckContext) -> CheckResult:
     policy = str(ctx.promises.get("stale_execution", "allowed"))
     abandons = (
-        _events(ctx, "abandon")
+        events_of(ctx, "abandon")
         .groupBy("rid")
         .agg(F.min("ts").alias("abandoned_ns"), F.first("cid").alias("cid"), F.first("seq").alias("seq"))
     )
     execs = (
-        _events(ctx, "exec")
+        events_of(ctx, "exec")
         .select("ts", "src", "ev", "rid", "worker")
         .join(abandons, "rid", "left")
         .withColumn("stale", F.col("ts") > F.coalesce("abandoned_ns", F.lit(None).cast("long")))
@@ -64,10 +61,10 @@ def stale_execution(ctx: CheckContext) -> CheckResult:
         F.sum(F.col("stale").cast("int")).alias("n"),
         F.countDistinct(F.when(F.col("stale"), F.col("rid"))).alias("requests"),
     ).first()
-    n_execs, n, requests = int(row["execs"]), int(row["n"] or 0), int(row["requests"] or 0)
+    n_execs, n, requests = count(row["execs"]), count(row["n"]), count(row["requests"])
     figures = {"policy": policy, "stale_executions": n, "requests": requests, "exec_events": n_execs}
     if n_execs == 0:
-        return CheckResult("stale_execution", UNKNOWN, 0, [], "no exec events recorded", figures)
+        return unknown("stale_execution", "no exec events recorded", figures)
     summary = f"{n} execution(s) of {requests} request(s) after their client abandoned them ({policy})"
     found = []
     if n:
@@ -77,10 +74,7 @@ def stale_execution(ctx: CheckContext) -> CheckResult:
                 F.lit("executed after its client abandoned it").alias("problem"),
             )
         )  # fmt: skip
-    violated = policy == "forbidden" and n > 0
-    return CheckResult(
-        "stale_execution", VIOLATED if violated else HELD, n if violated else 0, found, summary, figures
-    )
+    return result_of("stale_execution", n if policy == "forbidden" else 0, found, summary, figures)
 
 
 # --- no_dispatch_to_expired ------------------------------------------------------------
@@ -94,7 +88,7 @@ def stale_execution(ctx: CheckContext) -> CheckResult:
 )
 def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
     base = ["ts", "src", "ev", "worker", "rid", "service"]
-    marks = _events(ctx, "worker_ready", "worker_expired", "dispatch").select(*base)
+    marks = events_of(ctx, "worker_ready", "worker_expired", "dispatch").select(*base)
     per_worker = Window.partitionBy("src", "worker").orderBy("ts")
     per_worker = per_worker.rowsBetween(Window.unboundedPreceding, -1)
     state = F.when(F.col("ev") == "worker_ready", F.lit("ready"))
@@ -127,13 +121,13 @@ def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
     counts = {r["problem"]: r["n"] for r in judged.groupBy("problem").agg(F.count("*").alias("n")).collect()}
     total = sum(counts.values())
     if total == 0:
-        return CheckResult("no_dispatch_to_expired", UNKNOWN, 0, [], "no dispatch events recorded")
+        return unknown("no_dispatch_to_expired", "no dispatch events recorded")
     kinds = {k: v for k, v in counts.items() if k is not None}
     n = sum(kinds.values())
     summary = f"{total} dispatches, {n} to workers the broker did not hold" + (f" {kinds}" if kinds else "")
     found = examples(judged.filter(F.col("problem").isNotNull())) if n else []
     figures = {"dispatches": total, "offending": n, "by_problem": kinds}
-    return CheckResult("no_dispatch_to_expired", VIOLATED if n else HELD, n, found, summary, figures)
+    return result_of("no_dispatch_to_expired", n, found, summary, figures)
 
 
 # --- mmi_service -----------------------------------------------------------------------
@@ -180,9 +174,8 @@ def alive_spans(ctx: CheckContext, roles: list[str], broker_roles: set[str]) -> 
     (instance, t0, t1). Alive: its process ran (proc_start to proc_exit), not frozen, not cut
     off. Serving: alive, and no broker (re)start or fault on a broker since (a new broker
     knows no worker yet; a frozen one may expire them all when it wakes)."""
-    procs = (
-        _events(ctx, "proc_start", "proc_exit").select("ts", "ev", "role", "instance").orderBy("ts").collect()
-    )
+    procs = events_of(ctx, "proc_start", "proc_exit").select("ts", "ev", "role", "instance")
+    procs = procs.orderBy("ts").collect()
     # A broker (re)started or frozen knows no worker, or a stale set, until they talk to it again.
     broker_starts = [r["ts"] for r in procs if r["ev"] == "proc_start" and r["role"] in broker_roles]
     brokers = {r["instance"] for r in procs if r["role"] in broker_roles}
@@ -224,14 +217,14 @@ def mmi_tolerance_s(ctx: CheckContext) -> float | None:
     "take the broker's expiry: 200 only if one was alive, 404 only if none was alive throughout",
 )
 def mmi_service(ctx: CheckContext) -> CheckResult:
-    answers = _events(ctx, "mmi_answer")
+    answers = events_of(ctx, "mmi_answer")
     row = answers.agg(F.count("*").alias("n"), F.collect_set("service").alias("services")).first()
     if not row["n"]:
         reason = (
             "no mmi.service answer was recorded: give the MDP client option mmi_every (ask every N "
             "requests), e.g. [client] options = { mmi_every = 5 }"
         )
-        return CheckResult("mmi_service", UNKNOWN, 0, [], "no MMI answers recorded", reason=reason)
+        return unknown("mmi_service", "no MMI answers recorded", reason=reason)
     manifest = ctx.meta["manifest"]
     roles_of = {
         svc: [name for name, r in manifest.get("roles", {}).items() if r.get("service") == svc]
@@ -243,14 +236,14 @@ def mmi_service(ctx: CheckContext) -> CheckResult:
             f"no role of the manifest says it serves {', '.join(undeclared)}: run the workers as "
             'probe = "majordomo" (its service option), or set service = "..." on the worker role'
         )
-        return CheckResult("mmi_service", UNKNOWN, 0, [], "workers of the service unknown", reason=reason)
+        return unknown("mmi_service", "workers of the service unknown", reason=reason)
     tolerance = mmi_tolerance_s(ctx)
     if tolerance is None:
         reason = (
             "the broker's expiry is unknown: give [options] heartbeat_ms and liveness, or "
             "[promises] mmi_tolerance_s (how long the broker may take to notice a worker died or came)"
         )
-        return CheckResult("mmi_service", UNKNOWN, 0, [], "no tolerance for the MMI answers", reason=reason)
+        return unknown("mmi_service", "no tolerance for the MMI answers", reason=reason)
     # The brokers: the roles that bind an endpoint the load clients connect to.
     client_endpoints = {e for kind in manifest.get("clients", []) for e in kind.get("endpoints", [])}
     broker_roles = {r for e, r in manifest.get("endpoints", {}).items() if e in client_endpoints}
@@ -315,4 +308,4 @@ def mmi_service(ctx: CheckContext) -> CheckResult:
     summary = f"{total} MMI answers {codes}, {n} disagree with the workers alive (tolerance {tolerance:g} s)"
     found: list[dict[str, Any]] = examples(result.filter(F.col("problem").isNotNull())) if n else []
     figures = {"answers": total, "codes": codes, "wrong": n, "tolerance_s": tolerance}
-    return CheckResult("mmi_service", VIOLATED if n else HELD, n, found, summary, figures)
+    return result_of("mmi_service", n, found, summary, figures)

@@ -13,22 +13,22 @@ No duplicate reply reaches a client: that is the generic ``no_duplicate``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from reports.checkers import MAX_EXAMPLES, UNKNOWN, CheckContext, CheckResult, checker, nothing_to_judge
-from reports.checkers.pingpong import (
+from reports.checkers import MAX_EXAMPLES, CheckContext, CheckResult, checker, nothing_to_judge
+from reports.checkers.toolkit import (
     NS,
-    dispatch_to_expired,
+    count,
+    events_of,
     example,
-    excused_spans,
     history_end,
-    instance_of,
-    overlaps,
-    result,
+    instance_column,
+    judged,
+    registered_dispatch,
     rows,
+    split_excused,
+    unknown,
     worker_instances,
 )
 
@@ -39,23 +39,21 @@ from reports.checkers.pingpong import (
     needs=("exec",),
 )
 def no_repeat_exec(ctx: CheckContext) -> CheckResult:
-    execs = ctx.events.filter(F.col("ev") == "exec").select("ts", "src", "ev", "worker", "rid")
+    execs = events_of(ctx, "exec").select("ts", "src", "ev", "worker", "rid")
     order = Window.partitionBy("worker").orderBy("ts")
     repeats = execs.withColumn("previous_rid", F.lag("rid").over(order)).filter(
         F.col("rid") == F.col("previous_rid")
     )
     agg = execs.agg(F.count("*").alias("n"), F.countDistinct("rid").alias("rids")).first()
-    replays = ctx.events.filter(F.col("ev") == "replay").count()
+    replays = events_of(ctx, "replay").count()
     violations = repeats.count()
     figures = {
-        "executions": int(agg["n"] or 0),
-        "requests_executed": int(agg["rids"] or 0),
+        "executions": count(agg["n"]),
+        "requests_executed": count(agg["rids"]),
         "cache_replays": replays,
     }
     if not figures["executions"]:
-        return CheckResult(
-            "sketch_no_repeat_exec", UNKNOWN, summary="no request was executed", figures=figures
-        )
+        return unknown("sketch_no_repeat_exec", "no request was executed", figures)
     found = [
         example(r, problem="executed again right after executing it")
         for r in rows(repeats, "ts", "src", "ev", "worker", "rid", limit=MAX_EXAMPLES)
@@ -64,9 +62,7 @@ def no_repeat_exec(ctx: CheckContext) -> CheckResult:
         f"{figures['executions']} executions of {figures['requests_executed']} requests, "
         f"{replays} answered from a server's cache; {violations} repeated executions"
     )
-    res = result("sketch_no_repeat_exec", found, summary, figures)
-    res.violations = violations
-    return res
+    return judged("sketch_no_repeat_exec", violations, found, summary, figures)
 
 
 @checker(
@@ -75,10 +71,10 @@ def no_repeat_exec(ctx: CheckContext) -> CheckResult:
     needs=("worker_ready", "done"),
 )
 def disabled_discarded(ctx: CheckContext) -> CheckResult:
-    queue = ctx.events.filter(F.col("ev").isin("worker_ready", "worker_expired")).select(
+    queue = events_of(ctx, "worker_ready", "worker_expired").select(
         "ts", "worker", F.col("ev").alias("state"), "reason"
     )
-    done = ctx.events.filter(F.col("ev") == "done").select("ts", "src", "ev", "worker", "rid")
+    done = events_of(ctx, "done").select("ts", "src", "ev", "worker", "rid")
     before = Window.partitionBy("worker").orderBy("ts").rowsBetween(Window.unboundedPreceding, -1)
     both = done.withColumn("state", F.lit(None).cast("string")).withColumn(
         "reason", F.lit(None).cast("string")
@@ -97,7 +93,7 @@ def disabled_discarded(ctx: CheckContext) -> CheckResult:
         (F.col("last_state") == "worker_expired") & (F.col("last_reason") == "disabled")
     )
     discards = (
-        ctx.events.filter(F.col("ev") == "discard")
+        events_of(ctx, "discard")
         .select(F.col("worker").alias("d_worker"), F.col("rid").alias("d_rid"), F.col("ts").alias("d_ts"))
         .filter(F.col("d_rid").isNotNull())
     )
@@ -108,36 +104,37 @@ def disabled_discarded(ctx: CheckContext) -> CheckResult:
         & (F.col("d_ts") >= F.col("ts")),
         "left_anti",
     )
-    end = history_end(ctx)
-    servers = worker_instances(ctx)
-    found: list[dict[str, Any]] = []
-    for row in rows(joined, "ts", "src", "ev", "worker", "rid"):
-        # The reply may still be on its way at the end, or lost with a server or queue that
-        # was killed (or a link cut) before it arrived.
-        spans = excused_spans(ctx, instance_of(row["worker"], servers), after_ns=0)
-        if row["ts"] + NS > end or overlaps(spans, row["ts"], row["ts"] + NS):
-            continue
-        found.append(example(row, problem="reply of a disabled server not discarded"))
-    discarded = ctx.events.filter((F.col("ev") == "discard") & (F.col("reason") == "disabled server")).count()
-    disabled = ctx.events.filter((F.col("ev") == "worker_expired") & (F.col("reason") == "disabled")).count()
+    # The reply may still be on its way at the end, or lost with a server or queue that was
+    # killed (or a link cut) before it arrived.
+    pending = joined.withColumn("_server", instance_column(F.col("worker"), worker_instances(ctx)))
+    pending = pending.withColumn("_arrived", F.col("ts") + NS)
+    offending = split_excused(pending, ctx, until="_arrived", instance="_server")[0].filter(
+        F.col("_arrived") <= history_end(ctx)
+    )
+    not_discarded = offending.count()
+    found = [
+        example(r, problem="reply of a disabled server not discarded")
+        for r in rows(offending, "ts", "src", "ev", "worker", "rid", limit=MAX_EXAMPLES)
+    ]
+    discarded = events_of(ctx, "discard").filter(F.col("reason") == "disabled server").count()
+    disabled = events_of(ctx, "worker_expired").filter(F.col("reason") == "disabled").count()
     figures = {
         "disabled": disabled,
         "replies_while_disabled": while_disabled.count(),
         "discarded": discarded,
-        "not_discarded": len(found),
+        "not_discarded": not_discarded,
     }
     summary = (
         f"{disabled} times a server was disabled; {discarded} replies from disabled servers discarded, "
-        f"{len(found)} not"
+        f"{not_discarded} not"
     )
     if not disabled:
-        servers = {i for i, role in ctx.meta.get("processes", {}).items() if role == "server"}
         return nothing_to_judge(
             ctx, "sketch_disabled_discarded", "no server was disabled",
             "a fault on a server was planned but the queue disabled none; stall a server for longer",
-            on=servers, figures=figures,
+            on=worker_instances(ctx), figures=figures,
         )  # fmt: skip
-    return result("sketch_disabled_discarded", found, summary, figures)
+    return judged("sketch_disabled_discarded", not_discarded, found, summary, figures)
 
 
 @checker(
@@ -146,4 +143,4 @@ def disabled_discarded(ctx: CheckContext) -> CheckResult:
     needs=("dispatch", "worker_ready"),
 )
 def no_dispatch_to_disabled(ctx: CheckContext) -> CheckResult:
-    return dispatch_to_expired(ctx, "sketch_no_dispatch_to_disabled")
+    return registered_dispatch(ctx, "sketch_no_dispatch_to_disabled")

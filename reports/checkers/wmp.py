@@ -11,20 +11,19 @@ Where the network or a process was faulted, a message may be lost or late (the s
 leaves reliability to the application): such cases that overlap a fault window are
 counted and shown, not held against the implementation.
 
-Each checker gathers every problem it finds into one frame (a ``problem`` label and the
-offending row as JSON) and reads it with a single Spark action: a handful of queries per
-checker, whatever the size of the history.
+Each checker gathers every problem it finds into one frame (the toolkit's ``problems``: a
+``problem`` label and the offending row) and reads it with a single Spark action: a
+handful of queries per checker, whatever the size of the history.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from reports.checkers import HELD, MAX_EXAMPLES, UNKNOWN, VIOLATED, CheckContext, CheckResult, checker
+from reports.checkers import CheckContext, CheckResult, checker
+from reports.checkers.toolkit import events_of, history_end, options, problems, split_excused, unknown
+from reports.checkers.toolkit import judged_problems as verdict
 
 #: How long a result may take to get through (devices, a loaded machine) before it counts as lost.
 DELIVERY_SLACK_NS = 2_000_000_000
@@ -35,55 +34,7 @@ EARLY_TOLERANCE_NS = 5_000_000
 
 
 def _lock_timeout_ns(ctx: CheckContext) -> int:
-    options = ctx.meta.get("scenario", {}).get("options") or ctx.meta.get("manifest", {}).get("options") or {}
-    return int(float(options.get("lock_timeout_ms", 1000)) * 1_000_000)
-
-
-def in_fault(ctx: CheckContext, start: Column, stop: Column) -> Column:
-    """Whether [start, stop] overlaps a fault window (one that never healed lasts forever)."""
-    hit = F.lit(False)
-    for f in ctx.faults:
-        overlap = F.lit(f.start_ns) <= stop
-        if f.stop_ns is not None:
-            overlap = overlap & (F.lit(f.stop_ns) >= start)
-        hit = hit | overlap
-    return hit
-
-
-class Found(dict):
-    """problem label -> (count, first examples as dicts)."""
-
-    def n(self, label: str) -> int:
-        return self.get(label, (0, []))[0]
-
-
-def problems(*labelled: tuple[str, DataFrame]) -> Found:
-    """problem label -> (count, first examples), for every label that has rows (one action)."""
-    frames = [
-        df.select(F.lit(label).alias("problem"), F.to_json(F.struct(*df.columns)).alias("row"))
-        for label, df in labelled
-    ]
-    union = frames[0]
-    for df in frames[1:]:
-        union = union.unionByName(df)
-    per_problem = Window.partitionBy("problem")
-    firsts = (
-        union.withColumn("n", F.count("*").over(per_problem))
-        .withColumn("i", F.row_number().over(per_problem.orderBy("row")))
-        .where(F.col("i") <= MAX_EXAMPLES)
-    )
-    found = Found()
-    for r in firsts.collect():
-        found.setdefault(r["problem"], (r["n"], []))[1].append(json.loads(r["row"]))
-    return found
-
-
-def verdict(
-    name: str, found: Found, violations: tuple[str, ...], summary: str, **figures: Any
-) -> CheckResult:
-    count = sum(found.get(label, (0, []))[0] for label in violations)
-    examples = [{"problem": label, **row} for label in violations for row in found.get(label, (0, []))[1]]
-    return CheckResult(name, VIOLATED if count else HELD, count, examples[:MAX_EXAMPLES], summary, figures)
+    return int(float(options(ctx).get("lock_timeout_ms", 1000)) * 1_000_000)
 
 
 def _manager_side(ev: DataFrame) -> DataFrame:
@@ -106,14 +57,12 @@ NEVER_ACCEPTED = "given, never accepted (lost on the way, or its lock had expire
     needs=("wmp_take", "wmp_result"),
 )
 def single_take(ctx: CheckContext) -> CheckResult:
-    takes = ctx.events.where(F.col("ev") == "wmp_take").select(
-        "ts", "src", "worker", "manager", "job", "lock", "pid"
-    )
+    takes = events_of(ctx, "wmp_take").select("ts", "src", "worker", "manager", "job", "lock", "pid")
     given = _manager_side(takes)
     accepted = _worker_side(takes)
     n_given = given.count()
     if n_given == 0:
-        return CheckResult("wmp_single_take", UNKNOWN, summary="no job was given (no manager-side wmp_take)")
+        return unknown("wmp_single_take", "no job was given (no manager-side wmp_take)")
     twice = (
         given.groupBy("manager", "job")
         .agg(F.count("*").alias("times"), F.min("ts").alias("ts"))
@@ -155,7 +104,7 @@ FULL = "worker process that reached its capacity"
     "wmp_capacity", "WMP: a worker never holds more jobs and locks than its capacity", needs=("wmp_lock",)
 )
 def capacity(ctx: CheckContext) -> CheckResult:
-    ev = _worker_side(ctx.events.where(F.col("ev").isin("wmp_lock", "wmp_unlock", "wmp_done", "wmp_take")))
+    ev = _worker_side(events_of(ctx, "wmp_lock", "wmp_unlock", "wmp_done", "wmp_take"))
     ev = ev.select("ts", "ev", "worker", "pid", "lock", "job", "capacity")
     delta = (
         F.when(F.col("ev") == "wmp_lock", 1).when(F.col("ev").isin("wmp_unlock", "wmp_done"), -1).otherwise(0)
@@ -181,7 +130,7 @@ def capacity(ctx: CheckContext) -> CheckResult:
     full = peaks.where(F.col("peak") >= F.col("cap"))
     found = problems((OVER, over), (UNLOCKED_TAKE, unlocked), (FULL, full), ("worker process", peaks))
     if not found.n("worker process"):
-        return CheckResult("wmp_capacity", UNKNOWN, summary="no worker locked a slot")
+        return unknown("wmp_capacity", "no worker locked a slot")
     return verdict(
         "wmp_capacity",
         found,
@@ -197,7 +146,7 @@ def capacity(ctx: CheckContext) -> CheckResult:
 
 def _lock_lifecycle(ctx: CheckContext) -> DataFrame:
     """One row per lock: when it was taken, how and when it ended, the worker's last event."""
-    ev = _worker_side(ctx.events.where(F.col("ev").startswith("wmp_")))
+    ev = _worker_side(ctx.events.where(F.col("ev").startswith("wmp_")))  # every wmp_* kind
     # A late TAKE locks the same id a second time: the lock's life starts at its first lock.
     locks = (
         ev.where(F.col("ev") == "wmp_lock")
@@ -232,7 +181,7 @@ NO_ANSWER = "NO"
     needs=("wmp_lock", "wmp_result"),
 )
 def no_releases(ctx: CheckContext) -> CheckResult:
-    nos = _manager_side(ctx.events.where(F.col("ev") == "wmp_no")).select(
+    nos = _manager_side(events_of(ctx, "wmp_no")).select(
         "worker", "lock", F.col("manager").alias("no_from"), F.col("ts").alias("no_ts")
     )
     timeout = _lock_timeout_ns(ctx)
@@ -248,7 +197,7 @@ def no_releases(ctx: CheckContext) -> CheckResult:
         (NO_TOO_LATE, joined.where(F.col("how") == "timeout")),
     )
     if not found.n(NO_ANSWER):
-        return CheckResult("wmp_no_releases", UNKNOWN, summary="no manager answered NO")
+        return unknown("wmp_no_releases", "no manager answered NO")
     return verdict(
         "wmp_no_releases",
         found,
@@ -286,16 +235,18 @@ def lock_timeout(ctx: CheckContext) -> CheckResult:
         (by_timeout & (F.col("end_ts") > bound)) | (F.col("end_ts").isNull() & (F.col("last_ts") > bound))
     )
     # A frozen or starved worker releases late: that is the fault's doing, not the protocol's.
-    excused = in_fault(ctx, F.col("lock_ts"), F.coalesce("end_ts", "last_ts"))
+    late_kept, late_excused = split_excused(
+        late.withColumn("held_until", F.coalesce("end_ts", "last_ts")), ctx, ts="lock_ts", until="held_until"
+    )
     found = problems(
         (LOCK, locks),
         (TIMED_OUT, locks.where(by_timeout)),
         (EARLY, early),
-        (LATE, late.where(~excused)),
-        (LATE_IN_FAULT, late.where(excused)),
+        (LATE, late_kept.drop("held_until")),
+        (LATE_IN_FAULT, late_excused.drop("held_until")),
     )
     if not found.n(LOCK):
-        return CheckResult("wmp_lock_timeout", UNKNOWN, summary="no worker locked a slot")
+        return unknown("wmp_lock_timeout", "no worker locked a slot")
     return verdict(
         "wmp_lock_timeout",
         found,
@@ -323,27 +274,33 @@ SENT = "result sent"
     needs=("wmp_done", "wmp_result"),
 )
 def result_routing(ctx: CheckContext) -> CheckResult:
-    ev = ctx.events
-    sent = _worker_side(ev.where(F.col("ev") == "wmp_done")).select(
+    sent = _worker_side(events_of(ctx, "wmp_done")).select(
         "worker", "manager", "job", "rid", F.col("ts").alias("done_ts")
     )
-    received = _manager_side(ev.where(F.col("ev") == "wmp_result"))
+    received = _manager_side(events_of(ctx, "wmp_result"))
     misrouted = received.where(F.col("detail").isNotNull()).select("ts", "worker", "manager", "job", "detail")
-    end_ts = ev.agg(F.max("ts")).first()[0] or 0
+    end_ts = history_end(ctx)
     # Results sent in the last moments of the history may be on their way when it stops.
     missing = sent.join(
         received.select("worker", "manager", "job"), ["worker", "manager", "job"], "left_anti"
     )
     missing = missing.where(F.col("done_ts") + DELIVERY_SLACK_NS < end_ts)
-    excused = in_fault(ctx, F.col("done_ts") - DELIVERY_SLACK_NS, F.col("done_ts") + DELIVERY_SLACK_NS)
+    lost, lost_in_fault = split_excused(
+        missing.withColumn("_from", F.col("done_ts") - DELIVERY_SLACK_NS).withColumn(
+            "_to", F.col("done_ts") + DELIVERY_SLACK_NS
+        ),
+        ctx,
+        ts="_from",
+        until="_to",
+    )
     found = problems(
         (SENT, sent),
         (MISROUTED, misrouted),
-        (LOST, missing.where(~excused)),
-        (LOST_IN_FAULT, missing.where(excused)),
+        (LOST, lost.drop("_from", "_to")),
+        (LOST_IN_FAULT, lost_in_fault.drop("_from", "_to")),
     )
     if not found.n(SENT):
-        return CheckResult("wmp_result_routing", UNKNOWN, summary="no worker finished a job")
+        return unknown("wmp_result_routing", "no worker finished a job")
     return verdict(
         "wmp_result_routing",
         found,

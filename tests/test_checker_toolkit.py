@@ -1,0 +1,158 @@
+"""The checker toolkit: fault classes from the fault table, the one fault excuse, instance
+kinds from the manifest, and the rule that family modules share helpers only through it."""
+
+from __future__ import annotations
+
+import ast
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaos.faults import FAULT_KINDS
+from chaos.nemesis import Nemesis, PlannedFault
+from reports.checkers import CheckContext, FaultWindow
+from reports.checkers import toolkit as tk
+from reports.history_frame import events_frame
+
+NS = 1_000_000_000
+CHECKERS_DIR = Path(tk.__file__).parent
+META = {
+    "manifest": {"endpoints": {"frontend": "broker", "backend": "broker"}, "promises": {"checks": []}},
+    "processes": {"broker": "broker", "worker-1": "worker", "worker-10": "worker"},
+}
+
+
+def ctx_with(faults: list[FaultWindow], spark: Any = None, events: Any = None) -> CheckContext:
+    return CheckContext(spark, events, META, faults)
+
+
+def test_a_fault_class_comes_from_the_fault_table() -> None:
+    assert FAULT_KINDS["partition"].lossy and not FAULT_KINDS["latency"].lossy
+    kill = FaultWindow(1, "kill", "worker-1", 0, 1)
+    part = FaultWindow(2, "partition", "worker-1", 0, 1)
+    slow = FaultWindow(3, "latency", "link:worker-1", 0, 1)
+    assert (kill.scope, kill.lossy, kill.on_link) == ("process", False, False)
+    assert (part.scope, part.lossy, part.on_link) == ("link", True, True)
+    assert (slow.scope, slow.lossy) == ("link", False)
+    # What fault_start recorded wins over the table (a history is read as written).
+    assert FaultWindow(4, "kill", "worker-1", 0, 1, "link", True).lossy
+
+
+class _NotRunning:
+    """A supervisor whose every target has already gone (the nemesis records a missed fault)."""
+
+    def signal(self, instance: str, sig: int, expected_exit: bool = False) -> None:
+        return None
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+
+    def emit(self, ev: str, **fields: Any) -> None:
+        self.items.append({"ev": ev, **fields})
+
+
+def test_the_nemesis_writes_the_fault_class_into_fault_start() -> None:
+    sink = _Sink()
+    nemesis = Nemesis([PlannedFault(1, 0.0, "kill", "worker-1", "worker-1", {})], _NotRunning(), sink)
+    nemesis.start()
+    deadline = time.monotonic() + 10
+    while len(sink.items) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert nemesis.stop() == []
+    start = sink.items[0]
+    assert start["ev"] == "fault_start"
+    assert (start["fault_scope"], start["fault_lossy"]) == ("process", False)
+    assert "fault_scope" not in sink.items[1]
+
+
+def test_instance_kinds_come_from_the_manifest_endpoints() -> None:
+    ctx = ctx_with([])
+    assert tk.broker_instances(ctx) == {"broker"}
+    assert tk.worker_instances(ctx) == {"worker-1", "worker-10"}
+    # A role named "server" that binds the client endpoint serves it: not a worker.
+    lazy = {
+        "manifest": {"endpoints": {"frontend": "server"}, "promises": {"checks": []}},
+        "processes": {"server": "server"},
+    }
+    assert tk.worker_instances(CheckContext(None, None, lazy, [])) == set()
+
+
+def test_one_fault_excuse_for_every_family() -> None:
+    faults = [
+        FaultWindow(1, "freeze", "worker-1", 10, 20),
+        FaultWindow(2, "kill", "broker", 30, 40),
+        FaultWindow(3, "partition", "link:worker-10", 50, 60),
+        FaultWindow(4, "latency", "worker-1", 70, 80),
+        FaultWindow(5, "kill", "worker-10", 90, None),
+    ]
+    ctx = ctx_with(faults)
+    assert tk.fault_spans(ctx, "worker-1") == [(10, 20), (30, 40), (70, 80)]
+    # worker-1 is not worker-10: a prefix does not make a fault its own.
+    assert tk.fault_spans(ctx, "worker-10") == [(30, 40), (50, 60), (90, tk.END_OF_TIME)]
+    assert tk.fault_spans(ctx, "worker-1", broker=False, link=False) == [(10, 20)]
+    assert tk.fault_spans(ctx, "worker-1", own=False, link=False) == [(30, 40)]
+    assert tk.fault_spans(ctx, "worker-10", lossy_only=True) == [(50, 60)]
+    assert tk.fault_spans(ctx, "worker-1", grace_ns=15, lead_ns=5) == [(5, 55), (65, 95)]
+    # No instance: every fault, whatever its target.
+    assert len(tk.fault_spans(ctx)) == 5
+    assert tk.overlaps(tk.fault_spans(ctx, "worker-1"), 21, 29) is False
+    assert tk.overlaps(tk.fault_spans(ctx, "worker-1"), 21, 30) is True
+
+
+def test_the_excuse_as_a_broadcast_range_join(spark: Any) -> None:
+    faults = [
+        FaultWindow(1, "freeze", "worker-1", 10 * NS, 20 * NS),
+        FaultWindow(2, "kill", "broker", 50 * NS, None),
+    ]
+    events = events_frame(
+        spark,
+        [
+            {"ts": 15 * NS, "src": "worker-1", "ev": "ping", "worker": "worker-1"},  # its own freeze
+            {"ts": 15 * NS, "src": "worker-10", "ev": "ping", "worker": "worker-10"},  # not its fault
+            {"ts": 25 * NS, "src": "worker-1", "ev": "ping", "worker": "worker-1"},  # after the grace
+            {"ts": 21 * NS, "src": "worker-1", "ev": "ping", "worker": "worker-1"},  # in the grace
+            {"ts": 60 * NS, "src": "worker-10", "ev": "ping", "worker": "worker-10"},  # broker never back
+        ],
+    )
+    ctx = ctx_with(faults, spark, events)
+    marked = tk.with_excused(events, ctx, instance="src", grace_ns=2 * NS)
+    got = {(r["ts"] // NS, r["src"]): r["excused"] for r in marked.collect()}
+    assert got == {
+        (15, "worker-1"): True,
+        (15, "worker-10"): False,
+        (25, "worker-1"): False,
+        (21, "worker-1"): True,
+        (60, "worker-10"): True,
+    }
+    kept = tk.outside(events, ctx, [(14 * NS, 22 * NS)])
+    assert sorted(r["ts"] // NS for r in kept.collect()) == [25, 60]
+
+
+#: Modules of shared helpers, not of checks (fault_windows: the excuse of whole requests).
+HELPERS = {"__init__", "toolkit", "fault_windows"}
+
+
+def test_no_family_module_imports_another_family() -> None:
+    allowed = {f"reports.checkers.{name}" for name in HELPERS - {"__init__"}} | {"reports.checkers"}
+    for path in sorted(CHECKERS_DIR.glob("*.py")):
+        if path.stem in HELPERS:
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("reports.checkers"):
+                assert node.module in allowed, f"{path.name} imports {node.module}"
+                if node.module == "reports.checkers":
+                    names = {a.name for a in node.names}
+                    families = {p.stem for p in CHECKERS_DIR.glob("*.py")} - HELPERS
+                    assert not names & families, f"{path.name} imports a family module {names & families}"
+
+
+@pytest.mark.parametrize("kind", sorted(FAULT_KINDS))
+def test_every_fault_kind_has_a_class(kind: str) -> None:
+    window = FaultWindow(1, kind, "worker-1", 0, 1)
+    assert window.scope == FAULT_KINDS[kind].target

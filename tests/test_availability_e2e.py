@@ -63,7 +63,10 @@ def test_availability_through_slow_links(tmp_path: Path, spark, reply_timeout_ms
         assert all(r["ratio"] < 0.5 for r in rows)
         assert "answered ok while it acted" in availability["examples"][0]["problem"]
     else:
-        assert result.exit_code == 0, summary
+        # Nothing violated. (The sketch's own sketch_disabled_discarded may be unknown: with a
+        # 200 ms timeout the queue need not disable any server, so the run may be UNKNOWN.)
+        assert not [n for n, c in checks.items() if c["status"] == "violated"], summary
+        assert result.exit_code in (0, 3), summary
         assert all(r["ratio"] >= 0.5 for r in rows)
     steady = checks["steady_state"]["figures"]
     assert steady["after_stop_s"] == reply_timeout_ms / 1000  # the manifest's expiry_ms, with the override

@@ -45,7 +45,7 @@ MIN_BEFORE_ATTEMPTS = 10
 TOGETHER_NS = NS
 
 
-def instance_of(target: str) -> str:
+def target_instance(target: str) -> str:
     """The instance a fault target names: ``link:worker-1:backend`` -> ``worker-1``."""
     if target.startswith("link:"):
         return target.split(":")[1]
@@ -57,7 +57,7 @@ def survivable(ctx: CheckContext, fault: FaultWindow, spans: dict[int, tuple[int
     kind = FAULT_KINDS.get(fault.fault)
     harm = kind.harm if kind else None
     roles: dict[str, str] = ctx.meta.get("processes") or {}
-    target = instance_of(fault.target)
+    target = target_instance(fault.target)
     role = roles.get(target)
     lo, hi = spans[fault.fault_id]
     # Instances of the target's role that keep serving: not the target, not under another outage.
@@ -66,7 +66,7 @@ def survivable(ctx: CheckContext, fault: FaultWindow, spans: dict[int, tuple[int
         other_kind = FAULT_KINDS.get(other.fault)
         olo, ohi = spans[other.fault_id]
         if other_kind is not None and other_kind.harm == OUTAGE and olo <= hi and lo <= ohi:
-            touched.add(instance_of(other.target))
+            touched.add(target_instance(other.target))
     spare = role is not None and any(r == role and i not in touched for i, r in roles.items())
     for entry in ctx.promises.get("survives", DEFAULT_SURVIVES):
         head, scope = survive_rule(entry)

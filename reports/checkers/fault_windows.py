@@ -21,7 +21,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from harness.manifest import expiry_s
-from reports.checkers import CheckContext, FaultWindow
+from reports.checkers import CheckContext, FaultWindow, toolkit
 
 NS = 1_000_000_000
 #: Clients connect, brokers learn their workers and sockets warm up during the first
@@ -56,19 +56,12 @@ class Timers:
         }
 
 
-def run_options(ctx: CheckContext) -> dict[str, Any]:
-    """The run's implementation options: the manifest's, with the scenario's overrides."""
-    merged = dict((ctx.meta.get("manifest") or {}).get("options") or {})
-    merged.update((ctx.meta.get("scenario") or {}).get("options") or {})
-    return merged
-
-
 def timers(ctx: CheckContext) -> Timers:
     """The excusing timers of this run, from the manifest's expiry and the client options."""
     budget = float(ctx.meta.get("client_budget_s") or DEFAULT_CLIENT_BUDGET_S)
     expr = ctx.promises.get("expiry_ms")
     try:
-        expiry = expiry_s(expr, run_options(ctx))
+        expiry = expiry_s(expr, toolkit.options(ctx))
     except ValueError:
         expiry = None  # the manifest was checked when the run started; a scenario may have changed it
     if expiry is not None:
@@ -79,25 +72,12 @@ def timers(ctx: CheckContext) -> Timers:
 
 def load_span(ctx: CheckContext) -> Span:
     """[load start, load stop] (ns), from run.json, else the first and last events."""
-    from reports.checkers.core import run_time
-
-    return run_time(ctx, "load_started_ns"), run_time(ctx, "load_stopped_ns")
+    return toolkit.run_time(ctx, "load_started_ns"), toolkit.run_time(ctx, "load_stopped_ns")
 
 
 def fault_span(fault: FaultWindow, after_ns: int, end_ns: int) -> Span:
     """The send times a fault excuses: [start, stop + after] (to ``end_ns`` if it never healed)."""
     return fault.start_ns, end_ns if fault.stop_ns is None else fault.stop_ns + after_ns
-
-
-def merge(spans: list[Span]) -> list[Span]:
-    """Overlapping spans joined, in time order."""
-    merged: list[Span] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
 
 
 def excused_spans(ctx: CheckContext, t: Timers) -> list[Span]:
@@ -106,7 +86,7 @@ def excused_spans(ctx: CheckContext, t: Timers) -> list[Span]:
     end = max(load_stop, *(f.start_ns for f in ctx.faults)) if ctx.faults else load_stop
     spans = [(load_start, load_start + WARMUP_NS)]
     spans += [fault_span(f, int(t.after_s * NS), end) for f in ctx.faults]
-    return merge(spans)
+    return toolkit.merge_spans(spans)
 
 
 def judged_ns(spans: list[Span], lo: int, hi: int) -> int:

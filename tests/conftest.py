@@ -68,3 +68,20 @@ def no_process_outlives_the_tests() -> Iterator[None]:
     for proc in left:
         proc.kill()
     assert not left, f"processes left running by the tests: {[(p.pid, p.cmdline()[:4]) for p in left]}"
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Refuse a test module that imports Locust into the test process.
+
+    Importing Locust monkey-patches the standard library with gevent (subprocess among it)
+    for the whole process; every later test that starts a process or a SparkSession then
+    fails far from the cause. Locust belongs in the processes the runner starts, or in a
+    child Python of the test.
+    """
+    import sys
+
+    if "locust" in sys.modules:
+        raise pytest.UsageError(
+            "a test module imported Locust at collection time, which patches this test process "
+            "with gevent; import it inside a child process (see tests/test_load_phases.py)"
+        )

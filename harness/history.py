@@ -69,6 +69,8 @@ FIELD_TYPES: dict[str, str] = {
     "manager": "string",  # WMP: the manager a job or lock belongs to
     "capacity": "int",  # WMP: how many jobs (held or locked) a worker may have at once
     "deps": "string",  # dwork: the names of the tasks a task waits for, comma-separated
+    # Binary Star
+    "state": "string",  # a server's state after a change: primary, backup, active, passive
 }
 
 
@@ -264,6 +266,14 @@ EVENTS: dict[str, EventKind] = {
         "an assigned task went back to the pool (exit, transfer)",
     ),
     "task_run": EventKind("worker", ("job", "worker"), ("rid",), "a worker started running a task"),
+    # --- Binary Star (implementations/binary_star) ---------------------------------
+    "bstar_state": EventKind(
+        "server",
+        ("state",),
+        ("reason", "detail"),
+        "a Binary Star server entered state (primary, backup, active, passive); reason: the FSM "
+        "event that moved it (peer active, client vote, peer expired, dual active ...)",
+    ),
 }
 
 _ALLOWED = {name: kind.allowed for name, kind in EVENTS.items()}

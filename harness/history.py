@@ -45,7 +45,9 @@ FIELD_TYPES: dict[str, str] = {
     "got_rid": "string",  # the request id found in a reply that was not expected
     "detail": "string",  # free text or JSON about an unusual event
     "kind": "string",  # the client kind that wrote a client event (the manifest's [[clients]] name)
-    "endpoint": "string",  # which endpoint answered a reply (the manifest's name, else the address)
+    # which endpoint a request went to (send), answered it (reply) or sent a reply that was
+    # not the one awaited (unexpected): the manifest's name, else the address
+    "endpoint": "string",
     # broker protocol events
     "service": "string",  # Majordomo service name
     # nemesis
@@ -92,7 +94,12 @@ class EventKind:
 
 EVENTS: dict[str, EventKind] = {
     # --- load clients -------------------------------------------------------------
-    "send": EventKind("client", ("cid", "seq", "rid", "attempt"), ("kind",), "a request (or a resend) left"),
+    "send": EventKind(
+        "client",
+        ("cid", "seq", "rid", "attempt"),
+        ("kind", "endpoint"),
+        "a request (or a resend) left (endpoint: to which server, for a client of several)",
+    ),
     "reply": EventKind(
         "client",
         ("cid", "seq", "rid", "ok", "latency_us"),
@@ -117,8 +124,8 @@ EVENTS: dict[str, EventKind] = {
     "unexpected": EventKind(
         "client",
         ("cid", "seq"),
-        ("rid", "got_rid", "detail", "kind"),
-        "something arrived that is not the reply to the request in flight",
+        ("rid", "got_rid", "detail", "kind", "endpoint"),
+        "something arrived that is not the reply to the request in flight (endpoint: from which server)",
     ),
     "mmi_answer": EventKind(
         "client",

@@ -45,7 +45,9 @@ FIELD_TYPES: dict[str, str] = {
     "got_rid": "string",  # the request id found in a reply that was not expected
     "detail": "string",  # free text or JSON about an unusual event
     "kind": "string",  # the client kind that wrote a client event (the manifest's [[clients]] name)
-    "endpoint": "string",  # which endpoint answered a reply (the manifest's name, else the address)
+    # which endpoint a request went to (send), answered it (reply) or sent a reply that was
+    # not the one awaited (unexpected): the manifest's name, else the address
+    "endpoint": "string",
     # broker protocol events
     "service": "string",  # Majordomo service name
     # nemesis
@@ -71,6 +73,8 @@ FIELD_TYPES: dict[str, str] = {
     "deps": "string",  # dwork: the names of the tasks a task waits for, comma-separated
     "uuid": "string",  # Titanic: the ticket (32 hex) titanic.request answered for a stored request
     "probe": "string",  # Titanic: why a client asked about a UUID on purpose (forged, closed)
+    # Binary Star
+    "state": "string",  # a server's state after a change: primary, backup, active, passive
 }
 
 
@@ -90,7 +94,12 @@ class EventKind:
 
 EVENTS: dict[str, EventKind] = {
     # --- load clients -------------------------------------------------------------
-    "send": EventKind("client", ("cid", "seq", "rid", "attempt"), ("kind",), "a request (or a resend) left"),
+    "send": EventKind(
+        "client",
+        ("cid", "seq", "rid", "attempt"),
+        ("kind", "endpoint"),
+        "a request (or a resend) left (endpoint: to which server, for a client of several)",
+    ),
     "reply": EventKind(
         "client",
         ("cid", "seq", "rid", "ok", "latency_us"),
@@ -115,8 +124,8 @@ EVENTS: dict[str, EventKind] = {
     "unexpected": EventKind(
         "client",
         ("cid", "seq"),
-        ("rid", "got_rid", "detail", "kind"),
-        "something arrived that is not the reply to the request in flight",
+        ("rid", "got_rid", "detail", "kind", "endpoint"),
+        "something arrived that is not the reply to the request in flight (endpoint: from which server)",
     ),
     "mmi_answer": EventKind(
         "client",
@@ -280,6 +289,14 @@ EVENTS: dict[str, EventKind] = {
         "an assigned task went back to the pool (exit, transfer)",
     ),
     "task_run": EventKind("worker", ("job", "worker"), ("rid",), "a worker started running a task"),
+    # --- Binary Star (implementations/binary_star) ---------------------------------
+    "bstar_state": EventKind(
+        "server",
+        ("state",),
+        ("reason", "detail"),
+        "a Binary Star server entered state (primary, backup, active, passive); reason: the FSM "
+        "event that moved it (peer active, client vote, peer expired, dual active ...)",
+    ),
 }
 
 _ALLOWED = {name: kind.allowed for name, kind in EVENTS.items()}

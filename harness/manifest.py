@@ -124,7 +124,10 @@ reported (nothing but a resend could have saved it).
 Placeholders in commands: ``{python}`` (this interpreter), ``{role}``, ``{instance}``
 (``worker-2``), ``{index}`` (2), ``{bind.E}`` (the address to bind endpoint E on),
 ``{connect.E}`` (the address to connect to E: through its fault proxy when the run has
-one), ``{opt.NAME}``, ``{manifest_dir}`` and ``{run_dir}``. An external client's command
+one), ``{public.E}`` (the address the load clients reach E at: its clients' fault proxy
+when the run has one, else the bind address; a Freelance server, whose identity must be
+the endpoint its clients connect to, takes it), ``{opt.NAME}``, ``{manifest_dir}`` and
+``{run_dir}``. An external client's command
 takes ``{python}``, ``{manifest_dir}`` and ``{run_dir}`` (its endpoints and options come in
 its init line).
 """
@@ -145,7 +148,7 @@ from harness.probes import PROBES
 IMPLEMENTATIONS_DIR = Path(__file__).resolve().parent.parent / "implementations"
 PLACEHOLDER = re.compile(r"\{([a-z_]+)(?:\.([A-Za-z0-9_]+))?\}")
 SIMPLE_PLACEHOLDERS = ("python", "role", "instance", "index", "manifest_dir", "run_dir")
-DOTTED_PLACEHOLDERS = ("bind", "connect", "opt")
+DOTTED_PLACEHOLDERS = ("bind", "connect", "public", "opt")
 SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGKILL")
 CLIENT_PLACEHOLDERS = ("python", "manifest_dir", "run_dir")
 EXTERNAL = "external"  # the adapter that speaks JSON lines with a user's client program
@@ -341,12 +344,13 @@ def _check_placeholders(role: Table, command: list[str], endpoints: dict[str, st
             head, sub = m.group(1), m.group(2)
             if sub is None and head in SIMPLE_PLACEHOLDERS:
                 continue
-            if head in ("bind", "connect") and sub in endpoints:
+            if head in ("bind", "connect", "public") and sub in endpoints:
                 continue
             if head == "opt" and sub in options:
                 continue
             known = [*SIMPLE_PLACEHOLDERS, *(f"bind.{e}" for e in endpoints)]
-            known += [f"connect.{e}" for e in endpoints] + [f"opt.{o}" for o in options]
+            known += [f"connect.{e}" for e in endpoints] + [f"public.{e}" for e in endpoints]
+            known += [f"opt.{o}" for o in options]
             raise role.error("command", f"unknown placeholder {m.group(0)} (known: {', '.join(known)})")
 
 

@@ -88,11 +88,12 @@ def interrupts_deferred() -> Iterator[None]:
 
 def client_budget_s(options: dict[str, Any]) -> float:
     """How long a client may work on one request before it abandons it (timeout × attempts,
-    or the reply deadline of a client that never resends)."""
+    plus the pause before each resend, or the reply deadline of a client that never resends)."""
     if options.get("reply_deadline_s"):
         return float(options["reply_deadline_s"])
     if "timeout_ms" in options:
-        return options["timeout_ms"] / 1000 * (options.get("retries", 0) + 1)
+        retries = options.get("retries", 0)
+        return (options["timeout_ms"] * (retries + 1) + options.get("settle_ms", 0) * retries) / 1000
     return 10.0
 
 

@@ -59,9 +59,13 @@ class RequestLog:
         self.names = names  # endpoint address -> the manifest's name of it (None: the address)
         self.attempts = 0
 
+    def endpoint_name(self, address: str) -> str:
+        """The manifest's name of an endpoint address (the address when it has none)."""
+        return (self.names(address) if self.names else None) or address
+
     def _endpoint(self, fields: dict[str, Any], address: str | None) -> None:
         if address is not None:
-            fields["endpoint"] = self.names(address) if self.names else address
+            fields["endpoint"] = self.endpoint_name(address)
 
     def emit(self, ev: str, **fields: Any) -> None:
         """One client event about this request (its client, kind, seq and id filled in)."""

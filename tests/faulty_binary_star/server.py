@@ -61,9 +61,7 @@ def main() -> int:
                 peer_expiry = now + 2 * heartbeat
                 if state in (PRIMARY, BACKUP) and peer == ACTIVE:
                     state = PASSIVE
-                elif state == PRIMARY and peer == BACKUP:
-                    state = ACTIVE
-                elif state == PASSIVE and peer in (PRIMARY, BACKUP):
+                elif (state, peer) in ((PRIMARY, BACKUP), (PASSIVE, PRIMARY), (PASSIVE, BACKUP)):
                     state = ACTIVE
                 # the bug: ACTIVE + peer ACTIVE is ignored
             if frontend in ready:

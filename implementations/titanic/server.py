@@ -224,7 +224,8 @@ class Dispatcher:
                 slot.uuid = None
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, store_class: type[Store] = Store) -> None:
+    """Run the server (``store_class``: the store to keep requests in; tests pass a faulty one)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -240,12 +241,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.window < 1 or args.dispatch_timeout_ms < 1:
         parser.error("--window and --dispatch-timeout-ms must be positive")
     _, writer = start_role(args.identity)
-    serve(args, writer)
+    serve(args, writer, store_class(args.storage))
 
 
-def serve(args: argparse.Namespace, writer: HistoryWriter) -> None:
+def serve(args: argparse.Namespace, writer: HistoryWriter, store: Store) -> None:
     ctx = zmq.Context()
-    store = Store(args.storage)
     wake = threading.Event()
     stop = threading.Event()
     titanic = Titanic(store, wake)

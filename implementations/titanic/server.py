@@ -224,7 +224,8 @@ class Dispatcher:
                 slot.uuid = None
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, store_class: type[Store] = Store) -> None:
+    """Run the server (``store_class``: the store to keep requests in; tests pass a faulty one)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -240,12 +241,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.window < 1 or args.dispatch_timeout_ms < 1:
         parser.error("--window and --dispatch-timeout-ms must be positive")
     _, writer = start_role(args.identity)
-    serve(args, writer)
+    serve(args, writer, store_class(args.storage))
 
 
-def serve(args: argparse.Namespace, writer: HistoryWriter) -> None:
+def serve(args: argparse.Namespace, writer: HistoryWriter, store: Store) -> None:
     ctx = zmq.Context()
-    store = Store(args.storage)
     wake = threading.Event()
     stop = threading.Event()
     titanic = Titanic(store, wake)
@@ -261,9 +261,10 @@ def serve(args: argparse.Namespace, writer: HistoryWriter) -> None:
     dispatcher = Dispatcher(ctx, args.frontend, store, wake, args.window, args.dispatch_timeout_ms)
     threads = [threading.Thread(target=w.run, args=(stop,), name=w.service, daemon=True) for w in workers]
     threads.append(threading.Thread(target=dispatcher.run, args=(stop,), name="dispatcher", daemon=True))
+    stored = len(store.pending)  # before the dispatcher takes any
     for thread in threads:
         thread.start()
-    log.info("titanic server ready: %d stored request(s) to dispatch", len(store.pending))
+    log.info("titanic server ready: %d stored request(s) to dispatch", stored)
     for handler in logging.getLogger().handlers:
         handler.flush()
     try:

@@ -1,0 +1,60 @@
+"""A deliberately faulty Titanic server, kept to show that ``titanic_durable`` fails.
+
+It is implementations/titanic's server with one change: it answers ``titanic.request``
+with the uuid at once and writes the request to disk only when its reply has come back
+("write-behind", a classic shortcut). Until then the request lives in memory only, so a
+crash loses every acknowledged request still waiting for its reply, and after the restart
+``titanic.reply`` answers 400 for uuids the clients were given. It runs by path from its
+own manifest, like a user's server outside zchaos.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+
+from implementations.titanic.server import main
+from implementations.titanic.store import Store
+
+
+class WriteBehindStore(Store):
+    def __init__(self, directory: str) -> None:
+        self.memory: dict[str, list[bytes]] = {}
+        super().__init__(directory)
+
+    def put_request(self, service: str, body: list[bytes]) -> str:
+        uuid = uuidlib.uuid4().hex
+        with self.lock:
+            self.memory[uuid] = [service.encode(), *body]  # the bug: nothing on disk yet
+            self.pending.append(uuid)
+        return uuid
+
+    def next_pending(self) -> tuple[str, str, list[bytes]] | None:
+        with self.lock:
+            while self.pending:
+                uuid = self.pending.popleft()
+                frames = self.memory.get(uuid)
+                if frames is not None:
+                    return uuid, frames[0].decode(), frames[1:]
+        return super().next_pending()
+
+    def put_reply(self, uuid: str, body: list[bytes]) -> bool:
+        with self.lock:
+            frames = self.memory.pop(uuid, None)
+            if frames is not None:
+                self._write(f"{uuid}.req", frames)
+        return super().put_reply(uuid, body)
+
+    def reply(self, uuid: str) -> tuple[str, list[bytes]]:
+        with self.lock:
+            if uuid in self.memory:
+                return "300", []
+        return super().reply(uuid)
+
+    def close(self, uuid: str) -> None:
+        with self.lock:
+            self.memory.pop(uuid, None)
+        super().close(uuid)
+
+
+if __name__ == "__main__":
+    main(store_class=WriteBehindStore)

@@ -6,6 +6,7 @@ tests/faulty_binary_star (both servers active after a freeze, writing no history
 
 from __future__ import annotations
 
+import random
 import shutil
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 import zmq
 
+from chaos.malformed import Wire, send_batch
 from harness.history import NullWriter
 from harness.runner import run_scenario
 from harness.scenario import load_scenario
@@ -111,6 +113,7 @@ def test_a_lone_server_survives_malformed_state_and_follows_the_fsm(pirates: Pir
     client = ctx.socket(zmq.REQ)
     client.linger = 0
     client.connect(front)
+    wire = Wire(ctx, front)  # family junk on the frontend, from strangers
     try:
 
         def publish_until(frames: list[bytes], state_name: str, reason: str) -> None:
@@ -124,10 +127,12 @@ def test_a_lone_server_survives_malformed_state_and_follows_the_fsm(pirates: Pir
         for junk in ([b"9"], [b"abc"], [b"\xff\xfe"], [b"1", b"2"]):
             peer.send_multipart(junk)
         publish_until([b"2"], "active", "peer backup")
+        send_batch(wire, "binary-star", "client", random.Random(5), 100)
         client.send_multipart([b"c:1|x"])
         assert client.poll(5000) and client.recv_multipart() == [b"c:1|x"]
         publish_until([b"3"], "passive", "dual active")
     finally:
+        wire.close()
         ctx.destroy(linger=0)
     assert len(pirates.events("malformed")) >= 3
     assert pirates.proc("primary").popen.poll() is None

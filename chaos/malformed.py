@@ -226,6 +226,31 @@ MDP_WORKER: dict[str, Case] = {
 }
 
 
+# --- Titanic (9/TSP): MDP requests to the titanic.* services with bodies Titanic must refuse ----
+
+
+def _titanic(service: bytes, body: Callable[[random.Random], list[bytes]]) -> Case:
+    """A well-formed MDP request to a Titanic service, with a malformed Titanic body: it
+    passes the broker and reaches the Titanic server (none of them stores a request)."""
+    return _once(lambda rng: [b"", mdp.C_CLIENT, service, *body(rng)])
+
+
+TITANIC_CLIENT: dict[str, Case] = {
+    "titanic.request without body": _titanic(b"titanic.request", lambda rng: [b"echo"]),
+    "titanic.request service not UTF-8": _titanic(b"titanic.request", lambda rng: [b"\xff\xfe", b"x:0|b"]),
+    "titanic.request for a titanic service": _titanic(
+        b"titanic.request", lambda rng: [b"titanic.reply", b"x"]
+    ),
+    "titanic.reply not a uuid": _titanic(b"titanic.reply", lambda rng: [_rand(rng)]),
+    "titanic.reply path as uuid": _titanic(b"titanic.reply", lambda rng: [b"../../../../etc/passwd"]),
+    "titanic.reply two frames": _titanic(
+        b"titanic.reply", lambda rng: [rng.randbytes(16).hex().encode()] * 2
+    ),
+    "titanic.close not a uuid": _titanic(b"titanic.close", lambda rng: [_rand(rng)]),
+    "titanic.close forged uuid": _titanic(b"titanic.close", lambda rng: [rng.randbytes(16).hex().encode()]),
+}
+
+
 # --- WMP (14/WMP as implementations/wmp encodes it: version, command, header, payload) ----
 
 
@@ -301,6 +326,12 @@ FAMILIES: dict[str, Family] = {
             "WMP manager: REQ clients, workers speaking implementations/wmp's encoding",
             _req_client_cases(b"READY"),
             WMP_WORKER,
+        ),
+        Family(
+            "titanic",
+            "9/TSP over a 7/MDP broker: MDP junk, and titanic.* requests with malformed bodies",
+            {**MDP_CLIENT, **TITANIC_CLIENT},
+            MDP_WORKER,
         ),
     )
 }

@@ -18,7 +18,10 @@ from pathlib import Path
 import pytest
 import zmq
 
+from harness.history import HistoryWriter, read_events
 from implementations.titanic.store import Store, decode, encode
+from loadtests.adapters.base import RequestLog
+from loadtests.adapters.titanic import TitanicClient
 from tests.procs import Proc, Procs, wait_for
 
 MDPC01 = b"MDPC01"
@@ -176,3 +179,28 @@ def test_malformed_requests_are_answered_and_harm_nothing(titanic: Titanic, ctx:
         assert call(ctx, titanic.frontend, service, *frames)[0][:3] == want, (service, frames)
     assert call(ctx, titanic.frontend, "titanic.request", b"echo", b"client-1:1|x")[0] == b"200"
     assert server.popen.poll() is None
+
+
+def test_the_client_adapter_records_the_whole_cycle(
+    titanic: Titanic, ctx: zmq.Context, tmp_path: Path
+) -> None:
+    """The Locust adapter against the real server: ticket, polls, reply, close, probes."""
+    titanic.start_server()
+    titanic.procs.python(
+        "worker", "implementations.majordomo.worker", "--connect", titanic.backend,
+        "--identity", "worker-1", "--heartbeat-ms", "300", "--work-ms", "100",
+    ).wait_log("ready:")  # fmt: skip
+    client = TitanicClient(titanic.frontend, {"probe_every": 2, "poll_ms": 20}, "client-1", ctx)
+    with HistoryWriter(tmp_path / "client.jsonl", "client-1") as writer:
+        for seq in (1, 2, 3):
+            body = [f"client-1:{seq}|x".encode()]
+            assert client.request(body, RequestLog(writer, "client-1", seq, f"client-1:{seq}")).frames == body
+        client.close()
+    events = list(read_events(writer.path))
+    kinds = [e["ev"] for e in events if e.get("seq") == 1]
+    assert kinds[:2] == ["send", "ticket"] and kinds.count("send") == 1
+    answers = [(e["service"], e["code"], e.get("probe")) for e in events if e["ev"] == "ticket_answer"]
+    assert ("titanic.reply", 300, None) in answers  # 100 ms of work: at least one poll finds it pending
+    assert answers.count(("titanic.close", 200, None)) == 3
+    # The probes before request 2: a forged uuid, and the uuid closed after request 1; both unknown.
+    assert ("titanic.reply", 400, "forged") in answers and ("titanic.reply", 400, "closed") in answers

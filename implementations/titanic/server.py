@@ -261,9 +261,10 @@ def serve(args: argparse.Namespace, writer: HistoryWriter, store: Store) -> None
     dispatcher = Dispatcher(ctx, args.frontend, store, wake, args.window, args.dispatch_timeout_ms)
     threads = [threading.Thread(target=w.run, args=(stop,), name=w.service, daemon=True) for w in workers]
     threads.append(threading.Thread(target=dispatcher.run, args=(stop,), name="dispatcher", daemon=True))
+    stored = len(store.pending)  # before the dispatcher takes any
     for thread in threads:
         thread.start()
-    log.info("titanic server ready: %d stored request(s) to dispatch", len(store.pending))
+    log.info("titanic server ready: %d stored request(s) to dispatch", stored)
     for handler in logging.getLogger().handlers:
         handler.flush()
     try:

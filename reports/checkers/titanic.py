@@ -39,7 +39,6 @@ from reports.checkers.toolkit import (
     judged_problems,
     problems,
     run_time,
-    small_frame,
     unknown,
 )
 
@@ -53,27 +52,34 @@ RAN_AGAIN = "a request submitted n times executed more than n times (a uuid ran 
 
 
 def _tickets(ctx: CheckContext) -> DataFrame:
-    """One row per acknowledged uuid: who, when, and what became of it."""
-    tickets = events_of(ctx, "ticket").select(
-        "uuid", "cid", "seq", "rid", F.col("ts").alias("ack_ts"), F.col("src").alias("src")
-    )
-    answers = events_of(ctx, "ticket_answer").filter(F.col("probe").isNull())
-    is_reply, is_close = F.col("service") == REPLY, F.col("service") == CLOSE
-    closed_ts = F.min(F.when(is_close & (F.col("code") == 200), F.col("ts")))
-    per_uuid = answers.groupBy("uuid").agg(
-        F.min(F.when(is_reply & (F.col("code") == 200), F.col("ts"))).alias("got_ts"),
-        closed_ts.alias("closed_ts"),
-        F.min(F.when(is_reply & (F.col("code") == UNKNOWN_UUID), F.col("ts"))).alias("forgot_ts"),
-    )
-    ends = (
-        events_of(ctx, "reply", "abandon")
-        .groupBy("cid", "seq")
+    """One row per acknowledged request (its ticket): who, when, what became of its uuid,
+    how often it was sent and executed. One aggregation by request id over every event
+    that carries one (a client's answers about its own ticket carry its rid; probes do not)."""
+    ev, ts = F.col("ev"), F.col("ts")
+    own_answer = (ev == "ticket_answer") & F.col("probe").isNull()
+    reply, close = own_answer & (F.col("service") == REPLY), own_answer & (F.col("service") == CLOSE)
+    is_exec = ev == "exec"
+    return (
+        events_of(ctx, "ticket", "ticket_answer", "abandon", "exec", "send")
+        .filter(F.col("rid").isNotNull())
+        .groupBy("rid")
         .agg(
-            F.min(F.when(F.col("ev") == "abandon", F.col("ts"))).alias("abandon_ts"),
-            F.min(F.when(F.col("ev") == "abandon", F.col("reason"))).alias("abandon_reason"),
+            F.min(F.when(ev == "ticket", ts)).alias("ack_ts"),
+            F.min(F.when(ev == "ticket", F.col("uuid"))).alias("uuid"),
+            F.min(F.when(ev == "ticket", F.col("src"))).alias("src"),
+            F.min(F.when(ev == "ticket", F.col("cid"))).alias("cid"),
+            F.min(F.when(ev == "ticket", F.col("seq"))).alias("seq"),
+            F.min(F.when(reply & (F.col("code") == 200), ts)).alias("got_ts"),
+            F.min(F.when(reply & (F.col("code") == UNKNOWN_UUID), ts)).alias("forgot_ts"),
+            F.min(F.when(close & (F.col("code") == 200), ts)).alias("closed_ts"),
+            F.min(F.when(ev == "abandon", ts)).alias("abandon_ts"),
+            F.min(F.when(ev == "abandon", F.col("reason"))).alias("abandon_reason"),
+            F.sum((ev == "send").cast("int")).alias("sends"),
+            F.sum(is_exec.cast("int")).alias("execs"),
+            F.sort_array(F.collect_list(F.when(is_exec, ts))).alias("exec_ts"),
         )
+        .filter(F.col("ack_ts").isNotNull())
     )
-    return tickets.join(per_uuid, "uuid", "left").join(ends, ["cid", "seq"], "left")
 
 
 def _process_faults(ctx: CheckContext) -> list[tuple[int, int]]:
@@ -98,13 +104,11 @@ def titanic_durable(ctx: CheckContext) -> CheckResult:
     abandoned = unanswered & F.col("abandon_ts").isNotNull()
     open_ = unanswered & F.col("abandon_ts").isNull()
     has_exec = "exec" in ctx.event_kinds()
-    execs = events_of(ctx, "exec").groupBy("rid").agg(F.count("*").alias("execs"))
-    judged_tickets = tickets.join(execs, "rid", "left").withColumn("execs", F.coalesce("execs", F.lit(0)))
     unexecuted = F.col("got_ts").isNotNull() & (F.col("execs") == 0) & F.lit(has_exec)
     cols = ["ack_ts", "src", "cid", "seq", "rid", "uuid"]
 
     def offenders(cond: Any, *extra: Any) -> DataFrame:
-        return judged_tickets.filter(cond).select(F.col("ack_ts").alias("ts"), *cols[1:], *extra)
+        return tickets.filter(cond).select(F.col("ack_ts").alias("ts"), *cols[1:], *extra)
 
     found = problems(
         (FORGOTTEN, offenders(forgot, "forgot_ts", "closed_ts")),
@@ -112,17 +116,11 @@ def titanic_durable(ctx: CheckContext) -> CheckResult:
         (UNEXECUTED, offenders(unexecuted, "got_ts")),
     )
     spans = _process_faults(ctx)
-    crossing = F.lit(0)
-    if spans:
-        starts = small_frame(ctx, [(lo,) for lo, _ in spans], {"_f_lo": "long"})
-        crossed = (
-            judged_tickets.filter(F.col("got_ts").isNotNull())
-            .join(F.broadcast(starts), F.col("_f_lo").between(F.col("ack_ts"), F.col("got_ts")), "left_semi")
-            .select("uuid", F.lit(1).alias("crossed"))
-        )
-        judged_tickets = judged_tickets.join(crossed, "uuid", "left")
-        crossing = F.coalesce(F.col("crossed"), F.lit(0))
-    row = judged_tickets.agg(
+    # Obtained across a fault: a fault began between the ticket and the reply (one array of
+    # the few fault starts, tested per row; no join).
+    starts = F.array(*(F.lit(lo).cast("long") for lo, _ in spans)) if spans else F.array().cast("array<long>")
+    crossing = F.exists(starts, lambda lo: lo.between(F.col("ack_ts"), F.col("got_ts"))).cast("int")
+    row = tickets.agg(
         F.count("*").alias("tickets"),
         F.sum(F.col("got_ts").isNotNull().cast("int")).alias("obtained"),
         F.sum((open_ & (F.col("ack_ts") > cutoff)).cast("int")).alias("indeterminate"),
@@ -177,22 +175,7 @@ def titanic_durable(ctx: CheckContext) -> CheckResult:
 def titanic_executed_once(ctx: CheckContext) -> CheckResult:
     name = "titanic_executed_once"
     mode = str(ctx.promises.get("titanic_execution", "at_least_once"))
-    ticketed = events_of(ctx, "ticket").groupBy("rid").agg(
-        F.min("ts").alias("ts"), F.min("src").alias("src"), F.min("cid").alias("cid"),
-        F.min("seq").alias("seq"), F.count("*").alias("tickets"),
-    )  # fmt: skip
-    sends = events_of(ctx, "send").groupBy("rid").agg(F.count("*").alias("sends"))
-    execs = (
-        events_of(ctx, "exec")
-        .groupBy("rid")
-        .agg(F.count("*").alias("execs"), F.sort_array(F.collect_list("ts")).alias("exec_ts"))
-    )
-    per_rid = (
-        ticketed.join(sends, "rid", "left")
-        .join(execs, "rid", "left")
-        .withColumn("execs", F.coalesce("execs", F.lit(0)))
-        .withColumn("sends", F.coalesce("sends", F.lit(1)))
-    )
+    per_rid = _tickets(ctx).withColumn("ts", F.col("ack_ts"))
     twice = F.col("execs") > F.col("sends")
     ran_again = per_rid.filter(twice).select("ts", "src", "cid", "seq", "rid", "sends", "execs", "exec_ts")
     found = problems((RAN_AGAIN, ran_again))

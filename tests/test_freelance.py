@@ -1,19 +1,27 @@
 """The Freelance family with real processes: the server (identity, PING/PONG, echo with the
 control frame, malformed input) and the model 3 client failing over off a killed server,
-discarding a stale reply by its sequence."""
+discarding a stale reply by its sequence. Then whole runs (slow) of a user's Freelance
+client program (tests/external_clients/freelance.py, only zmq and json) through a frozen
+server: as written it passes; with its sequence matching off it takes the thawed
+server's late replies for later requests, and correct_reply names it."""
 
 from __future__ import annotations
 
+import json
 import signal
+from pathlib import Path
 
+import pytest
 import zmq
 
 from harness.history import HistoryWriter, payload_for, read_events
+from harness.runner import run_scenario
+from harness.scenario import load_scenario
 from implementations.freelance.server import answer
 from loadtests.adapters.base import Abandoned, RequestLog
 from loadtests.adapters.freelance import FreelanceClient
 from tests.pirate_support import Pirates, pirates_fixture  # noqa: F401 - a fixture
-from tests.procs import wait_for
+from tests.procs import ROOT, wait_for
 
 SERVER = "implementations.freelance.server"
 
@@ -142,3 +150,33 @@ def test_client_fails_over_off_a_killed_server_and_discards_a_stale_reply(pirate
     # seen, or seen only by the timeout); every later one goes to server2.
     after_kill = [e for e in sends if killed_at + 1 < e["seq"] < seq]
     assert after_kill and {e["endpoint"] for e in after_kill} == {"server2"}
+
+
+# --- whole runs ---------------------------------------------------------------------------
+
+CLIENTS = ROOT / "tests" / "external_clients"
+
+
+def _statuses(verdict: dict) -> dict[str, str]:
+    return {name: c["status"] for name, c in verdict["checks"].items()}
+
+
+@pytest.mark.slow
+def test_a_users_freelance_program_passes_a_frozen_server(tmp_path: Path, spark) -> None:
+    result = run_scenario(load_scenario(CLIENTS / "freelance-freeze.toml"), runs_dir=tmp_path)
+    assert result.exit_code == 0, json.dumps(result.verdict["checks"], indent=1)[:3000]
+    assert set(_statuses(result.verdict).values()) == {"held"}
+    answered = {e.get("endpoint") for e in read_events(result.run.history) if e["ev"] == "reply"}
+    assert {"server1", "server2"} <= answered  # it failed over, and came back
+
+
+@pytest.mark.slow
+def test_a_program_that_ignores_sequences_fails_correct_reply(tmp_path: Path, spark) -> None:
+    result = run_scenario(load_scenario(CLIENTS / "freelance-stale-replies.toml"), runs_dir=tmp_path)
+    assert result.exit_code == 1
+    status = _statuses(result.verdict)
+    assert status["correct_reply"] == "violated", status
+    first = result.verdict["checks"]["correct_reply"]["examples"][0]
+    assert first["problem"] == "reply not as expected (ok=false)"
+    # Every request was answered, in order and in time: only what it took for the answer is wrong.
+    assert status["no_lost"] == status["in_order"] == status["freelance_failover_served"] == "held"

@@ -1,5 +1,5 @@
-"""The Freelance checkers on hand-made histories (real Spark): failover_served and
-dead_server_avoided, each held, violated and undecidable."""
+"""The Freelance checkers on hand-made histories (real Spark): freelance_failover_served and
+freelance_dead_server_avoided, each held, violated and undecidable."""
 
 from __future__ import annotations
 
@@ -63,7 +63,11 @@ def kill(server: str, at: float, fault_id: int = 1) -> FaultWindow:
 
 
 def ctx_of(spark, events: list[dict[str, Any]], faults: list[FaultWindow] = (), **promises: Any):
-    prom = {"checks": ["failover_served", "dead_server_avoided"], "serve_bound_s": 2.5, **promises}
+    prom = {
+        "checks": ["freelance_failover_served", "freelance_dead_server_avoided"],
+        "serve_bound_s": 2.5,
+        **promises,
+    }
     meta = {
         "manifest": {
             "name": "freelance",
@@ -109,10 +113,10 @@ def failover_history(*, bad: bool) -> tuple[list[dict[str, Any]], list[FaultWind
 def test_failover_and_dead_server_hold_on_a_clean_failover(spark) -> None:
     events, faults = failover_history(bad=False)
     ctx = ctx_of(spark, events, faults)
-    served = check("failover_served", ctx)
+    served = check("freelance_failover_served", ctx)
     assert served.status == HELD, served
     assert served.figures["judged"] > 30 and served.figures["excused_no_server"] == 0
-    avoided = check("dead_server_avoided", ctx)
+    avoided = check("freelance_dead_server_avoided", ctx)
     assert avoided.status == HELD, avoided
     assert avoided.figures["outages"] == 1  # the kill's window and the process exit are one outage
 
@@ -120,10 +124,10 @@ def test_failover_and_dead_server_hold_on_a_clean_failover(spark) -> None:
 def test_an_abandon_while_servers_live_and_a_send_to_a_dead_server_are_violations(spark) -> None:
     events, faults = failover_history(bad=True)
     ctx = ctx_of(spark, events, faults)
-    served = check("failover_served", ctx)
+    served = check("freelance_failover_served", ctx)
     assert served.status == VIOLATED and served.violations == 1, served
     assert served.examples[0]["rid"] == "client-1:15" and served.examples[0]["problem"] == "abandoned"
-    avoided = check("dead_server_avoided", ctx)
+    avoided = check("freelance_dead_server_avoided", ctx)
     assert avoided.status == VIOLATED and avoided.violations == 1, avoided
     (bad,) = avoided.examples
     assert bad["rid"] == "client-1:25" and bad["endpoint"] == "server1"
@@ -140,7 +144,7 @@ def test_requests_while_no_server_is_up_are_excused_and_a_slow_failover_is_not(s
     for seq in range(10, 15):
         events += request("client-1", seq, 10 + seq - 10, ["server1"], answered=None)
     faults = [kill(s, 10, i) for i, s in enumerate(SERVERS, 1)]
-    served = check("failover_served", ctx_of(spark, events, faults))
+    served = check("freelance_failover_served", ctx_of(spark, events, faults))
     assert served.status == VIOLATED and served.violations == 1, served
     assert served.examples[0]["problem"] == "answered past the bound"
     assert served.figures["excused_no_server"] >= 5
@@ -150,5 +154,5 @@ def test_sends_that_name_no_endpoint_leave_dead_server_avoided_unknown(spark) ->
     events, faults = failover_history(bad=False)
     for e in events:
         e.pop("endpoint", None)
-    avoided = check("dead_server_avoided", ctx_of(spark, events, faults))
+    avoided = check("freelance_dead_server_avoided", ctx_of(spark, events, faults))
     assert avoided.status == UNKNOWN and "do not record their endpoint" in avoided.reason

@@ -6,19 +6,21 @@ anything a server writes.
 A server is *out* while its process is down (from its ``proc_exit`` to its next
 ``proc_start``), while an outage fault acts on it (kill, freeze, restart: the fault
 table's harm), and while an outage fault acts on the clients' link to it
-(``link:clients:<endpoint>``). Slowdowns (latency, starve...) leave it in.
+(``link:clients:<endpoint>``); *up* otherwise. Slowdowns (latency, starve...) leave it up.
 
-- ``failover_served``: a request first sent while at least one server was in throughout
-  [send - settle, send + bound] is answered within the bound (``serve_bound_s`` in the
-  manifest's promises; default the client budget, timeout x attempts). settle is the
-  clients' ping timeout: a server back from an outage is only counted once its clients
-  can have heard from it again. An abandoned request, or one answered later than the
-  bound, is a violation; requests no server could have served are excused and counted.
-- ``dead_server_avoided``: no request is sent to a server later than the ping timeout
-  after it went out (and before it came back). The ping timeout is the client kind's
-  ``server_ttl_ms`` option (the freelance adapter's default where it gives none), or
-  ``dead_server_bound_ms`` in the promises. It needs ``send`` events that name their
-  endpoint: a client kind whose sends do not (an external program's) is not judged.
+- ``freelance_failover_served``: a request first sent while at least one server was up
+  throughout [send - settle, send + bound] is answered within the bound
+  (``serve_bound_s`` in the manifest's promises; default the client budget, timeout x
+  attempts). settle is the clients' ping timeout: a server back from an outage counts
+  only once its clients can have heard from it again. An abandoned request, or one
+  answered past the bound, is a violation; requests no server could have served are
+  excused and counted.
+- ``freelance_dead_server_avoided``: no request is sent to a server later than the ping
+  timeout after it went out (and before it came back). The ping timeout is the client
+  kind's ``server_ttl_ms`` option (the freelance adapter's default where it gives none),
+  or ``dead_server_bound_ms`` in the promises. It reads the ``endpoint`` of ``send``
+  events: sends that name none (an external program's) cannot be judged, and with no
+  send naming one the check is unknown.
 
 That a reply is never taken for a different request is ``correct_reply`` (reports/checkers/
 core.py): the servers echo the request, so a client that takes a stale reply records a
@@ -144,17 +146,17 @@ def _span_rows(spans: dict[str, list[tuple[int, int]]]) -> list[tuple[str, int, 
     return [(e, lo, hi) for e, found in spans.items() for lo, hi in found]
 
 
-# --- failover_served -----------------------------------------------------------------
+# --- freelance_failover_served ---------------------------------------------------------
 
 
 @checker(
-    "failover_served",
+    "freelance_failover_served",
     "while at least one server is alive and reachable (no kill, freeze or cut link on it, by "
     "the fault plan and the supervisor), every request is answered within serve_bound_s "
     "(default: the client budget); requests no server could serve are excused and counted",
 )
-def failover_served(ctx: CheckContext) -> CheckResult:
-    name = "failover_served"
+def freelance_failover_served(ctx: CheckContext) -> CheckResult:
+    name = "freelance_failover_served"
     servers = _servers(ctx)
     if not servers:
         return unknown(
@@ -247,16 +249,16 @@ def failover_served(ctx: CheckContext) -> CheckResult:
     return judged(name, figures["violations"], found, summary, figures)
 
 
-# --- dead_server_avoided --------------------------------------------------------------
+# --- freelance_dead_server_avoided -----------------------------------------------------
 
 
 @checker(
-    "dead_server_avoided",
+    "freelance_dead_server_avoided",
     "no request goes to a server later than the clients' ping timeout (server_ttl_ms) after "
     "it died, froze or was cut off from them, until it is back (from the sends' endpoint)",
 )
-def dead_server_avoided(ctx: CheckContext) -> CheckResult:
-    name = "dead_server_avoided"
+def freelance_dead_server_avoided(ctx: CheckContext) -> CheckResult:
+    name = "freelance_dead_server_avoided"
     detect = ping_timeout_ns(ctx)
     if detect is None:
         return unknown(

@@ -339,6 +339,12 @@ FAMILIES: dict[str, Family] = {
             _req_worker_cases(b"READY"),
         ),
         Family(
+            "binary-star",
+            "Binary Star server: REQ clients on its ROUTER frontend (a state digit as a body); "
+            "its state PUB takes no input",
+            _req_client_cases(b"3"),
+        ),
+        Family(
             "wmp",
             "WMP manager: REQ clients, workers speaking implementations/wmp's encoding",
             _req_client_cases(b"READY"),

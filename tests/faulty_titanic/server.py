@@ -11,6 +11,7 @@ own manifest, like a user's server outside zchaos.
 from __future__ import annotations
 
 import uuid as uuidlib
+from collections.abc import Collection
 
 from implementations.titanic.server import main
 from implementations.titanic.store import Store
@@ -25,17 +26,16 @@ class WriteBehindStore(Store):
         uuid = uuidlib.uuid4().hex
         with self.lock:
             self.memory[uuid] = [service.encode(), *body]  # the bug: nothing on disk yet
-            self.pending.append(uuid)
+            self.pending.append((uuid, service))
         return uuid
 
-    def next_pending(self) -> tuple[str, str, list[bytes]] | None:
+    def next_pending(self, skip: Collection[str] = ()) -> tuple[str, str, list[bytes]] | None:
         with self.lock:
-            while self.pending:
-                uuid = self.pending.popleft()
-                frames = self.memory.get(uuid)
-                if frames is not None:
-                    return uuid, frames[0].decode(), frames[1:]
-        return super().next_pending()
+            for i, (uuid, service) in enumerate(self.pending):
+                if service not in skip and uuid in self.memory:
+                    del self.pending[i]
+                    return uuid, service, self.memory[uuid][1:]
+        return super().next_pending(skip)
 
     def put_reply(self, uuid: str, body: list[bytes]) -> bool:
         with self.lock:

@@ -146,7 +146,8 @@ class Runner:
         self.progress = progress or Progress()
         self.history = HistoryWriter(history_file(self.run.history, "runner"), "runner")
         self.nemesis_history = HistoryWriter(history_file(self.run.history, "nemesis"), "nemesis")
-        self.topology = Topology(scenario, self.run, PortAllocator())
+        self.ports = PortAllocator()  # endpoints and fault proxies: never the same port twice
+        self.topology = Topology(scenario, self.run, self.ports)
         self.supervisor = Supervisor(self.history, self.topology.base_env())
         self.network: NetworkFaults | None = None  # the fault proxy, when a link fault is planned
         self._proxy_stack = contextlib.ExitStack()
@@ -215,9 +216,10 @@ class Runner:
         self.network = NetworkFaults(info.client, prefix=self.run.root.name)
         self._proxy_stack.callback(self.network.close)
         for link in self.topology.links():
-            self.topology.route(
-                link.name, self.network.add_link(link.name, link.instance, link.upstream_port)
+            address = self.network.add_link(
+                link.name, link.instance, link.upstream_port, self.ports.allocate()
             )
+            self.topology.route(link.name, address)
         self.meta["fault_proxy"] = {"url": info.url, "kind": info.kind, "links": len(self.topology.links())}
         self.progress.note(f"fault proxy: {info.kind} at {info.url}, one proxy per link")
 
@@ -279,7 +281,7 @@ class Runner:
             "--loglevel", "WARNING", "--exit-code-on-error", "0",
         ]  # fmt: skip
         if load.processes > 1:
-            master_port = PortAllocator().allocate()
+            master_port = self.ports.allocate()
             argv += [
                 "--processes", str(load.processes),
                 "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),

@@ -8,12 +8,14 @@ server's late replies for later requests, and correct_reply names it."""
 from __future__ import annotations
 
 import json
+import random
 import signal
 from pathlib import Path
 
 import pytest
 import zmq
 
+from chaos.malformed import Wire, send_batch
 from harness.history import HistoryWriter, payload_for, read_events
 from harness.runner import run_scenario
 from harness.scenario import load_scenario
@@ -81,6 +83,26 @@ def test_server_identity_ping_echo_and_malformed(pirates: Pirates) -> None:
     assert [e["rid"] for e in pirates.events("done")] == ["client-1:3"]
     assert len(pirates.events("malformed", worker="server1")) == 1
     assert server.stop() == 0
+
+
+def test_server_survives_the_freelance_junk_and_serves_on(pirates: Pirates) -> None:
+    endpoint = pirates.endpoint()
+    server = pirates.start(SERVER, ["--bind", endpoint, "--name", "server1"], "server1")
+    ctx = zmq.Context()
+    try:
+        wire = Wire(ctx, endpoint)
+        sent = send_batch(wire, "freelance", "client", random.Random(5), 200)
+        wire.close()
+        assert "control frame without a body" in sent and "a hundred PINGs" in sent
+        sock = _router(ctx, endpoint)
+        assert _ask(sock, [endpoint.encode(), b"PING"]) == [endpoint.encode(), b"PONG"]
+        body = payload_for("client-1:1", 24, b"x")
+        sock.send_multipart([endpoint.encode(), b"1", body])
+        assert sock.poll(5000) and sock.recv_multipart() == [endpoint.encode(), b"1", body]
+    finally:
+        ctx.destroy(linger=0)
+    assert pirates.events("malformed", worker="server1")  # recorded, and it went on
+    assert server.popen.poll() is None and server.stop() == 0
 
 
 def test_client_fails_over_off_a_killed_server_and_discards_a_stale_reply(pirates: Pirates, tmp_path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def test_store_round_trip_reload_and_close(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("*.tmp"))
     # A new process finds what is stored: the replied request is not dispatched again.
     again = Store(tmp_path)
-    assert list(again.pending) == [b]
+    assert list(again.pending) == [(b, "echo")]
     assert again.reply(a) == ("200", [b"ONE"])
     assert again.next_pending() == (b, "echo", [b"two"])
     again.close(a)
@@ -54,7 +55,7 @@ def test_store_drops_half_written_and_foreign_files(tmp_path: Path) -> None:
     (tmp_path / f"{'b' * 32}.req").write_bytes(b"garbage")
     (tmp_path / f"{'c' * 32}.req").write_bytes(encode([b"echo", b"x"]))
     store = Store(tmp_path)
-    assert list(store.pending) == ["c" * 32]
+    assert list(store.pending) == [("c" * 32, "echo")]
     assert (tmp_path / f"{'b' * 32}.req.bad").exists() and not list(tmp_path.glob("*.tmp"))
     assert decode(encode([b"", b"\x00" * 5])) == [b"", b"\x00" * 5]
 
@@ -74,12 +75,12 @@ class Titanic:
         self.broker.wait_log("ready:")
         self.starts = 0
 
-    def start_server(self, module: str = "implementations.titanic.server") -> Proc:
+    def start_server(self, module: str = "implementations.titanic.server", timeout_ms: int = 2000) -> Proc:
         self.starts += 1
         server = self.procs.python(
             f"titanic-{self.starts}", module, "--backend", self.backend,
             "--frontend", self.frontend, "--storage", str(self.store), "--heartbeat-ms", "300",
-            "--dispatch-timeout-ms", "2000",
+            "--dispatch-timeout-ms", str(timeout_ms),
         )  # fmt: skip
         server.wait_log("titanic server ready")
         return server
@@ -151,6 +152,33 @@ def test_acknowledged_requests_survive_a_kill_of_the_server(titanic: Titanic, ct
     assert sorted(os.listdir(titanic.store)) == sorted(
         f"{u.decode()}.{x}" for u in uuids[1:] for x in ("req", "rep")
     )
+
+
+def test_the_skip_keeps_order_and_passes_over_services(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    a, b, c = (store.put_request(service, [b"x"]) for service in ("nobody", "nobody", "echo"))
+    assert store.next_pending(skip={"nobody"}) == (c, "echo", [b"x"])
+    assert store.next_pending(skip={"nobody"}) is None
+    assert [store.next_pending()[0], store.next_pending()[0]] == [a, b]
+
+
+def test_a_silent_service_does_not_hold_every_dispatch_slot(titanic: Titanic, ctx: zmq.Context) -> None:
+    """Requests for a service nobody serves time out once; then they take one slot at a time,
+    and a request for a working service is dispatched at once instead of behind them."""
+    timeout_ms = 4000
+    server = titanic.start_server(timeout_ms=timeout_ms)
+    titanic.procs.python(
+        "worker", "implementations.majordomo.worker", "--connect", titanic.backend,
+        "--identity", "worker-1", "--heartbeat-ms", "300",
+    ).wait_log("ready:")  # fmt: skip
+    for _ in range(8):  # twice the window (4)
+        assert call(ctx, titanic.frontend, "titanic.request", b"nobody", b"x")[0] == b"200"
+    server.wait_log("no reply for .* from nobody", timeout=timeout_ms / 1000 + 10)
+    started = time.monotonic()
+    uuid = call(ctx, titanic.frontend, "titanic.request", b"echo", b"client-1:1|x")[1]
+    wait_for(lambda: call(ctx, titanic.frontend, "titanic.reply", uuid)[0] == b"200", 10, "the echo reply")
+    # Behind four requests for nobody it would wait for their timeout (4 s) first.
+    assert time.monotonic() - started < timeout_ms / 1000 / 2
 
 
 def test_the_write_behind_server_forgets_acknowledged_requests(titanic: Titanic, ctx: zmq.Context) -> None:

@@ -34,6 +34,10 @@ Where it differs from the guide's titanic.py, and why:
   (MDP 0.1 has no correlation id). A socket that waits past ``dispatch-timeout-ms`` is
   closed (a late reply must not be taken for the next request) and its request waits
   again at the back of the queue: a request is dispatched until a reply is stored.
+- **A silent service holds one slot, not all.** A service whose last dispatch went
+  unanswered gets one request in flight at a time until it answers again, so requests for
+  a service nobody serves (a typo, or a hostile client) cannot occupy every slot and
+  starve the services that work; in the guide every request waits its turn behind them.
 - **No mmi.service before each dispatch.** Our broker queues requests for a service that
   has no worker yet and expires them after its own ``request-expiry-ms``; asking MMI first
   only adds a round trip and is racy (the worker may go between answer and request).
@@ -150,6 +154,7 @@ class Dispatcher:
         self.wake = wake
         self.timeout_s = timeout_ms / 1000
         self.slots = [Slot(self._socket()) for _ in range(window)]
+        self.silent: set[str] = set()  # services whose last dispatch went unanswered
 
     def _socket(self) -> zmq.Socket:
         socket = self.ctx.socket(zmq.DEALER)
@@ -172,7 +177,8 @@ class Dispatcher:
         for slot in self.slots:
             if slot.uuid is not None:
                 continue
-            job = self.store.next_pending()
+            probing = {s.service for s in self.slots if s.uuid is not None and s.service in self.silent}
+            job = self.store.next_pending(skip=probing)
             if job is None:
                 return
             slot.uuid, slot.service, body = job
@@ -206,8 +212,9 @@ class Dispatcher:
             stored = self.store.put_reply(slot.uuid, body)
         except OSError as exc:
             log.error("could not store the reply of %s (%s): dispatching it again", slot.uuid, exc)
-            self.store.requeue(slot.uuid)
+            self.store.requeue(slot.uuid, slot.service)
             stored = True
+        self.silent.discard(slot.service)
         if not stored:
             log.info("reply of %s dropped: closed before it came", slot.uuid)
         slot.uuid = None
@@ -218,7 +225,8 @@ class Dispatcher:
             if slot.uuid is not None and now >= slot.deadline:
                 log.info("no reply for %s from %s in %.1f s: dispatching it again",
                          slot.uuid, slot.service, self.timeout_s)  # fmt: skip
-                self.store.requeue(slot.uuid)
+                self.store.requeue(slot.uuid, slot.service)
+                self.silent.add(slot.service)
                 slot.socket.close(linger=0)  # a late reply must not be taken for the next request
                 slot.socket = self._socket()
                 slot.uuid = None

@@ -27,6 +27,7 @@ import struct
 import threading
 import uuid as uuidlib
 from collections import deque
+from collections.abc import Collection
 from pathlib import Path
 
 log = logging.getLogger("titanic.store")
@@ -68,7 +69,7 @@ class Store:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.lock = threading.Lock()
-        self.pending: deque[str] = deque()
+        self.pending: deque[tuple[str, str]] = deque()  # (uuid, service), oldest first
         self._load()
 
     def _load(self) -> None:
@@ -80,17 +81,17 @@ class Store:
             try:
                 if not valid_uuid(uuid):
                     raise StoreError("not a uuid name")
-                decode(req.read_bytes())
-            except (StoreError, OSError) as exc:
+                service = decode(req.read_bytes())[0].decode()
+            except (StoreError, OSError, IndexError, UnicodeDecodeError) as exc:
                 log.warning("unreadable request file %s (%s): renamed .bad", req.name, exc)
                 req.rename(req.with_suffix(".req.bad"))
                 continue
             if not (self.dir / f"{uuid}.rep").exists():
-                waiting.append((req.stat().st_mtime_ns, uuid))
+                waiting.append((req.stat().st_mtime_ns, uuid, service))
         for rep in self.dir.glob("*.rep"):
             if not (self.dir / f"{rep.stem}.req").exists():
                 rep.unlink()  # its close removed the request and died before the reply
-        self.pending.extend(uuid for _, uuid in sorted(waiting))
+        self.pending.extend((uuid, service) for _, uuid, service in sorted(waiting))
         self._sync_dir()
         log.info("store %s: %d request(s) waiting for a reply", self.dir, len(self.pending))
 
@@ -119,26 +120,29 @@ class Store:
         uuid = uuidlib.uuid4().hex
         with self.lock:
             self._write(f"{uuid}.req", [service.encode(), *body])
-            self.pending.append(uuid)
+            self.pending.append((uuid, service))
         return uuid
 
-    def next_pending(self) -> tuple[str, str, list[bytes]] | None:
-        """The oldest request waiting for dispatch (uuid, service, body), taken off the queue."""
+    def next_pending(self, skip: Collection[str] = ()) -> tuple[str, str, list[bytes]] | None:
+        """The oldest request waiting for dispatch to a service not in ``skip``, taken off the
+        queue: (uuid, service, body)."""
         with self.lock:
-            while self.pending:
-                uuid = self.pending.popleft()
-                try:
-                    frames = decode((self.dir / f"{uuid}.req").read_bytes())
-                except FileNotFoundError:
-                    continue  # closed meanwhile
-                return uuid, frames[0].decode(), frames[1:]
-            return None
+            i = next((i for i, (_, service) in enumerate(self.pending) if service not in skip), None)
+            if i is None:
+                return None
+            uuid, service = self.pending[i]
+            del self.pending[i]
+            try:
+                frames = decode((self.dir / f"{uuid}.req").read_bytes())
+            except FileNotFoundError:
+                return None  # closed meanwhile; the dispatcher asks again on its next turn
+            return uuid, service, frames[1:]
 
-    def requeue(self, uuid: str) -> None:
+    def requeue(self, uuid: str, service: str) -> None:
         """A dispatch that failed: the request waits again (at the back)."""
         with self.lock:
             if (self.dir / f"{uuid}.req").exists():
-                self.pending.append(uuid)
+                self.pending.append((uuid, service))
 
     def put_reply(self, uuid: str, body: list[bytes]) -> bool:
         """Store the reply durably, unless the request was closed meanwhile (False)."""

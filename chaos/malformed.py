@@ -226,6 +226,31 @@ MDP_WORKER: dict[str, Case] = {
 }
 
 
+# --- Titanic (9/TSP): MDP requests to the titanic.* services with bodies Titanic must refuse ----
+
+
+def _titanic(service: bytes, body: Callable[[random.Random], list[bytes]]) -> Case:
+    """A well-formed MDP request to a Titanic service, with a malformed Titanic body: it
+    passes the broker and reaches the Titanic server (none of them stores a request)."""
+    return _once(lambda rng: [b"", mdp.C_CLIENT, service, *body(rng)])
+
+
+TITANIC_CLIENT: dict[str, Case] = {
+    "titanic.request without body": _titanic(b"titanic.request", lambda rng: [b"echo"]),
+    "titanic.request service not UTF-8": _titanic(b"titanic.request", lambda rng: [b"\xff\xfe", b"x:0|b"]),
+    "titanic.request for a titanic service": _titanic(
+        b"titanic.request", lambda rng: [b"titanic.reply", b"x"]
+    ),
+    "titanic.reply not a uuid": _titanic(b"titanic.reply", lambda rng: [_rand(rng)]),
+    "titanic.reply path as uuid": _titanic(b"titanic.reply", lambda rng: [b"../../../../etc/passwd"]),
+    "titanic.reply two frames": _titanic(
+        b"titanic.reply", lambda rng: [rng.randbytes(16).hex().encode()] * 2
+    ),
+    "titanic.close not a uuid": _titanic(b"titanic.close", lambda rng: [_rand(rng)]),
+    "titanic.close forged uuid": _titanic(b"titanic.close", lambda rng: [rng.randbytes(16).hex().encode()]),
+}
+
+
 # --- WMP (14/WMP as implementations/wmp encodes it: version, command, header, payload) ----
 
 
@@ -249,6 +274,29 @@ WMP_WORKER: dict[str, Case] = {
         lambda rng: [wmp.VERSION, wmp.DONE, b"path=" + b" ".join([b"h"] * 40) + b"\njob=j"]
     ),
     "unknown header": _once(lambda rng: [wmp.VERSION, wmp.READY, b"path=junk\nslots=1\ncolour=red"]),
+}
+
+
+# --- Freelance (10/FLP): a ROUTER server that answers PING and echoes [control, body...] ----
+
+
+def _pings(wire: Wire, n: int) -> None:
+    """A peer that pings and never reads: the server's PONGs pile up for it."""
+    peer = wire.stranger()
+    for _ in range(n):
+        wire.send(peer, [b"PING"])
+
+
+FREELANCE_CLIENT: dict[str, Case] = {
+    "control frame without a body": _once(lambda rng: [str(rng.randrange(1, 10**6)).encode()]),
+    "empty control frame alone": _once(lambda rng: [b""]),
+    "PONG to the server": _once(lambda rng: [b"PONG"]),
+    # Bodies without a request id: the server echoes them, and records no execution of a
+    # request nobody sent.
+    "PING with a body": _once(lambda rng: [b"PING", rng.randbytes(8).hex().encode()]),
+    "request with a binary control frame": _once(lambda rng: [rng.randbytes(8), b"junk"]),
+    "request with a huge control frame": _once(lambda rng: [b"7" * 100_000, b"junk"]),
+    "a hundred PINGs": lambda wire, rng, service: _pings(wire, 100),
 }
 
 
@@ -291,10 +339,27 @@ FAMILIES: dict[str, Family] = {
             _req_worker_cases(b"READY"),
         ),
         Family(
+            "binary-star",
+            "Binary Star server: REQ clients on its ROUTER frontend (a state digit as a body); "
+            "its state PUB takes no input",
+            _req_client_cases(b"3"),
+        ),
+        Family(
             "wmp",
             "WMP manager: REQ clients, workers speaking implementations/wmp's encoding",
             _req_client_cases(b"READY"),
             WMP_WORKER,
+        ),
+        Family(
+            "freelance",
+            "10/FLP servers (ROUTER, identity = endpoint): PING/PONG and control-frame junk",
+            FREELANCE_CLIENT,
+        ),
+        Family(
+            "titanic",
+            "9/TSP over a 7/MDP broker: MDP junk, and titanic.* requests with malformed bodies",
+            {**MDP_CLIENT, **TITANIC_CLIENT},
+            MDP_WORKER,
         ),
     )
 }

@@ -95,13 +95,16 @@ class NetworkFaults:
     def proxy_name(self, link: str) -> str:
         return f"{self.prefix}-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", link.removeprefix("link:"))
 
-    def add_link(self, link: str, instance: str, upstream_port: int) -> str:
-        """A proxy for ``link`` (whose connecting side is ``instance``) onto 127.0.0.1:upstream_port;
-        the ``tcp://`` address to connect to instead."""
+    def add_link(self, link: str, instance: str, upstream_port: int, listen_port: int = 0) -> str:
+        """A proxy for ``link`` (whose connecting side is ``instance``) onto 127.0.0.1:upstream_port,
+        listening on ``listen_port`` (0: any free port); the ``tcp://`` address to connect to instead.
+
+        Give it a port from the run's allocator: a port the OS picks now may be one the run
+        allocated to an endpoint whose process has not bound it yet."""
         name = self.proxy_name(link)
         if self.client.get_proxy(name) is not None:
             self.client.destroy(name)  # left over from an earlier run on an external server
-        proxy = self.client.create(name, f"127.0.0.1:{upstream_port}", listen="127.0.0.1:0")
+        proxy = self.client.create(name, f"127.0.0.1:{upstream_port}", listen=f"127.0.0.1:{listen_port}")
         self.links[link] = (name, instance)
         return f"tcp://{proxy.listen}"
 

@@ -45,7 +45,9 @@ FIELD_TYPES: dict[str, str] = {
     "got_rid": "string",  # the request id found in a reply that was not expected
     "detail": "string",  # free text or JSON about an unusual event
     "kind": "string",  # the client kind that wrote a client event (the manifest's [[clients]] name)
-    "endpoint": "string",  # which endpoint answered a reply (the manifest's name, else the address)
+    # which endpoint a request went to (send), answered it (reply) or sent a reply that was
+    # not the one awaited (unexpected): the manifest's name, else the address
+    "endpoint": "string",
     # broker protocol events
     "service": "string",  # Majordomo service name
     # nemesis
@@ -69,6 +71,10 @@ FIELD_TYPES: dict[str, str] = {
     "manager": "string",  # WMP: the manager a job or lock belongs to
     "capacity": "int",  # WMP: how many jobs (held or locked) a worker may have at once
     "deps": "string",  # dwork: the names of the tasks a task waits for, comma-separated
+    "uuid": "string",  # Titanic: the ticket (32 hex) titanic.request answered for a stored request
+    "probe": "string",  # Titanic: why a client asked about a UUID on purpose (forged, closed)
+    # Binary Star
+    "state": "string",  # a server's state after a change: primary, backup, active, passive
 }
 
 
@@ -88,7 +94,12 @@ class EventKind:
 
 EVENTS: dict[str, EventKind] = {
     # --- load clients -------------------------------------------------------------
-    "send": EventKind("client", ("cid", "seq", "rid", "attempt"), ("kind",), "a request (or a resend) left"),
+    "send": EventKind(
+        "client",
+        ("cid", "seq", "rid", "attempt"),
+        ("kind", "endpoint"),
+        "a request (or a resend) left (endpoint: to which server, for a client of several)",
+    ),
     "reply": EventKind(
         "client",
         ("cid", "seq", "rid", "ok", "latency_us"),
@@ -113,8 +124,8 @@ EVENTS: dict[str, EventKind] = {
     "unexpected": EventKind(
         "client",
         ("cid", "seq"),
-        ("rid", "got_rid", "detail", "kind"),
-        "something arrived that is not the reply to the request in flight",
+        ("rid", "got_rid", "detail", "kind", "endpoint"),
+        "something arrived that is not the reply to the request in flight (endpoint: from which server)",
     ),
     "mmi_answer": EventKind(
         "client",
@@ -130,6 +141,20 @@ EVENTS: dict[str, EventKind] = {
         "an external client program broke the JSON-lines protocol (reason: malformed, protocol), "
         "reported an error (error), would not start (init), fell silent (timeout) or exited early "
         "(exit, with its code)",
+    ),
+    "ticket": EventKind(
+        "client",
+        ("cid", "seq", "rid", "uuid"),
+        ("kind", "latency_us"),
+        "Titanic: titanic.request answered 200 with uuid: the request is stored (acknowledged)",
+    ),
+    "ticket_answer": EventKind(
+        "client",
+        ("cid", "uuid", "service", "code"),
+        ("seq", "rid", "kind", "probe", "latency_us", "detail"),
+        "Titanic: an answer of titanic.reply or titanic.close (service) about uuid with its status "
+        "code (200 ok, 300 pending, 400 unknown, 500 error); probe: the client asked on purpose "
+        "about a UUID never issued (forged) or closed earlier (closed)",
     ),
     # --- workers ------------------------------------------------------------------
     "exec": EventKind("worker", ("rid", "worker"), ("service",), "a worker started a job"),
@@ -264,6 +289,14 @@ EVENTS: dict[str, EventKind] = {
         "an assigned task went back to the pool (exit, transfer)",
     ),
     "task_run": EventKind("worker", ("job", "worker"), ("rid",), "a worker started running a task"),
+    # --- Binary Star (implementations/binary_star) ---------------------------------
+    "bstar_state": EventKind(
+        "server",
+        ("state",),
+        ("reason", "detail"),
+        "a Binary Star server entered state (primary, backup, active, passive); reason: the FSM "
+        "event that moved it (peer active, client vote, peer expired, dual active ...)",
+    ),
 }
 
 _ALLOWED = {name: kind.allowed for name, kind in EVENTS.items()}

@@ -124,7 +124,10 @@ reported (nothing but a resend could have saved it).
 Placeholders in commands: ``{python}`` (this interpreter), ``{role}``, ``{instance}``
 (``worker-2``), ``{index}`` (2), ``{bind.E}`` (the address to bind endpoint E on),
 ``{connect.E}`` (the address to connect to E: through its fault proxy when the run has
-one), ``{opt.NAME}``, ``{manifest_dir}`` and ``{run_dir}``. An external client's command
+one), ``{public.E}`` (the address the load clients reach E at: its clients' fault proxy
+when the run has one, else the bind address; a Freelance server, whose identity must be
+the endpoint its clients connect to, takes it), ``{opt.NAME}``, ``{manifest_dir}`` and
+``{run_dir}``. An external client's command
 takes ``{python}``, ``{manifest_dir}`` and ``{run_dir}`` (its endpoints and options come in
 its init line).
 """
@@ -145,7 +148,7 @@ from harness.probes import PROBES
 IMPLEMENTATIONS_DIR = Path(__file__).resolve().parent.parent / "implementations"
 PLACEHOLDER = re.compile(r"\{([a-z_]+)(?:\.([A-Za-z0-9_]+))?\}")
 SIMPLE_PLACEHOLDERS = ("python", "role", "instance", "index", "manifest_dir", "run_dir")
-DOTTED_PLACEHOLDERS = ("bind", "connect", "opt")
+DOTTED_PLACEHOLDERS = ("bind", "connect", "public", "opt")
 SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGKILL")
 CLIENT_PLACEHOLDERS = ("python", "manifest_dir", "run_dir")
 EXTERNAL = "external"  # the adapter that speaks JSON lines with a user's client program
@@ -341,12 +344,13 @@ def _check_placeholders(role: Table, command: list[str], endpoints: dict[str, st
             head, sub = m.group(1), m.group(2)
             if sub is None and head in SIMPLE_PLACEHOLDERS:
                 continue
-            if head in ("bind", "connect") and sub in endpoints:
+            if head in ("bind", "connect", "public") and sub in endpoints:
                 continue
             if head == "opt" and sub in options:
                 continue
             known = [*SIMPLE_PLACEHOLDERS, *(f"bind.{e}" for e in endpoints)]
-            known += [f"connect.{e}" for e in endpoints] + [f"opt.{o}" for o in options]
+            known += [f"connect.{e}" for e in endpoints] + [f"public.{e}" for e in endpoints]
+            known += [f"opt.{o}" for o in options]
             raise role.error("command", f"unknown placeholder {m.group(0)} (known: {', '.join(known)})")
 
 
@@ -596,7 +600,25 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
         if role_name not in roles:
             raise endpoints_table.error(endpoint, f"role {role_name!r} is not in [roles] {sorted(roles)}")
 
-    pt = top.table("promises", required=True)
+    promises = parse_promises(top.table("promises", required=True), options, check_names=check_names)
+    clients = _parse_clients(top, endpoints, promises.in_order, path.parent)
+    _check_reply_deadlines(top, clients, promises)
+    top.done()
+    return Manifest(
+        name=name,
+        description=description,
+        path=path,
+        clients=clients,
+        options=options,
+        endpoints=endpoints,
+        roles=roles,
+        promises=promises,
+    )
+
+
+def parse_promises(pt: Table, options: dict[str, Any], *, check_names: bool = True) -> Promises:
+    """A ``[promises]`` table read whole and checked: the manifest's, or a scenario's
+    overrides merged into it (``harness/scenario.py``), evaluated with ``options``."""
     checks = pt.list_of("checks", str)
     if check_names:
         known = _known_checks()
@@ -636,19 +658,7 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
         extra=pt.remaining(),
     )
     pt.done()
-    clients = _parse_clients(top, endpoints, promises.in_order, path.parent)
-    _check_reply_deadlines(top, clients, promises)
-    top.done()
-    return Manifest(
-        name=name,
-        description=description,
-        path=path,
-        clients=clients,
-        options=options,
-        endpoints=endpoints,
-        roles=roles,
-        promises=promises,
-    )
+    return promises
 
 
 def reply_deadline_problem(options: dict[str, Any], promises: Promises) -> str | None:

@@ -49,6 +49,11 @@ class RunDir:
         return self.locust / "stats"
 
     @property
+    def load_origin(self) -> Path:
+        """Written by Locust: the wall-clock ns of the load's time zero."""
+        return self.locust / "origin"
+
+    @property
     def run_json(self) -> Path:
         return self.root / "run.json"
 

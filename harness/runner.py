@@ -31,12 +31,14 @@ from harness.rundir import RunDir
 from harness.scenario import Scenario
 from harness.supervisor import Managed, ProcSpec, Supervisor, log_tail
 from harness.topology import PROJECT_ROOT, Topology
-from loadtests.config import ENV_LOAD, ClientLoad, LoadConfig
+from loadtests.config import ENV_LOAD, ClientLoad, LoadConfig, read_origin
 
 if TYPE_CHECKING:
     from chaos.netfaults import NetworkFaults
 
 LOCUSTFILE = PROJECT_ROOT / "loadtests" / "locustfile.py"
+#: How long Locust may take to import and start its runner (seconds on a loaded machine).
+LOCUST_START_LIMIT_S = 120.0
 
 
 class Interrupted(Exception):
@@ -88,11 +90,12 @@ def interrupts_deferred() -> Iterator[None]:
 
 def client_budget_s(options: dict[str, Any]) -> float:
     """How long a client may work on one request before it abandons it (timeout × attempts,
-    or the reply deadline of a client that never resends)."""
+    plus the pause before each resend, or the reply deadline of a client that never resends)."""
     if options.get("reply_deadline_s"):
         return float(options["reply_deadline_s"])
     if "timeout_ms" in options:
-        return options["timeout_ms"] / 1000 * (options.get("retries", 0) + 1)
+        retries = options.get("retries", 0)
+        return (options["timeout_ms"] * (retries + 1) + options.get("settle_ms", 0) * retries) / 1000
     return 10.0
 
 
@@ -143,7 +146,8 @@ class Runner:
         self.progress = progress or Progress()
         self.history = HistoryWriter(history_file(self.run.history, "runner"), "runner")
         self.nemesis_history = HistoryWriter(history_file(self.run.history, "nemesis"), "nemesis")
-        self.topology = Topology(scenario, self.run, PortAllocator())
+        self.ports = PortAllocator()  # endpoints and fault proxies: never the same port twice
+        self.topology = Topology(scenario, self.run, self.ports)
         self.supervisor = Supervisor(self.history, self.topology.base_env())
         self.network: NetworkFaults | None = None  # the fault proxy, when a link fault is planned
         self._proxy_stack = contextlib.ExitStack()
@@ -212,9 +216,10 @@ class Runner:
         self.network = NetworkFaults(info.client, prefix=self.run.root.name)
         self._proxy_stack.callback(self.network.close)
         for link in self.topology.links():
-            self.topology.route(
-                link.name, self.network.add_link(link.name, link.instance, link.upstream_port)
+            address = self.network.add_link(
+                link.name, link.instance, link.upstream_port, self.ports.allocate()
             )
+            self.topology.route(link.name, address)
         self.meta["fault_proxy"] = {"url": info.url, "kind": info.kind, "links": len(self.topology.links())}
         self.progress.note(f"fault proxy: {info.kind} at {info.url}, one proxy per link")
 
@@ -248,7 +253,8 @@ class Runner:
             seed=self.scenario.seed,
             name=self.scenario.manifest.name,
             phases=[p.as_dict() for p in load.phases],
-            origin_ns=time.time_ns(),  # Locust starts right after: the load's time zero
+            origin_ns=time.time_ns(),  # an estimate until Locust writes the real one
+            origin_file=str(self.run.load_origin),
         )
         if self.ui_port is None:
             mode = ["--headless"]
@@ -275,7 +281,7 @@ class Runner:
             "--loglevel", "WARNING", "--exit-code-on-error", "0",
         ]  # fmt: skip
         if load.processes > 1:
-            master_port = PortAllocator().allocate()
+            master_port = self.ports.allocate()
             argv += [
                 "--processes", str(load.processes),
                 "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
@@ -288,6 +294,22 @@ class Runner:
             env={ENV_LOAD: config.to_env()},
         )
 
+    def _wait_for_locust(self, locust: Managed) -> int:
+        """Wait until Locust is about to start its users (its start-up takes seconds on a
+        loaded machine); the load's time zero, from which faults and phases count."""
+        deadline = time.monotonic() + LOCUST_START_LIMIT_S
+        while (origin_ns := read_origin(self.run.load_origin)) is None:
+            if locust.popen.poll() is not None:
+                raise SetupError(
+                    f"Locust exited with code {locust.popen.returncode} before its load started; "
+                    f"last lines of {locust.spec.log}:\n{log_tail(locust.spec.log)}"
+                )
+            if time.monotonic() > deadline:
+                limit = f"{LOCUST_START_LIMIT_S:.0f} s"
+                raise SetupError(f"Locust did not start its load within {limit}; see {locust.spec.log}")
+            time.sleep(0.05)
+        return origin_ns
+
     def _run_load(self) -> None:
         control = _Control(self.supervisor, self.topology, self.roles)
         manifest = self.scenario.manifest
@@ -298,8 +320,9 @@ class Runner:
         nemesis = Nemesis(self.plan, control, self.nemesis_history, self.network, endpoints)
         locust = self.supervisor.start(self._locust_spec())
         locust.expected_exit = True  # it ends by itself when the run time is over
-        t0 = time.monotonic()
-        self.meta["load_started_ns"] = time.time_ns()
+        origin_ns = self._wait_for_locust(locust)
+        t0 = time.monotonic() - (time.time_ns() - origin_ns) / 1e9
+        self.meta["load_started_ns"] = origin_ns
         self.run.write_meta(self.meta)  # a runner killed from now on leaves the load's start
         nemesis.start(t0)
         self.progress.start_load(self.scenario.duration_s, self.run.history, nemesis, self.scenario.load)

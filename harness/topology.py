@@ -69,6 +69,13 @@ class Topology:
     def link_address(self, link: Link) -> str:
         return self._routes.get(link.name, self.bind_address(link.endpoint))
 
+    def public_address(self, endpoint: str) -> str:
+        """The address the load clients reach ``endpoint`` at (its bind address if they do not)."""
+        for link in self.links():
+            if link.instance == CLIENTS and link.endpoint == endpoint:
+                return self.link_address(link)
+        return self.bind_address(endpoint)
+
     def client_addresses(self, kind: ClientKind) -> list[str]:
         """The addresses a client kind connects to, in its order (fault proxies when routed)."""
         links = {lk.endpoint: lk for lk in self.links() if lk.instance == CLIENTS}
@@ -118,6 +125,8 @@ class Topology:
                 return self.bind_address(sub)
             if head == "connect":
                 return self.link_address(links[sub]) if sub in links else self.bind_address(sub)
+            if head == "public":
+                return self.public_address(sub)
             return str(self.scenario.options[sub])
 
         argv = [PLACEHOLDER.sub(fill, arg) for arg in role.command]

@@ -39,7 +39,7 @@ class ClientLoad:
         return address
 
 
-@dataclass(frozen=True)
+@dataclass
 class LoadConfig:
     clients: list[ClientLoad]
     history_dir: str  # "" records nothing (benchmarks of the recording cost)
@@ -49,10 +49,13 @@ class LoadConfig:
     seed: int = 1
     name: str = "request"  # the request name in Locust's statistics
     # The load's phases (harness.scenario.LoadPhase.as_dict), empty for one steady load,
-    # and the wall-clock time (ns) they count from: the runner's start of the load, so
-    # phases line up with the fault schedule whatever Locust's own start-up takes.
+    # and the wall-clock time (ns) they count from. The runner's estimate is replaced by
+    # the moment Locust is ready to start its users (``start_clock``), which Locust writes
+    # to ``origin_file`` for the runner: faults and phases then count from the same zero,
+    # however long Locust's start-up took (seconds on a loaded machine).
     phases: list[dict[str, Any]] = field(default_factory=list)
     origin_ns: int = 0
+    origin_file: str = ""
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -68,6 +71,27 @@ class LoadConfig:
         data = json.loads(text)
         data["clients"] = [ClientLoad(**c) for c in data["clients"]]
         return cls(**data)
+
+
+def start_clock(config: LoadConfig, *, announce: bool) -> int:
+    """Make now the load's time zero in this Locust process; with ``announce``, tell the
+    runner through ``config.origin_file`` (written whole, then renamed into place)."""
+    config.origin_ns = time.time_ns()
+    if announce and config.origin_file:
+        tmp = f"{config.origin_file}.tmp"
+        with open(tmp, "w") as fh:
+            fh.write(str(config.origin_ns))
+        os.replace(tmp, config.origin_file)
+    return config.origin_ns
+
+
+def read_origin(path: str | os.PathLike[str]) -> int | None:
+    """The load's time zero Locust wrote (``start_clock``), or None while it has not."""
+    try:
+        with open(path) as fh:
+            return int(fh.read())
+    except (FileNotFoundError, ValueError):
+        return None
 
 
 def phase_at(config: LoadConfig, now_ns: int | None = None) -> dict[str, Any] | None:

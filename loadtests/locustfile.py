@@ -1,10 +1,23 @@
 """The locustfile zchaos runs: one user class per client kind of the load in ``ZCHAOS_LOAD``,
 and, when the scenario gives ``[[load.phases]]``, the load shape that carries them out."""
 
-from loadtests.config import LoadConfig
+from typing import Any
+
+from locust import events
+from locust.runners import WorkerRunner
+
+from loadtests.config import LoadConfig, start_clock
 from loadtests.user import make_user_classes
 
 _config = LoadConfig.from_env()
+
+
+@events.init.add_listener
+def _start_the_clock(environment: Any, **_kwargs: Any) -> None:
+    # Fired once the runner exists, right before the users start: the load's time zero.
+    start_clock(_config, announce=not isinstance(environment.runner, WorkerRunner))
+
+
 # Locust finds the user classes, and a load shape, among this module's globals.
 globals().update(make_user_classes(_config))
 if _config.phases:

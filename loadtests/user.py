@@ -94,7 +94,9 @@ class ZchaosUser(User):
         rid = request_id(self.cid, self.seq)
         filler = bytes(self.rng.randrange(97, 123) for _ in range(8))
         body = [payload_for(rid, self.config.payload_bytes, filler)]
-        return body, RequestLog(self.writer, self.cid, self.seq, rid, self.client.name)
+        return body, RequestLog(
+            self.writer, self.cid, self.seq, rid, self.client.name, self.client.endpoint_name
+        )
 
     def _finish(self, body: list[bytes], log: RequestLog, outcome: Any, started: float) -> None:
         elapsed = time.perf_counter() - started

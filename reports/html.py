@@ -40,6 +40,10 @@ WIDTH, LEFT, RIGHT = 960, 58, 16
 TOP1, H1 = 58, 150  # throughput panel; fault labels in three rows above it
 TOP2, H2 = TOP1 + H1 + 34, 150  # latency panel
 HEIGHT = TOP2 + H2 + 40
+# The band per server below the panels: which endpoint answered, in which state it was.
+LANES_TOP, LANE_H, LANE_GAP = HEIGHT + 6, 16, 6
+#: The classes the template colours a server's recorded state with (others: "state-other").
+STATES = ("active", "passive", "primary", "backup")
 
 
 def _nice_step(span: float, ticks: int) -> float:
@@ -63,8 +67,11 @@ def timeline_chart(
     t0_ns: int,
     grace_s: float,
     load_s: float | None,
+    servers: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
-    """Coordinates of the timeline SVG: throughput and latency per second, fault bands."""
+    """Coordinates of the timeline SVG: throughput and latency per second, fault bands, and
+    a band per server (which endpoint answered, in which state it was) when ``servers``
+    (the metrics' ``servers``) has any."""
     if not timeline:
         return None
     t_min = min(0.0, timeline[0]["t"])
@@ -155,10 +162,14 @@ def timeline_chart(
                 "title": f"fault {f.get('fault_id')}: {label}, {healed}",
             }
         )
-    legend_y = HEIGHT - 8
+    lanes = server_lanes(servers or {}, x, t_min, t_max)
+    bottom = HEIGHT if not lanes else LANES_TOP + 14 + len(lanes) * (LANE_H + LANE_GAP) + 30
+    legend_y = bottom - 8
     return {
         "width": WIDTH,
-        "height": HEIGHT,
+        "height": bottom,
+        "lanes": lanes,
+        "lanes_top": LANES_TOP,
         "left": LEFT,
         "right": WIDTH - RIGHT,
         "top1": TOP1,
@@ -176,6 +187,49 @@ def timeline_chart(
         "load_stop_x": x(load_s) if load_s is not None and t_min <= load_s <= t_max else None,
         "legend_y": legend_y,
     }
+
+
+def server_lanes(servers: dict[str, Any], x: Any, t_min: float, t_max: float) -> list[dict[str, Any]]:
+    """One lane per server or endpoint: a mark for each second it answered (darker for more
+    replies) over segments of its recorded state. Generic: ``answered`` comes from any
+    failover client's replies, ``states`` only from servers that record them."""
+    answered = servers.get("answered") or {}
+    states = servers.get("states") or {}
+    top = max((n for seconds in answered.values() for _, n in seconds), default=1)
+    lanes = []
+    for i, name in enumerate(sorted(set(answered) | set(states))):
+        y = LANES_TOP + 14 + i * (LANE_H + LANE_GAP)
+        marks = [
+            {
+                "x": x(t),
+                "w": max(round(x(t + 1) - x(t), 1), 1.0),
+                "opacity": round(0.3 + 0.7 * n / top, 2),
+                "title": f"{name}: {n} replies at t={t} s",
+            }
+            for t, n in answered.get(name, [])
+            if t_min <= t <= t_max
+        ]
+        changes = states.get(name, [])
+        segments = []
+        for j, (t, state) in enumerate(changes):
+            end = changes[j + 1][0] if j + 1 < len(changes) else t_max
+            lo, hi = max(t, t_min), min(end, t_max)
+            if hi <= lo:
+                continue
+            segments.append(
+                {
+                    "x": x(lo),
+                    "w": max(round(x(hi) - x(lo), 1), 1.0),
+                    "cls": f"state-{state}" if state in STATES else "state-other",
+                    "title": f"{name} {state} from {t:.1f} s",
+                }
+            )
+        served = sum(n for _, n in answered.get(name, []))
+        title = f"{name}: {served} replies" + (f", {len(changes)} state changes" if changes else "")
+        lanes.append(
+            {"name": name, "y": y, "h": LANE_H, "marks": marks, "segments": segments, "title": title}
+        )
+    return lanes
 
 
 def _frange(start: float, stop: float, step: float) -> list[float]:
@@ -244,6 +298,7 @@ def render_html(verdict: dict[str, Any], meta: dict[str, Any], run: RunDir) -> s
         t0,
         float(steady.get("after_stop_s", promises.get("steady_grace_s")) or 0.0),
         load_s,
+        metrics.get("servers"),
     )
     scenario = meta.get("scenario") or {}
     return env.get_template("report.html.j2").render(

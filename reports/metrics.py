@@ -1,6 +1,6 @@
 """Run metrics from the history: a per-second timeline, exact latency percentiles, counts,
-the same figures per client kind (and which endpoints answered), and the errors of
-external client programs.
+the same figures per client kind (and which endpoints answered), which server answered
+and in which state it was over time, and the errors of external client programs.
 
 Percentiles are Spark's exact ``percentile`` over the recorded ``latency_us`` of every
 reply (Locust rounds to whole milliseconds; the history does not).
@@ -75,6 +75,29 @@ def timeline(events: DataFrame, t0_ns: int) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def servers(events: DataFrame, t0_ns: int) -> dict[str, Any]:
+    """Who served over time, for the timeline's band per server: ``answered`` (endpoint ->
+    [[second, replies], ...], from the clients' ``reply`` events that name their endpoint:
+    any failover client) and ``states`` (server -> [[seconds, state], ...], from the state
+    changes a server records: Binary Star's ``bstar_state``). Empty when there are neither."""
+    second = F.floor((F.col("ts") - F.lit(t0_ns)) / F.lit(NS)).cast("long")
+    answered: dict[str, list[list[int]]] = {}
+    rows = (
+        events.filter((F.col("ev") == "reply") & F.col("endpoint").isNotNull())
+        .groupBy("endpoint", second.alias("t"))
+        .count()
+        .collect()
+    )
+    for r in sorted(rows, key=lambda r: (r["endpoint"], r["t"])):
+        answered.setdefault(r["endpoint"], []).append([r["t"], r["count"]])
+    states: dict[str, list[list[Any]]] = {}
+    for r in events.filter(F.col("ev") == "bstar_state").select("ts", "src", "state").orderBy("ts").collect():
+        states.setdefault(r["src"], []).append([round((r["ts"] - t0_ns) / NS, 3), r["state"]])
+    if not answered and not states:
+        return {}
+    return {"answered": answered, "states": states}
 
 
 def latency(events: DataFrame) -> dict[str, Any]:
@@ -184,4 +207,5 @@ def compute_metrics(events: DataFrame, t0_ns: int, profile: Profile | None = Non
         "sources": per_src,
         "latency_ms": latency(events),
         "timeline": timeline(events, t0_ns),
+        "servers": servers(events, t0_ns),
     }

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.history import read_events
 from harness.runner import run_scenario
 from harness.scenario import load_scenario
+from loadtests.config import read_origin
 from tests.procs import ROOT
 
 pytestmark = pytest.mark.slow  # whole scenario runs: left out of `./dev quick`
@@ -56,6 +58,14 @@ def test_paranoid_pirate_survives_worker_kills_and_freezes(tmp_path: Path, spark
     report = result.run.report_html.read_text()
     assert "kill worker-" in report and "freeze worker-" in report  # fault bands are labelled
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", report)  # no external resource: works offline
+    # The load's time zero is Locust's own start of its users, not the runner's start of
+    # Locust (seconds earlier on a loaded machine): faults are timed from it.
+    meta = json.loads(result.run.run_json.read_text())
+    assert meta["load_started_ns"] == read_origin(result.run.load_origin)
+    events = list(read_events(result.run.history))
+    first_send = min(e["ts"] for e in events if e["ev"] == "send")
+    faults = sorted(e["ts"] for e in events if e["ev"] == "fault_start")
+    assert meta["load_started_ns"] <= first_send < faults[0]
 
 
 @pytest.mark.parametrize(

@@ -148,17 +148,7 @@ def served(c: Cluster, subject: Subject, bodies: list[bytes], timeout_ms: int) -
     return got
 
 
-# PING/PONG once served 0 of a 54-request burst after junk that registered 49 ghost workers
-# (a fresh-clone run; it passed in the run before): a real finding, not yet understood,
-# skipped so that it cannot fail CI by chance until it is (see the closing note of issue 11).
-_FLAKY = {"pingpong": "served 0 of 54 burst requests behind 49 ghost workers once; under investigation"}
-PARAMS = [
-    pytest.param(s, marks=pytest.mark.skip(reason=_FLAKY[s.family])) if s.family in _FLAKY else s
-    for s in SUBJECTS
-]
-
-
-@pytest.mark.parametrize("subject", PARAMS, ids=[s.family for s in SUBJECTS])
+@pytest.mark.parametrize("subject", SUBJECTS, ids=[s.family for s in SUBJECTS])
 def test_broker_survives_a_seeded_junk_stream(cluster: Cluster, subject: Subject) -> None:
     fill = {"frontend": cluster.frontend, "backend": cluster.backend}
     module, *args = subject.broker

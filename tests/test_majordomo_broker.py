@@ -197,6 +197,26 @@ def test_busy_worker_that_dies_gives_its_request_to_another(pirates: Pirates, ct
     assert [e["worker"].rsplit("-", 1)[0] for e in execs] == ["worker-1", "worker-2"]  # at-least-once
 
 
+def test_two_workers_silent_in_the_same_tick_one_busy(pirates: Pirates, ctx: zmq.Context) -> None:
+    """Expiring a busy worker requeues its request, and dispatching that request meets the
+    other silent worker and deletes it; the timer must not delete it a second time (a
+    KeyError that killed the broker once in majordomo-kill-all-workers)."""
+    endpoint = pirates.endpoint()
+    broker = start_broker(pirates, endpoint)
+    busy, idle = dealer(ctx, endpoint, b"ghost-busy"), dealer(ctx, endpoint, b"ghost-idle")
+    busy.send_multipart([b"", b"MDPW01", b"\x01", b"echo"])  # READY, then never a heartbeat
+    idle.send_multipart([b"", b"MDPW01", b"\x01", b"echo"])
+    wait_for(lambda: len(pirates.events("worker_ready")) == 2, 10, "both registered")
+    client = dealer(ctx, endpoint)
+    client.send_multipart([b"", b"MDPC01", b"echo", b"c:9|payload"])
+    assert recv(busy) is not None, "the request never reached the first worker"
+    wait_for(lambda: len(pirates.events("worker_expired")) == 2, EXPIRY_S + MARGIN_S, "both expired")
+    start_worker(pirates, endpoint, "worker-1")
+    assert recv(client, 10) == [b"", b"MDPC01", b"echo", b"c:9|payload"]
+    assert broker.popen.poll() is None, "the broker died"
+    assert sorted(e["worker"] for e in pirates.events("worker_expired")) == ["ghost-busy", "ghost-idle"]
+
+
 def test_requests_for_a_service_nobody_serves_expire(pirates: Pirates, ctx: zmq.Context) -> None:
     endpoint = pirates.endpoint()
     start_broker(pirates, endpoint, "--request-expiry-ms", "300")

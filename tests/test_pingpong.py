@@ -46,7 +46,11 @@ def test_malformed_worker_messages_raise_malformed(frames: list[bytes]) -> None:
         pp.parse_from_worker(frames)
 
 
-@pytest.mark.parametrize("frames", [[b"c1"], [b"c1", b"job"], [b"c1", b"", b"a", b"b"], [b"", b"", b"x"]])
+@pytest.mark.parametrize(
+    "frames",
+    [[b"c1"], [b"c1", b"job"], [b"c1", b"", b"a", b"b"], [b"", b"", b"x"]]
+    + [[b"c1", b"", word] for word in (b"READY", b"PING", b"PONG")],
+)
 def test_malformed_client_requests_raise_malformed(frames: list[bytes]) -> None:
     with pytest.raises(pp.Malformed):
         pp.parse_from_client(frames)

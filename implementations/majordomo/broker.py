@@ -236,7 +236,10 @@ class Broker:
         """Expire silent workers and stale requests, heartbeat the rest."""
         now = time.monotonic()
         for worker in [w for w in self.workers.values() if w.expiry < now]:
-            self._delete(worker, "silent", notify=False)
+            # Deleting a busy worker requeues its request, whose dispatch may already have
+            # deleted another worker of this list (silent too): delete each once.
+            if self.workers.get(worker.identity) is worker:
+                self._delete(worker, "silent", notify=False)
         for service in self.services.values():
             if service.requests and any(p.deadline < now for p in service.requests):
                 self._expire_requests(service, now)

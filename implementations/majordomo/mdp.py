@@ -154,3 +154,19 @@ def from_worker(command: bytes, *args: bytes) -> list[bytes]:
 
 def worker_reply(client: bytes, body: list[bytes]) -> list[bytes]:
     return from_worker(REPLY, client, b"", *body)
+
+
+def client_request(service: str, body: list[bytes]) -> list[bytes]:
+    """A REQUEST as a client's DEALER sends it (with the empty delimiter a REQ would add)."""
+    return [b"", C_CLIENT, service.encode(), *body]
+
+
+def parse_client_reply(frames: list[bytes], service: str) -> list[bytes]:
+    """The body of a REPLY a client's DEALER received for ``service``."""
+    if len(frames) < 4 or frames[0] != b"":
+        raise ProtocolError(f"expected '', MDPC01, service, body; got {len(frames)} frame(s)")
+    if frames[1] != C_CLIENT:
+        raise ProtocolError(f"unknown protocol header {frames[1][:16]!r}")
+    if frames[2] != service.encode():
+        raise ProtocolError(f"reply for service {frames[2][:32]!r}, expected {service!r}")
+    return list(frames[3:])

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import threading
 import time
 
 import zmq
@@ -83,10 +84,11 @@ class MdpWorker:
         self.heartbeat_at = time.monotonic() + self.heartbeat_s
         log.info("connected to %s as %s, READY for %s", self.endpoint, self.name, self.service)
 
-    def run(self) -> None:
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Serve until ``stop`` is set (checked every heartbeat at least), or forever."""
         self.connect()
         announce_ready(log, self.name)
-        while True:
+        while stop is None or not stop.is_set():
             assert self.socket is not None
             if self.socket.poll(int(self.heartbeat_s * 1000)):
                 frames = self.socket.recv_multipart()

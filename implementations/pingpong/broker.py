@@ -27,10 +27,12 @@ WORKER_EXPIRE_SECONDS is removed. Choices where the seed leaves a detail open:
   given up (``worker_expired``, reason ``no result``) and the job is sent to the next idle
   worker. Whichever result comes first is forwarded; a later one is discarded.
 - Control words and results share one frame (the seed fixes ``["", PING]`` and
-  ``["", result]``), so a result that equals ``READY`` or ``PING`` is read as a control
-  message: the seed's own ambiguity, which the broker cannot frame away without breaking
-  the seed's workers. Request payloads start with their request id, so zchaos's own load
-  never does it; a hostile client can, and the broker survives it:
+  ``["", result]``), so a job or result that equals ``READY``, ``PING`` or ``PONG`` reads as
+  a control message: the seed's own ambiguity, which the broker cannot frame away without
+  breaking the seed's workers. A client's job that is a control word is refused at the
+  frontend (``malformed``): an echo worker would wedge on it, and a flood of them once held
+  both workers of a fuzz test for seconds each while real requests waited. A worker whose
+  *result* is a control word (not an echo worker; a hostile one) is survived:
   - A result ``PING``: the worker is idle in its own eyes and PINGs every second, while the
     broker holds it busy. The seed says a worker sends no PING while working, so a busy
     worker that still PINGs WORKER_EXPIRE_SECONDS after it was given its job (long past a

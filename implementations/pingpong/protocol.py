@@ -16,6 +16,7 @@ READY = b"READY"
 PING = b"PING"
 PONG = b"PONG"
 EMPTY = b""
+CONTROL_WORDS = frozenset({READY, PING, PONG})
 
 
 class Malformed(ValueError):
@@ -53,6 +54,10 @@ def parse_from_client(frames: list[bytes]) -> FromClient:
     """``[client_id, "", job]`` as the broker's frontend ROUTER sees a REQ client's request."""
     if len(frames) != 3 or frames[1] != EMPTY or not frames[0]:
         raise Malformed(f"expected [client_id, '', job], got {len(frames)} frame(s): {describe(frames)}")
+    if frames[2] in CONTROL_WORDS:
+        # A worker reads a job PONG as the broker's PONG, and the broker reads an echoed READY
+        # or PING as the worker's: such a job wedges its worker until it is expired.
+        raise Malformed(f"a job whose body is the control word {frames[2].decode()} cannot be carried")
     return FromClient(frames[0], frames[2])
 
 

@@ -26,7 +26,7 @@ records.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,15 +40,32 @@ __all__ = ["payload_for", "rid_of"]
 class RequestLog:
     """What an adapter records about the request it is working on."""
 
-    __slots__ = ("attempts", "cid", "kind", "rid", "seq", "writer")
+    __slots__ = ("attempts", "cid", "kind", "names", "rid", "seq", "writer")
 
-    def __init__(self, writer: HistoryWriter, cid: str, seq: int, rid: str, kind: str | None = None) -> None:
+    def __init__(
+        self,
+        writer: HistoryWriter,
+        cid: str,
+        seq: int,
+        rid: str,
+        kind: str | None = None,
+        names: Callable[[str | None], str | None] | None = None,
+    ) -> None:
         self.writer = writer
         self.cid = cid
         self.seq = seq
         self.rid = rid
         self.kind = kind  # the manifest's client kind, recorded on every event
+        self.names = names  # endpoint address -> the manifest's name of it (None: the address)
         self.attempts = 0
+
+    def endpoint_name(self, address: str) -> str:
+        """The manifest's name of an endpoint address (the address when it has none)."""
+        return (self.names(address) if self.names else None) or address
+
+    def _endpoint(self, fields: dict[str, Any], address: str | None) -> None:
+        if address is not None:
+            fields["endpoint"] = self.endpoint_name(address)
 
     def emit(self, ev: str, **fields: Any) -> None:
         """One client event about this request (its client, kind, seq and id filled in)."""
@@ -56,21 +73,26 @@ class RequestLog:
             fields["kind"] = self.kind
         self.writer.emit(ev, src=self.cid, cid=self.cid, seq=self.seq, rid=self.rid, **fields)
 
-    def sent(self) -> None:
-        """An attempt left (the first send, or a resend after ``retried``)."""
+    def sent(self, endpoint: str | None = None) -> None:
+        """An attempt left (the first send, or a resend after ``retried``), to ``endpoint``
+        (the address) when the client has several to choose from."""
         self.attempts += 1
-        self.emit("send", attempt=self.attempts)
+        fields: dict[str, Any] = {"attempt": self.attempts}
+        self._endpoint(fields, endpoint)
+        self.emit("send", **fields)
 
     def retried(self, reason: str) -> None:
         """The current attempt failed (timeout, ...) and the request will be sent again."""
         self.emit("retry", attempt=self.attempts + 1, reason=reason)
 
-    def unexpected(self, frames: list[bytes], detail: str) -> None:
-        """Something arrived that is not the reply to this request (a stale or foreign reply)."""
+    def unexpected(self, frames: list[bytes], detail: str, endpoint: str | None = None) -> None:
+        """Something arrived that is not the reply to this request (a stale or foreign reply),
+        from ``endpoint`` (the address) when the client knows which."""
         got = next((r for r in map(rid_of, frames) if r), None)
         fields: dict[str, Any] = {"detail": detail[:200]}
         if got is not None:
             fields["got_rid"] = got
+        self._endpoint(fields, endpoint)
         self.emit("unexpected", **fields)
 
 

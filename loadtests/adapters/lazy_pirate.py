@@ -4,6 +4,9 @@ close the socket, open a new one and resend, abandoning after ``retries`` resend
 Given several endpoints it fails over (the guide's simplest Freelance client, "sequential
 failover"): it stays on the endpoint that answered last, and each resend after a timeout
 goes to the next endpoint of the list, round-robin. The reply says which endpoint answered.
+With ``settle_ms`` it pauses that long before each resend (the guide's Binary Star client,
+bstarcli: 1000 ms timeout, then 2000 ms to let the pair settle, so that its resend reaches
+the passive server after the silent active one has expired there and counts as a vote).
 
 A reply that carries another request's id (a stale or duplicated reply) cannot be waited
 past on a REQ socket, which allows one receive per send; it is recorded as ``unexpected``
@@ -12,6 +15,7 @@ and the request is resent on a fresh socket like after a timeout.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,9 +26,21 @@ from loadtests.adapters.base import Abandoned, ClientAdapter, Reply, RequestLog
 
 
 class LazyPirateClient(ClientAdapter):
-    DEFAULTS: dict[str, Any] = {"timeout_ms": 2500, "retries": 3}
+    DEFAULTS: dict[str, Any] = {"timeout_ms": 2500, "retries": 3, "settle_ms": 0}
     MAX_ENDPOINTS = None
-    SUMMARY = "Lazy Pirate client (REQ, timeout, new socket, resend); fails over across several endpoints"
+    SUMMARY = (
+        "Lazy Pirate client (REQ, timeout, new socket, resend); fails over across several endpoints "
+        "(settle_ms: a pause before each resend, as Binary Star's client)"
+    )
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> list[tuple[str, str]]:
+        problems = super().check_options(options)
+        for key in ("timeout_ms", "retries", "settle_ms"):
+            value = options.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+                problems.append((key, f"must be at least 0, got {value}"))
+        return problems
 
     def __init__(
         self, endpoints: str | Sequence[str], options: dict[str, Any], cid: str, context: zmq.Context
@@ -48,6 +64,8 @@ class LazyPirateClient(ClientAdapter):
         socket = self.socket or self._reopen()
         for attempt in range(self.options["retries"] + 1):
             if attempt:
+                if self.options["settle_ms"]:
+                    time.sleep(self.options["settle_ms"] / 1000)  # gevent's sleep under Locust
                 socket = self._reopen(fail_over=True)
             socket.send_multipart(body)
             log.sent()

@@ -1,0 +1,557 @@
+"""Checkers of Binary Star (``implementations/binary_star``): a primary/backup pair of
+servers of which at most one serves, failing over when the active one dies.
+
+They judge a black box from the clients' history first: each ``reply`` says which endpoint
+answered (``endpoint``), and the request's last ``send`` is when that answer was asked for,
+so the server answered at some time in [that send, the reply]. Where the servers write
+their state changes (``bstar_state``), those are judged too.
+
+- ``bstar_single_active``: never two servers answering as active at the same time. Three
+  rules, each labelled in the examples:
+
+  * *both answering*: server E answered before and after an answer of another server F,
+    all three within the pair's peer timeout (``expiry_ms``). A correct pair cannot hand
+    over from E to F and back faster than that: a passive server takes over only once its
+    peer has been silent for the peer timeout. The times are bounds, never guesses: E's
+    earlier answer is one whose reply came before F's request was sent, its later one was
+    asked for after F's reply came, and the span from the first's send to the second's
+    reply is under the timeout.
+  * *takeover without cause*: the answering server changed from E to F while nothing the
+    plan did could have made E give up being active (no process fault on E, no fault on a
+    link between the servers, from E's last answer to F's first, with the peer timeout and
+    a client's budget of grace after the fault). An active server leaves that state only
+    by dying, stalling or hearing that its peer is active, so E was still active when F
+    answered. Faults on the clients' own links are no cause: they cut clients off, not
+    the servers from each other.
+  * *both in state active* (servers that write ``bstar_state``): two servers' recorded
+    active intervals overlap, outside the windows of process faults on either of them
+    (a frozen server serves nothing) and the peer timeout after each (a thawed server's
+    time to hear its peer and step down).
+
+  A handover the plan explains is a failover, never split brain: a failover leaves the
+  old active silent for at least the peer timeout before the new one answers.
+- ``bstar_failover_time``: after each process fault (kill, restart, freeze ...) on the
+  server that was answering, service resumes - a reply from another server, or from the
+  same one after the fault stopped - within ``[promises] failover_bound_s``.
+- ``bstar_no_lost_failover``: every request in flight as such a fault started, or first
+  sent until service resumed, ends in a reply (at-least-once: none abandoned nor left
+  unanswered); how many were answered after a resend, and (where the servers write
+  ``exec``) how many ran on more than one server, are counted.
+
+Undecidable cases are UNKNOWN with the reason: no reply names its endpoint (the client
+adapter records none), no fault took the answering server out, or the load stopped before
+the bound could be judged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from reports.checkers import MAX_EXAMPLES, CheckContext, CheckResult, FaultWindow, checker, nothing_to_judge
+from reports.checkers import fault_windows as fw
+from reports.checkers.toolkit import (
+    END_OF_TIME,
+    NS,
+    count,
+    events_of,
+    example,
+    history_end,
+    judged,
+    merge_spans,
+    ms,
+    run_time,
+    small_frame,
+    unknown,
+)
+
+NO_ENDPOINT = (
+    "no reply in the history says which endpoint answered it: the client adapter records none "
+    "(a failover client such as lazy_pirate with several endpoints does), so who answered when is unknown"
+)
+
+
+# --- the run's facts ---------------------------------------------------------------------
+
+
+def answers(ctx: CheckContext) -> DataFrame:
+    """One row per answered request: cid, seq, rid, endpoint, s (its last send), r (its reply)."""
+    ev = F.col("ev")
+    return (
+        events_of(ctx, "send", "reply")
+        .groupBy("cid", "seq")
+        .agg(
+            F.max(F.when(ev == "send", F.col("ts"))).alias("s"),
+            F.min(F.when(ev == "reply", F.col("ts"))).alias("r"),
+            F.first(F.when(ev == "reply", F.col("endpoint")), ignorenulls=True).alias("endpoint"),
+            F.first("rid", ignorenulls=True).alias("rid"),
+        )
+        .filter(F.col("r").isNotNull() & F.col("endpoint").isNotNull() & F.col("s").isNotNull())
+    )
+
+
+def endpoint_instances(ctx: CheckContext) -> dict[str, set[str]]:
+    """endpoint name -> the instances of the role that binds it (from run.json)."""
+    endpoints = (ctx.meta.get("manifest") or {}).get("endpoints") or {}
+    processes = ctx.meta.get("processes") or {}
+    return {e: {i for i, r in processes.items() if r == role} or {role} for e, role in endpoints.items()}
+
+
+def peer_timeout_ns(ctx: CheckContext) -> int:
+    """The pair's peer timeout: the manifest's expiry_ms (0 when it gives none)."""
+    t = fw.timers(ctx)
+    return int(t.after_s * NS) if t.source.startswith("expiry_ms") else 0
+
+
+def _client_link(target: str) -> bool:
+    return target == "link:clients" or target.startswith("link:clients:")
+
+
+def takeout_spans(ctx: CheckContext, instances: set[str], grace_ns: int) -> list[tuple[int, int]]:
+    """When a fault could have made one of ``instances`` give up being active: process
+    faults on it, faults on a link between the servers (any link but the clients'); each
+    from its start to its stop + grace."""
+    spans = []
+    for f in ctx.faults:
+        if f.on_link:
+            if _client_link(f.target):
+                continue
+        elif f.target not in instances:
+            continue
+        spans.append((f.start_ns, END_OF_TIME if f.stop_ns is None else f.stop_ns + grace_ns))
+    return merge_spans(spans)
+
+
+# --- bstar_single_active ------------------------------------------------------------------
+
+
+def _both_answering(ans: DataFrame, endpoint: str, window_ns: int) -> DataFrame:
+    """Answers of other endpoints that ``endpoint`` answered around, within window_ns."""
+    mine = ans.filter(F.col("endpoint") == endpoint)
+    others = ans.filter(F.col("endpoint") != endpoint).select("cid", "seq", "rid", "endpoint", "s", "r")
+    probe_cols = [F.col(c) for c in ("cid", "seq", "rid", "endpoint", "s", "r")]
+    nulls = [F.lit(None).cast(t).alias(c) for c, t in _PROBE_TYPES]
+
+    # Before: the latest send among this endpoint's answers whose reply came strictly
+    # before the other's send (probes sort first at equal keys: strictness).
+    stream = mine.select(
+        F.col("r").alias("k"), F.lit(1).alias("o"), F.col("s").alias("v"), *nulls
+    ).unionByName(
+        others.select(
+            F.col("s").alias("k"), F.lit(0).alias("o"), F.lit(None).cast("long").alias("v"), *probe_cols
+        )
+    )
+    upto = Window.orderBy("k", "o").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    before = (
+        stream.withColumn("before_s", F.max("v").over(upto))
+        .filter(F.col("o") == 0)
+        .select("cid", "seq", "before_s")
+    )
+    # After: the earliest reply among this endpoint's answers sent strictly after the other's reply.
+    stream = mine.select(
+        F.col("s").alias("k"), F.lit(1).alias("o"), F.col("r").alias("v"), *nulls
+    ).unionByName(
+        others.select(
+            F.col("r").alias("k"), F.lit(0).alias("o"), F.lit(None).cast("long").alias("v"), *probe_cols
+        )
+    )
+    downto = Window.orderBy(F.col("k").desc(), F.col("o")).rowsBetween(Window.unboundedPreceding, 0)
+    after = stream.withColumn("after_r", F.min("v").over(downto)).filter(F.col("o") == 0).drop("k", "o", "v")
+    return (
+        after.join(before, ["cid", "seq"])
+        .filter((F.col("after_r") - F.col("before_s")) < window_ns)
+        .withColumn("around", F.lit(endpoint))
+    )
+
+
+_PROBE_TYPES = (
+    ("cid", "string"),
+    ("seq", "long"),
+    ("rid", "string"),
+    ("endpoint", "string"),
+    ("s", "long"),
+    ("r", "long"),
+)
+
+
+def _handovers(ctx: CheckContext, ans: DataFrame, grace_ns: int) -> DataFrame:
+    """Changes of the answering endpoint (by reply time) that no fault on the previous one explains."""
+    order = Window.orderBy("r", "s")
+    changes = (
+        ans.withColumn("prev_endpoint", F.lag("endpoint").over(order))
+        .withColumn("prev_s", F.lag("s").over(order))
+        .withColumn("prev_r", F.lag("r").over(order))
+        .filter(F.col("prev_endpoint").isNotNull() & (F.col("prev_endpoint") != F.col("endpoint")))
+    )
+    rows = []
+    for endpoint, instances in endpoint_instances(ctx).items():
+        for lo, hi in takeout_spans(ctx, instances, grace_ns):
+            rows.append((endpoint, lo, hi))
+    if not rows:
+        return changes
+    spans = F.broadcast(small_frame(ctx, rows, {"_e": "string", "_lo": "long", "_hi": "long"}))
+    cond = (
+        (F.col("_e") == F.col("prev_endpoint"))
+        & (F.col("_lo") <= F.col("r"))
+        & (F.col("prev_s") <= F.col("_hi"))
+    )
+    return changes.join(spans, cond, "left_anti")
+
+
+def _state_intervals(ctx: CheckContext) -> dict[str, list[tuple[int, int]]]:
+    """server -> the [from, to] spans it recorded itself active (to its next state, or its exit)."""
+    states = events_of(ctx, "bstar_state").select("ts", "src", "state").collect()
+    if not states:
+        return {}
+    exits = events_of(ctx, "proc_exit", "proc_start").select("ts", "instance").collect()
+    ends: dict[str, list[int]] = {}
+    for e in exits:
+        ends.setdefault(e["instance"], []).append(e["ts"])
+    end = history_end(ctx)
+    by_src: dict[str, list[tuple[int, str]]] = {}
+    for s in states:
+        by_src.setdefault(s["src"], []).append((s["ts"], s["state"]))
+    out: dict[str, list[tuple[int, int]]] = {}
+    for src, seq in by_src.items():
+        seq.sort()
+        cuts = sorted(ends.get(src, []))
+        for i, (ts, state) in enumerate(seq):
+            if state != "active":
+                continue
+            stop = seq[i + 1][0] if i + 1 < len(seq) else end
+            stop = min([stop, *(c for c in cuts if c > ts)])
+            out.setdefault(src, []).append((ts, stop))
+    return out
+
+
+def _state_overlaps(ctx: CheckContext, grace_ns: int) -> list[dict[str, Any]]:
+    """Spans where two servers recorded themselves active, outside their process faults (+ grace)."""
+    active = _state_intervals(ctx)
+    found = []
+    servers = sorted(active)
+    for i, a in enumerate(servers):
+        for b in servers[i + 1 :]:
+            excused = merge_spans(
+                [
+                    (f.start_ns, END_OF_TIME if f.stop_ns is None else f.stop_ns + grace_ns)
+                    for f in ctx.faults
+                    if not f.on_link and f.target in (a, b)
+                ]
+            )
+            for a_lo, a_hi in active[a]:
+                for b_lo, b_hi in active[b]:
+                    lo, hi = max(a_lo, b_lo), min(a_hi, b_hi)
+                    if lo >= hi:
+                        continue
+                    for part_lo, part_hi in _minus((lo, hi), excused):
+                        found.append(
+                            {
+                                "ts": part_lo,
+                                "src": f"{a}+{b}",
+                                "ev": "bstar_state",
+                                "problem": "both in state active",
+                                "servers": [a, b],
+                                "overlap_ms": ms(part_hi - part_lo),
+                            }
+                        )
+    return found
+
+
+def _minus(span: tuple[int, int], cuts: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of ``span`` outside the merged ``cuts``."""
+    lo, hi = span
+    parts = []
+    for c_lo, c_hi in cuts:
+        if c_hi < lo or c_lo > hi:
+            continue
+        if c_lo > lo:
+            parts.append((lo, c_lo))
+        lo = max(lo, c_hi)
+        if lo >= hi:
+            return parts
+    if lo < hi:
+        parts.append((lo, hi))
+    return parts
+
+
+@checker(
+    "bstar_single_active",
+    "never two servers answering as active at once: from which endpoint answered when (client history), "
+    "handovers the fault plan explains, and the servers' own state events where they write them",
+)
+def single_active(ctx: CheckContext) -> CheckResult:
+    name = "bstar_single_active"
+    ans = answers(ctx).cache()
+    try:
+        per_endpoint = {
+            r["endpoint"]: r["n"] for r in ans.groupBy("endpoint").agg(F.count("*").alias("n")).collect()
+        }
+        timeout_ns = peer_timeout_ns(ctx)
+        grace_ns = timeout_ns + int(fw.timers(ctx).client_budget_s * NS)
+        has_states = "bstar_state" in ctx.event_kinds()
+        if not per_endpoint and not has_states:
+            return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
+        both: list[dict[str, Any]] = []
+        n_both = 0
+        if timeout_ns and len(per_endpoint) > 1:
+            for endpoint in sorted(per_endpoint):
+                sandwiched = _both_answering(ans, endpoint, timeout_ns)
+                n_both += sandwiched.count()
+                both += [
+                    example(
+                        {"ts": r["s"], "src": r["cid"], "ev": "reply", **r.asDict()},
+                        problem=f"{r['endpoint']} answered while {endpoint} answered before and after, "
+                        f"{ms(r['after_r'] - r['before_s'])} ms apart (peer timeout {ms(timeout_ns)} ms)",
+                    )
+                    for r in sandwiched.orderBy("s").limit(MAX_EXAMPLES).collect()
+                ]
+        unexplained = _handovers(ctx, ans, grace_ns) if len(per_endpoint) > 1 else None
+        n_unexplained = unexplained.count() if unexplained is not None else 0
+        takeovers = [
+            example(
+                {
+                    "ts": r["r"],
+                    "src": r["cid"],
+                    "ev": "reply",
+                    "cid": r["cid"],
+                    "seq": r["seq"],
+                    "rid": r["rid"],
+                },
+                endpoint=r["endpoint"],
+                previous=r["prev_endpoint"],
+                problem=f"{r['endpoint']} answered after {r['prev_endpoint']}, which no fault had taken out: "
+                "both active",
+            )
+            for r in (unexplained.orderBy("r").limit(MAX_EXAMPLES).collect() if n_unexplained else [])
+        ]
+        states = _state_overlaps(ctx, timeout_ns) if has_states else []
+    finally:
+        ans.unpersist()
+    violations = n_both + n_unexplained + len(states)
+    figures = {
+        "replies_by_endpoint": dict(sorted(per_endpoint.items())),
+        "both_answering": n_both,
+        "takeovers_without_cause": n_unexplained,
+        "state_overlaps": len(states),
+        "peer_timeout_ms": ms(timeout_ns),
+        "judged_from": "client replies" + (" and server state events" if has_states else ""),
+    }
+    summary = (
+        f"{sum(per_endpoint.values())} replies from {len(per_endpoint)} endpoint(s); "
+        f"{n_both} answered between another server's answers within the peer timeout, "
+        f"{n_unexplained} takeovers no fault explains"
+        + (
+            f", {len(states)} spans with two servers in state active"
+            if has_states
+            else "; no server state events"
+        )
+    )
+    if not timeout_ns and len(per_endpoint) > 1:
+        summary += " (no expiry_ms: the both-answering rule was not applied)"
+    return judged(name, violations, both + takeovers + states, summary, figures)
+
+
+# --- failover ----------------------------------------------------------------------------
+
+
+def _outage_faults(ctx: CheckContext) -> list[FaultWindow]:
+    from chaos.faults import FAULT_KINDS, OUTAGE
+
+    return [
+        f for f in ctx.faults if not f.on_link and getattr(FAULT_KINDS.get(f.fault), "harm", None) == OUTAGE
+    ]
+
+
+def _failovers(ctx: CheckContext, ans: DataFrame) -> list[dict[str, Any]]:
+    """For each outage of the server that was answering: when service resumed (or None)."""
+    instances = endpoint_instances(ctx)
+    out = []
+    for f in _outage_faults(ctx):
+        last = ans.filter(F.col("r") < f.start_ns).orderBy(F.col("r").desc()).select("endpoint").first()
+        if last is None or f.target not in instances.get(last["endpoint"], set()):
+            continue  # the fault hit a server that was not answering: nothing to fail over
+        stop = END_OF_TIME if f.stop_ns is None else f.stop_ns
+        resumed = (
+            ans.filter(
+                (F.col("r") > f.start_ns)
+                & ((F.col("endpoint") != last["endpoint"]) | (F.col("s") > F.lit(stop)))
+            )
+            .agg(F.min("r"))
+            .first()[0]
+        )
+        out.append({"fault": f, "endpoint": last["endpoint"], "resumed": resumed})
+    return out
+
+
+def _bound_s(ctx: CheckContext) -> float:
+    return float(ctx.promises.get("failover_bound_s") or ctx.promises.get("recovery_bound_s") or 10.0)
+
+
+@checker(
+    "bstar_failover_time",
+    "after the answering server dies or stalls, another one (or it, back) answers within failover_bound_s",
+)
+def failover_time(ctx: CheckContext) -> CheckResult:
+    name = "bstar_failover_time"
+    ans = answers(ctx).cache()
+    try:
+        if ans.limit(1).count() == 0:
+            return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
+        found = _failovers(ctx, ans)
+    finally:
+        ans.unpersist()
+    bound_ns = int(_bound_s(ctx) * NS)
+    if not found:
+        return nothing_to_judge(
+            ctx,
+            name,
+            "no process fault hit the server that was answering",
+            "the plan's faults hit no server while it was the one answering (or no reply came before "
+            "them): target the active server (the primary at first) with a kill, restart or freeze",
+            kinds=tuple(f.fault for f in _outage_faults(ctx)) or ("kill", "restart", "freeze"),
+        )
+    load_stop = run_time(ctx, "load_stopped_ns")
+    bad, undecided, times = [], [], []
+    for item in found:
+        f = item["fault"]
+        if item["resumed"] is not None and item["resumed"] - f.start_ns <= bound_ns:
+            times.append(item["resumed"] - f.start_ns)
+        elif item["resumed"] is None and load_stop < f.start_ns + bound_ns:
+            undecided.append(item)
+        else:
+            took = (
+                "never"
+                if item["resumed"] is None
+                else f"after {ms(item['resumed'] - f.start_ns) / 1000:.1f} s"
+            )
+            bad.append(
+                {
+                    "ts": f.start_ns,
+                    "src": "nemesis",
+                    "ev": "fault_start",
+                    "fault": f.fault,
+                    "target": f.target,
+                    "problem": f"service resumed {took} (bound {_bound_s(ctx):g} s)",
+                }
+            )
+    figures = {
+        "failovers": len(found),
+        "within_bound": len(times),
+        "slowest_ms": ms(max(times)) if times else None,
+        "bound_s": _bound_s(ctx),
+        "undecided": len(undecided),
+    }
+    summary = (
+        f"{len(found)} outages of the answering server: {len(times)} served again within "
+        f"{_bound_s(ctx):g} s, {len(bad)} not, {len(undecided)} undecided"
+        + (f"; slowest {ms(max(times)) / 1000:.2f} s" if times else "")
+    )
+    if undecided and not bad:
+        return unknown(
+            name,
+            summary,
+            figures,
+            reason="the load stopped before the failover bound had passed after a fault: "
+            "schedule the fault earlier or lengthen the load",
+        )
+    return judged(name, len(bad), bad, summary, figures)
+
+
+@checker(
+    "bstar_no_lost_failover",
+    "no request lost across a failover: each one in flight or sent until service resumed gets a reply "
+    "(at-least-once; resends and executions on both servers counted)",
+)
+def no_lost_failover(ctx: CheckContext) -> CheckResult:
+    name = "bstar_no_lost_failover"
+    ans = answers(ctx).cache()
+    try:
+        if ans.limit(1).count() == 0:
+            return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
+        found = _failovers(ctx, ans)
+    finally:
+        ans.unpersist()
+    if not found:
+        return nothing_to_judge(
+            ctx,
+            name,
+            "no failover to judge",
+            "no process fault hit the server that was answering (see bstar_failover_time)",
+            kinds=tuple(f.fault for f in _outage_faults(ctx)) or ("kill", "restart", "freeze"),
+        )
+    end = history_end(ctx)
+    budget_ns = int(fw.timers(ctx).client_budget_s * NS)
+    windows = [
+        (item["fault"].start_ns, item["resumed"] if item["resumed"] is not None else end) for item in found
+    ]
+    ev = F.col("ev")
+    requests = (
+        events_of(ctx, "send", "reply", "abandon", "lost", "retry")
+        .groupBy("cid", "seq")
+        .agg(
+            F.min(F.when(ev == "send", F.col("ts"))).alias("first_send"),
+            F.max("ts").alias("last_ts"),
+            F.first("rid", ignorenulls=True).alias("rid"),
+            F.count(F.when(ev == "reply", 1)).alias("replies"),
+            F.count(F.when(ev.isin("abandon", "lost"), 1)).alias("given_up"),
+            F.count(F.when(ev == "retry", 1)).alias("retries"),
+        )
+        .filter(F.col("first_send").isNotNull())
+    )
+    cond = F.lit(False)
+    for lo, hi in windows:
+        # in flight as the fault started, or first sent before service resumed
+        cond = cond | (
+            (F.col("first_send") <= hi) & (F.col("last_ts") >= lo) & (F.col("first_send") >= lo - budget_ns)
+        )
+    across = requests.filter(cond).cache()
+    lost = across.filter(
+        (F.col("replies") == 0) & ((F.col("given_up") > 0) | (F.col("first_send") + budget_ns <= end))
+    )
+    pending = across.filter(
+        (F.col("replies") == 0) & (F.col("given_up") == 0) & (F.col("first_send") + budget_ns > end)
+    )
+    agg = across.agg(
+        F.count("*").alias("n"),
+        F.sum((F.col("retries") > 0).cast("int")).alias("resent"),
+    ).first()
+    n_lost = lost.count()
+    n_pending = pending.count()
+    shown = [
+        example(
+            {"ts": r["first_send"], "src": r["cid"], "ev": "send", **r.asDict()},
+            problem="abandoned across a failover" if r["given_up"] else "never answered across a failover",
+        )
+        for r in lost.orderBy("first_send").limit(MAX_EXAMPLES).collect()
+    ]
+    twice = None
+    if "exec" in ctx.event_kinds():
+        twice = count(
+            events_of(ctx, "exec")
+            .join(across.select("rid"), "rid", "left_semi")
+            .groupBy("rid")
+            .agg(F.countDistinct("src").alias("servers"))
+            .filter(F.col("servers") > 1)
+            .count()
+        )
+    across.unpersist()
+    figures = {
+        "failovers": len(found),
+        "requests_across": count(agg["n"]),
+        "answered_after_resend": count(agg["resent"]),
+        "lost": n_lost,
+        "indeterminate": n_pending,
+        "executed_on_two_servers": twice,
+    }
+    summary = (
+        f"{figures['requests_across']} requests across {len(found)} failover(s): {n_lost} lost, "
+        f"{n_pending} still in flight at the end, {figures['answered_after_resend']} resent"
+        + (f", {twice} executed on two servers" if twice is not None else "")
+    )
+    if not figures["requests_across"]:
+        return unknown(
+            name, summary, figures, reason="no request was in flight across a failover: raise the load"
+        )
+    return judged(name, n_lost, shown, summary, figures)

@@ -1,0 +1,328 @@
+"""Checkers of the Freelance family (brokerless: clients that know several servers), black
+box: decided from the clients' history (which endpoint each request went to and which
+answered), the fault plan and the supervisor's ``proc_start``/``proc_exit``, never from
+anything a server writes.
+
+A server is *out* while its process is down (from its ``proc_exit`` to its next
+``proc_start``), while an outage fault acts on it (kill, freeze, restart: the fault
+table's harm), and while an outage fault acts on the clients' link to it
+(``link:clients:<endpoint>``); *up* otherwise. Slowdowns (latency, starve...) and junk sent
+to it (the malformed fault) leave it up.
+
+- ``freelance_failover_served``: a request first sent while at least one server was up
+  throughout [send - settle, send + bound] is answered within the bound
+  (``serve_bound_s`` in the manifest's promises; default the client budget, timeout x
+  attempts). settle is the clients' ping timeout: a server back from an outage counts
+  only once its clients can have heard from it again. An abandoned request, or one
+  answered past the bound, is a violation; requests no server could have served are
+  excused and counted.
+- ``freelance_dead_server_avoided``: no request is sent to a server later than the ping
+  timeout after it went out (and before it came back). The ping timeout is the client
+  kind's ``server_ttl_ms`` option (the freelance adapter's default where it gives none),
+  or ``dead_server_bound_ms`` in the promises. It reads the ``endpoint`` of ``send``
+  events: sends that name none (an external program's) cannot be judged, and with no
+  send naming one the check is unknown.
+
+That a reply is never taken for a different request is ``correct_reply`` (reports/checkers/
+core.py): the servers echo the request, so a client that takes a stale reply records a
+reply whose body is another request's (ok = false).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import functions as F
+
+from chaos.faults import FAULT_KINDS, OUTAGE
+from reports.checkers import CheckContext, CheckResult, checker, nothing_to_judge
+from reports.checkers.fault_windows import WARMUP_NS
+from reports.checkers.toolkit import (
+    END_OF_TIME,
+    MS,
+    NS,
+    client_budget_ns,
+    count,
+    events_of,
+    examples,
+    judged,
+    merge_spans,
+    run_time,
+    small_frame,
+    unknown,
+)
+
+#: The freelance adapter's ping timeout, for a client kind that gives no server_ttl_ms.
+DEFAULT_SERVER_TTL_MS = 1500.0
+CLIENTS_LINK = "link:clients"
+JOIN_NS = 1 * NS
+#: The fault kinds that put a server out: a slowdown leaves it up, and so does a fault
+#: that only sends to its endpoint (malformed junk, which the table classes as an outage).
+OUTAGES = tuple(k.name for k in FAULT_KINDS.values() if k.harm == OUTAGE and "endpoint" not in k.params)
+
+
+def _servers(ctx: CheckContext) -> dict[str, str]:
+    """endpoint name -> the instance that serves it, for every endpoint the clients use."""
+    manifest = ctx.meta.get("manifest") or {}
+    binds = manifest.get("endpoints") or {}
+    processes = ctx.meta.get("processes") or {}
+    used: list[str] = []
+    for kind in manifest.get("clients") or []:
+        used += [e for e in kind.get("endpoints") or [] if e not in used]
+    out = {}
+    for endpoint in used:
+        role = binds.get(endpoint)
+        instances = [i for i, r in processes.items() if r == role]
+        if len(instances) == 1:
+            out[endpoint] = instances[0]
+    return out
+
+
+def ping_timeout_ns(ctx: CheckContext) -> int | None:
+    """How long a client may take to stop sending to a dead server (None: no kind says)."""
+    promised = ctx.promises.get("dead_server_bound_ms")
+    if promised is not None:
+        return int(float(promised) * MS)
+    found = []
+    for kind in (ctx.meta.get("manifest") or {}).get("clients") or []:
+        options = kind.get("options") or {}
+        if "server_ttl_ms" in options:
+            found.append(float(options["server_ttl_ms"]))
+        elif kind.get("adapter") == "freelance":
+            found.append(DEFAULT_SERVER_TTL_MS)
+    return int(max(found) * MS) if found else None
+
+
+def out_spans(ctx: CheckContext) -> dict[str, list[tuple[int, int]]]:
+    """endpoint -> the merged [lo, hi] (ns) spans in which its server was out (module doc)."""
+    servers = _servers(ctx)
+    endpoint_of = {instance: endpoint for endpoint, instance in servers.items()}
+    spans: dict[str, list[tuple[int, int]]] = {e: [] for e in servers}
+    for f in ctx.faults:
+        if f.fault in FAULT_KINDS and f.fault not in OUTAGES:
+            continue
+        stop = END_OF_TIME if f.stop_ns is None else f.stop_ns
+        if f.on_link:
+            head, _, endpoint = f.target.partition(":")[2].partition(":")
+            if f"link:{head}" != CLIENTS_LINK:
+                continue
+            for e in [endpoint] if endpoint else list(servers):
+                if e in spans:
+                    spans[e].append((f.start_ns, stop))
+        elif f.target in endpoint_of:
+            spans[endpoint_of[f.target]].append((f.start_ns, stop))
+    # The teardown's exits (after the load) end no request that was not already over.
+    stopped = run_time(ctx, "load_stopped_ns")
+    procs = (
+        events_of(ctx, "proc_start", "proc_exit")
+        .filter(F.col("instance").isin(*endpoint_of) if endpoint_of else F.lit(False))
+        .filter(F.col("ts") <= stopped)
+        .select("ts", "ev", "instance")
+        .orderBy("ts")
+        .collect()
+    )
+    down: dict[str, int] = {}
+    for r in procs:
+        endpoint = endpoint_of[r["instance"]]
+        if r["ev"] == "proc_exit":
+            down.setdefault(endpoint, r["ts"])
+        elif endpoint in down:
+            spans[endpoint].append((down.pop(endpoint), r["ts"]))
+    for endpoint, since in down.items():
+        spans[endpoint].append((since, END_OF_TIME))
+    return {e: _joined(s) for e, s in spans.items()}
+
+
+def _joined(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans merged, also across gaps up to JOIN_NS: a kill's fault window ends as it
+    starts and the supervisor sees the exit a moment later, which is one outage."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in merge_spans(spans):
+        if out and lo - out[-1][1] <= JOIN_NS:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _span_rows(spans: dict[str, list[tuple[int, int]]]) -> list[tuple[str, int, int]]:
+    return [(e, lo, hi) for e, found in spans.items() for lo, hi in found]
+
+
+# --- freelance_failover_served ---------------------------------------------------------
+
+
+@checker(
+    "freelance_failover_served",
+    "while at least one server is alive and reachable (no kill, freeze or cut link on it, by "
+    "the fault plan and the supervisor), every request is answered within serve_bound_s "
+    "(default: the client budget); requests no server could serve are excused and counted",
+)
+def freelance_failover_served(ctx: CheckContext) -> CheckResult:
+    name = "freelance_failover_served"
+    servers = _servers(ctx)
+    if not servers:
+        return unknown(
+            name, "no server endpoint known",
+            reason="the run's manifest names no endpoint its clients use that one instance serves",
+        )  # fmt: skip
+    bound = int(float(ctx.promises.get("serve_bound_s") or 0) * NS) or client_budget_ns(ctx)
+    settle = ping_timeout_ns(ctx) or 0
+    budget = client_budget_ns(ctx)
+    ev = F.col("ev")
+    requests = (
+        events_of(ctx, "send", "reply", "abandon")
+        .groupBy("cid", "seq")
+        .agg(
+            F.min(F.when(ev == "send", F.col("ts"))).alias("first_send"),
+            F.min(F.when(ev == "abandon", F.col("ts"))).alias("abandon_ts"),
+            F.min(F.when(ev == "reply", F.col("ts"))).alias("reply_ts"),
+            F.min("src").alias("src"),
+            F.min("rid").alias("rid"),
+            F.min(F.when(ev == "abandon", F.col("reason"))).alias("reason"),
+        )
+        # A request abandoned unsent (no server alive) began a client budget before it.
+        .withColumn("t0", F.coalesce("first_send", F.col("abandon_ts") - F.lit(budget)))
+        .filter(F.col("t0").isNotNull())
+        .filter(F.col("t0") >= run_time(ctx, "load_started_ns") + WARMUP_NS)
+    )
+    rows = _span_rows(out_spans(ctx))
+    if rows:
+        frame = F.broadcast(small_frame(ctx, rows, {"_e": "string", "_lo": "long", "_hi": "long"}))
+        meets = (F.col("_lo") <= F.col("t0") + F.lit(bound)) & (F.col("t0") - F.lit(settle) <= F.col("_hi"))
+        out = (
+            requests.join(frame, meets, "left").groupBy("cid", "seq").agg(F.countDistinct("_e").alias("out"))
+        )
+        requests = requests.join(out, ["cid", "seq"])
+    else:
+        requests = requests.withColumn("out", F.lit(0))
+    checked = (
+        requests.withColumn("due", F.col("out") < F.lit(len(servers)))
+        # Neither answered nor abandoned (a client stopped with it in flight): no_lost judges it.
+        .withColumn("open", F.col("reply_ts").isNull() & F.col("abandon_ts").isNull())
+        .withColumn(
+            "problem",
+            F.when(F.col("reply_ts").isNull(), F.lit("abandoned")).when(
+                F.col("reply_ts") - F.col("t0") > F.lit(bound), F.lit("answered past the bound")
+            ),
+        )
+    )
+    row = checked.agg(
+        F.count("*").alias("requests"),
+        F.sum((F.col("due") & ~F.col("open")).cast("int")).alias("due"),
+        F.sum((~F.col("due")).cast("int")).alias("excused"),
+        F.sum((F.col("due") & ~F.col("open") & F.col("problem").isNotNull()).cast("int")).alias("bad"),
+    ).first()
+    figures = {
+        "requests": count(row["requests"]),
+        "judged": count(row["due"]),
+        "excused_no_server": count(row["excused"]),
+        "violations": count(row["bad"]),
+        "servers": len(servers),
+        "bound_s": bound / NS,
+        "settle_s": settle / NS,
+    }
+    summary = (
+        f"{figures['judged']} requests sent while a server was up: {figures['violations']} not answered "
+        f"within {bound / NS:g} s; {figures['excused_no_server']} excused (no server up)"
+    )
+    if figures["judged"] == 0:
+        return nothing_to_judge(
+            ctx, name, summary,
+            "no request was sent while at least one server was up (after the warm-up): "
+            "a longer load, or faults that leave a server up",
+            kinds=OUTAGES,
+        )  # fmt: skip
+    found = []
+    if figures["violations"]:
+        bad = checked.filter(F.col("due") & ~F.col("open") & F.col("problem").isNotNull())
+        found = examples(
+            bad.select(
+                F.col("t0").alias("ts"),
+                "src",
+                F.lit("send").alias("ev"),
+                "cid",
+                "seq",
+                "rid",
+                "reply_ts",
+                "abandon_ts",
+                "reason",
+                "problem",
+            )
+        )
+    return judged(name, figures["violations"], found, summary, figures)
+
+
+# --- freelance_dead_server_avoided -----------------------------------------------------
+
+
+@checker(
+    "freelance_dead_server_avoided",
+    "no request goes to a server later than the clients' ping timeout (server_ttl_ms) after "
+    "it died, froze or was cut off from them, until it is back (from the sends' endpoint)",
+)
+def freelance_dead_server_avoided(ctx: CheckContext) -> CheckResult:
+    name = "freelance_dead_server_avoided"
+    detect = ping_timeout_ns(ctx)
+    if detect is None:
+        return unknown(
+            name, "no ping timeout known",
+            reason="no client kind gives server_ttl_ms in its options: give it, or "
+            "dead_server_bound_ms in [promises]",
+        )  # fmt: skip
+    sends = events_of(ctx, "send").select("ts", "src", "ev", "cid", "seq", "rid", "endpoint", "kind")
+    row = sends.agg(F.count("*").alias("sends"), F.count("endpoint").alias("named")).first()
+    spans = out_spans(ctx)
+    late = [(e, lo + detect, hi) for e, found in spans.items() for lo, hi in found if hi > lo + detect]
+    figures: dict[str, Any] = {
+        "sends": count(row["sends"]),
+        "sends_naming_endpoint": count(row["named"]),
+        "ping_timeout_s": detect / NS,
+        "outages": sum(len(v) for v in spans.values()),
+        "outages_longer_than_timeout": len(late),
+    }
+    summary = (
+        f"{figures['outages']} server outages ({len(late)} longer than the {detect / NS:g} s ping "
+        f"timeout), {figures['sends_naming_endpoint']} of {figures['sends']} sends name their server"
+    )
+    if figures["sends_naming_endpoint"] == 0:
+        if figures["sends"] == 0:
+            return unknown(name, summary, figures, reason="no request was sent")
+        return unknown(
+            name, summary, figures,
+            reason="no send event says which server it went to: the clients (an external program's "
+            "sends, say) do not record their endpoint, so where requests went cannot be told",
+        )  # fmt: skip
+    if not late:
+        return nothing_to_judge(
+            ctx, name, summary,
+            f"no server was out longer than the {detect / NS:g} s ping timeout: longer faults",
+            on=set(_servers(ctx).values()) | {f"clients:{e}" for e in _servers(ctx)} | {"clients"},
+            kinds=OUTAGES,
+        )  # fmt: skip
+    frame = F.broadcast(small_frame(ctx, late, {"_e": "string", "_lo": "long", "_hi": "long"}))
+    bad = sends.join(
+        frame, (F.col("endpoint") == F.col("_e")) & F.col("ts").between(F.col("_lo"), F.col("_hi"))
+    )
+    violations = bad.count()
+    figures["sends_to_out_servers"] = violations
+    summary += f"; {violations} sent to a server out past the timeout"
+    found = (
+        examples(
+            bad.select(
+                "ts",
+                "src",
+                "ev",
+                "cid",
+                "seq",
+                "rid",
+                "endpoint",
+                F.concat(
+                    F.lit("sent to "), F.col("endpoint"), F.lit(" past the ping timeout of its outage")
+                ).alias("problem"),
+            )
+        )
+        if violations
+        else []
+    )
+    return judged(name, violations, found, summary, figures)

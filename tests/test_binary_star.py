@@ -1,0 +1,265 @@
+"""Binary Star with real processes: the pair settles, fails over to the backup when the
+active primary is killed (the failover client sees which endpoint answered), a lone
+server survives malformed state messages, and - as whole scenario runs (slow) - the
+freeze scenario passes on the built-in pair and names split brain on the faulty pair of
+tests/faulty_binary_star (both servers active after a freeze, writing no history)."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import zmq
+
+from chaos.malformed import Wire, send_batch
+from harness.history import NullWriter
+from harness.runner import run_scenario
+from harness.scenario import load_scenario
+from loadtests.adapters.base import RequestLog
+from loadtests.adapters.lazy_pirate import LazyPirateClient
+from tests.pirate_support import Pirates, pirates_fixture  # noqa: F401 - a fixture
+from tests.procs import ROOT, wait_for
+
+SERVER = "implementations.binary_star.server"
+FAULTY = ROOT / "tests" / "faulty_binary_star" / "manifest.toml"
+FREEZE = ROOT / "scenarios" / "binary-star-freeze-active.toml"
+
+
+def start_pair(pirates: Pirates) -> dict[str, str]:
+    ep = {n: pirates.endpoint() for n in ("primary", "primary_state", "backup", "backup_state")}
+    timers = ["--heartbeat-ms", "300", "--peer-timeout-ms", "900"]
+    pirates.start(
+        SERVER,
+        [
+            "--primary",
+            "--frontend",
+            ep["primary"],
+            "--state-pub",
+            ep["primary_state"],
+            "--peer",
+            ep["backup_state"],
+            *timers,
+        ],
+        "primary",
+        ready=None,
+    )
+    pirates.start(
+        SERVER,
+        [
+            "--backup",
+            "--frontend",
+            ep["backup"],
+            "--state-pub",
+            ep["backup_state"],
+            "--peer",
+            ep["primary_state"],
+            *timers,
+        ],
+        "backup",
+    )
+    return ep
+
+
+def test_the_backup_takes_over_when_the_active_primary_dies(pirates: Pirates) -> None:
+    ep = start_pair(pirates)
+    wait_for(lambda: pirates.events("bstar_state", src="primary", state="active"), 10, "the primary active")
+    ctx = zmq.Context()
+    client = LazyPirateClient(
+        [ep["primary"], ep["backup"]], {"timeout_ms": 500, "retries": 4, "settle_ms": 600}, "c", ctx
+    )
+    seq = 0
+
+    def ask() -> str | None:
+        nonlocal seq
+        seq += 1
+        body = [f"c:{seq}|x".encode()]
+        reply = client.request(body, RequestLog(NullWriter(), "c", seq, f"c:{seq}"))
+        assert reply.frames == body
+        return reply.endpoint
+
+    try:
+        assert [ask() for _ in range(5)] == [ep["primary"]] * 5
+        assert not pirates.events("bstar_state", src="backup", state="active")
+        killed = time.monotonic()
+        Pirates.kill(pirates.proc("primary"))
+        assert ask() == ep["backup"]  # one timeout, the settle, and the backup votes itself active
+        took = time.monotonic() - killed
+        assert ask() == ep["backup"]
+    finally:
+        client.close()
+        ctx.destroy(linger=0)
+    # Timeout 0.5 + settle 0.6 s; a resend that came before the 0.9 s expiry costs one more round.
+    assert took < 5.0, took
+    (vote,) = pirates.events("bstar_state", src="backup", state="active")
+    assert vote["reason"] == "client vote, peer silent"
+    assert {e["rid"] for e in pirates.events("exec", worker="backup")} >= {"c:6", "c:7"}
+
+
+def test_a_lone_server_survives_malformed_state_and_follows_the_fsm(pirates: Pirates) -> None:
+    """The test is the peer: junk on the state link is recorded and ignored; "2" (a backup)
+    makes the primary active, and it then serves; a peer "3" (active) makes it step down."""
+    ctx = zmq.Context()
+    peer = ctx.socket(zmq.PUB)
+    peer.linger = 0
+    port = peer.bind_to_random_port("tcp://127.0.0.1")
+    front, state = pirates.endpoint(), pirates.endpoint()
+    args = ["--primary", "--frontend", front, "--state-pub", state, "--peer", f"tcp://127.0.0.1:{port}"]
+    pirates.start(
+        SERVER, [*args, "--heartbeat-ms", "200", "--peer-timeout-ms", "60000"], "primary", ready=None
+    )
+    client = ctx.socket(zmq.REQ)
+    client.linger = 0
+    client.connect(front)
+    wire = Wire(ctx, front)  # family junk on the frontend, from strangers
+    try:
+
+        def publish_until(frames: list[bytes], state_name: str, reason: str) -> None:
+            def sent() -> list:
+                peer.send_multipart(frames)
+                return pirates.events("bstar_state", state=state_name, reason=reason)
+
+            wait_for(sent, 10, f"the server {state_name} ({reason})", interval=0.1)
+
+        wait_for(lambda: pirates.events("bstar_state", state="primary"), 10, "the server to start")
+        for junk in ([b"9"], [b"abc"], [b"\xff\xfe"], [b"1", b"2"]):
+            peer.send_multipart(junk)
+        publish_until([b"2"], "active", "peer backup")
+        send_batch(wire, "binary-star", "client", random.Random(5), 100)
+        client.send_multipart([b"c:1|x"])
+        assert client.poll(5000) and client.recv_multipart() == [b"c:1|x"]
+        publish_until([b"3"], "passive", "dual active")
+    finally:
+        wire.close()
+        ctx.destroy(linger=0)
+    assert len(pirates.events("malformed")) >= 3
+    assert pirates.proc("primary").popen.poll() is None
+
+
+def test_bad_endpoint_is_a_clear_error(pirates: Pirates) -> None:
+    proc = pirates.procs.python(
+        "bad",
+        SERVER,
+        "--backup",
+        "--frontend",
+        "tcp://nowhere:x",
+        "--state-pub",
+        "tcp://127.0.0.1:0",
+        "--peer",
+        "tcp://127.0.0.1:1",
+    )
+    assert proc.popen.wait(30) == 2
+    assert "cannot bind or connect" in proc.text() and "Traceback" not in proc.text()
+
+
+# --- whole scenario runs: the built-in pair passes, the faulty pair is named -----------
+
+
+def short_freeze(tmp_path: Path, implementation: str | None = None) -> Path:
+    """The freeze scenario, shortened: freeze the primary 4 s at 3 s, cut the backup off at 10 s."""
+    text = FREEZE.read_text()
+    text = text.replace("duration_s = 24", "duration_s = 16").replace("at_s = [4]", "at_s = [3]")
+    text = text.replace("duration_s = 6", "duration_s = 4").replace("at_s = [14]", "at_s = [10]")
+    if implementation:
+        text = text.replace('implementation = "binary-star"', f'implementation = "{implementation}"')
+    path = tmp_path / "freeze.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def correct_run(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("bstar-correct")
+    return run_scenario(load_scenario(short_freeze(tmp)), runs_dir=tmp / "runs")
+
+
+@pytest.fixture(scope="module")
+def faulty_run(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("bstar-faulty")
+    return run_scenario(load_scenario(short_freeze(tmp, str(FAULTY))), runs_dir=tmp / "runs")
+
+
+@pytest.mark.slow
+def test_the_built_in_pair_passes_the_freeze(correct_run, spark) -> None:
+    checks = correct_run.verdict["checks"]
+    assert correct_run.exit_code == 0, {k: v["summary"] for k, v in checks.items()}
+    single = checks["bstar_single_active"]
+    assert set(single["figures"]["replies_by_endpoint"]) == {"primary", "backup"}
+    assert single["figures"]["judged_from"] == "client replies and server state events"
+    assert checks["bstar_failover_time"]["figures"]["failovers"] == 1
+    html = (correct_run.run.root / "report.html").read_text()
+    assert 'class="endpoint-band"' in html and 'data-server="backup"' in html
+
+
+@pytest.mark.slow
+def test_the_faulty_pair_is_named_split_brain(faulty_run, spark) -> None:
+    checks = faulty_run.verdict["checks"]
+    single = checks["bstar_single_active"]
+    assert faulty_run.exit_code == 1 and single["status"] == "violated", single
+    assert single["figures"]["takeovers_without_cause"] >= 1
+    assert "no server state events" in single["summary"]  # a black box: judged from the clients alone
+    assert "bstar_single_active" in (faulty_run.run.root / "junit.xml").read_text()
+
+
+# --- the report's band per server ----------------------------------------------------
+
+
+def test_the_timeline_has_a_band_per_server_in_a_real_browser(tmp_path: Path) -> None:
+    """Generic: which endpoint answered comes from any failover client's replies; the state
+    under it only where a server records one (``freelance-2`` records none)."""
+    from harness.rundir import RunDir
+    from reports.html import render_html, timeline_chart
+    from tests.test_report import _browse
+
+    servers = {
+        "answered": {"primary": [[0, 40], [1, 38]], "backup": [[4, 20], [5, 41]], "freelance-2": [[3, 5]]},
+        "states": {
+            "primary": [[0.0, "active"], [2.0, "passive"]],
+            "backup": [[0.0, "passive"], [3.9, "active"]],
+        },
+    }
+    timeline = [
+        {
+            "t": t,
+            "sends": 40,
+            "replies": 40,
+            "retries": 0,
+            "abandons": 0,
+            "p50_ms": 1.0,
+            "p90_ms": 2.0,
+            "p99_ms": 3.0,
+        }
+        for t in range(6)
+    ]
+    chart = timeline_chart(timeline, [], 0, 0.0, 6.0, servers)
+    assert [lane["name"] for lane in chart["lanes"]] == ["backup", "freelance-2", "primary"]
+    backup, freelance, primary = chart["lanes"]
+    assert len(backup["marks"]) == 2 and not freelance["segments"]
+    assert [s["cls"] for s in primary["segments"]] == ["state-active", "state-passive"]
+    assert primary["segments"][0]["x"] < backup["marks"][0]["x"]  # the primary served first
+    assert timeline_chart(timeline, [], 0, 0.0, 6.0, {})["lanes"] == []
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium is not installed (./dev tests installs it)")
+    run = RunDir.create(tmp_path, "bands")
+    verdict = {
+        "status": "passed",
+        "outcome": "passed",
+        "checks": {},
+        "faults": [],
+        "times": {"started_ns": 1},
+        "metrics": {"t0_ns": 1, "timeline": timeline, "servers": servers, "events": {}, "sources": {}},
+    }
+    run.report_html.write_text(render_html(verdict, {"load_started_ns": 1}, run))
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'p'}",
+    ]
+    dom = _browse([browser, *flags, "--dump-dom", run.report_html.as_uri()]).decode()
+    assert dom.count('class="endpoint-band"') == 3
+    assert 'data-server="freelance-2"' in dom and 'class="state-active"' in dom

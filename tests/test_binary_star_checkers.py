@@ -1,0 +1,201 @@
+"""The Binary Star checkers on hand-made histories: each holds on a clean failover and
+fails on a broken one (split brain, a slow failover, a request lost across it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckContext, FaultWindow, registry
+from reports.history_frame import events_frame
+
+S = 1_000_000_000
+T0 = 1_800_000_000 * S
+ENDPOINTS = {"primary": "primary", "primary_state": "primary", "backup": "backup", "backup_state": "backup"}
+
+
+def at(t: float) -> int:
+    return T0 + int(t * S)
+
+
+def ev(t: float, src: str, kind: str, **fields: Any) -> dict[str, Any]:
+    return {"ts": at(t), "src": src, "ev": kind, **fields}
+
+
+def request(cid: str, seq: int, t: float, endpoint: str, took: float = 0.002) -> list[dict[str, Any]]:
+    """One request answered at once by ``endpoint``."""
+    rid = f"{cid}:{seq}"
+    reply = {"endpoint": endpoint}
+    return [
+        ev(t, cid, "send", cid=cid, seq=seq, rid=rid, attempt=1),
+        ev(t + took, cid, "reply", cid=cid, seq=seq, rid=rid, ok=True, latency_us=int(took * 1e6), **reply),
+    ]
+
+
+def failed_over(cid: str, seq: int, t: float, *, answered: bool = True) -> list[dict[str, Any]]:
+    """Sent to the dead primary at t, resent to the backup 3 s later (1 s timeout + 2 s settle)."""
+    rid = f"{cid}:{seq}"
+    out = [
+        ev(t, cid, "send", cid=cid, seq=seq, rid=rid, attempt=1),
+        ev(t + 1, cid, "retry", cid=cid, seq=seq, attempt=2, reason="no reply in 1000 ms"),
+        ev(t + 3, cid, "send", cid=cid, seq=seq, rid=rid, attempt=2),
+    ]
+    if answered:
+        out.append(
+            ev(
+                t + 3.002,
+                cid,
+                "reply",
+                cid=cid,
+                seq=seq,
+                rid=rid,
+                ok=True,
+                latency_us=3_002_000,
+                endpoint="backup",
+            )
+        )
+    else:
+        out.append(ev(t + 9, cid, "abandon", cid=cid, seq=seq, rid=rid, reason="no reply after 4 attempts"))
+    return out
+
+
+def history(*, endpoint_known: bool = True, lose_one: bool = False) -> list[dict[str, Any]]:
+    """Two clients on the primary until it is killed at 5 s; both fail over to the backup,
+    which took over at 7.9 s; the primary restarts at 9 s and stays passive."""
+    out: list[dict[str, Any]] = []
+    seqs = {"c1": 0, "c2": 0}
+    for i in range(40):  # 1.0 .. 4.9 s on the primary
+        for cid, offset in (("c1", 0.0), ("c2", 0.05)):
+            seqs[cid] += 1
+            out += request(cid, seqs[cid], 1.0 + i * 0.1 + offset, "primary")
+    for cid, offset in (("c1", 0.01), ("c2", 0.06)):
+        seqs[cid] += 1
+        out += failed_over(cid, seqs[cid], 5.0 + offset, answered=not (lose_one and cid == "c2"))
+    for i in range(60):  # 8.1 .. 14 s on the backup
+        for cid, offset in (("c1", 0.0), ("c2", 0.05)):
+            seqs[cid] += 1
+            out += request(cid, seqs[cid], 8.1 + i * 0.1 + offset, "backup")
+    out += [
+        ev(0.4, "backup", "bstar_state", state="backup", reason="start"),
+        ev(0.5, "primary", "bstar_state", state="active", reason="peer backup"),
+        ev(0.6, "backup", "bstar_state", state="passive", reason="peer active"),
+        ev(5.0, "runner", "proc_exit", role="primary", instance="primary", pid=10, expected=True, signal=9),
+        ev(7.9, "backup", "bstar_state", state="active", reason="client vote, peer silent"),
+        ev(9.0, "runner", "proc_start", role="primary", instance="primary", pid=11),
+        ev(9.05, "primary", "bstar_state", state="primary", reason="start"),
+        ev(9.5, "primary", "bstar_state", state="passive", reason="peer active"),
+        ev(15.5, "runner", "phase", name="stop"),
+    ]
+    if not endpoint_known:
+        out = [{k: v for k, v in e.items() if k != "endpoint"} for e in out]
+    return out
+
+
+KILL = FaultWindow(1, "kill", "primary", at(5.0), at(9.0), "process", False)
+
+
+def ctx(spark: Any, events: list[dict[str, Any]], faults: list[FaultWindow], **promises: Any) -> CheckContext:
+    manifest = {
+        "options": {"peer_timeout_ms": 2000},
+        "promises": {"expiry_ms": "peer_timeout_ms", "failover_bound_s": 10.0, **promises},
+        "endpoints": ENDPOINTS,
+    }
+    meta = {
+        "manifest": manifest,
+        "scenario": {"options": {}},
+        "processes": {"primary": "primary", "backup": "backup"},
+        "client_budget_s": 12.0,
+        "load_started_ns": at(1.0),
+        "load_stopped_ns": at(14.5),
+        "plan": [{"kind": f.fault, "target": f.target} for f in faults],
+    }
+    return CheckContext(spark, events_frame(spark, events), meta, faults)
+
+
+def run(
+    spark: Any, name: str, events: list[dict[str, Any]], faults: list[FaultWindow] = (KILL,), **promises: Any
+):
+    return registry()[name].run(ctx(spark, events, list(faults), **promises))
+
+
+def no_states(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e["ev"] != "bstar_state"]
+
+
+def test_a_failover_is_not_split_brain(spark) -> None:
+    res = run(spark, "bstar_single_active", history())
+    assert res.status == HELD, res
+    assert res.figures["replies_by_endpoint"] == {"backup": 122, "primary": 80}
+    assert res.figures["judged_from"] == "client replies and server state events"
+    # The same from the clients alone (a black box writes no state events).
+    assert run(spark, "bstar_single_active", no_states(history())).status == HELD
+
+
+def test_both_answering_within_the_peer_timeout(spark) -> None:
+    """The primary answers once at 10.52 s while the backup answers around it: split brain."""
+    bad = no_states(history()) + request("c3", 1, 10.52, "primary")
+    res = run(spark, "bstar_single_active", bad)
+    assert res.status == VIOLATED
+    assert res.figures["both_answering"] == 1
+    assert any(
+        "primary answered while backup answered before and after" in e["problem"] for e in res.examples
+    )
+    # A primary answer 10 s after the backup's last one is no sandwich (the takeover rule judges it).
+    late = no_states(history()) + request("c3", 1, 25.0, "primary")
+    assert run(spark, "bstar_single_active", late).figures["both_answering"] == 0
+
+
+def test_takeover_without_cause(spark) -> None:
+    """The backup answers after the primary, and the plan never touched the primary."""
+    res = run(spark, "bstar_single_active", no_states(history()), faults=())
+    assert res.status == VIOLATED
+    assert (res.figures["takeovers_without_cause"], res.figures["both_answering"]) == (1, 0)
+    assert res.examples[0]["endpoint"] == "backup" and res.examples[0]["previous"] == "primary"
+    # A cut of the clients' link to the primary is no cause: the servers still hear each other.
+    cut = FaultWindow(2, "partition", "link:clients:primary", at(5.0), at(6.0), "link", True)
+    assert run(spark, "bstar_single_active", no_states(history()), faults=(cut,)).status == VIOLATED
+    # A cut of the link between the servers is one.
+    peer = FaultWindow(3, "partition", "link:backup", at(5.0), at(6.0), "link", True)
+    assert run(spark, "bstar_single_active", no_states(history()), faults=(peer,)).status == HELD
+
+
+def test_both_in_state_active(spark) -> None:
+    """The restarted primary records itself active while the backup is: split brain by state."""
+    bad = [*history(), ev(12.0, "primary", "bstar_state", state="active", reason="peer restarted")]
+    res = run(spark, "bstar_single_active", bad)
+    assert res.status == VIOLATED and res.figures["state_overlaps"] == 1
+    assert res.examples[-1]["problem"] == "both in state active"
+    # A frozen active that steps down as it thaws: the overlap lies inside the freeze (+ grace).
+    freeze = FaultWindow(4, "freeze", "primary", at(5.0), at(10.0), "process", False)
+    thawed = [e for e in history() if e["ev"] not in ("proc_exit", "proc_start") and e["src"] != "primary"]
+    thawed += [
+        ev(0.5, "primary", "bstar_state", state="active", reason="peer backup"),
+        ev(10.05, "primary", "bstar_state", state="passive", reason="dual active"),
+    ]
+    assert run(spark, "bstar_single_active", thawed, faults=(freeze,)).status == HELD
+
+
+def test_no_endpoint_is_unknown(spark) -> None:
+    res = run(spark, "bstar_single_active", no_states(history(endpoint_known=False)))
+    assert res.status == UNKNOWN and "endpoint" in res.reason
+    assert run(spark, "bstar_failover_time", history(endpoint_known=False)).status == UNKNOWN
+
+
+def test_failover_time(spark) -> None:
+    res = run(spark, "bstar_failover_time", history())
+    assert res.status == HELD, res
+    assert res.figures["failovers"] == 1 and 3.0 <= res.figures["slowest_ms"] / 1000 < 3.1
+    slow = run(spark, "bstar_failover_time", history(), failover_bound_s=2.0)
+    assert slow.status == VIOLATED and "resumed after 3.0 s" in slow.examples[0]["problem"]
+    # A kill of the passive server is no failover; with nothing else planned there is nothing to judge.
+    passive = FaultWindow(5, "kill", "backup", at(3.0), at(4.0), "process", False)
+    res = run(spark, "bstar_failover_time", no_states(history()), faults=(passive,))
+    assert res.status == UNKNOWN and "answering" in res.reason
+
+
+def test_no_lost_failover(spark) -> None:
+    res = run(spark, "bstar_no_lost_failover", history())
+    assert res.status == HELD, res
+    assert res.figures["requests_across"] >= 2 and res.figures["answered_after_resend"] == 2
+    res = run(spark, "bstar_no_lost_failover", history(lose_one=True))
+    assert res.status == VIOLATED and res.violations == 1
+    assert res.examples[0]["cid"] == "c2" and res.examples[0]["problem"] == "abandoned across a failover"

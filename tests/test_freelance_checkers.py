@@ -1,0 +1,158 @@
+"""The Freelance checkers on hand-made histories (real Spark): freelance_failover_served and
+freelance_dead_server_avoided, each held, violated and undecidable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckContext, FaultWindow, registry
+from reports.history_frame import events_frame
+
+NS = 1_000_000_000
+T0 = 1_700_000_000 * NS
+LOAD_S = 30
+SERVERS = ("server1", "server2", "server3")
+
+
+def t(seconds: float) -> int:
+    return T0 + int(seconds * NS)
+
+
+def request(cid: str, seq: int, at: float, endpoints: list[str], *, answered: float | None = 0.002):
+    """A request sent at ``at`` s to each of ``endpoints`` in turn (1 s apart), answered
+    ``answered`` s after its first send by the last of them (None: abandoned after 3 s)."""
+    rid = f"{cid}:{seq}"
+    base = {"src": cid, "cid": cid, "seq": seq, "rid": rid}
+    events: list[dict[str, Any]] = []
+    for i, endpoint in enumerate(endpoints):
+        if i:
+            events.append({**base, "ts": t(at + i) - 1, "ev": "retry", "attempt": i + 1})
+        events.append({**base, "ts": t(at + i), "ev": "send", "attempt": i + 1, "endpoint": endpoint})
+    if answered is None:
+        events.append({**base, "ts": t(at + 3), "ev": "abandon", "reason": "no reply"})
+    else:
+        us = int(answered * 1e6)
+        events.append(
+            {
+                **base,
+                "ts": t(at + answered),
+                "ev": "reply",
+                "ok": True,
+                "latency_us": us,
+                "endpoint": endpoints[-1],
+            }
+        )
+    return events
+
+
+def procs(killed: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """The runner's proc_start of each server, and a proc_exit at ``killed[server]`` s."""
+    out = []
+    for s in SERVERS:
+        out.append({"ts": t(-1), "src": "runner", "ev": "proc_start", "role": s, "instance": s, "pid": 1})
+    for s, at in (killed or {}).items():
+        out.append(
+            {"ts": t(at) + 1000, "src": "runner", "ev": "proc_exit", "role": s, "instance": s, "pid": 1,
+             "signal": 9, "expected": True}
+        )  # fmt: skip
+    return out
+
+
+def kill(server: str, at: float, fault_id: int = 1) -> FaultWindow:
+    return FaultWindow(fault_id, "kill", server, t(at), t(at) + 100)
+
+
+def ctx_of(spark, events: list[dict[str, Any]], faults: list[FaultWindow] = (), **promises: Any):
+    prom = {
+        "checks": ["freelance_failover_served", "freelance_dead_server_avoided"],
+        "serve_bound_s": 2.5,
+        **promises,
+    }
+    meta = {
+        "manifest": {
+            "name": "freelance",
+            "promises": prom,
+            "endpoints": {s: s for s in SERVERS},
+            "clients": [
+                {"name": "freelance", "adapter": "freelance", "endpoints": list(SERVERS), "options": {}}
+            ],
+        },
+        "scenario": {"name": "unit"},
+        "processes": {s: s for s in SERVERS},
+        "plan": [{"kind": f.fault, "target": f.target} for f in faults],
+        "load_started_ns": T0,
+        "load_stopped_ns": t(LOAD_S),
+        "client_budget_s": 3.0,
+    }
+    return CheckContext(spark, events_frame(spark, events), meta, list(faults))
+
+
+def check(name: str, ctx: CheckContext):
+    return registry()[name].run(ctx)
+
+
+def failover_history(*, bad: bool) -> tuple[list[dict[str, Any]], list[FaultWindow]]:
+    """server1 killed at 10 s: the request in flight fails over to server2 (or, when
+    ``bad``, is abandoned though two servers live); later requests go to server2 (or,
+    when ``bad``, one goes to the dead server1 5 s after the kill)."""
+    events = procs({"server1": 10})
+    for seq in range(1, 41):
+        at = 2.5 + seq * 0.5
+        if at < 10:
+            events += request("client-1", seq, at, ["server1"])
+        elif at == 10:
+            events += request("client-1", seq, at, ["server1"] if bad else ["server1", "server2"],
+                              answered=None if bad else 1.01)  # fmt: skip
+        elif bad and at == 15:
+            events += request("client-1", seq, at, ["server1", "server2"], answered=1.01)
+        else:
+            events += request("client-1", seq, at, ["server2"])
+    return events, [kill("server1", 10)]
+
+
+def test_failover_and_dead_server_hold_on_a_clean_failover(spark) -> None:
+    events, faults = failover_history(bad=False)
+    ctx = ctx_of(spark, events, faults)
+    served = check("freelance_failover_served", ctx)
+    assert served.status == HELD, served
+    assert served.figures["judged"] > 30 and served.figures["excused_no_server"] == 0
+    avoided = check("freelance_dead_server_avoided", ctx)
+    assert avoided.status == HELD, avoided
+    assert avoided.figures["outages"] == 1  # the kill's window and the process exit are one outage
+
+
+def test_an_abandon_while_servers_live_and_a_send_to_a_dead_server_are_violations(spark) -> None:
+    events, faults = failover_history(bad=True)
+    ctx = ctx_of(spark, events, faults)
+    served = check("freelance_failover_served", ctx)
+    assert served.status == VIOLATED and served.violations == 1, served
+    assert served.examples[0]["rid"] == "client-1:15" and served.examples[0]["problem"] == "abandoned"
+    avoided = check("freelance_dead_server_avoided", ctx)
+    assert avoided.status == VIOLATED and avoided.violations == 1, avoided
+    (bad,) = avoided.examples
+    assert bad["rid"] == "client-1:25" and bad["endpoint"] == "server1"
+
+
+def test_requests_while_no_server_is_up_are_excused_and_a_slow_failover_is_not(spark) -> None:
+    # Every server killed at 10 s (the abandons after are excused); before that one reply
+    # took 2.8 s with two servers up (past the 2.5 s bound).
+    events = procs(dict.fromkeys(SERVERS, 10))
+    events += request("client-1", 1, 3, ["server1"])
+    events += request("client-1", 2, 4, ["server1", "server2", "server3"], answered=2.8)
+    for seq in range(3, 10):
+        events += request("client-1", seq, 5 + seq * 0.5, ["server1"])
+    for seq in range(10, 15):
+        events += request("client-1", seq, 10 + seq - 10, ["server1"], answered=None)
+    faults = [kill(s, 10, i) for i, s in enumerate(SERVERS, 1)]
+    served = check("freelance_failover_served", ctx_of(spark, events, faults))
+    assert served.status == VIOLATED and served.violations == 1, served
+    assert served.examples[0]["problem"] == "answered past the bound"
+    assert served.figures["excused_no_server"] >= 5
+
+
+def test_sends_that_name_no_endpoint_leave_dead_server_avoided_unknown(spark) -> None:
+    events, faults = failover_history(bad=False)
+    for e in events:
+        e.pop("endpoint", None)
+    avoided = check("freelance_dead_server_avoided", ctx_of(spark, events, faults))
+    assert avoided.status == UNKNOWN and "do not record their endpoint" in avoided.reason

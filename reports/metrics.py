@@ -77,7 +77,7 @@ def timeline(events: DataFrame, t0_ns: int) -> list[dict[str, Any]]:
     return out
 
 
-def servers(events: DataFrame, t0_ns: int) -> dict[str, Any]:
+def servers(events: DataFrame, t0_ns: int, profile: Profile | None = None) -> dict[str, Any]:
     """Who served over time, for the timeline's band per server: ``answered`` (endpoint ->
     [[second, replies], ...], from the clients' ``reply`` events that name their endpoint:
     any failover client) and ``states`` (server -> [[seconds, state], ...], from the state
@@ -93,7 +93,10 @@ def servers(events: DataFrame, t0_ns: int) -> dict[str, Any]:
     for r in sorted(rows, key=lambda r: (r["endpoint"], r["t"])):
         answered.setdefault(r["endpoint"], []).append([r["t"], r["count"]])
     states: dict[str, list[list[Any]]] = {}
-    for r in events.filter(F.col("ev") == "bstar_state").select("ts", "src", "state").orderBy("ts").collect():
+    changes = [] if profile is not None and not profile.has("bstar_state") else (
+        events.filter(F.col("ev") == "bstar_state").select("ts", "src", "state").orderBy("ts").collect()
+    )  # fmt: skip
+    for r in changes:
         states.setdefault(r["src"], []).append([round((r["ts"] - t0_ns) / NS, 3), r["state"]])
     if not answered and not states:
         return {}
@@ -207,5 +210,5 @@ def compute_metrics(events: DataFrame, t0_ns: int, profile: Profile | None = Non
         "sources": per_src,
         "latency_ms": latency(events),
         "timeline": timeline(events, t0_ns),
-        "servers": servers(events, t0_ns),
+        "servers": servers(events, t0_ns, profile),
     }

@@ -280,18 +280,38 @@ def profile_of(events: DataFrame) -> Profile:
     return Profile.from_rows(groups.collect())
 
 
-def fault_windows(events: DataFrame, profile: Profile | None = None) -> tuple[list[FaultWindow], list[str]]:
-    """Faults paired by fault_id from fault_start/fault_stop, and what did not pair."""
+#: The run's own few events (phases, faults, process exits), read in one job and shared by
+#: the fault windows, the completeness and the table of processes.
+CONTROL_EVENTS = ("phase", "phase_done", "fault_start", "fault_stop", "fault_error", "proc_exit")
+CONTROL_COLUMNS = ("ts", "ev", "name", "fault_id", "fault", "target", "fault_scope", "fault_lossy", "detail",
+                   "instance", "role", "pid", "code", "signal", "expected")  # fmt: skip
+
+
+def control_events(events: DataFrame, profile: Profile | None = None) -> list[Any]:
+    """The CONTROL_EVENTS of the history, in time order (one job; none when the profile has none)."""
     from pyspark.sql import functions as F
 
+    if profile is not None and not profile.has(*CONTROL_EVENTS):
+        return []
+    return events.filter(F.col("ev").isin(*CONTROL_EVENTS)).select(*CONTROL_COLUMNS).orderBy("ts").collect()
+
+
+def _control(events: DataFrame, control: list[Any] | None, kinds: tuple[str, ...]) -> list[Any]:
+    """The rows of these kinds, from ``control`` (control_events) when given, else read for them."""
+    from pyspark.sql import functions as F
+
+    if control is not None:
+        return [r for r in control if r["ev"] in kinds]
+    return events.filter(F.col("ev").isin(*kinds)).select(*CONTROL_COLUMNS).orderBy("ts").collect()
+
+
+def fault_windows(
+    events: DataFrame, profile: Profile | None = None, control: list[Any] | None = None
+) -> tuple[list[FaultWindow], list[str]]:
+    """Faults paired by fault_id from fault_start/fault_stop, and what did not pair."""
     if profile is not None and not profile.has("fault_start", "fault_stop"):
         return [], []
-    rows = (
-        events.filter(F.col("ev").isin("fault_start", "fault_stop"))
-        .select("ts", "ev", "fault_id", "fault", "target", "fault_scope", "fault_lossy")
-        .orderBy("ts")
-        .collect()
-    )
+    rows = _control(events, control, ("fault_start", "fault_stop"))
     starts: dict[int, Any] = {}
     stops: dict[int, int] = {}
     warnings = []
@@ -309,39 +329,35 @@ def fault_windows(events: DataFrame, profile: Profile | None = None) -> tuple[li
     return faults, warnings
 
 
-def process_exits(events: DataFrame, profile: Profile | None = None) -> list[dict[str, Any]]:
-    from pyspark.sql import functions as F
-
+def process_exits(
+    events: DataFrame, profile: Profile | None = None, control: list[Any] | None = None
+) -> list[dict[str, Any]]:
     if profile is not None and not profile.has("proc_exit"):
         return []
-    rows = (
-        events.filter(F.col("ev") == "proc_exit")
-        .select("ts", "instance", "role", "pid", "code", "signal", "expected", "detail")
-        .orderBy("ts")
-        .collect()
-    )
-    return [r.asDict() for r in rows]
+    keys = ("ts", "instance", "role", "pid", "code", "signal", "expected", "detail")
+    return [{k: r[k] for k in keys} for r in _control(events, control, ("proc_exit",))]
 
 
 NS = 1_000_000_000
 
 
-def completeness(events: DataFrame, meta: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+def completeness(
+    events: DataFrame,
+    meta: dict[str, Any],
+    control: list[Any] | None = None,
+    last_ts: int | None = None,
+) -> tuple[list[str], dict[str, Any]]:
     """How far the run carried out its plan: the ways it fell short (each makes the verdict
     incomplete) and the figures (phases done, faults planned, started, failed).
 
     A run is complete when its load and drain ended (``phase_done`` in the history or
     ``phases_done`` in run.json: a runner killed or a machine lost leaves neither) and every
     planned fault fired without error (``fault_error`` in the history says one did not).
+    ``control``: the control_events, ``last_ts``: the last event's time, when already known.
     """
     from pyspark.sql import functions as F
 
-    rows = (
-        events.filter(F.col("ev").isin("phase", "phase_done", "fault_start", "fault_error"))
-        .select("ts", "ev", "name", "fault_id", "fault", "target", "detail")
-        .orderBy("ts")
-        .collect()
-    )
+    rows = _control(events, control, ("phase", "phase_done", "fault_start", "fault_error"))
     done = set(meta.get("phases_done") or {}) | {r["name"] for r in rows if r["ev"] == "phase_done"}
     entered = [r["name"] for r in rows if r["ev"] == "phase"]
     started = {r["fault_id"]: r for r in rows if r["ev"] == "fault_start"}
@@ -350,7 +366,8 @@ def completeness(events: DataFrame, meta: dict[str, Any]) -> tuple[list[str], di
     load_start = meta.get("load_started_ns")
     if load_start is None:  # a run.json written before the load began
         load_start = next((r["ts"] for r in rows if r["ev"] == "phase" and r["name"] == "load"), None)
-    last_ts = events.agg(F.max("ts")).first()[0]
+    if last_ts is None:
+        last_ts = events.agg(F.max("ts")).first()[0]
     reached_s = (last_ts - load_start) / NS if load_start is not None and last_ts is not None else None
     duration = (meta.get("scenario") or {}).get("duration_s")
     figures = {
@@ -502,7 +519,8 @@ def check_run(
         say(f"skipped {account['bad_lines']} history line(s) that are not events:")
         for b in account.get("bad_examples", [])[:5]:
             say(f"  history/{b['file']} line {b['line_no']}: {b['line'][:80]}")
-    faults, warnings = fault_windows(events, history.profile)
+    control = control_events(events, history.profile)
+    faults, warnings = fault_windows(events, history.profile, control)
     for name in account.get("truncated", []):
         warnings.append(f"history/{name} ends mid-line: its writer was cut off (truncated file)")
     for cid, what in (account.get("damaged_clients") or {}).items():
@@ -513,7 +531,7 @@ def check_run(
         if meta.get(key) is None:
             warnings.append(f"run.json has no {key}: using the {fallback} event time")
     account["warnings"] = warnings
-    incomplete, completion = completeness(events, meta)
+    incomplete, completion = completeness(events, meta, control, history.profile.last_ts)
     ctx = CheckContext(spark, events, meta, faults, run.root, history.profile)
     damaged = account.get("damaged_clients") or {}
     results, errors = run_checks(ctx, list(meta["manifest"]["promises"]["checks"]), say, damaged)
@@ -540,7 +558,7 @@ def check_run(
             "generated_ns": time.time_ns(),
             "times": times,
             "faults": fault_rows,
-            "processes": process_exits(events, history.profile),
+            "processes": process_exits(events, history.profile, control),
             "input": account,
         },
     )
@@ -557,7 +575,7 @@ def build_report(run_dir: Path, *, progress: Callable[[str], None] | None = None
     """
     from reports.html import write_html
     from reports.junit import write_junit
-    from reports.spark import get_spark
+    from reports.spark import FITTED, get_spark
 
     say = progress or (lambda _message: None)
     run = RunDir(Path(run_dir))
@@ -566,11 +584,12 @@ def build_report(run_dir: Path, *, progress: Callable[[str], None] | None = None
     meta = load_meta(run)
     say("starting Spark")
     spark = get_spark(events=expected_events(run))
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    saved = {key: spark.conf.get(key) for key in FITTED}
     try:
         verdict = check_run(spark, run, meta, say)
     finally:
-        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+        for key, value in saved.items():
+            spark.conf.set(key, value)
     say("writing verdict.json, junit.xml, report.html")
     tmp = run.verdict_json.with_suffix(".tmp")
     tmp.write_text(json.dumps(verdict, indent=2, default=str))

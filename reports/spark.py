@@ -5,7 +5,7 @@ history can go to a cluster (README: "Checking on a Spark cluster"). What the JV
 chosen from the size of the history it will check (``get_spark(events=...)``): a short
 run gets a small heap and a JVM tuned to start fast (its fixed cost is most of the
 report), a long one a larger heap; ``ZCHAOS_SPARK_DRIVER_MEMORY`` overrides the heap.
-``fit_to`` sets the per-query settings (shuffle partitions) for each history. The JVM's
+``fit_to`` sets the per-query settings (shuffle partitions, adaptive execution) for each history. The JVM's
 own output goes to ``SPARK_LOG``, not to the user's terminal.
 """
 
@@ -34,6 +34,10 @@ QUICK_JVM_EVENTS = 2_000_000
 #: share), at most MAX_PARTITIONS.
 EVENTS_PER_PARTITION = 500_000
 MAX_PARTITIONS = 200
+#: Below this many events adaptive query execution is off: with the partitions already sized
+#: to the history it has nothing to coalesce, and its re-planning of every shuffle stage (one
+#: more Spark job each) cost a report of 100k events 15-30% more CPU (bench/checker_scaling.py).
+ADAPTIVE_MIN_EVENTS = 2_000_000
 
 
 def driver_memory(events: int | None) -> str:
@@ -80,10 +84,16 @@ def get_spark(events: int | None = None) -> SparkSession:
     return _session
 
 
+#: The settings fit_to changes (build_report puts them back after each report).
+FITTED = ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled")
+
+
 def fit_to(spark: SparkSession, events: int) -> None:
-    """Per-query settings for a history of ``events`` events (unless ZCHAOS_SPARK_PARTITIONS
-    says): few shuffle partitions for a short run, where per-task overhead dominates; more
-    for a long one, so that each task's aggregation fits its share of the heap."""
+    """Per-query settings for a history of ``events`` events: adaptive execution only for a
+    large one (ADAPTIVE_MIN_EVENTS); few shuffle partitions for a short run, where per-task
+    overhead dominates, more for a long one, so that each task's aggregation fits its share
+    of the heap (unless ZCHAOS_SPARK_PARTITIONS says)."""
+    spark.conf.set("spark.sql.adaptive.enabled", str(events >= ADAPTIVE_MIN_EVENTS).lower())
     if os.environ.get("ZCHAOS_SPARK_PARTITIONS"):
         return
     wanted = max(1, min(MAX_PARTITIONS, -(-events // EVENTS_PER_PARTITION)))

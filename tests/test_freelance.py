@@ -17,8 +17,11 @@ import zmq
 
 from chaos.malformed import Wire, send_batch
 from harness.history import HistoryWriter, payload_for, read_events
+from harness.ports import PortAllocator
+from harness.rundir import RunDir
 from harness.runner import run_scenario
 from harness.scenario import load_scenario
+from harness.topology import Topology
 from implementations.freelance.server import answer
 from loadtests.adapters.base import Abandoned, RequestLog
 from loadtests.adapters.freelance import FreelanceClient
@@ -33,6 +36,24 @@ def test_answer_rules() -> None:
     assert answer([b"c", b"7", b"body", b"more"]) == ([b"c", b"7", b"body", b"more"], None)
     assert answer([b"c"])[0] is None
     assert answer([b"c", b"7"])[0] is None  # a control frame without a body
+
+
+def test_a_servers_identity_is_the_address_its_clients_reach(tmp_path: Path) -> None:
+    """{public.E}: the bind address without a fault proxy, the clients' proxy with one."""
+    scenario = load_scenario(ROOT / "scenarios" / "freelance-partition-one-server.toml")
+    topology = Topology(scenario, RunDir.create(tmp_path, "t"), PortAllocator())
+
+    def public(spec: list[str]) -> str:
+        return spec[spec.index("--public") + 1]
+
+    assert public(topology.proc_spec("server1", "server1").argv) == topology.bind_address("server1")
+    topology.route("link:clients:server1", "tcp://127.0.0.1:1")
+    argv = topology.proc_spec("server1", "server1").argv
+    assert public(argv) == "tcp://127.0.0.1:1" and argv[argv.index("--bind") + 1] == topology.bind_address(
+        "server1"
+    )
+    (kind,) = scenario.load.clients
+    assert topology.client_addresses(kind)[0] == "tcp://127.0.0.1:1"  # what the clients address it by
 
 
 def _router(ctx: zmq.Context, endpoint: str) -> zmq.Socket:

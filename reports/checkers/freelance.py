@@ -36,11 +36,11 @@ from pyspark.sql import functions as F
 
 from chaos.faults import FAULT_KINDS, OUTAGE
 from reports.checkers import CheckContext, CheckResult, checker, nothing_to_judge
-from reports.checkers.fault_windows import WARMUP_NS
 from reports.checkers.toolkit import (
     END_OF_TIME,
     MS,
     NS,
+    WARMUP_NS,
     client_budget_ns,
     count,
     events_of,

@@ -165,8 +165,14 @@ def test_client_fails_over_off_a_killed_server_and_discards_a_stale_reply(pirate
         frozen_rid = log.rid
         assert names(reply.endpoint) == "server2" and log.attempts == 2
         servers[0].signal(signal.SIGCONT)
-        for _ in range(10):
-            request()  # server1 is back once it answers a ping; replies stay matched
+
+        def stale_seen() -> bool:
+            request()  # replies stay matched while server1's late answer comes in
+            return any(e["ev"] == "unexpected" for e in read_events(tmp_path / "client.jsonl"))
+
+        wait_for(stale_seen, 10, "the thawed server1's late answer")
+        # server1 is back once it answered: the first in order leads again.
+        wait_for(lambda: names(request()[1].endpoint) == "server1", 5, "server1 to lead again")
         # Killed for good: the client no longer sends to it (no connection) and serves on.
         pirates.kill(servers[0])
         killed_at = seq

@@ -2,8 +2,9 @@
 control frame, malformed input) and the model 3 client failing over off a killed server,
 discarding a stale reply by its sequence. Then whole runs (slow) of a user's Freelance
 client program (tests/external_clients/freelance.py, only zmq and json) through a frozen
-server: as written it passes; with its sequence matching off it takes the thawed
-server's late replies for later requests, and correct_reply names it."""
+server: as written it passes; with its bugs on, correct_reply names the one that takes
+the thawed server's late replies for later requests, and freelance_failover_served the
+one that never fails over."""
 
 from __future__ import annotations
 
@@ -214,12 +215,23 @@ def test_a_users_freelance_program_passes_a_frozen_server(tmp_path: Path, spark)
 
 
 @pytest.mark.slow
-def test_a_program_that_ignores_sequences_fails_correct_reply(tmp_path: Path, spark) -> None:
-    result = run_scenario(load_scenario(CLIENTS / "freelance-stale-replies.toml"), runs_dir=tmp_path)
+def test_the_program_with_its_bugs_on_fails_the_checks_that_name_them(tmp_path: Path, spark) -> None:
+    result = run_scenario(load_scenario(CLIENTS / "freelance-faulty.toml"), runs_dir=tmp_path)
     assert result.exit_code == 1
     status = _statuses(result.verdict)
+    checks = result.verdict["checks"]
+    # "stale" takes the thawed server's late answers for later requests.
     assert status["correct_reply"] == "violated", status
-    first = result.verdict["checks"]["correct_reply"]["examples"][0]
-    assert first["problem"] == "reply not as expected (ok=false)"
-    # Every request was answered, in order and in time: only what it took for the answer is wrong.
-    assert status["no_lost"] == status["in_order"] == status["freelance_failover_served"] == "held"
+    wrong = checks["correct_reply"]["examples"]
+    assert wrong and {e["problem"] for e in wrong} == {"reply not as expected (ok=false)"}
+    assert all(e["cid"] in _cids(result, "stale") for e in wrong)
+    # "sticky" abandons requests while two servers were up.
+    assert status["freelance_failover_served"] == "violated", status
+    stuck = checks["freelance_failover_served"]["examples"]
+    assert stuck and {e["problem"] for e in stuck} == {"abandoned"}
+    assert all(e["cid"] in _cids(result, "sticky") for e in stuck)
+    assert status["no_lost"] == status["in_order"] == "held"
+
+
+def _cids(result, kind: str) -> set[str]:
+    return {e["cid"] for e in read_events(result.run.history) if e.get("kind") == kind}

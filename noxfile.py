@@ -8,6 +8,8 @@ mark it when it runs a scenario through the runner or takes more than a few seco
 
 from __future__ import annotations
 
+import os
+
 import nox
 
 nox.options.default_venv_backend = "venv"
@@ -17,18 +19,27 @@ nox.options.error_on_missing_interpreters = True
 PYTHON = "3.11"
 
 
+def _parallel() -> list[str]:
+    """Two test processes by default: most of a scenario test's time is its load's fixed
+    duration, which two can share on two cores. A module's tests stay in one process
+    (``loadscope``), so module-scoped fixtures (one scenario run for several assertions)
+    run once. ``ZCHAOS_TEST_WORKERS=0`` runs everything in one process."""
+    workers = os.environ.get("ZCHAOS_TEST_WORKERS", "2")
+    return ["-n", workers, "--dist", "loadscope"] if workers != "0" else []
+
+
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """The test suite: unit, integration, end to end, and the CI scenarios."""
     session.install("-e", ".[test]")
-    session.run("pytest", *session.posargs)
+    session.run("pytest", *_parallel(), *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def quick(session: nox.Session) -> None:
-    """Every test not marked slow (measured: 479 tests, 234 s of CPU, 2/3 of it Spark)."""
+    """Every test not marked slow."""
     session.install("-e", ".[test]")
-    session.run("pytest", "-m", "not slow", *session.posargs)
+    session.run("pytest", *_parallel(), "-m", "not slow", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -243,6 +243,21 @@ def pandas_check(path: Path, load_stopped_ns: int) -> dict[str, int]:
     return {"no_lost": lost, "no_duplicate": dup, "in_order": int((replies.seq <= prev).sum())}
 
 
+def cpu_seconds() -> float:
+    """CPU time used so far by this process and the JVM behind its SparkSession (user + system):
+    on a shared machine it moves far less with the load than the wall time does."""
+    from pyspark import SparkContext
+
+    own = os.times()
+    total = own.user + own.system
+    jvm = getattr(SparkContext._gateway, "proc", None) if SparkContext._gateway else None
+    if jvm is not None:
+        with open(f"/proc/{jvm.pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def where_the_time_goes(spark, run: RunDir) -> None:
     """Per step of a warm report: seconds, Spark jobs and stages (each check in its own job group)."""
     from reports import pipeline
@@ -254,12 +269,15 @@ def where_the_time_goes(spark, run: RunDir) -> None:
 
     def step(name: str, fn: Callable[[], Any]) -> Any:
         sc.setJobGroup(name, name)
-        t = time.perf_counter()
+        t, c = time.perf_counter(), cpu_seconds()
         out = fn()
-        secs = time.perf_counter() - t
+        secs, cpu = time.perf_counter() - t, cpu_seconds() - c
         jobs = tracker.getJobIdsForGroup(name)
         stages = sum(len(info.stageIds) for j in jobs if (info := tracker.getJobInfo(j)) is not None)
-        print(f"    {name:<34}{secs:7.2f} s {len(jobs):4d} jobs {stages:4d} stages   load {load()}")
+        print(
+            f"    {name:<34}{secs:7.2f} s {cpu:6.2f} s cpu {len(jobs):4d} jobs {stages:4d} stages"
+            f"   load {load()}"
+        )
         return out
 
     meta = run.read_meta()

@@ -277,6 +277,29 @@ WMP_WORKER: dict[str, Case] = {
 }
 
 
+# --- Freelance (10/FLP): a ROUTER server that answers PING and echoes [control, body...] ----
+
+
+def _pings(wire: Wire, n: int) -> None:
+    """A peer that pings and never reads: the server's PONGs pile up for it."""
+    peer = wire.stranger()
+    for _ in range(n):
+        wire.send(peer, [b"PING"])
+
+
+FREELANCE_CLIENT: dict[str, Case] = {
+    "control frame without a body": _once(lambda rng: [str(rng.randrange(1, 10**6)).encode()]),
+    "empty control frame alone": _once(lambda rng: [b""]),
+    "PONG to the server": _once(lambda rng: [b"PONG"]),
+    # Bodies without a request id: the server echoes them, and records no execution of a
+    # request nobody sent.
+    "PING with a body": _once(lambda rng: [b"PING", rng.randbytes(8).hex().encode()]),
+    "request with a binary control frame": _once(lambda rng: [rng.randbytes(8), b"junk"]),
+    "request with a huge control frame": _once(lambda rng: [b"7" * 100_000, b"junk"]),
+    "a hundred PINGs": lambda wire, rng, service: _pings(wire, 100),
+}
+
+
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
@@ -326,6 +349,11 @@ FAMILIES: dict[str, Family] = {
             "WMP manager: REQ clients, workers speaking implementations/wmp's encoding",
             _req_client_cases(b"READY"),
             WMP_WORKER,
+        ),
+        Family(
+            "freelance",
+            "10/FLP servers (ROUTER, identity = endpoint): PING/PONG and control-frame junk",
+            FREELANCE_CLIENT,
         ),
         Family(
             "titanic",

@@ -600,7 +600,25 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
         if role_name not in roles:
             raise endpoints_table.error(endpoint, f"role {role_name!r} is not in [roles] {sorted(roles)}")
 
-    pt = top.table("promises", required=True)
+    promises = parse_promises(top.table("promises", required=True), options, check_names=check_names)
+    clients = _parse_clients(top, endpoints, promises.in_order, path.parent)
+    _check_reply_deadlines(top, clients, promises)
+    top.done()
+    return Manifest(
+        name=name,
+        description=description,
+        path=path,
+        clients=clients,
+        options=options,
+        endpoints=endpoints,
+        roles=roles,
+        promises=promises,
+    )
+
+
+def parse_promises(pt: Table, options: dict[str, Any], *, check_names: bool = True) -> Promises:
+    """A ``[promises]`` table read whole and checked: the manifest's, or a scenario's
+    overrides merged into it (``harness/scenario.py``), evaluated with ``options``."""
     checks = pt.list_of("checks", str)
     if check_names:
         known = _known_checks()
@@ -640,19 +658,7 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
         extra=pt.remaining(),
     )
     pt.done()
-    clients = _parse_clients(top, endpoints, promises.in_order, path.parent)
-    _check_reply_deadlines(top, clients, promises)
-    top.done()
-    return Manifest(
-        name=name,
-        description=description,
-        path=path,
-        clients=clients,
-        options=options,
-        endpoints=endpoints,
-        roles=roles,
-        promises=promises,
-    )
+    return promises
 
 
 def reply_deadline_problem(options: dict[str, Any], promises: Promises) -> str | None:

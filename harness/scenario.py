@@ -72,6 +72,7 @@ from harness.manifest import (
     known_options,
     link_names,
     load_manifest,
+    parse_promises,
     reply_deadline_problem,
 )
 
@@ -345,22 +346,20 @@ def _knows(kind: ClientKind, key: str) -> bool:
     return key in adapter_class(kind.adapter).DEFAULTS
 
 
-def _override_promises(top: Table, promises: Promises) -> Promises:
-    """The manifest's promises with the scenario's ``[promises]`` values (not its checks)."""
+def _override_promises(top: Table, promises: Promises, options: dict[str, Any]) -> Promises:
+    """The manifest's promises with the scenario's ``[promises]`` values (not its checks),
+    checked as the manifest's are (``parse_promises``) and with the scenario's options."""
     pt = top.table("promises")
     current = promises.as_dict()
     known = sorted(k for k in current if k != "checks")
-    changed: dict[str, Any] = {}
     for key in list(pt.data):
         if key not in known:
             raise pt.error(key, f"not a promise of the manifest to override (known: {', '.join(known)})")
-        default = current[key]
-        expected = float if isinstance(default, float) else type(default)
-        changed[key] = pt.get(key, expected, minimum=0 if expected in (int, float) else None)
-    pt.done()
-    fields = {k: v for k, v in changed.items() if k in Promises.__dataclass_fields__}
-    extra = {k: v for k, v in changed.items() if k not in fields}
-    return replace(promises, **fields, extra={**promises.extra, **extra})
+        if key in promises.extra:  # a family's own promise: keep the manifest's type
+            default = promises.extra[key]
+            pt.get(key, float if isinstance(default, float) else type(default))
+    merged = {k: v for k, v in current.items() if v is not None} | pt.data
+    return parse_promises(Table(merged, pt.file, *pt.path), options, check_names=False)
 
 
 def parse_scenario(data: dict[str, Any], path: Path | None, *, where: str | Path = "") -> Scenario:
@@ -403,7 +402,8 @@ def parse_scenario(data: dict[str, Any], path: Path | None, *, where: str | Path
     lt = top.table("load")
     defaults = LoadSpec()
     clients = _client_overrides(top, lt, manifest)
-    manifest = replace(manifest, clients=clients, promises=_override_promises(top, manifest.promises))
+    promises = _override_promises(top, manifest.promises, options)
+    manifest = replace(manifest, clients=clients, promises=promises)
     users = lt.get("users", int, defaults.users, minimum=1)
     spawn_rate = lt.get("spawn_rate", float, defaults.spawn_rate, minimum=0.1)
     wait_ms = lt.get("wait_ms", float, defaults.wait_ms, minimum=0)

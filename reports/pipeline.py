@@ -472,6 +472,8 @@ def run_checks(
             failed = f"checker failed: {type(exc).__name__}: {exc}"
             results.append(CheckResult(name, UNKNOWN, summary=failed, reason=f"{failed} (see errors)"))
             errors.append(f"checker {name} failed:\n{traceback.format_exc(limit=8)}")
+    if clean is not ctx:
+        clean.release()
     return results, errors
 
 
@@ -542,6 +544,7 @@ def check_run(
             "input": account,
         },
     )
+    ctx.release()
     history.release()
     return verdict
 

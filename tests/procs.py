@@ -32,6 +32,21 @@ def wait_for(condition: Callable[[], object], timeout: float, what: str, interva
         time.sleep(interval)
 
 
+def processes_of(runs: Path) -> list:
+    """The live processes of the runs under ``runs`` (by the history folder they inherit)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            mine = proc.environ().get("ZCHAOS_HISTORY_DIR", "").startswith(str(runs))
+            if mine and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
 class Proc:
     def __init__(self, name: str, argv: list[str], log: Path, env: dict[str, str]) -> None:
         self.name = name

@@ -133,8 +133,8 @@ def test_the_excuse_as_a_broadcast_range_join(spark: Any) -> None:
     assert sorted(r["ts"] // NS for r in kept.collect()) == [25, 60]
 
 
-#: Modules of shared helpers, not of checks (fault_windows: the excuse of whole requests).
-HELPERS = {"__init__", "toolkit", "fault_windows"}
+#: Modules of shared helpers, not of checks.
+HELPERS = {"__init__", "toolkit"}
 
 
 def test_no_family_module_imports_another_family() -> None:

@@ -165,6 +165,11 @@ latency_p99_ms = 400
         ("", "[clients.nope]\nweight = 2", "s.toml: clients.nope", "no client kind 'nope'"),
         ("", "[promises]\nlatency_p99 = 3", "s.toml: promises.latency_p99", "not a promise"),
         ("", "[promises]\nchecks = []", "s.toml: promises.checks", "not a promise"),
+        # Checked as the manifest's own are, not only by type.
+        ("", "[promises]\nexpiry_ms = 'heartbeat * 2'", "s.toml: promises.expiry_ms", "'heartbeat' is not"),
+        ("", "[promises]\navailability_floor = 1.5", "s.toml: promises.availability_floor", "at most 1"),
+        ("", "[promises]\nsurvives = ['sometimes']", "s.toml: promises.survives", "sometimes"),
+        ("", "[promises]\nexpiry_ms = -4", "s.toml: promises.expiry_ms", "at least 0"),
         ("", "[clients.sync]\nusers = 4", "s.toml: load.users", "cannot hold"),
     ],
 )

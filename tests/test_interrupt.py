@@ -8,11 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import psutil
 import pytest
 
 from harness.history import read_events
-from tests.procs import ROOT, wait_for
+from tests.procs import ROOT, processes_of, wait_for
 
 pytestmark = pytest.mark.slow  # whole scenario runs: left out of `./dev quick`
 
@@ -29,17 +28,6 @@ target = "worker-1"
 at_s = [1]
 duration_s = 30
 """
-
-
-def processes_of(runs: Path) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            if proc.environ().get("ZCHAOS_HISTORY_DIR", "").startswith(str(runs)):
-                found.append(proc)
-        except (psutil.Error, OSError):
-            continue
-    return [p for p in found if p.status() != psutil.STATUS_ZOMBIE]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from chaos.nemesis import Nemesis, PlannedFault
@@ -24,7 +23,7 @@ from harness.scenario import load_scenario
 from harness.suite import SuiteEntry, suite_exit_code, write_index
 from reports.history_frame import events_frame
 from reports.pipeline import completeness
-from tests.procs import ROOT, wait_for
+from tests.procs import ROOT, processes_of, wait_for
 
 # 20 s of load, a worker killed at 3 s (restarted) and another at 15 s; the runner is
 # killed between the two.
@@ -49,18 +48,6 @@ target = "worker-2"
 at_s = [15]
 duration_s = 2
 """
-
-
-def processes_of(runs: Path) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            mine = proc.environ().get("ZCHAOS_HISTORY_DIR", "").startswith(str(runs))
-            if mine and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except (psutil.Error, OSError):
-            continue
-    return found
 
 
 @pytest.mark.slow  # a scenario run, then its report

@@ -1,7 +1,8 @@
 """Titanic end to end: the same kill-the-server scenario run on the real Titanic server and
-on tests/faulty_titanic (answers before it stores). The real one passes every check; the
-faulty one fails ``titanic_durable`` (acknowledged uuids answered 400 after the restart)
-and nothing else is blamed."""
+on each fault of tests/faulty_titanic. The real one passes every check; each faulty one
+fails exactly the check its fault breaks, with the offender named: write-behind (answers
+before it stores) ``titanic_durable``, keep-closed ``titanic_closed_stay_closed``,
+pending-unknown ``titanic_no_phantom_reply`` and ``titanic_closed_stay_closed``."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ worker = 2
 
 [options]
 work_ms = 200
+{extra}
 
 [load]
 users = 6
@@ -45,21 +47,36 @@ restart_after_s = 1
 """
 
 
-def run(tmp_path: Path, implementation: str):
+def run(tmp_path: Path, implementation: str, extra: str = ""):
     path = tmp_path / "scenario.toml"
-    path.write_text(SCENARIO.format(implementation=implementation))
+    path.write_text(SCENARIO.format(implementation=implementation, extra=extra))
     return run_scenario(load_scenario(path), runs_dir=tmp_path / "runs")
 
 
-def test_the_server_that_answers_before_storing_fails_titanic_durable(tmp_path: Path, spark) -> None:
-    result = run(tmp_path, str(FAULTY))
+@pytest.mark.parametrize(
+    ("fault", "violated", "problem"),
+    [
+        ("write-behind", {"titanic_durable"}, "forgotten"),
+        ("keep-closed", {"titanic_closed_stay_closed"}, "titanic.reply about a closed uuid"),
+        (
+            "pending-unknown",
+            {"titanic_no_phantom_reply", "titanic_closed_stay_closed"},
+            "titanic.reply about a uuid never issued",
+        ),
+    ],
+)
+def test_each_faulty_server_fails_the_check_its_fault_breaks(
+    tmp_path: Path, spark, fault: str, violated: set[str], problem: str
+) -> None:
+    result = run(tmp_path, str(FAULTY), f'fault = "{fault}"')
     checks = result.verdict["checks"]
     assert result.exit_code == 1, {k: c["summary"] for k, c in checks.items()}
-    durable = checks["titanic_durable"]
-    assert durable["status"] == "violated" and durable["figures"]["forgotten"] >= 1
-    assert durable["examples"][0]["problem"].startswith("forgotten")
-    violated = {name for name, c in checks.items() if c["status"] == "violated"}
-    assert violated == {"titanic_durable"}, {k: checks[k]["summary"] for k in violated}
+    failed = {name for name, c in checks.items() if c["status"] == "violated"}
+    assert failed == violated, {k: checks[k]["summary"] for k in failed | violated}
+    first = sorted(violated)[-1]  # titanic_durable, or titanic_no_phantom_reply
+    assert checks[first]["examples"][0]["problem"].startswith(problem)
+    if fault == "write-behind":
+        assert checks["titanic_durable"]["figures"]["forgotten"] >= 1
 
 
 def test_the_real_server_passes_the_same_kills(tmp_path: Path, spark) -> None:

@@ -15,7 +15,7 @@ Wire, as the server's application sees it (its ROUTER adds the client's identity
 body...]``. The guide's server answers "OK"; this one echoes the body, so a reply shows
 which request it answers (the harness's payloads start with the request id) and a
 client that takes a stale reply is caught by the echo check. It records ``exec``/``done``
-(``worker`` = ``--name``) for each request whose body carries a request id. A message
+(``worker`` = ``--name``) for each request whose body carries a request id (CLIENT:SEQ). A message
 with no control frame, or a control frame but no body (other than PING), breaks the
 protocol: it is logged, recorded as ``malformed`` and dropped, and the server goes on.
 Logs ``ready:`` once bound; exits cleanly on SIGTERM/SIGINT (implementations.runtime).
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 import time
 
@@ -36,6 +37,9 @@ from implementations.runtime import announce_ready, describe, start_role
 log = logging.getLogger("server")
 
 PING, PONG = b"PING", b"PONG"
+#: The harness's request ids are CLIENT:SEQ: a stranger's junk that happens to hold a '|'
+#: is echoed like any request but not recorded as the execution of a request.
+REQUEST_ID = re.compile(r"[\w.-]+:\d+")
 #: Blocking waits are cut into slices this long: a SIGTERM delivered to one of libzmq's
 #: threads only runs its Python handler when the main thread is back in the interpreter.
 WAIT_SLICE_MS = 250
@@ -84,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                 log.warning("dropped a malformed message %s: %s", describe(frames), problem)
                 writer.emit("malformed", detail=f"{problem}: {describe(frames)}", worker=args.name)
                 continue
-            rid = next((r for r in map(rid_of, reply[2:]) if r), None)
+            rid = next((r for r in map(rid_of, reply[2:]) if r and REQUEST_ID.fullmatch(r)), None)
             if rid is not None:
                 writer.emit("exec", rid=rid, worker=args.name)
             if work_s:

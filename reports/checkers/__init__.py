@@ -66,6 +66,15 @@ class FaultWindow:
         """The fault acts on a network link (the target's links), not on a process."""
         return self.scope == "link" or self.target.startswith("link:")
 
+    @property
+    def outage(self) -> bool:
+        """Its target cannot serve while it acts (a freeze, a partition), as the fault table's
+        ``harm`` says; a slowdown (a starved process, a slow link) still serves."""
+        from chaos.faults import FAULT_KINDS, OUTAGE
+
+        kind = FAULT_KINDS.get(self.fault)
+        return kind is None or kind.harm == OUTAGE
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -124,6 +133,20 @@ class CheckContext:
     run_dir: Path | None = None  # the run directory, for checkers that read logs/ (None in unit tests)
     profile: Profile | None = None  # None: not counted (unit tests), ask the events
     _kinds: frozenset[str] | None = field(default=None, init=False, repr=False)
+    _shared: dict[str, DataFrame] = field(default_factory=dict, init=False, repr=False)
+
+    def shared(self, name: str, build: Callable[[CheckContext], DataFrame]) -> DataFrame:
+        """A frame several checks read (one row per request, say): built by ``build`` and
+        cached on first use, so its shuffle runs once per report, not once per check."""
+        if name not in self._shared:
+            self._shared[name] = build(self).cache()
+        return self._shared[name]
+
+    def release(self) -> None:
+        """Drop the cached shared frames."""
+        for frame in self._shared.values():
+            frame.unpersist()
+        self._shared.clear()
 
     @property
     def promises(self) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 Decided from the clients' history and the fault plan alone (a black box). For each fault
 the manifest's ``survives`` promise covers (harness/manifest.py; what each fault kind does
 is its ``harm`` in chaos/faults.py), the share of request attempts answered ok while the
-fault acts (from its start to its stop + the manifest's expiry, see fault_windows) must
+fault acts (from its start to its stop + the manifest's expiry, see toolkit: excusing whole requests) must
 stay at least ``availability_floor`` times the share just before it (up to BEFORE_NS of
 time no other fault excuses).
 
@@ -31,10 +31,10 @@ from reports.checkers import (
     FaultWindow,
     checker,
     events_of,
-    fault_windows,
 )
+from reports.checkers import toolkit as tk
 
-NS = fault_windows.NS
+NS = tk.NS
 #: How much time before a fault gives its baseline (less when another fault or the warm-up is nearer).
 BEFORE_NS = 5 * NS
 #: A baseline shorter than this, or with fewer attempts, cannot judge a fault.
@@ -82,7 +82,7 @@ def baseline(
     apart: ``worker:all``) that no other fault nor the warm-up excuses."""
     together = [o for o in faults if fault.start_ns - TOGETHER_NS <= o.start_ns <= fault.start_ns]
     hi = min(o.start_ns for o in together)
-    lo = max(hi - BEFORE_NS, load_start + fault_windows.WARMUP_NS)
+    lo = max(hi - BEFORE_NS, load_start + tk.WARMUP_NS)
     for other in faults:
         start, end = spans[other.fault_id]
         if other not in together and start < hi and end > lo:
@@ -98,11 +98,11 @@ def baseline(
 )
 def availability(ctx: CheckContext) -> CheckResult:
     floor = float(ctx.promises.get("availability_floor", 0.5))
-    t = fault_windows.timers(ctx)
-    load_start, load_stop = fault_windows.load_span(ctx)
+    t = tk.timers(ctx)
+    load_start, load_stop = tk.load_span(ctx)
     end = max(load_stop, *(f.start_ns for f in ctx.faults)) if ctx.faults else load_stop
     after_ns = int(t.after_s * NS)
-    spans = {f.fault_id: fault_windows.fault_span(f, after_ns, end) for f in ctx.faults}
+    spans = {f.fault_id: tk.send_span(f, after_ns, end) for f in ctx.faults}
     rows: list[dict[str, Any]] = []
     windows: list[tuple[int, str, int, int]] = []  # fault_id, "before"/"during", lo, hi
     for f in ctx.faults:

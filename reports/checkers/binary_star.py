@@ -51,7 +51,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from reports.checkers import MAX_EXAMPLES, CheckContext, CheckResult, FaultWindow, checker, nothing_to_judge
-from reports.checkers import fault_windows as fw
+from reports.checkers import toolkit as tk
 from reports.checkers.toolkit import (
     END_OF_TIME,
     NS,
@@ -104,7 +104,7 @@ def endpoint_instances(ctx: CheckContext) -> dict[str, set[str]]:
 
 def peer_timeout_ns(ctx: CheckContext) -> int:
     """The pair's peer timeout: the manifest's expiry_ms (0 when it gives none)."""
-    t = fw.timers(ctx)
+    t = tk.timers(ctx)
     return int(t.after_s * NS) if t.source.startswith("expiry_ms") else 0
 
 
@@ -287,7 +287,7 @@ def single_active(ctx: CheckContext) -> CheckResult:
             r["endpoint"]: r["n"] for r in ans.groupBy("endpoint").agg(F.count("*").alias("n")).collect()
         }
         timeout_ns = peer_timeout_ns(ctx)
-        grace_ns = timeout_ns + int(fw.timers(ctx).client_budget_s * NS)
+        grace_ns = timeout_ns + int(tk.timers(ctx).client_budget_s * NS)
         has_states = "bstar_state" in ctx.event_kinds()
         if not per_endpoint and not has_states:
             return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
@@ -482,7 +482,7 @@ def no_lost_failover(ctx: CheckContext) -> CheckResult:
             kinds=tuple(f.fault for f in _outage_faults(ctx)) or ("kill", "restart", "freeze"),
         )
     end = history_end(ctx)
-    budget_ns = int(fw.timers(ctx).client_budget_s * NS)
+    budget_ns = int(tk.timers(ctx).client_budget_s * NS)
     windows = [
         (item["fault"].start_ns, item["resumed"] if item["resumed"] is not None else end) for item in found
     ]

@@ -23,12 +23,12 @@ from reports.checkers import (
     VIOLATED,
     CheckContext,
     CheckResult,
-    FaultWindow,
     checker,
-    fault_windows,
     nothing_to_judge,
 )
+from reports.checkers import toolkit as tk
 from reports.checkers.toolkit import (
+    NS,
     client_budget_ns,
     count,
     events_of,
@@ -40,24 +40,10 @@ from reports.checkers.toolkit import (
     unknown,
 )
 
-NS = fault_windows.NS
-WARMUP_NS = fault_windows.WARMUP_NS
-DEFAULT_CLIENT_BUDGET_S = fault_windows.DEFAULT_CLIENT_BUDGET_S
 LOG_TAIL_LINES = 10
 
 
 # --- no_lost ---------------------------------------------------------------------------
-
-
-def _overlaps_a_fault(faults: list[FaultWindow], start: str, end: str) -> Column:
-    """Rows whose span [``start``, ``end``] (ns columns) meets some fault window."""
-    cond = F.lit(False)
-    for f in faults:
-        meets = F.col(end) >= f.start_ns
-        if f.stop_ns is not None:
-            meets = meets & (F.col(start) <= f.stop_ns)
-        cond = cond | meets
-    return cond
 
 
 @checker(
@@ -68,36 +54,21 @@ def _overlaps_a_fault(faults: list[FaultWindow], start: str, end: str) -> Column
     "a fault window only where the manifest promises requeue)",
 )
 def no_lost(ctx: CheckContext) -> CheckResult:
-    is_send = F.col("ev") == "send"
-    is_lost = F.col("ev") == "lost"
-    # One shuffle: every send, reply, abandon and lost of a request meet in one group.
-    sends = (
-        events_of(ctx, "send", "reply", "abandon", "lost")
-        .groupBy("cid", "seq")
-        .agg(
-            F.min(F.when(is_send, F.col("ts"))).alias("ts"),
-            F.max(F.when(is_send, F.col("ts"))).alias("last_send_ts"),
-            F.min(F.when(is_send, F.col("src"))).alias("src"),
-            F.min(F.when(is_send, F.col("rid"))).alias("rid"),
-            F.sum(is_send.cast("int")).alias("sends"),
-            F.max((F.col("ev") == "reply").cast("int")).alias("replied"),
-            F.max((F.col("ev") == "abandon").cast("int")).alias("abandoned"),
-            F.min(F.when(is_lost, F.col("ts"))).alias("lost_ts"),
-            F.min(F.when(is_lost, F.col("reason"))).alias("lost_reason"),
-        )
-        .filter(F.col("sends") > 0)
-    )
-    last = sends.groupBy("cid").agg(F.max("seq").alias("last_seq"))
+    # Every send, reply, abandon and lost of a request met in one group (shared with steady_state).
+    sends = tk.per_request(ctx).filter(F.col("cid").isNotNull())
     cutoff = run_time(ctx, "load_stopped_ns") - client_budget_ns(ctx)
     # Without the requeue promise the broker may drop what a dead worker held; only a
     # resend recovers it, which a no-resend client never does: such a loss inside a fault
     # window is reported, not held against the system.
     requeue = bool(ctx.promises.get("requeue", False))
     declared = (F.col("replied") == 0) & F.col("lost_ts").isNotNull()
-    excused = declared & F.lit(not requeue) & _overlaps_a_fault(ctx.faults, "ts", "lost_ts")
+    # A declared loss between the first send and the `lost` event meets some fault's window.
+    in_fault = tk.with_excused(sends, ctx, "in_fault", ts="ts", until="lost_ts")
+    excused = declared & F.lit(not requeue) & F.col("in_fault")
     requests = (
-        sends.join(F.broadcast(last), "cid")
-        .withColumn("open", (F.col("replied") == 0) & (F.col("abandoned") == 0) & F.col("lost_ts").isNull())
+        in_fault.withColumn(
+            "open", (F.col("replied") == 0) & (F.col("abandoned") == 0) & F.col("lost_ts").isNull()
+        )
         .withColumn(
             "indeterminate",
             F.col("open") & ((F.col("last_send_ts") > cutoff) | (F.col("seq") == F.col("last_seq"))),
@@ -182,7 +153,11 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
             .select(*cols, F.col("got_rid").alias("delivered_rid"))
         )
     )
-    per_rid = deliveries.groupBy("delivered_rid").agg(F.count("*").alias("n"))
+    per_rid = (
+        tk.per_rid(ctx)
+        .filter(F.col("deliveries") > 0)
+        .select(F.col("rid").alias("delivered_rid"), F.col("deliveries").alias("n"))
+    )
     row = per_rid.agg(
         F.sum("n").alias("deliveries"),
         F.count("*").alias("rids"),
@@ -348,28 +323,33 @@ def correct_reply(ctx: CheckContext) -> CheckResult:
 def execution_count(ctx: CheckContext) -> CheckResult:
     mode = ctx.promises.get("execution", "at_least_once")
     execs = events_of(ctx, "exec").select("ts", "src", "ev", "rid", "worker")
-    per_rid = execs.groupBy("rid").agg(F.count("*").alias("n"))
-    sent = events_of(ctx, "send").groupBy("rid").agg(F.min("cid").alias("cid"), F.min("seq").alias("seq"))
-    answered = (
-        events_of(ctx, "reply").filter(F.col("ok")).select("rid").distinct().withColumn("answered", F.lit(1))
+    # Per request id (shared with no_duplicate); a null id matches no send: never a request,
+    # and its executions are of no sent request.
+    sent_ = (F.col("sends") > 0) & F.col("rid").isNotNull()
+    shared = (
+        tk.per_rid(ctx)
+        .withColumn("sent", sent_)
+        .withColumn("n", F.when(sent_, F.col("execs")).otherwise(0))
+        .withColumn("answered", F.when(sent_ & F.col("answered"), F.lit(1)))
     )
-    requests = (
-        sent.join(per_rid, "rid", "left")
-        .join(answered, "rid", "left")
-        .withColumn("n", F.coalesce("n", F.lit(0)))
-    )
-    hist = requests.agg(
-        F.count("*").alias("requests"),
-        *(F.sum((F.col("n") == k).cast("int")).alias(f"x{k}") for k in (0, 1, 2)),
-        F.sum((F.col("n") >= 3).cast("int")).alias("x3"),
-        F.sum(((F.col("n") == 0) & F.col("answered").isNotNull()).cast("int")).alias("answered_unexecuted"),
+    per_rid = shared.filter(F.col("execs") > 0).select("rid", F.col("execs").alias("n"), "sent")
+    sent = shared.filter(F.col("sends") > 0).select("rid", "cid", "seq")
+    requests = shared.filter(F.col("sends") > 0).select("rid", "cid", "seq", "n", "answered")
+    n, is_request = F.col("n"), F.col("sends") > 0
+    hist = shared.agg(
+        F.sum(is_request.cast("int")).alias("requests"),
+        *(F.sum((is_request & (n == k)).cast("int")).alias(f"x{k}") for k in (0, 1, 2)),
+        F.sum((is_request & (n >= 3)).cast("int")).alias("x3"),
+        F.sum((is_request & (n == 0) & F.col("answered").isNotNull()).cast("int")).alias(
+            "answered_unexecuted"
+        ),
+        F.sum("execs").alias("execs"),
+        F.sum(F.when(F.col("execs") > 1, 1)).alias("multi"),
+        F.sum(((F.col("execs") > 0) & ~F.col("sent")).cast("int")).alias("unsent"),
     ).first()
-    unsent = per_rid.join(sent, "rid", "left_anti")
-    row = per_rid.agg(
-        F.sum("n").alias("execs"),
-        F.sum(F.when(F.col("n") > 1, 1)).alias("multi"),
-    ).first()
-    n_unsent = unsent.count()
+    row = hist
+    n_unsent = count(hist["unsent"])
+    unsent = per_rid.filter(~F.col("sent"))
     figures = {
         "mode": mode,
         "requests": count(hist["requests"]),
@@ -475,35 +455,17 @@ def execution_count(ctx: CheckContext) -> CheckResult:
     "judged under a fifth of the load time",
 )
 def steady_state(ctx: CheckContext) -> CheckResult:
-    t = fault_windows.timers(ctx)
-    spans = fault_windows.excused_spans(ctx, t)
-    end = max(run_time(ctx, "load_stopped_ns"), *(f.start_ns for f in ctx.faults)) if ctx.faults else 0
-    faults = [fault_windows.fault_span(f, int(t.after_s * NS), end) for f in ctx.faults]
+    t = tk.timers(ctx)
+    spans = tk.excused_send_spans(ctx, t)
     bound_ms = float(ctx.promises.get("latency_p99_ms", 500.0))
-    ev = F.col("ev")
-    is_send = ev == "send"
-    # One shuffle: each request's events meet, and the request is judged or excused whole.
-    requests = (
-        events_of(ctx, "send", "retry", "abandon", "lost", "reply")
-        .groupBy("cid", "seq")
-        .agg(
-            F.min(F.when(is_send, F.col("ts"))).alias("first_send"),
-            F.max("ts").alias("last_ts"),
-            F.min(F.when(is_send, F.col("src"))).alias("src"),
-            F.min("rid").alias("rid"),
-            F.sum((ev == "retry").cast("int")).alias("retries"),
-            F.sum((ev == "abandon").cast("int")).alias("abandons"),
-            F.sum((ev == "lost").cast("int")).alias("lost"),  # a no-resend client's, past its deadline
-            F.min(F.when(ev.isin("retry", "abandon", "lost"), F.col("ts"))).alias("problem_ts"),
-            F.max(F.when(ev == "reply", F.col("latency_us"))).alias("latency_us"),
-            F.max(F.when(ev == "reply", F.col("ts"))).alias("reply_ts"),
-        )
-        .filter(F.col("first_send").isNotNull())
-        .withColumn(
-            "excused",
-            fault_windows.excused_request(F.col("first_send"), F.col("last_ts"), spans, faults),
-        )
-    )
+    # Each request's events met in one group (shared with no_lost): judged or excused whole.
+    # ``lost``: a no-resend client's, past its deadline.
+    per_request = tk.per_request(ctx).select(
+        F.col("ts").alias("first_send"),
+        "last_ts", "src", "cid", "seq", F.col("any_rid").alias("rid"),
+        "retries", "abandons", "lost", "problem_ts", "latency_us", "reply_ts",
+    )  # fmt: skip
+    requests = tk.with_excused_requests(per_request, ctx, t)
     judged = requests.filter(~F.col("excused"))
     row = requests.agg(
         F.sum((~F.col("excused")).cast("int")).alias("judged"),
@@ -519,7 +481,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
     lost = count(row["lost"])
     p99_ms = None if row["p99_us"] is None else row["p99_us"] / 1000.0
     slow = p99_ms is not None and p99_ms > bound_ms
-    cover = fault_windows.coverage(ctx, spans)
+    cover = tk.coverage(ctx, spans)
     figures = {
         "judged_requests": count(row["judged"]),
         "excused_requests": count(row["excused"]),
@@ -589,7 +551,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
             reason="every request was excused by a fault or the warm-up: schedule fewer or shorter "
             "faults, or a longer load",
         )
-    reason = fault_windows.too_little_judged(cover, t)
+    reason = tk.too_little_judged(cover, t)
     if reason:
         return CheckResult("steady_state", UNKNOWN, 0, [], summary, figures, reason)
     return CheckResult("steady_state", HELD, 0, [], summary, figures)

@@ -6,7 +6,8 @@ anything a server writes.
 A server is *out* while its process is down (from its ``proc_exit`` to its next
 ``proc_start``), while an outage fault acts on it (kill, freeze, restart: the fault
 table's harm), and while an outage fault acts on the clients' link to it
-(``link:clients:<endpoint>``); *up* otherwise. Slowdowns (latency, starve...) leave it up.
+(``link:clients:<endpoint>``); *up* otherwise. Slowdowns (latency, starve...) and junk sent
+to it (the malformed fault) leave it up.
 
 - ``freelance_failover_served``: a request first sent while at least one server was up
   throughout [send - settle, send + bound] is answered within the bound
@@ -35,11 +36,11 @@ from pyspark.sql import functions as F
 
 from chaos.faults import FAULT_KINDS, OUTAGE
 from reports.checkers import CheckContext, CheckResult, checker, nothing_to_judge
-from reports.checkers.fault_windows import WARMUP_NS
 from reports.checkers.toolkit import (
     END_OF_TIME,
     MS,
     NS,
+    WARMUP_NS,
     client_budget_ns,
     count,
     events_of,
@@ -55,6 +56,9 @@ from reports.checkers.toolkit import (
 DEFAULT_SERVER_TTL_MS = 1500.0
 CLIENTS_LINK = "link:clients"
 JOIN_NS = 1 * NS
+#: The fault kinds that put a server out: a slowdown leaves it up, and so does a fault
+#: that only sends to its endpoint (malformed junk, which the table classes as an outage).
+OUTAGES = tuple(k.name for k in FAULT_KINDS.values() if k.harm == OUTAGE and "endpoint" not in k.params)
 
 
 def _servers(ctx: CheckContext) -> dict[str, str]:
@@ -95,8 +99,7 @@ def out_spans(ctx: CheckContext) -> dict[str, list[tuple[int, int]]]:
     endpoint_of = {instance: endpoint for endpoint, instance in servers.items()}
     spans: dict[str, list[tuple[int, int]]] = {e: [] for e in servers}
     for f in ctx.faults:
-        kind = FAULT_KINDS.get(f.fault)
-        if kind is not None and kind.harm != OUTAGE:
+        if f.fault in FAULT_KINDS and f.fault not in OUTAGES:
             continue
         stop = END_OF_TIME if f.stop_ns is None else f.stop_ns
         if f.on_link:
@@ -228,6 +231,7 @@ def freelance_failover_served(ctx: CheckContext) -> CheckResult:
             ctx, name, summary,
             "no request was sent while at least one server was up (after the warm-up): "
             "a longer load, or faults that leave a server up",
+            kinds=OUTAGES,
         )  # fmt: skip
     found = []
     if figures["violations"]:
@@ -293,7 +297,8 @@ def freelance_dead_server_avoided(ctx: CheckContext) -> CheckResult:
         return nothing_to_judge(
             ctx, name, summary,
             f"no server was out longer than the {detect / NS:g} s ping timeout: longer faults",
-            on=set(_servers(ctx).values()) | {f"clients:{e}" for e in _servers(ctx)},
+            on=set(_servers(ctx).values()) | {f"clients:{e}" for e in _servers(ctx)} | {"clients"},
+            kinds=OUTAGES,
         )  # fmt: skip
     frame = F.broadcast(small_frame(ctx, late, {"_e": "string", "_lo": "long", "_hi": "long"}))
     bad = sends.join(

@@ -43,15 +43,16 @@ from reports.checkers.toolkit import (
     fault_spans,
     history_end,
     instance_column,
-    instance_of,
     judged,
     ms,
     options,
     overlaps,
     registered_dispatch,
     rows,
+    small_frame,
     split_excused,
     spread,
+    spreads,
     unknown,
     with_excused,
     worker_instances,
@@ -149,14 +150,6 @@ def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
 # --- silent idle workers expire on time ------------------------------------------------
 
 
-def _jobs_outstanding(ctx: CheckContext) -> set[str]:
-    """Worker connections that were sent more jobs than they finished (busy when they fell silent)."""
-    sent = events_of(ctx, "dispatch").groupBy("worker").agg(F.count("*").alias("sent"))
-    done = events_of(ctx, "done").groupBy("worker").agg(F.count("*").alias("done"))
-    busy = sent.join(done, "worker", "left").filter(F.col("sent") > F.coalesce(F.col("done"), F.lit(0)))
-    return {r["worker"] for r in busy.select("worker").collect()}
-
-
 @checker(
     "pingpong_expiry",
     "an idle worker silent for WORKER_EXPIRE_SECONDS is removed, no sooner and at most "
@@ -174,97 +167,123 @@ def expiry(ctx: CheckContext) -> CheckResult:
     )[0].select("ts", "worker")
     ready = events_of(ctx, "worker_ready").filter(F.col("detail") == "ready").select("ts", "worker")
     registered = events_of(ctx, "worker_ready").select("worker").distinct()
-    last_said = (
-        said.unionByName(ready).groupBy("worker").agg(F.max("ts").alias("last_ts")).join(registered, "worker")
-    )
-    expired = events_of(ctx, "worker_expired").select("ts", "src", "ev", "worker", "reason", "detail")
     messages = said.unionByName(ready)
+    expired = events_of(ctx, "worker_expired").select("ts", "src", "ev", "worker", "reason", "detail")
+    processes = worker_instances(ctx)
+    # Only the broker's own faults excuse a late expiry: the worker's death or stall, or its
+    # link's, is what expiry is for.
+    broker_down = {"own": False, "link": False, "grace_ns": FAULT_GRACE_NS, "instance": "instance"}
     # The last message before each expiry (a connection may be registered again afterwards).
-    before = (
+    cols = ["ts", "src", "ev", "worker", "reason", "detail"]
+    timed = (
         expired.alias("x")
         .join(
             messages.alias("m"),
             (F.col("m.worker") == F.col("x.worker")) & (F.col("m.ts") <= F.col("x.ts")),
             "left",
         )
-        .groupBy("x.ts", "x.src", "x.ev", "x.worker", "x.reason", "x.detail")
+        .groupBy(*(F.col(f"x.{c}").alias(c) for c in cols))
         .agg(F.max("m.ts").alias("last_ts"))
+        .filter(F.col("reason").isin("silent", "unreachable") & F.col("last_ts").isNotNull())
+        .withColumn("delay", F.col("ts") - F.col("last_ts"))
+        .withColumn("instance", instance_column(F.col("worker"), processes))
     )
-    found: list[dict[str, Any]] = []
-    delays: list[int] = []
-    unreachable: list[int] = []  # removed as soon as a send found the connection gone
-    processes = worker_instances(ctx)
-    for row in rows(before, "ts", "src", "ev", "worker", "reason", "detail", "last_ts"):
-        if row["reason"] not in ("silent", "unreachable") or row["last_ts"] is None:
-            continue
-        delay = row["ts"] - row["last_ts"]
-        instance = instance_of(row["worker"], processes)
-        if row["reason"] == "silent" and delay < expire_ns - TOLERANCE_NS:
-            found.append(example(row, delay_ms=ms(delay), problem="expired before WORKER_EXPIRE_SECONDS"))
-        elif delay > expire_ns + margin_ns:
-            # The worker's own death or stall, or its link's, is what expiry is for.
-            if overlaps(excused_spans(ctx, instance, own=False, link=False), row["last_ts"], row["ts"]):
-                continue
-            found.append(example(row, delay_ms=ms(delay), problem="expired late"))
-        (delays if row["reason"] == "silent" else unreachable).append(delay)
-    # Silent idle connections the broker never expired.
-    expired_workers = {
-        r["worker"]: r["ts"] for r in expired.groupBy("worker").agg(F.max("ts").alias("ts")).collect()
-    }
-    busy = _jobs_outstanding(ctx)
-    end = broker_end(ctx)
-    never = silent_busy = 0
-    for row in last_said.collect():
-        worker, last_ts = row["worker"], row["last_ts"]
-        if worker in busy:  # this check is about idle workers: the broker keeps a busy one
-            silent_busy += last_ts + expire_ns + margin_ns <= end
-            continue
-        if (expired_workers.get(worker) or 0) >= last_ts:
-            continue
-        deadline = last_ts + expire_ns + margin_ns
-        instance = instance_of(worker, processes)
-        if deadline > end or overlaps(excused_spans(ctx, instance, own=False, link=False), last_ts, deadline):
-            continue
-        never += 1
-        found.append(
-            {
-                "ts": last_ts,
-                "worker": worker,
-                "instance": instance,
-                "problem": "silent idle worker never expired",
-            }
+    early = (F.col("reason") == "silent") & (F.col("delay") < expire_ns - TOLERANCE_NS)
+    over = F.col("delay") > expire_ns + margin_ns
+    timed = (
+        with_excused(timed, ctx, "excused", ts="last_ts", until="ts", **broker_down)
+        .withColumn(
+            "problem",
+            F.when(early, F.lit("expired before WORKER_EXPIRE_SECONDS")).when(
+                over & ~F.col("excused"), F.lit("expired late")
+            ),
         )
+        .filter(early | ~over | ~F.col("excused"))  # an excused late expiry is not timed
+    )
+    # Silent idle connections the broker never expired.
+    sent = events_of(ctx, "dispatch").groupBy("worker").agg(F.count("*").alias("sent"))
+    done = events_of(ctx, "done").groupBy("worker").agg(F.count("*").alias("done"))
+    busy = (
+        sent.join(done, "worker", "left")
+        .filter(F.col("sent") > F.coalesce(F.col("done"), F.lit(0)))
+        .select("worker", F.lit(True).alias("busy"))
+    )
+    end = broker_end(ctx)
+    last_expired = expired.groupBy("worker").agg(F.max("ts").alias("expired_ts"))
+    idle = (
+        messages.groupBy("worker")
+        .agg(F.max("ts").alias("last_ts"))
+        .join(registered, "worker")
+        .join(busy, "worker", "left")
+        .join(last_expired, "worker", "left")
+        .withColumn("deadline", F.col("last_ts") + expire_ns + margin_ns)
+        .withColumn("instance", instance_column(F.col("worker"), processes))
+    )
+    # This check is about idle workers: the broker keeps a busy one.
+    idle = with_excused(idle, ctx, "excused", ts="last_ts", until="deadline", **broker_down).withColumn(
+        "never",
+        F.col("busy").isNull()
+        & ~F.coalesce(F.col("expired_ts") >= F.col("last_ts"), F.lit(False))
+        & (F.col("deadline") <= end)
+        & ~F.col("excused"),
+    )
+    counted = idle.agg(
+        F.sum((F.col("busy").isNotNull() & (F.col("deadline") <= end)).cast("int")).alias("silent_busy"),
+        F.sum(F.col("never").cast("int")).alias("never"),
+    ).first()
+    never, silent_busy = count(counted["never"]), count(counted["silent_busy"])
+    wrong = timed.filter(F.col("problem").isNotNull())
+    n_wrong = wrong.count()
     figures = {
         "worker_expire_s": expire_ns / NS,
         "margin_s": margin_ns / NS,
-        "expiry_after_last_message": spread(delays),
-        "unreachable_after_last_message": spread(unreachable),
+        **spreads(
+            timed,
+            "delay",
+            expiry_after_last_message=F.col("reason") == "silent",
+            unreachable_after_last_message=F.col("reason") == "unreachable",
+        ),
         "never_expired": never,
         "silent_busy_workers": silent_busy,
     }
-    if not delays and not unreachable and not found and silent_busy:
+    found: list[dict[str, Any]] = []
+    if n_wrong:
+        found += [
+            example(r, delay_ms=ms(r.pop("delay")), problem=r.pop("problem"))
+            for r in rows(wrong, *cols, "last_ts", "delay", "problem", limit=MAX_EXAMPLES)
+        ]
+    if never:
+        found += rows(
+            idle.filter("never").select(
+                F.col("last_ts").alias("ts"), "worker", "instance",
+                F.lit("silent idle worker never expired").alias("problem"),
+            ),
+            "ts", "worker", "instance", "problem", limit=MAX_EXAMPLES,
+        )  # fmt: skip
+    silent, gone = figures["expiry_after_last_message"], figures["unreachable_after_last_message"]
+    violations = n_wrong + never
+    if not silent["count"] and not gone["count"] and not violations and silent_busy:
         # The plan silenced only busy workers (a busy worker killed): no idle worker to time.
         summary = (
             f"no idle worker fell silent; {silent_busy} silent worker(s) held a job, which the broker keeps"
         )
         return judged("pingpong_expiry", 0, [], summary, figures)
-    if not delays and not unreachable and not found:
+    if not silent["count"] and not gone["count"] and not violations:
         return nothing_to_judge(
             ctx, "pingpong_expiry", "no worker fell silent",
             "a fault on a worker was planned but no worker fell silent, so expiry could not be timed",
             on=worker_instances(ctx), figures=figures,
         )  # fmt: skip
-    silent, gone = figures["expiry_after_last_message"], figures["unreachable_after_last_message"]
     summary = f"{silent['count']} silent workers expired"
-    if delays:
+    if silent["count"]:
         summary += f" {silent['min_ms']:.0f}-{silent['max_ms']:.0f} ms after their last message"
     summary += f" (WORKER_EXPIRE_SECONDS {expire_ns / NS:g} s + {margin_ns / NS:g} s)"
-    if unreachable:
+    if gone["count"]:
         summary += (
             f"; {gone['count']} removed as unreachable {gone['min_ms']:.0f}-{gone['max_ms']:.0f} ms after"
         )
-    summary += f"; {len(found)} violations"
-    return judged("pingpong_expiry", len(found), found, summary, figures)
+    summary += f"; {violations} violations"
+    return judged("pingpong_expiry", violations, found, summary, figures)
 
 
 # --- a worker that hears nothing reconnects --------------------------------------------
@@ -371,7 +390,6 @@ def reconnect(ctx: CheckContext) -> CheckResult:
 def workers_return(ctx: CheckContext) -> CheckResult:
     bound_ns = int(float(ctx.promises.get("return_bound_s", 5.0)) * NS)
     brokers = broker_instances(ctx)
-    # A broker fault after which the broker process started again (kill with restart, restart).
     starts = rows(
         events_of(ctx, "proc_start").filter(F.col("instance").isin(list(brokers))), "ts", "instance"
     )
@@ -392,45 +410,57 @@ def workers_return(ctx: CheckContext) -> CheckResult:
             "a broker kill or restart was planned but the broker did not start again during the run",
             on=brokers, kinds=("kill", "restart"), figures=figures,
         )  # fmt: skip
-    ready = rows(events_of(ctx, "worker_ready"), "ts", "worker", "detail")
     end = history_end(ctx)
-    found: list[dict[str, Any]] = []
-    times: list[int] = []
     workers = worker_instances(ctx)
-    for f, started in restarts:
-        if started + bound_ns > end:
-            continue
-        for instance in sorted(workers):
-            if overlaps(excused_spans(ctx, instance, broker=False), f.start_ns, started + bound_ns):
-                continue  # the worker itself was down or cut off
-            back = next(
-                (
-                    r["ts"]
-                    for r in ready
-                    if r["ts"] >= started and instance_of(r["worker"], workers) == instance
-                ),
-                None,
-            )
-            if back is not None and back - started <= bound_ns:
-                times.append(back - started)
-            else:
-                found.append(
-                    {
-                        "ts": started,
-                        "fault_id": f.fault_id,
-                        "instance": instance,
-                        "problem": "not registered again"
-                        if back is None
-                        else f"registered {ms(back - started)} ms after the broker started again",
-                    }
-                )
-    figures["return_after_restart"] = spread(times)
+    # One row per (restart, worker instance) to judge; the worker's first READY after the
+    # new broker started, from Spark.
+    pairs = [
+        (f.fault_id, f.start_ns, started, started + bound_ns, instance)
+        for f, started in restarts
+        if started + bound_ns <= end
+        for instance in sorted(workers)
+    ]
+    judged_pairs = small_frame(
+        ctx, pairs or [(0, 0, 0, 0, "")],
+        {"fault_id": "int", "start_ns": "long", "started": "long", "until": "long", "instance": "string"},
+    ).filter(F.lit(bool(pairs)))  # fmt: skip
+    ready = events_of(ctx, "worker_ready").select(
+        F.col("ts").alias("ready_ts"), instance_column(F.col("worker"), workers).alias("ready_instance")
+    )
+    firsts = (
+        judged_pairs.join(
+            ready,
+            (F.col("ready_instance") == F.col("instance")) & (F.col("ready_ts") >= F.col("started")),
+            "left",
+        )
+        .groupBy(*judged_pairs.columns)
+        .agg(F.min("ready_ts").alias("back"))
+    )
+    # The worker itself down or cut off (from the fault's start to the bound) is excused.
+    kept = split_excused(
+        firsts, ctx, ts="start_ns", until="until", instance="instance", broker=False, grace_ns=FAULT_GRACE_NS
+    )[0].withColumn("after", F.col("back") - F.col("started"))
+    on_time = F.col("back").isNotNull() & (F.col("after") <= bound_ns)
+    figures.update(spreads(kept, "after", return_after_restart=on_time))
+    missing = kept.filter(~on_time)
+    n_missing = missing.count()
+    found = [
+        {
+            "ts": r["started"],
+            "fault_id": r["fault_id"],
+            "instance": r["instance"],
+            "problem": "not registered again"
+            if r["back"] is None
+            else f"registered {ms(r['after'])} ms after the broker started again",
+        }
+        for r in missing.orderBy("started", "instance").limit(MAX_EXAMPLES).collect()
+    ] if n_missing else []  # fmt: skip
     back_ms = figures["return_after_restart"]
     summary = (
         f"{len(restarts)} broker restarts: workers back after {back_ms['min_ms']}-{back_ms['max_ms']} ms "
-        f"(bound {bound_ns / NS:g} s); {len(found)} late or missing"
+        f"(bound {bound_ns / NS:g} s); {n_missing} late or missing"
     )
-    return judged("pingpong_workers_return", len(found), found, summary, figures)
+    return judged("pingpong_workers_return", n_missing, found, summary, figures)
 
 
 # --- resend (pingpong-resend) ----------------------------------------------------------

@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from reports.checkers import CheckContext, CheckResult, checker
-from reports.checkers.toolkit import count, events_of, examples, unknown
+from reports.checkers.toolkit import END_OF_TIME, count, events_of, examples, fault_spans, unknown
 from reports.checkers.toolkit import judged as result_of
 
 
@@ -132,9 +132,6 @@ def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
 
 # --- mmi_service -----------------------------------------------------------------------
 
-#: Faults after which a worker cannot serve although its process runs.
-_SILENCING_FAULTS = ("freeze",)
-_CUTTING_FAULTS = ("partition", "disconnect")
 Span = tuple[int, "int | None"]
 
 
@@ -157,16 +154,10 @@ def _minus(spans: list[Span], cuts: list[Span]) -> list[Span]:
 
 
 def _faulted(ctx: CheckContext, instance: str) -> list[Span]:
-    """When ``instance`` was frozen or cut off from the broker (its fault windows)."""
-    spans: list[Span] = []
-    for f in ctx.faults:
-        hit = f.fault in _SILENCING_FAULTS and f.target == instance
-        hit |= f.fault in _CUTTING_FAULTS and (
-            f.target == instance or f.target == f"link:{instance}" or f.target.startswith(f"link:{instance}:")
-        )
-        if hit:
-            spans.append((f.start_ns, f.stop_ns))
-    return spans
+    """When ``instance`` could not serve although its process may have run: an outage on it
+    (a freeze) or on its own links (a partition), as the fault table classes them."""
+    spans = fault_spans(ctx, instance, broker=False, broker_links=False, outage_only=True)
+    return [(lo, None if hi == END_OF_TIME else hi) for lo, hi in spans]
 
 
 def alive_spans(ctx: CheckContext, roles: list[str], broker_roles: set[str]) -> tuple[list, list]:

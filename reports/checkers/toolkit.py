@@ -13,6 +13,11 @@ builds its result.
   merged [lo, hi] spans for Python-side logic, and ``split_excused`` / ``with_excused``
   (and ``outside`` for spans of one's own) apply them to a DataFrame as a small broadcast
   frame joined by time range (``small_frame``), never as a chain of conditions per fault.
+  ``outage_only`` keeps the faults whose target cannot serve (the table's ``harm``).
+- **Excusing whole requests** (steady state, availability): ``timers``,
+  ``excused_send_spans``, ``with_excused_requests`` (a request in flight as a fault
+  started, or first sent before its stop + the manifest's expiry), ``coverage`` (how much
+  of the load a check judged) and ``too_little_judged``.
 - **A rule several families share**: ``registered_dispatch`` (no job to a worker the
   broker has not registered, or has expired since).
 - **Results**: ``judged`` (held or violated, with examples), ``unknown`` (with what was
@@ -26,12 +31,14 @@ Family modules import from here (and from ``reports.checkers``), never from each
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from harness.manifest import expiry_s
 from reports.checkers import (
     HELD,
     MAX_EXAMPLES,
@@ -129,18 +136,19 @@ def _link_instance(fault: FaultWindow) -> str:
 
 
 def _concerned(
-    fault: FaultWindow, brokers: set[str], *, own: bool, broker: bool, link: bool
+    fault: FaultWindow, brokers: set[str], *, own: bool, broker: bool, link: bool, broker_links: bool
 ) -> tuple[bool, str | None]:
     """Whether the fault excuses anything under these flags, and for which instance (None: all).
 
     own: a process fault on the instance itself; broker: a process fault on a broker (every
-    instance depends on it); link: a fault on the instance's links, or on a broker's links.
+    instance depends on it); link: a fault on the instance's links; broker_links: a fault on
+    a broker's links.
     """
     if fault.on_link:
         target = _link_instance(fault)
-        if not link:
-            return False, None
-        return True, (None if target in brokers else target)
+        if target in brokers:
+            return broker_links, None
+        return link, target
     if fault.target in brokers:
         return broker, None
     return own, fault.target
@@ -153,19 +161,36 @@ def fault_spans(
     own: bool = True,
     broker: bool = True,
     link: bool = True,
+    broker_links: bool | None = None,
     lossy_only: bool = False,
+    outage_only: bool = False,
     lead_ns: int = 0,
     grace_ns: int = 0,
 ) -> list[tuple[int, int]]:
     """[start - lead_ns, stop + grace_ns] of the faults that concern ``instance``, merged, in order.
 
     ``instance`` None: every fault of the run, whatever its target (the flags do not
-    apply). A fault that never healed lasts to END_OF_TIME. ``lossy_only``: only the
-    faults that lose what is sent (the fault table's ``lossy``).
+    apply). A fault that never healed lasts to END_OF_TIME. ``broker_links`` (default:
+    as ``link``): faults on a broker's links. ``lossy_only``: only the faults that lose
+    what is sent (the fault table's ``lossy``); ``outage_only``: only those during which
+    their target cannot serve (its ``harm``), not the slowdowns.
     """
-    flags = {"own": own, "broker": broker, "link": link, "lossy_only": lossy_only}
+    flags = _flags(own, broker, link, broker_links, lossy_only, outage_only)
     spans = _excusing(ctx, instance is not None, lead_ns, grace_ns, **flags)
     return merge_spans([(lo, hi) for lo, hi, who in spans if who is None or who == instance])
+
+
+def _flags(
+    own: bool, broker: bool, link: bool, broker_links: bool | None, lossy_only: bool, outage_only: bool
+) -> dict[str, bool]:
+    return {
+        "own": own,
+        "broker": broker,
+        "link": link,
+        "broker_links": link if broker_links is None else broker_links,
+        "lossy_only": lossy_only,
+        "outage_only": outage_only,
+    }
 
 
 def _excusing(
@@ -177,19 +202,21 @@ def _excusing(
     own: bool,
     broker: bool,
     link: bool,
+    broker_links: bool,
     lossy_only: bool,
+    outage_only: bool,
 ) -> list[tuple[int, int, str | None]]:
     """(lo, hi, the instance it excuses or None for every one) of each fault that counts."""
     brokers = broker_instances(ctx) if targeted else set()
     out = []
     for f in ctx.faults:
-        if lossy_only and not f.lossy:
+        if (lossy_only and not f.lossy) or (outage_only and not f.outage):
             continue
         lo, hi = f.start_ns - lead_ns, END_OF_TIME if f.stop_ns is None else f.stop_ns + grace_ns
         if not targeted:
             out.append((lo, hi, None))
             continue
-        applies, who = _concerned(f, brokers, own=own, broker=broker, link=link)
+        applies, who = _concerned(f, brokers, own=own, broker=broker, link=link, broker_links=broker_links)
         if applies:
             out.append((lo, hi, who))
     return out
@@ -221,7 +248,9 @@ def split_excused(
     own: bool = True,
     broker: bool = True,
     link: bool = True,
+    broker_links: bool | None = None,
     lossy_only: bool = False,
+    outage_only: bool = False,
     lead_ns: int = 0,
     grace_ns: int = 0,
 ) -> tuple[DataFrame, DataFrame]:
@@ -232,7 +261,7 @@ def split_excused(
     target), under the flags of ``fault_spans``. The faults are a small broadcast frame
     joined by range: one pass over ``df``, whatever the number of faults.
     """
-    flags = {"own": own, "broker": broker, "link": link, "lossy_only": lossy_only}
+    flags = _flags(own, broker, link, broker_links, lossy_only, outage_only)
     spans = _excusing(ctx, instance is not None, lead_ns, grace_ns, **flags)
     if not spans:
         return df, df.filter(F.lit(False))
@@ -271,6 +300,221 @@ def with_excused(df: DataFrame, ctx: CheckContext, name: str = "excused", **how:
     """``df`` with a boolean column ``name``: whether a fault excuses the row (see split_excused)."""
     kept, excused = split_excused(df, ctx, **how)
     return kept.withColumn(name, F.lit(False)).unionByName(excused.withColumn(name, F.lit(True)))
+
+
+# --- excusing whole requests ----------------------------------------------------------
+#
+# The rule (harness/manifest.py documents it for users): a fault excuses a request that was
+# in flight as the fault started, or was first sent between the fault's start and its
+# stop + ``after`` (the manifest's ``expiry_ms``: how long the system takes to notice a
+# dead peer; ``steady_grace_s`` where it gives none), with all that request's retries,
+# abandon and latency, however late they come. A request first sent later is judged, even
+# while another's retries are still under way, so a fault excuses what it caused and not
+# the time around it. The first WARMUP_NS of load excuse their requests too.
+# ``excused_send_spans`` are those send-time spans; the load time outside them is what a
+# check judged (``coverage``), reported by every check that excuses whole requests.
+
+#: Clients connect, brokers learn their workers and sockets warm up during the first
+#: seconds of load; a retry or a slow reply then says nothing about steady state.
+WARMUP_NS = 2 * NS
+#: A steady-state check that judged less than this share of the load time is unknown.
+MIN_JUDGED_FRACTION = 0.2
+
+Span = tuple[int, int]  # [start, end] in ns
+
+
+@dataclass(frozen=True)
+class Timers:
+    """How long after a fault's stop its requests are excused, and where that comes from."""
+
+    after_s: float  # sends up to the fault's stop + after_s are excused
+    client_budget_s: float  # a client's timeout x attempts: how late an excused request may end
+    source: str  # "expiry_ms = heartbeat_ms * liveness" or "steady_grace_s (no expiry_ms)"
+
+    @property
+    def grace_s(self) -> float:
+        """How long after a fault's stop its excused requests may still retry or abandon."""
+        return self.after_s + self.client_budget_s
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "after_stop_s": self.after_s,
+            "client_budget_s": self.client_budget_s,
+            "grace_s": self.grace_s,
+            "grace_from": self.source,
+        }
+
+
+def timers(ctx: CheckContext) -> Timers:
+    """The excusing timers of this run, from the manifest's expiry and the client options."""
+    budget = float(ctx.meta.get("client_budget_s") or DEFAULT_CLIENT_BUDGET_S)
+    expr = ctx.promises.get("expiry_ms")
+    try:
+        expiry = expiry_s(expr, options(ctx))
+    except ValueError:
+        expiry = None  # the manifest was checked when the run started; a scenario may have changed it
+    if expiry is not None:
+        return Timers(expiry, budget, f"expiry_ms = {expr}")
+    grace = float(ctx.promises.get("steady_grace_s", 10.0))
+    return Timers(grace, budget, "steady_grace_s (the manifest gives no expiry_ms)")
+
+
+def load_span(ctx: CheckContext) -> Span:
+    """[load start, load stop] (ns), from run.json, else the first and last events."""
+    return run_time(ctx, "load_started_ns"), run_time(ctx, "load_stopped_ns")
+
+
+def send_span(fault: FaultWindow, after_ns: int, end_ns: int) -> Span:
+    """The send times a fault excuses: [start, stop + after] (to ``end_ns`` if it never healed)."""
+    return fault.start_ns, end_ns if fault.stop_ns is None else fault.stop_ns + after_ns
+
+
+def excused_send_spans(ctx: CheckContext, t: Timers) -> list[Span]:
+    """The warm-up and each fault's excused send span, merged."""
+    load_start, load_stop = load_span(ctx)
+    end = max(load_stop, *(f.start_ns for f in ctx.faults)) if ctx.faults else load_stop
+    spans = [(load_start, load_start + WARMUP_NS)]
+    spans += [send_span(f, int(t.after_s * NS), end) for f in ctx.faults]
+    return merge_spans(spans)
+
+
+def judged_ns(spans: list[Span], lo: int, hi: int) -> int:
+    """How much of [lo, hi] lies outside the (merged) spans."""
+    covered = sum(max(0, min(end, hi) - max(start, lo)) for start, end in spans)
+    return max(0, hi - lo - covered)
+
+
+def coverage(ctx: CheckContext, spans: list[Span]) -> dict[str, Any]:
+    """How much of the load time lies outside the excused spans: figures for a CheckResult."""
+    lo, hi = load_span(ctx)
+    load = max(0, hi - lo)
+    judged = judged_ns(spans, lo, hi)
+    return {
+        "load_s": round(load / NS, 3),
+        "judged_s": round(judged / NS, 3),
+        "judged_fraction": round(judged / load, 4) if load else 0.0,
+        "excused_spans_ns": [[s, e] for s, e in spans],
+    }
+
+
+def too_little_judged(figures: dict[str, Any], t: Timers) -> str:
+    """The reason a steady-state check is unknown for judging under a fifth of the load, or ''."""
+    if figures["load_s"] and figures["judged_fraction"] >= MIN_JUDGED_FRACTION:
+        return ""
+    return (
+        f"judged {figures['judged_s']:.1f} s of {figures['load_s']:.1f} s of load "
+        f"({100 * figures['judged_fraction']:.0f}%, under the {100 * MIN_JUDGED_FRACTION:.0f}% needed): "
+        f"each fault excuses the requests sent from its start to {t.after_s:g} s after its stop "
+        f"({t.source}), and the first {WARMUP_NS / NS:g} s are warm-up; schedule fewer or shorter "
+        "faults, or a longer load"
+    )
+
+
+def with_excused_requests(
+    requests: DataFrame,
+    ctx: CheckContext,
+    t: Timers,
+    *,
+    first_send: str = "first_send",
+    last_ts: str = "last_ts",
+    name: str = "excused",
+) -> DataFrame:
+    """``requests`` (one row per request: its first send and last event times) with a boolean
+    column ``name``: a fault or the warm-up excuses it (first sent inside an excused send span,
+    or in flight as a fault started). The spans are a small broadcast frame joined by range."""
+    spans = excused_send_spans(ctx, t)
+    starts = [(f.start_ns, f.start_ns, 1) for f in ctx.faults]  # in flight at a fault's start
+    frame = F.broadcast(
+        small_frame(
+            ctx,
+            [(lo, hi, 0) for lo, hi in spans] + starts,
+            {"_f_lo": "long", "_f_hi": "long", "_f_in": "int"},
+        )
+    )
+    sent, last = F.col(first_send), F.col(last_ts)
+    cond = ((F.col("_f_in") == 0) & sent.between(F.col("_f_lo"), F.col("_f_hi"))) | (
+        (F.col("_f_in") == 1) & (sent < F.col("_f_lo")) & (last >= F.col("_f_lo"))
+    )
+    excused = requests.join(frame, cond, "left_semi").withColumn(name, F.lit(True))
+    return requests.join(frame, cond, "left_anti").withColumn(name, F.lit(False)).unionByName(excused)
+
+
+# --- shared aggregates ---------------------------------------------------------------
+#
+# Several checks judge the same requests: each reads these frames, built and cached once
+# per report (``CheckContext.shared``), instead of grouping the events by request again.
+
+#: The client events a request's row sums up.
+REQUEST_EVENTS = ("send", "reply", "retry", "abandon", "lost")
+
+
+def per_request(ctx: CheckContext) -> DataFrame:
+    """One row per request a client sent (``cid``, ``seq``): its first and last send (``ts``,
+    ``last_send_ts``), writer (``src``), request id (``rid``: its sends'; ``any_rid``: any of its
+    events'), sends, replied / abandoned (0 or 1), retries, abandons, lost (counts), the first
+    ``lost`` (``lost_ts``, ``lost_reason``), the first retry, abandon or lost
+    (``problem_ts``), its last event (``last_ts``), and its reply's ``latency_us`` and
+    ``reply_ts`` (the latest); with ``last_seq``, its client's last request."""
+    return ctx.shared("per_request", _per_request)
+
+
+def _per_request(ctx: CheckContext) -> DataFrame:
+    ev = F.col("ev")
+    is_send = ev == "send"
+    is_lost = ev == "lost"
+    per = (
+        events_of(ctx, *REQUEST_EVENTS)
+        .groupBy("cid", "seq")
+        .agg(
+            F.min(F.when(is_send, F.col("ts"))).alias("ts"),
+            F.max(F.when(is_send, F.col("ts"))).alias("last_send_ts"),
+            F.min(F.when(is_send, F.col("src"))).alias("src"),
+            F.min(F.when(is_send, F.col("rid"))).alias("rid"),
+            F.min("rid").alias("any_rid"),
+            F.sum(is_send.cast("int")).alias("sends"),
+            F.max((ev == "reply").cast("int")).alias("replied"),
+            F.max((ev == "abandon").cast("int")).alias("abandoned"),
+            F.sum((ev == "retry").cast("int")).alias("retries"),
+            F.sum((ev == "abandon").cast("int")).alias("abandons"),
+            F.sum(is_lost.cast("int")).alias("lost"),
+            F.min(F.when(is_lost, F.col("ts"))).alias("lost_ts"),
+            F.min(F.when(is_lost, F.col("reason"))).alias("lost_reason"),
+            F.min(F.when(ev.isin("retry", "abandon", "lost"), F.col("ts"))).alias("problem_ts"),
+            F.max("ts").alias("last_ts"),
+            F.max(F.when(ev == "reply", F.col("latency_us"))).alias("latency_us"),
+            F.max(F.when(ev == "reply", F.col("ts"))).alias("reply_ts"),
+        )
+        .filter(F.col("sends") > 0)
+    )
+    return per.withColumn("last_seq", F.max("seq").over(Window.partitionBy("cid")))
+
+
+def per_rid(ctx: CheckContext) -> DataFrame:
+    """One row per request id (``rid``; null for events without one) that was sent, executed
+    or delivered: its sends (with the smallest ``cid`` and ``seq`` of them), its executions
+    (``execs``, worker ``exec`` events), whether an ok reply answered it (``answered``) and
+    its deliveries (replies carrying it, and unexpected messages whose ``got_rid`` it is)."""
+    return ctx.shared("per_rid", _per_rid)
+
+
+def _per_rid(ctx: CheckContext) -> DataFrame:
+    ev = F.col("ev")
+    is_send = ev == "send"
+    unexpected = (ev == "unexpected") & F.col("got_rid").isNotNull()
+    events = events_of(ctx, "send", "exec", "reply", "unexpected").filter((ev != "unexpected") | unexpected)
+    return (
+        events.withColumn("key", F.when(ev == "unexpected", F.col("got_rid")).otherwise(F.col("rid")))
+        .groupBy("key")
+        .agg(
+            F.sum(is_send.cast("int")).alias("sends"),
+            F.min(F.when(is_send, F.col("cid"))).alias("cid"),
+            F.min(F.when(is_send, F.col("seq"))).alias("seq"),
+            F.sum((ev == "exec").cast("int")).alias("execs"),
+            F.max((ev == "reply") & F.coalesce(F.col("ok"), F.lit(False))).alias("answered"),
+            F.sum(((ev == "reply") | unexpected).cast("int")).alias("deliveries"),
+        )
+        .withColumnRenamed("key", "rid")
+    )
 
 
 # --- a rule several families share --------------------------------------------------
@@ -412,3 +656,28 @@ def spread(values_ns: list[int]) -> dict[str, float | int | None]:
         "median_ms": ms(median(values_ns)),
         "max_ms": ms(max(values_ns)),
     }
+
+
+def spreads(df: DataFrame, value: str, **where: Column) -> dict[str, dict[str, float | int | None]]:
+    """name -> ``spread`` of the durations (ns) in column ``value`` of the rows of ``df`` where
+    that name's condition holds: computed by Spark, in one job for all the names."""
+    aggs = []
+    for i, cond in enumerate(where.values()):
+        v = F.when(cond, F.col(value))
+        aggs += [F.count(v).alias(f"n{i}"), F.min(v).alias(f"lo{i}"), F.max(v).alias(f"hi{i}")]
+        aggs.append(F.percentile(v, 0.5).alias(f"mid{i}"))
+    row = df.agg(*aggs).first()
+    out = {}
+    for i, name in enumerate(where):
+        n = int(row[f"n{i}"] or 0)
+        out[name] = (
+            spread([])
+            if n == 0
+            else {
+                "count": n,
+                "min_ms": ms(row[f"lo{i}"]),
+                "median_ms": ms(row[f"mid{i}"]),
+                "max_ms": ms(row[f"hi{i}"]),
+            }
+        )
+    return out

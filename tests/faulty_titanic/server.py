@@ -1,15 +1,25 @@
-"""A deliberately faulty Titanic server, kept to show that ``titanic_durable`` fails.
+"""A deliberately faulty Titanic server, kept to show that the Titanic checks fail.
 
-It is implementations/titanic's server with one change: it answers ``titanic.request``
-with the uuid at once and writes the request to disk only when its reply has come back
-("write-behind", a classic shortcut). Until then the request lives in memory only, so a
-crash loses every acknowledged request still waiting for its reply, and after the restart
-``titanic.reply`` answers 400 for uuids the clients were given. It runs by path from its
-own manifest, like a user's server outside zchaos.
+It is implementations/titanic's server with one change, chosen by ``--fault``:
+
+- ``write-behind`` (fails ``titanic_durable``): it answers ``titanic.request`` with the
+  uuid at once and writes the request to disk only when its reply has come back (a
+  classic shortcut). Until then the request lives in memory only, so a crash loses every
+  acknowledged request still waiting for its reply, and after the restart
+  ``titanic.reply`` answers 400 for uuids the clients were given.
+- ``keep-closed`` (fails ``titanic_closed_stay_closed``): ``titanic.close`` answers 200
+  and forgets nothing, so a closed uuid's reply is still served.
+- ``pending-unknown`` (fails ``titanic_no_phantom_reply`` and ``titanic_closed_stay_closed``):
+  ``titanic.reply`` answers 300 (pending) for any uuid it does not hold, instead of 400,
+  so a client waits forever for a request that does not exist.
+
+It runs by path from its own manifest, like a user's server outside zchaos.
 """
 
 from __future__ import annotations
 
+import argparse
+import sys
 import uuid as uuidlib
 from collections.abc import Collection
 
@@ -56,5 +66,25 @@ class WriteBehindStore(Store):
         super().close(uuid)
 
 
+class KeepClosedStore(Store):
+    def close(self, uuid: str) -> None:
+        pass  # the bug: "closed" without removing anything
+
+
+class PendingUnknownStore(Store):
+    def reply(self, uuid: str) -> tuple[str, list[bytes]]:
+        status, frames = super().reply(uuid)
+        return ("300", []) if status == "400" else (status, frames)  # the bug: never "unknown"
+
+
+STORES = {
+    "write-behind": WriteBehindStore,
+    "keep-closed": KeepClosedStore,
+    "pending-unknown": PendingUnknownStore,
+}
+
 if __name__ == "__main__":
-    main(store_class=WriteBehindStore)
+    faults = argparse.ArgumentParser(add_help=False)
+    faults.add_argument("--fault", choices=sorted(STORES), default="write-behind")
+    FAULT, REST = faults.parse_known_args(sys.argv[1:])
+    main(REST, store_class=STORES[FAULT.fault])

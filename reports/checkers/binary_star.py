@@ -281,54 +281,49 @@ def _minus(span: tuple[int, int], cuts: list[tuple[int, int]]) -> list[tuple[int
 )
 def single_active(ctx: CheckContext) -> CheckResult:
     name = "bstar_single_active"
-    ans = answers(ctx).cache()
-    try:
-        per_endpoint = {
-            r["endpoint"]: r["n"] for r in ans.groupBy("endpoint").agg(F.count("*").alias("n")).collect()
-        }
-        timeout_ns = peer_timeout_ns(ctx)
-        grace_ns = timeout_ns + int(tk.timers(ctx).client_budget_s * NS)
-        has_states = "bstar_state" in ctx.event_kinds()
-        if not per_endpoint and not has_states:
-            return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
-        labelled = []
-        if timeout_ns and len(per_endpoint) > 1:
-            labelled.append((BOTH, _both_answering(ans, sorted(per_endpoint), timeout_ns)))
-        if len(per_endpoint) > 1:
-            unexplained = _handovers(ctx, ans, grace_ns)
-            labelled.append(
-                (TAKEOVER, unexplained.select("cid", "seq", "rid", "endpoint", "prev_endpoint", "r"))
-            )
-        found = problems(*labelled) if labelled else Found()
-        n_both, n_unexplained = found.n(BOTH), found.n(TAKEOVER)
-        both = [
-            example(
-                {"ts": r["s"], "src": r["cid"], "ev": "reply", **r},
-                problem=f"{r['endpoint']} answered while {r['around']} answered before and after, "
-                f"{ms(r['after_r'] - r['before_s'])} ms apart (peer timeout {ms(timeout_ns)} ms)",
-            )
-            for r in found.get(BOTH, (0, []))[1]
-        ]
-        takeovers = [
-            example(
-                {
-                    "ts": r["r"],
-                    "src": r["cid"],
-                    "ev": "reply",
-                    "cid": r["cid"],
-                    "seq": r["seq"],
-                    "rid": r["rid"],
-                },
-                endpoint=r["endpoint"],
-                previous=r["prev_endpoint"],
-                problem=f"{r['endpoint']} answered after {r['prev_endpoint']}, which no fault had taken out: "
-                "both active",
-            )
-            for r in found.get(TAKEOVER, (0, []))[1]
-        ]
-        states = _state_overlaps(ctx, timeout_ns) if has_states else []
-    finally:
-        ans.unpersist()
+    ans = ctx.shared("bstar_answers", answers)  # one shuffle for the three checks
+    per_endpoint = {
+        r["endpoint"]: r["n"] for r in ans.groupBy("endpoint").agg(F.count("*").alias("n")).collect()
+    }
+    timeout_ns = peer_timeout_ns(ctx)
+    grace_ns = timeout_ns + int(tk.timers(ctx).client_budget_s * NS)
+    has_states = "bstar_state" in ctx.event_kinds()
+    if not per_endpoint and not has_states:
+        return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
+    labelled = []
+    if timeout_ns and len(per_endpoint) > 1:
+        labelled.append((BOTH, _both_answering(ans, sorted(per_endpoint), timeout_ns)))
+    if len(per_endpoint) > 1:
+        unexplained = _handovers(ctx, ans, grace_ns)
+        labelled.append((TAKEOVER, unexplained.select("cid", "seq", "rid", "endpoint", "prev_endpoint", "r")))
+    found = problems(*labelled) if labelled else Found()
+    n_both, n_unexplained = found.n(BOTH), found.n(TAKEOVER)
+    both = [
+        example(
+            {"ts": r["s"], "src": r["cid"], "ev": "reply", **r},
+            problem=f"{r['endpoint']} answered while {r['around']} answered before and after, "
+            f"{ms(r['after_r'] - r['before_s'])} ms apart (peer timeout {ms(timeout_ns)} ms)",
+        )
+        for r in found.get(BOTH, (0, []))[1]
+    ]
+    takeovers = [
+        example(
+            {
+                "ts": r["r"],
+                "src": r["cid"],
+                "ev": "reply",
+                "cid": r["cid"],
+                "seq": r["seq"],
+                "rid": r["rid"],
+            },
+            endpoint=r["endpoint"],
+            previous=r["prev_endpoint"],
+            problem=f"{r['endpoint']} answered after {r['prev_endpoint']}, which no fault had taken out: "
+            "both active",
+        )
+        for r in found.get(TAKEOVER, (0, []))[1]
+    ]
+    states = _state_overlaps(ctx, timeout_ns) if has_states else []
     violations = n_both + n_unexplained + len(states)
     figures = {
         "replies_by_endpoint": dict(sorted(per_endpoint.items())),
@@ -357,11 +352,8 @@ def single_active(ctx: CheckContext) -> CheckResult:
 
 
 def _outage_faults(ctx: CheckContext) -> list[FaultWindow]:
-    from chaos.faults import FAULT_KINDS, OUTAGE
-
-    return [
-        f for f in ctx.faults if not f.on_link and getattr(FAULT_KINDS.get(f.fault), "harm", None) == OUTAGE
-    ]
+    """Process faults after which the target cannot serve (kill, restart, freeze ...)."""
+    return [f for f in ctx.faults if not f.on_link and f.outage]
 
 
 def _failovers(ctx: CheckContext, ans: DataFrame) -> list[dict[str, Any]]:
@@ -395,13 +387,10 @@ def _bound_s(ctx: CheckContext) -> float:
 )
 def failover_time(ctx: CheckContext) -> CheckResult:
     name = "bstar_failover_time"
-    ans = answers(ctx).cache()
-    try:
-        if ans.limit(1).count() == 0:
-            return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
-        found = _failovers(ctx, ans)
-    finally:
-        ans.unpersist()
+    ans = ctx.shared("bstar_answers", answers)  # one shuffle for the three checks
+    if ans.limit(1).count() == 0:
+        return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
+    found = _failovers(ctx, ans)
     bound_ns = int(_bound_s(ctx) * NS)
     if not found:
         return nothing_to_judge(
@@ -466,13 +455,10 @@ def failover_time(ctx: CheckContext) -> CheckResult:
 )
 def no_lost_failover(ctx: CheckContext) -> CheckResult:
     name = "bstar_no_lost_failover"
-    ans = answers(ctx).cache()
-    try:
-        if ans.limit(1).count() == 0:
-            return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
-        found = _failovers(ctx, ans)
-    finally:
-        ans.unpersist()
+    ans = ctx.shared("bstar_answers", answers)  # one shuffle for the three checks
+    if ans.limit(1).count() == 0:
+        return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
+    found = _failovers(ctx, ans)
     if not found:
         return nothing_to_judge(
             ctx,

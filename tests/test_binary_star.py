@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -136,6 +137,48 @@ def test_a_lone_server_survives_malformed_state_and_follows_the_fsm(pirates: Pir
         ctx.destroy(linger=0)
     assert len(pirates.events("malformed")) >= 3
     assert pirates.proc("primary").popen.poll() is None
+
+
+def test_a_thawed_active_stays_silent_until_it_hears_its_peer(pirates: Pirates) -> None:
+    """Frozen past the peer timeout, the active server answers nobody and announces nothing
+    after the thaw (the peer may have taken over); told the peer is active, it steps down."""
+    ctx = zmq.Context()
+    peer = ctx.socket(zmq.PUB)
+    peer.linger = 0
+    port = peer.bind_to_random_port("tcp://127.0.0.1")
+    front, state = pirates.endpoint(), pirates.endpoint()
+    args = ["--primary", "--frontend", front, "--state-pub", state, "--peer", f"tcp://127.0.0.1:{port}"]
+    server = pirates.start(
+        SERVER, [*args, "--heartbeat-ms", "100", "--peer-timeout-ms", "600"], "primary", ready=None
+    )
+    listen = ctx.socket(zmq.SUB)
+    listen.linger = 0
+    listen.setsockopt(zmq.SUBSCRIBE, b"")
+    listen.connect(state)
+    client = ctx.socket(zmq.REQ)
+    client.linger = 0
+    client.connect(front)
+    try:
+        wait_for(lambda: peer.send(b"2") or pirates.events("bstar_state", state="active"), 10, "active")
+        wait_for(lambda: listen.poll(100) and listen.recv() == b"3", 10, "the server to announce active")
+        server.signal(signal.SIGSTOP)
+        time.sleep(1.5)  # the freeze itself: longer than the 0.6 s peer timeout
+        while listen.poll(0):
+            listen.recv()  # what it said before the freeze
+        server.signal(signal.SIGCONT)
+        wait_for(
+            lambda: pirates.events("bstar_state", reason="stalled"), 10, "the server to notice its stall"
+        )
+        client.send(b"c:1|x")
+        assert not client.poll(300), "a thawed active answered before hearing its peer"
+        assert not listen.poll(0), "a thawed active announced itself before hearing its peer"
+        wait_for(
+            lambda: peer.send(b"3") or pirates.events("bstar_state", reason="dual active"), 10, "step-down"
+        )
+        wait_for(lambda: listen.poll(100) and listen.recv() == b"4", 10, "the server to announce passive")
+    finally:
+        server.signal(signal.SIGCONT)
+        ctx.destroy(linger=0)
 
 
 def test_bad_endpoint_is_a_clear_error(pirates: Pirates) -> None:

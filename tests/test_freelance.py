@@ -2,8 +2,9 @@
 control frame, malformed input) and the model 3 client failing over off a killed server,
 discarding a stale reply by its sequence. Then whole runs (slow) of a user's Freelance
 client program (tests/external_clients/freelance.py, only zmq and json) through a frozen
-server: as written it passes; with its sequence matching off it takes the thawed
-server's late replies for later requests, and correct_reply names it."""
+server: as written it passes; with its bugs on, correct_reply names the one that takes
+the thawed server's late replies for later requests, and freelance_failover_served the
+one that never fails over."""
 
 from __future__ import annotations
 
@@ -164,14 +165,25 @@ def test_client_fails_over_off_a_killed_server_and_discards_a_stale_reply(pirate
         frozen_rid = log.rid
         assert names(reply.endpoint) == "server2" and log.attempts == 2
         servers[0].signal(signal.SIGCONT)
-        for _ in range(10):
-            request()  # server1 is back once it answers a ping; replies stay matched
+
+        def stale_seen() -> bool:
+            request()  # replies stay matched while server1's late answer comes in
+            return any(e["ev"] == "unexpected" for e in read_events(tmp_path / "client.jsonl"))
+
+        wait_for(stale_seen, 10, "the thawed server1's late answer")
+        # server1 is back once it answered: the first in order leads again.
+        wait_for(lambda: names(request()[1].endpoint) == "server1", 5, "server1 to lead again")
         # Killed for good: the client no longer sends to it (no connection) and serves on.
         pirates.kill(servers[0])
         killed_at = seq
         for _ in range(10):
             log, reply = request()
             assert names(reply.endpoint) == "server2"
+        restarted_at = seq
+        # Started again on its endpoint (same identity): the client reconnects and is back on it.
+        servers[0] = pirates.start(SERVER, ["--bind", endpoints[0], "--name", "server1"], "server1-again")
+        wait_for(lambda: names(request()[1].endpoint) == "server1", 10, "the restarted server1 to lead")
+        pirates.kill(servers[0])
         pirates.kill(servers[1])
         seq += 1
         try:
@@ -191,7 +203,7 @@ def test_client_fails_over_off_a_killed_server_and_discards_a_stale_reply(pirate
     sends = [e for e in events if e["ev"] == "send"]
     # The first request after the kill may still go to server1 (its connection's end not yet
     # seen, or seen only by the timeout); every later one goes to server2.
-    after_kill = [e for e in sends if killed_at + 1 < e["seq"] < seq]
+    after_kill = [e for e in sends if killed_at + 1 < e["seq"] <= restarted_at]
     assert after_kill and {e["endpoint"] for e in after_kill} == {"server2"}
 
 
@@ -214,12 +226,23 @@ def test_a_users_freelance_program_passes_a_frozen_server(tmp_path: Path, spark)
 
 
 @pytest.mark.slow
-def test_a_program_that_ignores_sequences_fails_correct_reply(tmp_path: Path, spark) -> None:
-    result = run_scenario(load_scenario(CLIENTS / "freelance-stale-replies.toml"), runs_dir=tmp_path)
+def test_the_program_with_its_bugs_on_fails_the_checks_that_name_them(tmp_path: Path, spark) -> None:
+    result = run_scenario(load_scenario(CLIENTS / "freelance-faulty.toml"), runs_dir=tmp_path)
     assert result.exit_code == 1
     status = _statuses(result.verdict)
+    checks = result.verdict["checks"]
+    # "stale" takes the thawed server's late answers for later requests.
     assert status["correct_reply"] == "violated", status
-    first = result.verdict["checks"]["correct_reply"]["examples"][0]
-    assert first["problem"] == "reply not as expected (ok=false)"
-    # Every request was answered, in order and in time: only what it took for the answer is wrong.
-    assert status["no_lost"] == status["in_order"] == status["freelance_failover_served"] == "held"
+    wrong = checks["correct_reply"]["examples"]
+    assert wrong and {e["problem"] for e in wrong} == {"reply not as expected (ok=false)"}
+    assert all(e["cid"] in _cids(result, "stale") for e in wrong)
+    # "sticky" abandons requests while two servers were up.
+    assert status["freelance_failover_served"] == "violated", status
+    stuck = checks["freelance_failover_served"]["examples"]
+    assert stuck and {e["problem"] for e in stuck} == {"abandoned"}
+    assert all(e["cid"] in _cids(result, "sticky") for e in stuck)
+    assert status["no_lost"] == status["in_order"] == "held"
+
+
+def _cids(result, kind: str) -> set[str]:
+    return {e["cid"] for e in read_events(result.run.history) if e.get("kind") == kind}

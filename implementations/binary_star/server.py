@@ -30,10 +30,12 @@ Where this server departs from the guide, and why:
   servers resolve it by the primary going active. The step-down is recorded with reason
   ``dual active``.
 - An active server notices its own stall (a freeze: its loop did not run for longer than
-  the peer timeout) and then serves nothing until it has heard its peer again or the peer
-  has expired: during the stall the peer may rightly have taken over, and the requests
-  queued for the thawed server must not be answered before it learns so. Peer state
-  messages are always handled before client requests for the same reason.
+  the peer timeout) and then neither serves nor publishes its state until it has heard
+  its peer again or the peer has expired: during the stall the peer may rightly have taken
+  over, the requests queued for the thawed server must not be answered before it learns
+  so, and announcing "active" first would make the new active step down (dual active)
+  and hand the clients back for nothing. Peer state messages are always handled before
+  client requests for the same reason.
 - Each server publishes its state at once when it changes, not only on the next
   heartbeat, so the pair settles (and fails back) a heartbeat sooner.
 
@@ -95,6 +97,16 @@ class BinaryStar:
             self.awaiting_peer = True
             self.writer.emit("bstar_state", state=NAMES[ACTIVE], reason="stalled", detail="holding requests")
 
+    def tick(self, now: float) -> None:
+        """Time passed: a peer still silent past its expiry after our stall is gone, not active."""
+        if self.awaiting_peer and now >= self.peer_expiry:
+            self.awaiting_peer = False
+
+    @property
+    def silent(self) -> bool:
+        """Publish nothing: we stalled while active and have not heard the peer since."""
+        return self.awaiting_peer
+
     def peer(self, peer: int, now: float) -> None:
         """The peer published ``peer``."""
         self.peer_expiry = now + self.peer_timeout_s
@@ -119,10 +131,8 @@ class BinaryStar:
     def client_request(self, now: float) -> bool:
         """A client asked: whether to serve it (it may make us active)."""
         if self.state == ACTIVE:
-            if self.awaiting_peer and now < self.peer_expiry:
-                return False
-            self.awaiting_peer = False
-            return True
+            self.tick(now)
+            return not self.awaiting_peer
         if self.state in (PASSIVE, PRIMARY) and now >= self.peer_expiry:
             self._become(ACTIVE, "client vote, peer silent")
             return True
@@ -210,6 +220,7 @@ def serve(
         now = time.monotonic()
         if now - last_tick > peer_timeout_s:
             fsm.stalled(now)
+        fsm.tick(now)
         last_tick = now
         if statesub in ready:
             while True:
@@ -241,7 +252,7 @@ def serve(
                 if fsm.changed:
                     break  # publish a new state before serving more
         now = time.monotonic()
-        if fsm.changed or now >= next_publish:
+        if (fsm.changed or now >= next_publish) and not fsm.silent:
             statepub.send(str(fsm.state).encode())
             fsm.changed = False
             next_publish = now + heartbeat_s

@@ -17,9 +17,11 @@ within the same budget (timeout x attempts) and is abandoned after it.
 
 Where it improves on the guide's flcliapi (which resends every second to the head of its
 list and drops a server only after 6 s of silence, so a dead first server stalls every
-request until then): the socket is ROUTER_MANDATORY, so a send to a server with no
-connection (killed, not yet started) fails at once instead of vanishing, and the client
-fails over on each request's own timeout rather than on the server's TTL.
+request until then): the socket is ROUTER_MANDATORY and IMMEDIATE, so a send to a
+server with no connection (killed, not yet started) fails at once instead of vanishing or
+waiting in a queue for the server's next incarnation (which would run it long after the
+client gave up on it), and the client fails over on each request's own timeout rather
+than on the server's TTL.
 
 Replies are matched by sequence: one for another sequence (a late answer from a server
 it failed over from, or a duplicate) is discarded and recorded as ``unexpected`` with the
@@ -92,6 +94,9 @@ class FreelanceClient(ClientAdapter):
         self.socket = context.socket(zmq.ROUTER)
         self.socket.linger = 0
         self.socket.router_mandatory = 1  # a send to a server with no connection fails at once
+        # ... also once its connection is gone: without IMMEDIATE the pipe outlives it and
+        # queues requests for a burst to the server's next incarnation.
+        self.socket.immediate = 1
         self.socket.router_handover = 1  # a restarted server's new connection takes its name over
         for address in self.endpoints:
             self.socket.connect(address)

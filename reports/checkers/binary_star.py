@@ -55,6 +55,7 @@ from reports.checkers import toolkit as tk
 from reports.checkers.toolkit import (
     END_OF_TIME,
     NS,
+    Found,
     count,
     events_of,
     example,
@@ -62,11 +63,13 @@ from reports.checkers.toolkit import (
     judged,
     merge_spans,
     ms,
+    problems,
     run_time,
     small_frame,
     unknown,
 )
 
+BOTH, TAKEOVER = "both answering", "takeover without cause"
 NO_ENDPOINT = (
     "no reply in the history says which endpoint answered it: the client adapter records none "
     "(a failover client such as lazy_pirate with several endpoints does), so who answered when is unknown"
@@ -127,53 +130,48 @@ def takeout_spans(ctx: CheckContext, instances: set[str], grace_ns: int) -> list
 # --- bstar_single_active ------------------------------------------------------------------
 
 
-def _both_answering(ans: DataFrame, endpoint: str, window_ns: int) -> DataFrame:
-    """Answers of other endpoints that ``endpoint`` answered around, within window_ns."""
-    mine = ans.filter(F.col("endpoint") == endpoint)
-    others = ans.filter(F.col("endpoint") != endpoint).select("cid", "seq", "rid", "endpoint", "s", "r")
-    probe_cols = [F.col(c) for c in ("cid", "seq", "rid", "endpoint", "s", "r")]
-    nulls = [F.lit(None).cast(t).alias(c) for c, t in _PROBE_TYPES]
-
-    # Before: the latest send among this endpoint's answers whose reply came strictly
-    # before the other's send (probes sort first at equal keys: strictness).
-    stream = mine.select(
-        F.col("r").alias("k"), F.lit(1).alias("o"), F.col("s").alias("v"), *nulls
-    ).unionByName(
-        others.select(
-            F.col("s").alias("k"), F.lit(0).alias("o"), F.lit(None).cast("long").alias("v"), *probe_cols
-        )
+def _both_answering(ans: DataFrame, endpoints: list[str], window_ns: int) -> DataFrame:
+    """Answers of one endpoint that another one (``around``) answered before and after,
+    all within ``window_ns``: one pass per direction, partitioned by ``around``."""
+    around = ans.crossJoin(
+        F.broadcast(ans.sparkSession.createDataFrame([(e,) for e in endpoints], "around string"))
     )
-    upto = Window.orderBy("k", "o").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    mine = F.col("endpoint") == F.col("around")
+    keep = ("around", "cid", "seq", "rid", "endpoint", "s", "r")
+    # Before: the latest send among ``around``'s answers whose reply came strictly before the
+    # probe's send (a probe sorts first at an equal key: the inequality is strict).
     before = (
-        stream.withColumn("before_s", F.max("v").over(upto))
-        .filter(F.col("o") == 0)
-        .select("cid", "seq", "before_s")
-    )
-    # After: the earliest reply among this endpoint's answers sent strictly after the other's reply.
-    stream = mine.select(
-        F.col("s").alias("k"), F.lit(1).alias("o"), F.col("r").alias("v"), *nulls
-    ).unionByName(
-        others.select(
-            F.col("r").alias("k"), F.lit(0).alias("o"), F.lit(None).cast("long").alias("v"), *probe_cols
+        around.withColumn("k", F.when(mine, F.col("r")).otherwise(F.col("s")))
+        .withColumn("o", mine.cast("int"))
+        .withColumn(
+            "before_s",
+            F.max(F.when(mine, F.col("s"))).over(
+                Window.partitionBy("around").orderBy("k", "o").rowsBetween(Window.unboundedPreceding, 0)
+            ),
         )
+        .filter(~mine)
+        .select(*keep, "before_s")
     )
-    downto = Window.orderBy(F.col("k").desc(), F.col("o")).rowsBetween(Window.unboundedPreceding, 0)
-    after = stream.withColumn("after_r", F.min("v").over(downto)).filter(F.col("o") == 0).drop("k", "o", "v")
+    # After: the earliest reply among ``around``'s answers sent strictly after the probe's reply.
+    after = (
+        around.withColumn("k", F.when(mine, F.col("s")).otherwise(F.col("r")))
+        .withColumn("o", mine.cast("int"))
+        .withColumn(
+            "after_r",
+            F.min(F.when(mine, F.col("r"))).over(
+                Window.partitionBy("around")
+                .orderBy(F.col("k").desc(), F.col("o"))
+                .rowsBetween(Window.unboundedPreceding, 0)
+            ),
+        )
+        .filter(~mine)
+        .select("around", "cid", "seq", "after_r")
+    )
     return (
-        after.join(before, ["cid", "seq"])
+        before.join(after, ["around", "cid", "seq"])
         .filter((F.col("after_r") - F.col("before_s")) < window_ns)
-        .withColumn("around", F.lit(endpoint))
+        .withColumn("ts", F.col("s"))
     )
-
-
-_PROBE_TYPES = (
-    ("cid", "string"),
-    ("seq", "long"),
-    ("rid", "string"),
-    ("endpoint", "string"),
-    ("s", "long"),
-    ("r", "long"),
-)
 
 
 def _handovers(ctx: CheckContext, ans: DataFrame, grace_ns: int) -> DataFrame:
@@ -283,52 +281,49 @@ def _minus(span: tuple[int, int], cuts: list[tuple[int, int]]) -> list[tuple[int
 )
 def single_active(ctx: CheckContext) -> CheckResult:
     name = "bstar_single_active"
-    ans = answers(ctx).cache()
-    try:
-        per_endpoint = {
-            r["endpoint"]: r["n"] for r in ans.groupBy("endpoint").agg(F.count("*").alias("n")).collect()
-        }
-        timeout_ns = peer_timeout_ns(ctx)
-        grace_ns = timeout_ns + int(tk.timers(ctx).client_budget_s * NS)
-        has_states = "bstar_state" in ctx.event_kinds()
-        if not per_endpoint and not has_states:
-            return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
-        both: list[dict[str, Any]] = []
-        n_both = 0
-        if timeout_ns and len(per_endpoint) > 1:
-            for endpoint in sorted(per_endpoint):
-                sandwiched = _both_answering(ans, endpoint, timeout_ns)
-                n_both += sandwiched.count()
-                both += [
-                    example(
-                        {"ts": r["s"], "src": r["cid"], "ev": "reply", **r.asDict()},
-                        problem=f"{r['endpoint']} answered while {endpoint} answered before and after, "
-                        f"{ms(r['after_r'] - r['before_s'])} ms apart (peer timeout {ms(timeout_ns)} ms)",
-                    )
-                    for r in sandwiched.orderBy("s").limit(MAX_EXAMPLES).collect()
-                ]
-        unexplained = _handovers(ctx, ans, grace_ns) if len(per_endpoint) > 1 else None
-        n_unexplained = unexplained.count() if unexplained is not None else 0
-        takeovers = [
-            example(
-                {
-                    "ts": r["r"],
-                    "src": r["cid"],
-                    "ev": "reply",
-                    "cid": r["cid"],
-                    "seq": r["seq"],
-                    "rid": r["rid"],
-                },
-                endpoint=r["endpoint"],
-                previous=r["prev_endpoint"],
-                problem=f"{r['endpoint']} answered after {r['prev_endpoint']}, which no fault had taken out: "
-                "both active",
-            )
-            for r in (unexplained.orderBy("r").limit(MAX_EXAMPLES).collect() if n_unexplained else [])
-        ]
-        states = _state_overlaps(ctx, timeout_ns) if has_states else []
-    finally:
-        ans.unpersist()
+    ans = ctx.shared("bstar_answers", answers)  # one shuffle for the three checks
+    per_endpoint = {
+        r["endpoint"]: r["n"] for r in ans.groupBy("endpoint").agg(F.count("*").alias("n")).collect()
+    }
+    timeout_ns = peer_timeout_ns(ctx)
+    grace_ns = timeout_ns + int(tk.timers(ctx).client_budget_s * NS)
+    has_states = "bstar_state" in ctx.event_kinds()
+    if not per_endpoint and not has_states:
+        return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
+    labelled = []
+    if timeout_ns and len(per_endpoint) > 1:
+        labelled.append((BOTH, _both_answering(ans, sorted(per_endpoint), timeout_ns)))
+    if len(per_endpoint) > 1:
+        unexplained = _handovers(ctx, ans, grace_ns)
+        labelled.append((TAKEOVER, unexplained.select("cid", "seq", "rid", "endpoint", "prev_endpoint", "r")))
+    found = problems(*labelled) if labelled else Found()
+    n_both, n_unexplained = found.n(BOTH), found.n(TAKEOVER)
+    both = [
+        example(
+            {"ts": r["s"], "src": r["cid"], "ev": "reply", **r},
+            problem=f"{r['endpoint']} answered while {r['around']} answered before and after, "
+            f"{ms(r['after_r'] - r['before_s'])} ms apart (peer timeout {ms(timeout_ns)} ms)",
+        )
+        for r in found.get(BOTH, (0, []))[1]
+    ]
+    takeovers = [
+        example(
+            {
+                "ts": r["r"],
+                "src": r["cid"],
+                "ev": "reply",
+                "cid": r["cid"],
+                "seq": r["seq"],
+                "rid": r["rid"],
+            },
+            endpoint=r["endpoint"],
+            previous=r["prev_endpoint"],
+            problem=f"{r['endpoint']} answered after {r['prev_endpoint']}, which no fault had taken out: "
+            "both active",
+        )
+        for r in found.get(TAKEOVER, (0, []))[1]
+    ]
+    states = _state_overlaps(ctx, timeout_ns) if has_states else []
     violations = n_both + n_unexplained + len(states)
     figures = {
         "replies_by_endpoint": dict(sorted(per_endpoint.items())),
@@ -357,11 +352,8 @@ def single_active(ctx: CheckContext) -> CheckResult:
 
 
 def _outage_faults(ctx: CheckContext) -> list[FaultWindow]:
-    from chaos.faults import FAULT_KINDS, OUTAGE
-
-    return [
-        f for f in ctx.faults if not f.on_link and getattr(FAULT_KINDS.get(f.fault), "harm", None) == OUTAGE
-    ]
+    """Process faults after which the target cannot serve (kill, restart, freeze ...)."""
+    return [f for f in ctx.faults if not f.on_link and f.outage]
 
 
 def _failovers(ctx: CheckContext, ans: DataFrame) -> list[dict[str, Any]]:
@@ -395,13 +387,10 @@ def _bound_s(ctx: CheckContext) -> float:
 )
 def failover_time(ctx: CheckContext) -> CheckResult:
     name = "bstar_failover_time"
-    ans = answers(ctx).cache()
-    try:
-        if ans.limit(1).count() == 0:
-            return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
-        found = _failovers(ctx, ans)
-    finally:
-        ans.unpersist()
+    ans = ctx.shared("bstar_answers", answers)  # one shuffle for the three checks
+    if ans.limit(1).count() == 0:
+        return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
+    found = _failovers(ctx, ans)
     bound_ns = int(_bound_s(ctx) * NS)
     if not found:
         return nothing_to_judge(
@@ -466,13 +455,10 @@ def failover_time(ctx: CheckContext) -> CheckResult:
 )
 def no_lost_failover(ctx: CheckContext) -> CheckResult:
     name = "bstar_no_lost_failover"
-    ans = answers(ctx).cache()
-    try:
-        if ans.limit(1).count() == 0:
-            return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
-        found = _failovers(ctx, ans)
-    finally:
-        ans.unpersist()
+    ans = ctx.shared("bstar_answers", answers)  # one shuffle for the three checks
+    if ans.limit(1).count() == 0:
+        return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
+    found = _failovers(ctx, ans)
     if not found:
         return nothing_to_judge(
             ctx,

@@ -83,8 +83,9 @@ def _tickets(ctx: CheckContext) -> DataFrame:
 
 
 def _process_faults(ctx: CheckContext) -> list[tuple[int, int]]:
-    """(start, stop or start) of the faults on processes: what durability must survive."""
-    return [(f.start_ns, f.stop_ns or f.start_ns) for f in ctx.faults if not f.on_link]
+    """(start, stop or start) of the faults that stop a process serving (kill, restart,
+    freeze; not a slowdown, not a link): what durability must survive."""
+    return [(f.start_ns, f.stop_ns or f.start_ns) for f in ctx.faults if f.outage and not f.on_link]
 
 
 @checker(

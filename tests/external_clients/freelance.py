@@ -4,10 +4,14 @@ protocol (JSON lines on stdin/stdout); it imports only zmq and json.
 One ROUTER socket connected to every endpoint; a server's identity is its endpoint. It
 pings the servers, sends each request (``[endpoint, sequence, body]``) to the first one
 that answered lately, and on a timeout fails over to the next. With ``match_sequence``
-(the default) a reply whose sequence is not the request's is discarded. With
-``match_sequence = false`` it has the bug this test subject exists for: it takes
-whatever reply comes next as the answer to the request in hand, so a late reply from a
-server it failed over from (say one that was frozen) is accepted for a later request.
+(the default) a reply whose sequence is not the request's is discarded.
+
+Two bugs can be switched on, for the test subjects of the Freelance checks:
+``match_sequence = false`` takes whatever reply comes next as the answer to the request
+in hand, so a late reply from a server it failed over from (say one that was frozen) is
+accepted for a later request (correct_reply); ``failover = false`` sends every attempt to
+the first endpoint only, so a dead first server means abandoned requests while the
+others are up (freelance_failover_served).
 """
 
 import json
@@ -27,6 +31,7 @@ def main():
     retries = int(options.get("retries", 2))
     ttl_s = int(options.get("server_ttl_ms", 1000)) / 1000
     match_sequence = bool(options.get("match_sequence", True))
+    failover = bool(options.get("failover", True))
     endpoints = init["endpoints"]
     context = zmq.Context()
     socket = context.socket(zmq.ROUTER)
@@ -81,6 +86,8 @@ def main():
             deadline = time.monotonic() + timeout_s
             while time.monotonic() < deadline:
                 alive = [e for e in endpoints if time.monotonic() - heard[e] < ttl_s]
+                if not failover:  # BUG when failover is off: the first server or none
+                    alive = endpoints[:1]
                 fresh = [e for e in alive if e not in tried] or alive
                 if fresh and send(fresh[0], [control, body]):
                     tried.append(fresh[0])

@@ -68,9 +68,11 @@ one pass) instead of a semi join, an anti join and a union (two passes, and the 
 frames computed twice). Measured after (load 3.5-6, verdicts identical on 12 stored CI-like
 runs and the 100k synthetic one, every check's figures, summary and examples compared):
 
-- 100k, warm report (``check_run``), main and this code alternately in one session
-  each, 3 rounds: Spark jobs 96 -> 42; CPU 18.3-22.9 s -> 13.8-19.7 s (before the last
-  two changes). Per step now (load 5): every check 1-7 jobs, 0.1-3.1 s CPU.
+- 100k, warm report (``check_run``, rounds 2-3 of a session; main at 35d3e7a, then this
+  code, load 3.8-5.4): Spark jobs 96 -> 43; wall 19-29 s -> 14-15 s; CPU 15.6-23.0 s ->
+  16.1-17.4 s, which is within the noise: halving the jobs did not halve the CPU, so what
+  is left per query (planning, code generation of each new plan) is the next thing to
+  look at. Per step now (load 5): every check 1-7 jobs, 0.1-3.1 s CPU.
 - 1M, warm, from Parquet: 43-45 jobs, 46-54 s CPU (load 3.5-5; caching the 1M events, as
   below CACHE_MAX_EVENTS, made no measurable difference). The client-kind metrics alone:
   6.7-7.0 s -> 2.1-2.3 s CPU, same figures on 6 histories.

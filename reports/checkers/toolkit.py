@@ -180,6 +180,16 @@ def fault_spans(
     return merge_spans([(lo, hi) for lo, hi, who in spans if who is None or who == instance])
 
 
+_FLAG_DEFAULTS: dict[str, Any] = {
+    "own": True,
+    "broker": True,
+    "link": True,
+    "broker_links": None,
+    "lossy_only": False,
+    "outage_only": False,
+}
+
+
 def _flags(
     own: bool, broker: bool, link: bool, broker_links: bool | None, lossy_only: bool, outage_only: bool
 ) -> dict[str, bool]:
@@ -290,16 +300,36 @@ def small_frame(ctx: CheckContext, rows: list[tuple[Any, ...]], columns: dict[st
     return ctx.spark.range(1).select(F.inline(F.array(*structs)))
 
 
-def _meets(ts: str, until: str | None) -> Column:
-    start = F.col(ts)
-    end = F.col(until) if until is not None else start
+def _meets(ts: str, until: str | None, outer: bool = False) -> Column:
+    """The fault span [_f_lo, _f_hi] meets [ts, until] (``outer``: columns of the frame a
+    subquery of the faults is asked about)."""
+    start = F.col(ts).outer() if outer else F.col(ts)
+    end = (F.col(until).outer() if outer else F.col(until)) if until is not None else start
     return (F.col("_f_lo") <= end) & (start <= F.col("_f_hi"))
 
 
-def with_excused(df: DataFrame, ctx: CheckContext, name: str = "excused", **how: Any) -> DataFrame:
-    """``df`` with a boolean column ``name``: whether a fault excuses the row (see split_excused)."""
-    kept, excused = split_excused(df, ctx, **how)
-    return kept.withColumn(name, F.lit(False)).unionByName(excused.withColumn(name, F.lit(True)))
+def with_excused(
+    df: DataFrame,
+    ctx: CheckContext,
+    name: str = "excused",
+    *,
+    ts: str = "ts",
+    until: str | None = None,
+    instance: str | None = None,
+    **flags: Any,
+) -> DataFrame:
+    """``df`` with a boolean column ``name``: whether a fault excuses the row (the rule and the
+    flags of split_excused). One pass over ``df``: an EXISTS over the small fault frame,
+    which Spark runs as a broadcast existence join."""
+    spans = _excusing(ctx, instance is not None, flags.pop("lead_ns", 0), flags.pop("grace_ns", 0),
+                      **_flags(**{**_FLAG_DEFAULTS, **flags}))  # fmt: skip
+    if not spans:
+        return df.withColumn(name, F.lit(False))
+    faults = small_frame(ctx, spans, {"_f_lo": "long", "_f_hi": "long", "_f_inst": "string"})
+    cond = _meets(ts, until, outer=True)
+    if instance is not None:
+        cond = cond & (F.col("_f_inst").isNull() | (F.col("_f_inst") == F.col(instance).outer()))
+    return df.withColumn(name, faults.where(cond).exists())
 
 
 # --- excusing whole requests ----------------------------------------------------------
@@ -424,19 +454,15 @@ def with_excused_requests(
     or in flight as a fault started). The spans are a small broadcast frame joined by range."""
     spans = excused_send_spans(ctx, t)
     starts = [(f.start_ns, f.start_ns, 1) for f in ctx.faults]  # in flight at a fault's start
-    frame = F.broadcast(
-        small_frame(
-            ctx,
-            [(lo, hi, 0) for lo, hi in spans] + starts,
-            {"_f_lo": "long", "_f_hi": "long", "_f_in": "int"},
-        )
+    frame = small_frame(
+        ctx, [(lo, hi, 0) for lo, hi in spans] + starts, {"_f_lo": "long", "_f_hi": "long", "_f_in": "int"}
     )
-    sent, last = F.col(first_send), F.col(last_ts)
+    sent, last = F.col(first_send).outer(), F.col(last_ts).outer()
     cond = ((F.col("_f_in") == 0) & sent.between(F.col("_f_lo"), F.col("_f_hi"))) | (
         (F.col("_f_in") == 1) & (sent < F.col("_f_lo")) & (last >= F.col("_f_lo"))
     )
-    excused = requests.join(frame, cond, "left_semi").withColumn(name, F.lit(True))
-    return requests.join(frame, cond, "left_anti").withColumn(name, F.lit(False)).unionByName(excused)
+    # One pass over the requests: an EXISTS over the small frame (a broadcast existence join).
+    return requests.withColumn(name, frame.where(cond).exists())
 
 
 # --- shared aggregates ---------------------------------------------------------------

@@ -166,6 +166,15 @@ def test_frozen_or_cut_off_workers_are_not_alive(spark) -> None:
     assert result.violations == 1 and result.examples[0]["ts"] == t(35)
 
 
+def test_a_killed_worker_is_alive_from_its_restart_not_from_its_faults_stop(spark) -> None:
+    # The nemesis ends a kill's window once the restarted process is ready; it may have
+    # registered and been counted by then (majordomo-kill-all-workers once failed on that).
+    kills = [FaultWindow(i, "kill", f"worker-{i}", t(10), t(20.5)) for i in (1, 2)]
+    events = [*lifecycle(), answer(15, 200), answer(20.3, 200)]
+    result = check("mmi_service", mmi_ctx(spark, events, faults=kills))
+    assert result.violations == 1 and [e["ts"] for e in result.examples] == [t(15)]
+
+
 def test_a_broker_restart_or_freeze_excuses_404_until_the_workers_are_back(spark) -> None:
     events = [*lifecycle(), proc(50, "proc_exit", "broker"), proc(50, "proc_start", "broker")]
     frozen = [FaultWindow(1, "freeze", "broker", t(60), t(62))]

@@ -155,8 +155,11 @@ def _minus(spans: list[Span], cuts: list[Span]) -> list[Span]:
 
 def _faulted(ctx: CheckContext, instance: str) -> list[Span]:
     """When ``instance`` could not serve although its process may have run: an outage on it
-    (a freeze) or on its own links (a partition), as the fault table classes them."""
-    spans = fault_spans(ctx, instance, broker=False, broker_links=False, outage_only=True)
+    (a freeze) or on its own links (a partition), as the fault table classes them. Kills and
+    restarts are left to proc_exit/proc_start: their window ends only when the restarted
+    process is ready, and by then it may have registered and been counted (a 200 taken for
+    a false answer in majordomo-kill-all-workers)."""
+    spans = fault_spans(ctx, instance, broker=False, broker_links=False, outage_only=True, lasting_only=True)
     return [(lo, None if hi == END_OF_TIME else hi) for lo, hi in spans]
 
 

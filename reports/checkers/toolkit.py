@@ -38,6 +38,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from chaos.faults import FAULT_KINDS
 from harness.manifest import expiry_s
 from reports.checkers import (
     HELD,
@@ -164,6 +165,7 @@ def fault_spans(
     broker_links: bool | None = None,
     lossy_only: bool = False,
     outage_only: bool = False,
+    lasting_only: bool = False,
     lead_ns: int = 0,
     grace_ns: int = 0,
 ) -> list[tuple[int, int]]:
@@ -173,10 +175,12 @@ def fault_spans(
     apply). A fault that never healed lasts to END_OF_TIME. ``broker_links`` (default:
     as ``link``): faults on a broker's links. ``lossy_only``: only the faults that lose
     what is sent (the fault table's ``lossy``); ``outage_only``: only those during which
-    their target cannot serve (its ``harm``), not the slowdowns.
+    their target cannot serve (its ``harm``), not the slowdowns; ``lasting_only``: not a
+    kill or restart (no duration of its own: its window lasts until the restarted process
+    is ready, after which it may already have served; proc_exit/proc_start say when it ran).
     """
     flags = _flags(own, broker, link, broker_links, lossy_only, outage_only)
-    spans = _excusing(ctx, instance is not None, lead_ns, grace_ns, **flags)
+    spans = _excusing(ctx, instance is not None, lead_ns, grace_ns, lasting_only=lasting_only, **flags)
     return merge_spans([(lo, hi) for lo, hi, who in spans if who is None or who == instance])
 
 
@@ -215,12 +219,16 @@ def _excusing(
     broker_links: bool,
     lossy_only: bool,
     outage_only: bool,
+    lasting_only: bool = False,
 ) -> list[tuple[int, int, str | None]]:
     """(lo, hi, the instance it excuses or None for every one) of each fault that counts."""
     brokers = broker_instances(ctx) if targeted else set()
     out = []
     for f in ctx.faults:
         if (lossy_only and not f.lossy) or (outage_only and not f.outage):
+            continue
+        kind = FAULT_KINDS.get(f.fault)
+        if lasting_only and kind is not None and kind.instantaneous:
             continue
         lo, hi = f.start_ns - lead_ns, END_OF_TIME if f.stop_ns is None else f.stop_ns + grace_ns
         if not targeted:

@@ -98,6 +98,7 @@ def test_the_archive_is_made_once_then_mapped_and_a_damaged_one_is_replaced(tmp_
     # Truncated (a full disk, a killed copy): the JVM dies mapping it; the report starts
     # again without it, gives its verdict, says nothing about it, and drops the file.
     path = cache / "zchaos" / "spark-cds" / archive
+    path.chmod(0o644)  # the JVM writes it read-only
     os.truncate(path, path.stat().st_size // 3)
     done = subprocess.run(
         [sys.executable, "-m", "harness.cli", "report", str(run.root)], cwd=ROOT,

@@ -7,6 +7,25 @@ run gets a small heap and a JVM tuned to start fast (its fixed cost is most of t
 report), a long one a larger heap; ``ZCHAOS_SPARK_DRIVER_MEMORY`` overrides the heap.
 ``fit_to`` sets the per-query settings (shuffle partitions, adaptive execution) for each history. The JVM's
 own output goes to ``SPARK_LOG``, not to the user's terminal.
+
+The driver JVM starts from a class-data-sharing archive made by the first report
+(reports/cds.py). Measured 2026-11-23 05:00-05:15 UTC on the shared 2-core machine at
+load 9-13 (wall seconds are 2-4x a quiet machine's; CPU seconds of the process and its
+JVM move less), archive on / off, alternating:
+
+- a fresh process to a session and two small queries: CPU 5.6-7.1 / 11.1-11.4 s; gateway
+  (launcher and JVM boot) 2.8-3.0 / 3.6-4.4 s, session 3.2-3.6 / 6.1-9.1 s, the first
+  Parquet count 2.1-3.4 / 8.8-9.0 s;
+- ``zchaos report`` of the demo run (76k events), whole process: from JSON 46-59 / 47-60 s
+  (CPU 23.6-29.2 / 28.9-32.0), from Parquet 30-49 / 46-53 s (CPU 20.6-24.7 / 25.3-27.0);
+  what is left is the checks' own work.
+
+Measured and left alone: the launcher JVM of bin/spark-class (0.1-0.4 s wall, 0.12 s CPU;
+SPARK_HOME is set for it, so its script does not search); importing pyspark.sql (0.25-0.6
+s); the GC (Serial or Parallel: the same CPU as G1, within the noise); an unsigned copy of
+Janino's (signed, so not archived) jars first on the class path (0.25 s CPU less, within
+the noise). The archive leaves out ~4,600 of the ~5,000 lambda classes a report spins
+(Scala's, which are serializable): they are still made at each start.
 """
 
 from __future__ import annotations

@@ -58,7 +58,8 @@ def files(cache: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.endswith(".lock"))
 
 
-@pytest.mark.timeout(900)  # six JVM starts and a dump, on a loaded 2-core machine
+@pytest.mark.slow  # six JVM starts and a dump (~1 min quiet, 4 at load 11): left out of `./dev quick`
+@pytest.mark.timeout(900)
 def test_the_archive_is_made_once_then_mapped_and_a_damaged_one_is_replaced(tmp_path: Path) -> None:
     cache, log = tmp_path / "cache", tmp_path / "spark.log"
     run = make_run(tmp_path / "run")

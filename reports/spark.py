@@ -93,13 +93,19 @@ def get_spark(events: int | None = None) -> SparkSession:
     try:
         _session = _start(events, spark_home, plan)
     except Exception:
-        if plan is None or plan.inode is None:
+        making = plan is not None and plan.making is not None
+        # The archive's options can keep the JVM from starting (a truncated archive kills
+        # it as it maps it; a Java without a base archive cannot make one): start without.
+        if plan is None or not cds.failed(plan, _jvm_process(), _log):
             raise
-        # A damaged archive can kill the JVM as it maps it (a truncated file: SIGBUS),
-        # before the JVM's own checks could refuse it: drop it and start without.
-        cds.drop(plan, _log)
-        plan = None
         _session = _start(events, spark_home, None)
+        if making:
+            cds.unsupported(plan, _log)
+        plan = None
+    except BaseException:  # Ctrl-C: no JVM, no temp file left
+        if plan is not None:
+            cds.abandon(plan, _jvm_process())
+        raise
     if plan is not None:
         jvm = _jvm_process()
         if jvm is not None:
@@ -142,13 +148,8 @@ def _start(events: int | None, spark_home: Path, plan: cds.Plan | None) -> Spark
     )
     if events is not None and events < QUICK_JVM_EVENTS:
         builder = builder.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
-    try:
-        with _environment(launch_env), _jvm_output_to(SPARK_LOG):
-            return builder.getOrCreate()
-    except BaseException:
-        if plan is not None:
-            cds.abandon(plan, _jvm_process())
-        raise
+    with _environment(launch_env), _jvm_output_to(SPARK_LOG):
+        return builder.getOrCreate()
 
 
 def _jvm_process() -> subprocess.Popen | None:

@@ -150,3 +150,22 @@ def spark_home() -> Path:
     from pyspark.find_spark_home import _find_spark_home
 
     return Path(_find_spark_home())
+
+
+def test_a_java_that_cannot_make_an_archive_still_reports_and_is_not_asked_again(tmp_path: Path) -> None:
+    """A Java without its base archive (here: forced off) refuses to start making one."""
+    java = cds.java_binary()
+    assert java is not None
+    home = tmp_path / "jdk"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "java").write_text(f'#!/bin/sh\nexec "{java}" -Xshare:off "$@"\n')
+    (home / "bin" / "java").chmod(0o755)
+    cache, log = tmp_path / "cache", tmp_path / "spark.log"
+    env = {**child_env(cache, log), "JAVA_HOME": str(home)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", SESSION], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert outcome(child) == {"mapped": False, "making": False}
+    assert [name.rsplit(".", 1)[1] for name in files(cache)] == ["unsupported"]
+    assert "would not start making" in log.read_text()

@@ -238,14 +238,35 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             return 0
     args = parser.parse_args(argv)
+    spark = sys.modules.get("reports.spark")
+    caller_session = spark is not None and spark.running()  # main() called in a process using Spark
     try:
-        return args.func(args)
+        code = args.func(args)
     except SetupError as exc:
         print(f"zchaos: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        code = exc.exit_code
     except KeyboardInterrupt:
         print("zchaos: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        code = EXIT_INTERRUPTED
+    return code if caller_session else _end_spark(code)
+
+
+def _end_spark(code: int) -> int:
+    """The end of a command that started Spark: if the JVM is the one making the class
+    archive (the first report of an install, reports/cds.py), let it write the archive (or
+    drop it if the command was interrupted), so that no JVM outlives this process."""
+    spark = sys.modules.get("reports.spark")
+    try:
+        if spark is not None and code == EXIT_INTERRUPTED:
+            spark.drop_class_archive()
+        elif spark is not None:
+            from harness.progress import Progress
+
+            spark.save_class_archive(Progress().note)
+    except KeyboardInterrupt:  # while the archive was written: dropped, the JVM killed
+        print("zchaos: interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    return code
 
 
 if __name__ == "__main__":

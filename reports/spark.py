@@ -11,14 +11,19 @@ own output goes to ``SPARK_LOG``, not to the user's terminal.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import subprocess
 import sys
 import tempfile
+import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from reports import cds
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,6 +32,8 @@ CONF_DIR = Path(__file__).resolve().parent / "conf"
 #: Where the JVM's own stderr goes (Spark errors included): ZCHAOS_SPARK_LOG, or the temp folder.
 SPARK_LOG = Path(os.environ.get("ZCHAOS_SPARK_LOG") or Path(tempfile.gettempdir()) / "zchaos-spark.log")
 _session: SparkSession | None = None
+#: The class archive this process's JVM writes when it exits (reports/cds.py), if it makes one.
+_archive: cds.Plan | None = None
 #: Below this many events the JVM runs only its quick compiler (C1): the report is a few
 #: seconds of many small queries, where C2's compile time never pays back.
 QUICK_JVM_EVENTS = 2_000_000
@@ -51,19 +58,55 @@ def driver_memory(events: int | None) -> str:
 
 
 def get_spark(events: int | None = None) -> SparkSession:
-    """The process's SparkSession, started on first use (about 5 s cold) and sized for a
-    history of about ``events`` events (None: unknown). A session already running is
-    reused as it is: its heap is fixed for its life."""
-    global _session
+    """The process's SparkSession, started on first use (about 5 s cold, 3 s with the class
+    archive) and sized for a history of about ``events`` events (None: unknown). A session
+    already running is reused as it is: its heap is fixed for its life."""
+    global _session, _archive
     if _session is not None:
         return _session
-    # Set before the JVM starts: the log4j2 file silences the banner that setLogLevel cannot.
-    os.environ.setdefault("SPARK_CONF_DIR", str(CONF_DIR))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     warnings.filterwarnings("ignore", module="pyspark")
+    from pyspark.find_spark_home import _find_spark_home
+
+    spark_home = Path(_find_spark_home())
+    plan = cds.prepare(spark_home, CONF_DIR / "log4j2.properties", _log)
+    try:
+        _session = _start(events, spark_home, plan)
+    except Exception:
+        if plan is None or plan.inode is None:
+            raise
+        # A damaged archive can kill the JVM as it maps it (a truncated file: SIGBUS),
+        # before the JVM's own checks could refuse it: drop it and start without.
+        cds.drop(plan, _log)
+        plan = None
+        _session = _start(events, spark_home, None)
+    if plan is not None:
+        jvm = _jvm_process()
+        if jvm is not None:
+            cds.check_used(plan, jvm.pid, _log)
+        if plan.making is not None:
+            _archive = plan
+            atexit.register(_save_at_exit)
+    _session.sparkContext.setLogLevel("ERROR")
+    return _session
+
+
+def _start(events: int | None, spark_home: Path, plan: cds.Plan | None) -> SparkSession:
+    """Start the driver JVM and its session, with the class archive as ``plan`` says."""
     from pyspark.sql import SparkSession
 
+    # Only the launched JVM sees these, not the processes this one starts later. A set
+    # SPARK_HOME spares the launcher script its search.
+    launch_env = {"SPARK_HOME": str(spark_home)}
+    if plan is not None:
+        launch_env["SPARK_CONF_DIR"] = str(plan.conf_dir)
+    elif not os.environ.get("SPARK_CONF_DIR"):
+        # On the class path: its log4j2 file silences the banner that setLogLevel cannot.
+        launch_env["SPARK_CONF_DIR"] = str(CONF_DIR)
+    # A JVM crash report goes to the temp folder, not into the user's working directory.
+    options = [f"-XX:ErrorFile={cds.quoted(SPARK_LOG.parent / 'zchaos-jvm-crash-%p.log')}"]
+    options += plan.java_options if plan is not None else cds.LOG_TO_STDERR
     builder = (
         SparkSession.builder.appName("zchaos-report")
         .master(os.environ.get("ZCHAOS_SPARK_MASTER", "local[*]"))
@@ -72,16 +115,50 @@ def get_spark(events: int | None = None) -> SparkSession:
         .config("spark.driver.host", os.environ["SPARK_LOCAL_IP"])
         .config("spark.driver.bindAddress", os.environ["SPARK_LOCAL_IP"])
         .config("spark.driver.memory", driver_memory(events))
+        # The driver's "default" options, so that extraJavaOptions stays the user's (and the tests').
+        .config("spark.driver.defaultJavaOptions", " ".join(options))
         .config("spark.sql.shuffle.partitions", os.environ.get("ZCHAOS_SPARK_PARTITIONS", "8"))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.ansi.enabled", "false")
     )
     if events is not None and events < QUICK_JVM_EVENTS:
         builder = builder.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
-    with _jvm_stderr_to(SPARK_LOG):
-        _session = builder.getOrCreate()
-    _session.sparkContext.setLogLevel("ERROR")
-    return _session
+    try:
+        with _environment(launch_env), _jvm_output_to(SPARK_LOG):
+            return builder.getOrCreate()
+    except BaseException:
+        if plan is not None:
+            cds.abandon(plan, _jvm_process())
+        raise
+
+
+def _jvm_process() -> subprocess.Popen | None:
+    """The driver JVM (spark-submit's shell exec's into it, so it is PySpark's child itself)."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    return getattr(gateway, "proc", None) if gateway is not None else None
+
+
+def _log(text: str) -> None:
+    """A line of ours in SPARK_LOG, next to the JVM's own."""
+    with contextlib.suppress(OSError), SPARK_LOG.open("a") as log:
+        log.write(f"{time.strftime('%H:%M:%S')} zchaos: {text}\n")
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """``values`` in os.environ for the duration (PySpark hands os.environ to the JVM it starts)."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 #: The settings fit_to changes (build_report puts them back after each report).
@@ -101,36 +178,84 @@ def fit_to(spark: SparkSession, events: int) -> None:
 
 
 @contextlib.contextmanager
-def _jvm_stderr_to(path: Path) -> Iterator[None]:
-    """Start the JVM with its stderr in ``path``: the launcher's own warnings (incubator
-    modules, native libraries) are noise in the user's terminal, and log4j cannot mute them."""
+def _jvm_output_to(path: Path) -> Iterator[None]:
+    """Start the JVM with its stdout and stderr in ``path``: the launcher's own warnings
+    (incubator modules, native libraries), the JVM's (class-data sharing) and a crash's
+    summary are noise in the user's terminal, and log4j cannot mute them."""
+    sys.stdout.flush()
     sys.stderr.flush()
-    saved = os.dup(2)
+    saved = [os.dup(1), os.dup(2)]
     target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
+        os.dup2(target, 1)
         os.dup2(target, 2)
         yield
     finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(target)
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, target):
+            os.close(fd)
 
 
-def stop_spark() -> None:
-    """Stop the session and the JVM behind it (PySpark keeps the JVM until Python exits)."""
-    global _session
+def stop_spark(say: Callable[[str], None] | None = None) -> None:
+    """Stop the session and the JVM behind it (PySpark keeps the JVM until Python exits).
+    If this JVM makes the class archive (the first report of an install), it is written
+    now, about 15 s: ``say`` tells the user why they wait."""
+    global _session, _archive
     if _session is None:
         return
     from pyspark import SparkContext
 
-    _session.stop()
-    _session = None
-    gateway = SparkContext._gateway
-    if gateway is not None:
-        jvm = getattr(gateway, "proc", None)
-        gateway.shutdown()
-        if jvm is not None:
+    plan, _archive = _archive, None
+    jvm = _jvm_process()
+    try:
+        if plan is not None and say is not None:
+            say(
+                f"saving Spark's class archive once, about 15 s, so that later reports start faster "
+                f"({cds.SWITCH}=0 turns it off)"
+            )
+        _session.stop()
+        _session = None
+        gateway = SparkContext._gateway
+        if gateway is not None:
+            gateway.shutdown()
+            SparkContext._gateway = None
+            SparkContext._jvm = None
+        if jvm is None:
+            return
+        if plan is not None:
+            cds.finish(plan, jvm, _log)
+        else:
             jvm.terminate()
             jvm.wait(timeout=30)
-        SparkContext._gateway = None
-        SparkContext._jvm = None
+    except BaseException:
+        if plan is not None:
+            cds.abandon(plan, jvm)
+        raise
+
+
+def running() -> bool:
+    """Whether this process has a session running."""
+    return _session is not None
+
+
+def save_class_archive(say: Callable[[str], None] | None = None) -> None:
+    """At the end of a command: if this process's JVM makes the class archive, stop the
+    session and write it (stop_spark); otherwise leave the JVM to exit with the process."""
+    if _archive is not None:
+        stop_spark(say)
+
+
+def drop_class_archive() -> None:
+    """At the end of an interrupted command: no archive from this JVM, and no JVM left."""
+    global _archive
+    plan, _archive = _archive, None
+    if plan is not None:
+        cds.abandon(plan, _jvm_process())
+
+
+def _save_at_exit() -> None:
+    # A script that never stopped its session (the benchmark, a test's child): the archive
+    # is written before the process ends, or dropped on Ctrl-C (cds.finish cleans up).
+    with contextlib.suppress(KeyboardInterrupt):
+        save_class_archive()

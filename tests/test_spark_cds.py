@@ -1,0 +1,151 @@
+"""The driver JVM's class-data-sharing archive (reports/cds.py) with real JVMs, in child
+processes that keep it in a temp cache (XDG_CACHE_HOME), never the user's: made once by the
+first session and mapped by the next, one archive from two first sessions at once, nothing
+left after Ctrl-C during the dump, and a truncated archive that neither breaks a report nor
+reaches the terminal. Each child is a JVM start: they are few, and run in one sequence."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from reports import cds
+from tests.test_report import make_run
+
+ROOT = Path(__file__).resolve().parent.parent
+# A session, one query, and what the child knows: whether the JVM mapped an archive, and
+# whether it is the one making it (it does so at exit: the script never stops its session).
+SESSION = """
+import json
+from reports import spark
+session = spark.get_spark()
+assert session.range(1000).selectExpr("sum(id)").first()[0] == 499500
+jvm = spark._jvm_process()
+maps = open(f"/proc/{jvm.pid}/maps").read()
+print(json.dumps({"mapped": "/spark-cds/driver-" in maps, "making": spark._archive is not None}))
+"""
+
+
+def child_env(cache: Path, log: Path) -> dict[str, str]:
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache), "ZCHAOS_SPARK_LOG": str(log)}
+    env.pop("ZCHAOS_SPARK_CDS", None)
+    return env
+
+
+def session(cache: Path, log: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", SESSION], cwd=ROOT, env=child_env(cache, log),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def outcome(child: subprocess.Popen) -> dict:
+    out, err = child.communicate(timeout=400)
+    assert child.returncode == 0, out + err
+    assert err == "", err  # the JVM's output, the archive's warnings: all in SPARK_LOG
+    return json.loads(out)
+
+
+def files(cache: Path) -> list[str]:
+    folder = cache / "zchaos" / "spark-cds"
+    return sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.endswith(".lock"))
+
+
+@pytest.mark.timeout(900)  # six JVM starts and a dump, on a loaded 2-core machine
+def test_the_archive_is_made_once_then_mapped_and_a_damaged_one_is_replaced(tmp_path: Path) -> None:
+    cache, log = tmp_path / "cache", tmp_path / "spark.log"
+    run = make_run(tmp_path / "run")
+
+    # A first report interrupted while the JVM writes the archive: no JVM, no file left.
+    report = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "report", str(run.root)], cwd=ROOT,
+        env=child_env(cache, log), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    said = []
+    for line in report.stderr:
+        said.append(line)
+        if "saving Spark's class archive" in line:
+            break
+    assert report.poll() is None, "".join(said)
+    jvms = psutil.Process(report.pid).children(recursive=True)
+    assert jvms, "".join(said)
+    os.killpg(report.pid, signal.SIGINT)  # Ctrl-C in a terminal: the whole foreground group
+    rest = report.communicate(timeout=120)[1]
+    assert report.returncode == 130, "".join(said) + rest
+    assert not [p for p in jvms if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert files(cache) == []
+
+    # Two first sessions at once: one makes the archive (at its exit), the other runs without.
+    first = [session(cache, log), session(cache, log)]
+    results = [outcome(child) for child in first]
+    assert sorted(r["making"] for r in results) == [False, True], results
+    assert not any(r["mapped"] for r in results)
+    [archive] = files(cache)
+    assert archive.endswith(".jsa") and (cache / "zchaos" / "spark-cds" / archive).stat().st_size > 10 * 2**20
+
+    # The next session maps it.
+    again = outcome(session(cache, log))
+    assert again["mapped"] and not again["making"], again
+
+    # Truncated (a full disk, a killed copy): the JVM dies mapping it; the report starts
+    # again without it, gives its verdict, says nothing about it, and drops the file.
+    path = cache / "zchaos" / "spark-cds" / archive
+    path.chmod(0o644)  # the JVM writes it read-only
+    os.truncate(path, path.stat().st_size // 3)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "report", str(run.root)], cwd=ROOT,
+        env=child_env(cache, log), capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr  # the run's known violation
+    assert "FAILED: VIOLATED" in done.stdout
+    said = done.stdout + done.stderr
+    assert "fatal error" not in said and "SIGBUS" not in said and "WARNING" not in said, said
+    assert "saving Spark's class archive" not in done.stderr  # it used one: it does not make one
+    assert files(cache) == []
+    assert "could not use" in log.read_text()
+    assert not list(ROOT.glob("hs_err_pid*.log"))  # the crash's report went to the temp folder
+
+
+def test_off_by_switch_or_with_the_users_own_conf_dir(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    home, conf = spark_home(), tmp_path / "log4j2.properties"
+    lines: list[str] = []
+    monkeypatch.setenv(cds.SWITCH, "0")
+    assert cds.prepare(home, conf, lines.append) is None
+    monkeypatch.setenv(cds.SWITCH, "1")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "mine"))
+    assert cds.prepare(home, conf, lines.append) is None
+    assert "SPARK_CONF_DIR is set" in lines[-1]
+
+
+def test_one_maker_at_a_time(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    monkeypatch.delenv(cds.SWITCH, raising=False)
+    home, conf = spark_home(), tmp_path / "log4j2.properties"
+    maker = cds.prepare(home, conf, print)
+    assert maker is not None and maker.making is not None
+    assert f"-XX:ArchiveClassesAtExit={maker.making}" in maker.java_options
+    # Meanwhile (another process: flock locks are per open file, so this one too is refused).
+    other = cds.prepare(home, conf, print)
+    assert other is not None and other.making is None
+    assert not any("Archive" in o for o in other.java_options)
+    cds.abandon(maker, None)
+    again = cds.prepare(home, conf, print)
+    assert again is not None and again.making is not None
+    cds.abandon(again, None)
+    assert not list(maker.archive.parent.glob("*.tmp"))
+
+
+def spark_home() -> Path:
+    from pyspark.find_spark_home import _find_spark_home
+
+    return Path(_find_spark_home())

@@ -456,42 +456,56 @@ def run_checks(
     names: list[str],
     say: Callable[[str], None],
     damaged: dict[str, str] | None = None,
-) -> tuple[list[CheckResult], list[str]]:
+    also: dict[str, Callable[[], Any]] | None = None,
+) -> tuple[list[CheckResult], list[str], dict[str, Any]]:
     """Each promised check; one that is unknown or crashes becomes an unknown result and an error.
 
+    The checks run a few at a time (reports/parallel.py), each with ``also``'s work (the
+    metrics: name -> function), started first; results come back in the order of ``names``,
+    ``also``'s values by name (an exception of ``also`` is raised, after every task ended).
     ``damaged``: clients (cid -> what is wrong with their history file) whose requests are left
     out of every check that reads client events (see ``damaged_result``).
     """
+    from reports.parallel import Task, report_threads, run_tasks
+
     checkers = registry()
-    results, errors = [], []
     clean = ctx
     if damaged:
         clean = CheckContext(
             ctx.spark, without_clients(ctx.events, list(damaged)), ctx.meta, ctx.faults, ctx.run_dir
         )
-    for name in names:
-        say(f"checking {name}")
+    errors: dict[int, str] = {}
+
+    def check(i: int, name: str) -> CheckResult:
         found = checkers.get(name)
         if found is None:
-            results.append(
-                CheckResult(
-                    name, UNKNOWN, summary="no such checker", reason="no checker has this name (zchaos list)"
-                )
+            errors[i] = f"no checker named {name!r} (known: {', '.join(sorted(checkers))})"
+            return CheckResult(
+                name, UNKNOWN, summary="no such checker", reason="no checker has this name (zchaos list)"
             )
-            errors.append(f"no checker named {name!r} (known: {', '.join(sorted(checkers))})")
-            continue
         try:
             if damaged and name not in CLIENT_FREE_CHECKS:
-                results.append(damaged_result(found.run(clean), damaged))
-            else:
-                results.append(found.run(ctx))
+                return damaged_result(found.run(clean), damaged)
+            return found.run(ctx)
         except Exception as exc:  # a checker's bug must not hide the other results
             failed = f"checker failed: {type(exc).__name__}: {exc}"
-            results.append(CheckResult(name, UNKNOWN, summary=failed, reason=f"{failed} (see errors)"))
-            errors.append(f"checker {name} failed:\n{traceback.format_exc(limit=8)}")
-    if clean is not ctx:
-        clean.release()
-    return results, errors
+            errors[i] = f"checker {name} failed:\n{traceback.format_exc(limit=8)}"
+            return CheckResult(name, UNKNOWN, summary=failed, reason=f"{failed} (see errors)")
+
+    extra = [Task(name, fn) for name, fn in (also or {}).items()]
+    checks = [Task(name, lambda i=i, name=name: check(i, name)) for i, name in enumerate(names)]
+    threads = report_threads(ctx.spark)
+    what = f"{len(names)} check{'s' * (len(names) != 1)}" + "".join(f" and the {t.name}" for t in extra)
+    say(f"checking {what} {f'({threads} at a time)' if threads > 1 else 'one at a time'}")
+    try:
+        run_tasks(ctx.spark, extra + checks, threads, lambda t: say(f"  {t.name} done in {t.seconds:.1f} s"))
+    finally:
+        if clean is not ctx:
+            clean.release()
+    for task in extra + checks:
+        if task.error is not None:
+            raise task.error
+    return [t.value for t in checks], [errors[i] for i in sorted(errors)], {t.name: t.value for t in extra}
 
 
 def expected_events(run: RunDir) -> int | None:
@@ -534,9 +548,15 @@ def check_run(
     incomplete, completion = completeness(events, meta, control, history.profile.last_ts)
     ctx = CheckContext(spark, events, meta, faults, run.root, history.profile)
     damaged = account.get("damaged_clients") or {}
-    results, errors = run_checks(ctx, list(meta["manifest"]["promises"]["checks"]), say, damaged)
-    say("computing metrics")
-    metrics = compute_metrics(events, run_time(ctx, "load_started_ns"), history.profile)
+    t0 = run_time(ctx, "load_started_ns")
+    results, errors, computed = run_checks(
+        ctx,
+        list(meta["manifest"]["promises"]["checks"]),
+        say,
+        damaged,
+        also={"metrics": lambda: compute_metrics(events, t0, history.profile)},
+    )
+    metrics = computed["metrics"]
     account["unknown_event_kinds"] = sorted(ev for ev in metrics["events"] if ev not in EVENTS)
     recovery = next((r for r in results if r.name == "recovery"), None)
     fault_rows = (recovery.figures.get("faults") if recovery else None) or [

@@ -59,3 +59,43 @@ def test_an_interrupted_run_leaves_nothing_running(tmp_path: Path, sig: int) -> 
     history = next(runs.glob("*/history/runner.jsonl"))
     exits = [e for e in read_events(history) if e["ev"] == "proc_exit"]
     assert len(exits) == 4 and all(e["expected"] for e in exits)
+
+
+def test_an_interrupted_report_stops_its_checks_and_its_jvm(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) while the checks run two
+    at a time: the report stops with 130 and its JVM ends with it."""
+    import threading
+
+    import psutil
+
+    from tests.test_report import make_run
+
+    run = make_run(tmp_path / "run")
+    report = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "report", str(run.root)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "ZCHAOS_REPORT_THREADS": "2"}, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(report.stdout), daemon=True)
+    reader.start()
+    try:
+        # The first task done: the others are still running or waiting (ten tasks, two threads).
+        wait_for(lambda: any(" done in " in line for line in lines), 120, "the first check to end")
+        assert any("(2 at a time)" in line for line in lines), lines
+        jvms = [p for p in psutil.Process(report.pid).children(recursive=True) if "java" in p.name()]
+        assert jvms, "no JVM under the report"
+        os.killpg(report.pid, signal.SIGINT)
+        report.wait(timeout=30)
+        reader.join(timeout=10)
+    finally:
+        if report.poll() is None:
+            os.killpg(report.pid, signal.SIGKILL)
+            report.wait()
+    output = "".join(lines)
+    assert report.returncode == 130, output
+    assert "zchaos: interrupted" in output
+    assert "writing verdict.json" not in output
+    _, alive = psutil.wait_procs(jvms, timeout=30)
+    assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
+    assert not run.verdict_json.exists()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,6 +127,9 @@ class Profile:
 
 @dataclass
 class CheckContext:
+    """What a checker reads. Checks may run in several threads at once (reports/parallel.py):
+    the frames they share are built under a lock per name, once."""
+
     spark: SparkSession
     events: DataFrame  # every history event, with the columns of harness.history.FIELD_TYPES
     meta: dict[str, Any]  # run.json
@@ -134,19 +138,41 @@ class CheckContext:
     profile: Profile | None = None  # None: not counted (unit tests), ask the events
     _kinds: frozenset[str] | None = field(default=None, init=False, repr=False)
     _shared: dict[str, DataFrame] = field(default_factory=dict, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _building: dict[str, threading.RLock] = field(default_factory=dict, init=False, repr=False)
 
     def shared(self, name: str, build: Callable[[CheckContext], DataFrame]) -> DataFrame:
         """A frame several checks read (one row per request, say): built by ``build`` and
-        cached on first use, so its shuffle runs once per report, not once per check."""
-        if name not in self._shared:
-            self._shared[name] = build(self).cache()
-        return self._shared[name]
+        cached on first use, so its shuffle runs once per report, not once per check.
+
+        Thread-safe: a thread asking for a frame another is building waits for it. The lock
+        is per name, so a builder may ask for another shared frame (builders do not ask in a
+        circle: that would recurse for ever even in one thread).
+        """
+        with self._lock:
+            if name in self._shared:
+                return self._shared[name]
+        with self._lock_of(name):
+            with self._lock:
+                if name in self._shared:  # built while this thread waited
+                    return self._shared[name]
+            frame = build(self).cache()
+            with self._lock:
+                self._shared[name] = frame
+            return frame
+
+    def _lock_of(self, name: str) -> threading.RLock:
+        """The lock held while ``name`` is built (made on first use)."""
+        with self._lock:
+            return self._building.setdefault(name, threading.RLock())
 
     def release(self) -> None:
         """Drop the cached shared frames."""
-        for frame in self._shared.values():
+        with self._lock:
+            frames = list(self._shared.values())
+            self._shared.clear()
+        for frame in frames:
             frame.unpersist()
-        self._shared.clear()
 
     @property
     def promises(self) -> dict[str, Any]:
@@ -155,11 +181,12 @@ class CheckContext:
     def event_kinds(self) -> frozenset[str]:
         """The kinds of event (``ev``) the history holds at least one of (one query per run,
         none when the reader counted them)."""
-        if self._kinds is None and self.profile is not None:
-            self._kinds = frozenset(k for k, n in self.profile.kinds.items() if n)
-        if self._kinds is None:
-            self._kinds = frozenset(r[0] for r in self.events.select("ev").distinct().collect())
-        return self._kinds
+        with self._lock_of(" event kinds"):
+            if self._kinds is None and self.profile is not None:
+                self._kinds = frozenset(k for k, n in self.profile.kinds.items() if n)
+            if self._kinds is None:
+                self._kinds = frozenset(r[0] for r in self.events.select("ev").distinct().collect())
+            return self._kinds
 
 
 def events_of(ctx: CheckContext, *kinds: str) -> DataFrame:

@@ -13,7 +13,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from reports.checkers import (
@@ -114,7 +114,9 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         )  # fmt: skip
     found = []
     if lost:
-        offenders = requests.filter("lost").select(
+        # The texts of the requests shown only (tk.request_details): the earliest, as examples() shows.
+        shown = tk.request_details(ctx, requests.filter("lost").orderBy("ts").limit(MAX_EXAMPLES))
+        offenders = shown.select(
             "ts",
             "src",
             F.lit("send").alias("ev"),
@@ -333,8 +335,7 @@ def execution_count(ctx: CheckContext) -> CheckResult:
         .withColumn("answered", F.when(sent_ & F.col("answered"), F.lit(1)))
     )
     per_rid = shared.filter(F.col("execs") > 0).select("rid", F.col("execs").alias("n"), "sent")
-    sent = shared.filter(F.col("sends") > 0).select("rid", "cid", "seq")
-    requests = shared.filter(F.col("sends") > 0).select("rid", "cid", "seq", "n", "answered")
+    requests = shared.filter(F.col("sends") > 0).select("rid", "seq", "n", "answered")
     n, is_request = F.col("n"), F.col("sends") > 0
     hist = shared.agg(
         F.sum(is_request.cast("int")).alias("requests"),
@@ -401,7 +402,7 @@ def execution_count(ctx: CheckContext) -> CheckResult:
             execs.join(F.broadcast(multi), "rid")
             .groupBy("rid", "times")
             .agg(F.sort_array(F.collect_list(F.struct("ts", "src", "worker"))).alias("runs"))
-            .join(sent, "rid", "left")
+            .join(tk.rid_senders(ctx, multi), "rid", "left")
         )
         offenders.append(
             runs.select(
@@ -462,7 +463,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
     # ``lost``: a no-resend client's, past its deadline.
     per_request = tk.per_request(ctx).select(
         F.col("ts").alias("first_send"),
-        "last_ts", "src", "cid", "seq", F.col("any_rid").alias("rid"),
+        "last_ts", "cid", "seq",
         "retries", "abandons", "lost", "problem_ts", "latency_us", "reply_ts",
     )  # fmt: skip
     requests = tk.with_excused_requests(per_request, ctx, t)
@@ -506,8 +507,9 @@ def steady_state(ctx: CheckContext) -> CheckResult:
     violations = retries + abandons + lost + int(slow)
     found: list[dict[str, Any]] = []
     if retries or abandons or lost:
+        troubled = judged.filter((F.col("retries") + F.col("abandons") + F.col("lost")) > 0)
         found = examples(
-            judged.filter((F.col("retries") + F.col("abandons") + F.col("lost")) > 0).select(
+            tk.request_details(ctx, troubled.orderBy("problem_ts").limit(MAX_EXAMPLES)).select(
                 F.col("problem_ts").alias("ts"),
                 "src",
                 F.when(F.col("retries") > 0, "retry")
@@ -516,7 +518,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
                 .alias("ev"),
                 "cid",
                 "seq",
-                "rid",
+                F.col("any_rid").alias("rid"),
                 F.col("first_send").alias("first_send_ts"),
                 "retries",
                 "abandons",
@@ -527,15 +529,17 @@ def steady_state(ctx: CheckContext) -> CheckResult:
     if slow:
         slowest = judged.filter(F.col("latency_us").isNotNull()).orderBy(F.col("latency_us").desc()).limit(1)
         found += examples(
-            slowest.select(
+            tk.request_details(ctx, slowest)
+            .select(
                 F.col("reply_ts").alias("ts"),
                 "src",
                 F.lit("reply").alias("ev"),
                 "cid",
                 "seq",
-                "rid",
+                F.col("any_rid").alias("rid"),
                 "latency_us",
-            ).withColumn(
+            )
+            .withColumn(
                 "problem", F.lit(f"p99 latency {p99_ms:.1f} ms above {bound_ms:g} ms (slowest reply)")
             )
         )
@@ -613,13 +617,28 @@ def no_unexpected_exit(ctx: CheckContext) -> CheckResult:
 # --- recovery --------------------------------------------------------------------------
 
 
-def _first_after(df: DataFrame, faults: DataFrame, extra: Column | None = None) -> dict[int, int]:
-    """fault_id -> the first event time of ``df`` at or after the fault's stop."""
-    cond = df["ts"] >= faults["stop_ns"]
-    if extra is not None:
-        cond = cond & extra
-    rows = df.join(F.broadcast(faults), cond).groupBy("fault_id").agg(F.min("ts").alias("t")).collect()
-    return {r["fault_id"]: r["t"] for r in rows}
+def _first_after(ctx: CheckContext, faults: DataFrame) -> tuple[dict[int, int], dict[int, int]]:
+    """fault_id -> the first ok reply at or after the fault's stop, and fault_id -> the first
+    ``exec`` by the fault's target at or after it: one range join over the small fault frame."""
+    ev = F.col("ev")
+    found = events_of(ctx, "reply", "exec").filter((ev == "exec") | F.col("ok")).select("ts", "ev", "worker")
+    on_target = (found["worker"] == faults["target"]) | found["worker"].startswith(
+        F.concat(faults["target"], F.lit("-"))
+    )
+    cond = (found["ts"] >= faults["stop_ns"]) & ((found["ev"] == "reply") | on_target)
+    rows = (
+        found.join(F.broadcast(faults), cond)
+        .groupBy("fault_id")
+        .agg(
+            F.min(F.when(ev == "reply", F.col("ts"))).alias("ok"),
+            F.min(F.when(ev == "exec", F.col("ts"))).alias("exec"),
+        )
+        .collect()
+    )
+    return (
+        {r["fault_id"]: r["ok"] for r in rows if r["ok"] is not None},
+        {r["fault_id"]: r["exec"] for r in rows if r["exec"] is not None},
+    )
 
 
 @checker(
@@ -640,13 +659,7 @@ def recovery(ctx: CheckContext) -> CheckResult:
             [(f.fault_id, f.stop_ns, f.target) for f in healed],
             {"fault_id": "int", "stop_ns": "long", "target": "string"},
         )
-        ok = events_of(ctx, "reply").filter(F.col("ok")).select("ts")
-        first_ok = _first_after(ok, faults)
-        execs = events_of(ctx, "exec").select("ts", "worker")
-        on_target = (execs["worker"] == faults["target"]) | execs["worker"].startswith(
-            F.concat(faults["target"], F.lit("-"))
-        )
-        first_exec = _first_after(execs, faults, on_target)
+        first_ok, first_exec = _first_after(ctx, faults)
     violations, undecided = 0, 0
     found = []
     for f in ctx.faults:

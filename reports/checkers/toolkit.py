@@ -484,11 +484,11 @@ REQUEST_EVENTS = ("send", "reply", "retry", "abandon", "lost")
 
 def per_request(ctx: CheckContext) -> DataFrame:
     """One row per request a client sent (``cid``, ``seq``): its first and last send (``ts``,
-    ``last_send_ts``), writer (``src``), request id (``rid``: its sends'; ``any_rid``: any of its
-    events'), sends, replied / abandoned (0 or 1), retries, abandons, lost (counts), the first
-    ``lost`` (``lost_ts``, ``lost_reason``), the first retry, abandon or lost
-    (``problem_ts``), its last event (``last_ts``), and its reply's ``latency_us`` and
-    ``reply_ts`` (the latest); with ``last_seq``, its client's last request."""
+    ``last_send_ts``), sends, replied / abandoned (0 or 1), retries, abandons, lost (counts),
+    the first ``lost`` (``lost_ts``), the first retry, abandon or lost (``problem_ts``), its
+    last event (``last_ts``), and its reply's ``latency_us`` and ``reply_ts`` (the latest);
+    with ``last_seq``, its client's last request. Its texts (writer, request id, reason) are
+    ``request_details``, for the few requests a check shows."""
     return ctx.shared("per_request", _per_request)
 
 
@@ -496,15 +496,16 @@ def _per_request(ctx: CheckContext) -> DataFrame:
     ev = F.col("ev")
     is_send = ev == "send"
     is_lost = ev == "lost"
+    # Only fixed-width values: Spark aggregates in a hash table only then; a minimum of a
+    # text (the writer, the request id) makes it sort every event instead, which at 10M
+    # events doubled this aggregation's CPU (bench/checker_scaling.py). Those texts serve
+    # only the examples: request_details looks them up for the requests shown.
     per = (
         events_of(ctx, *REQUEST_EVENTS)
         .groupBy("cid", "seq")
         .agg(
             F.min(F.when(is_send, F.col("ts"))).alias("ts"),
             F.max(F.when(is_send, F.col("ts"))).alias("last_send_ts"),
-            F.min(F.when(is_send, F.col("src"))).alias("src"),
-            F.min(F.when(is_send, F.col("rid"))).alias("rid"),
-            F.min("rid").alias("any_rid"),
             F.sum(is_send.cast("int")).alias("sends"),
             F.max((ev == "reply").cast("int")).alias("replied"),
             F.max((ev == "abandon").cast("int")).alias("abandoned"),
@@ -512,7 +513,6 @@ def _per_request(ctx: CheckContext) -> DataFrame:
             F.sum((ev == "abandon").cast("int")).alias("abandons"),
             F.sum(is_lost.cast("int")).alias("lost"),
             F.min(F.when(is_lost, F.col("ts"))).alias("lost_ts"),
-            F.min(F.when(is_lost, F.col("reason"))).alias("lost_reason"),
             F.min(F.when(ev.isin("retry", "abandon", "lost"), F.col("ts"))).alias("problem_ts"),
             F.max("ts").alias("last_ts"),
             F.max(F.when(ev == "reply", F.col("latency_us"))).alias("latency_us"),
@@ -520,14 +520,41 @@ def _per_request(ctx: CheckContext) -> DataFrame:
         )
         .filter(F.col("sends") > 0)
     )
-    return per.withColumn("last_seq", F.max("seq").over(Window.partitionBy("cid")))
+    # Each client's last request: a small aggregation joined back (one row per client),
+    # not a window, which would sort every request by client.
+    last = per.groupBy("cid").agg(F.max("seq").alias("last_seq")).withColumnRenamed("cid", "_cid")
+    return per.join(F.broadcast(last), per["cid"].eqNullSafe(last["_cid"]), "left").drop("_cid")
+
+
+def request_details(ctx: CheckContext, requests: DataFrame) -> DataFrame:
+    """``requests`` (a few rows of ``per_request``: the ones a check shows) with their texts:
+    the writer of their sends (``src``), their request id (``rid``: the sends'; ``any_rid``:
+    any of their events'), and the reason of their first ``lost`` (``lost_reason``); each
+    the smallest, as in one aggregation over the request's events."""
+    ev = F.col("ev")
+    is_send = ev == "send"
+    keys = requests.select(F.col("cid").alias("_cid"), F.col("seq").alias("_seq")).distinct()
+    mine = F.col("cid").eqNullSafe(F.col("_cid")) & F.col("seq").eqNullSafe(F.col("_seq"))
+    details = (
+        events_of(ctx, *REQUEST_EVENTS)
+        .join(F.broadcast(keys), mine, "left_semi")
+        .groupBy(F.col("cid").alias("_cid"), F.col("seq").alias("_seq"))
+        .agg(
+            F.min(F.when(is_send, F.col("src"))).alias("src"),
+            F.min(F.when(is_send, F.col("rid"))).alias("rid"),
+            F.min("rid").alias("any_rid"),
+            F.min(F.when(ev == "lost", F.col("reason"))).alias("lost_reason"),
+        )
+    )
+    return requests.join(details, mine, "left").drop("_cid", "_seq")
 
 
 def per_rid(ctx: CheckContext) -> DataFrame:
     """One row per request id (``rid``; null for events without one) that was sent, executed
-    or delivered: its sends (with the smallest ``cid`` and ``seq`` of them), its executions
-    (``execs``, worker ``exec`` events), whether an ok reply answered it (``answered``) and
-    its deliveries (replies carrying it, and unexpected messages whose ``got_rid`` it is)."""
+    or delivered: its sends (with the smallest ``seq`` of them; its client: ``rid_senders``),
+    its executions (``execs``, worker ``exec`` events), whether an ok reply answered it
+    (``answered``) and its deliveries (replies carrying it, and unexpected messages whose
+    ``got_rid`` it is)."""
     return ctx.shared("per_rid", _per_rid)
 
 
@@ -540,14 +567,25 @@ def _per_rid(ctx: CheckContext) -> DataFrame:
         events.withColumn("key", F.when(ev == "unexpected", F.col("got_rid")).otherwise(F.col("rid")))
         .groupBy("key")
         .agg(
+            # No text but the key (see _per_request): the client is rid_senders'.
             F.sum(is_send.cast("int")).alias("sends"),
-            F.min(F.when(is_send, F.col("cid"))).alias("cid"),
             F.min(F.when(is_send, F.col("seq"))).alias("seq"),
             F.sum((ev == "exec").cast("int")).alias("execs"),
             F.max((ev == "reply") & F.coalesce(F.col("ok"), F.lit(False))).alias("answered"),
             F.sum(((ev == "reply") | unexpected).cast("int")).alias("deliveries"),
         )
         .withColumnRenamed("key", "rid")
+    )
+
+
+def rid_senders(ctx: CheckContext, rids: DataFrame) -> DataFrame:
+    """For the request ids in column ``rid`` of ``rids`` (few: those a check shows), the ones
+    sent, with the smallest ``cid`` and ``seq`` of their sends."""
+    return (
+        events_of(ctx, "send")
+        .join(rids.select("rid").distinct(), "rid", "left_semi")
+        .groupBy("rid")
+        .agg(F.min("cid").alias("cid"), F.min("seq").alias("seq"))
     )
 
 

@@ -1,0 +1,80 @@
+"""Warm reports of one run, one thread against several (``ZCHAOS_REPORT_THREADS``), A/B.
+
+A copy of the run is reported once (from its JSON lines: the columnar form is written, the
+JVM warms up), then again in rounds, each round once per thread count, alternated so that
+every count meets the same minutes of a shared machine's load. Each line: wall seconds,
+CPU seconds of this process and its JVM (bench/checker_scaling.py ``cpu_seconds``), the
+1-min load average, and whether the verdict (every check and the metrics) is the first
+report's. The last lines give each count's median.
+
+    .venv/bin/python bench/report_threads.py /tmp/demo-run --threads 1 2 3 --rounds 4
+
+Measured (demo run, 76k events, 9 checks and the metrics; see the commit that added this).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.checker_scaling import cpu_seconds, load
+from harness.rundir import RunDir
+from reports.parallel import THREADS_ENV
+from reports.pipeline import PARQUET, build_report, expected_events
+from reports.spark import get_spark
+
+
+def essence(verdict: dict[str, Any]) -> dict[str, Any]:
+    """What must not depend on the thread count: every check and the metrics."""
+    out = json.loads(json.dumps(verdict, default=str))
+    return {"checks": out["checks"], "metrics": out["metrics"], "errors": out.get("errors")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("run", type=Path, help="a stored run directory (copied, never reported in place)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="zchaos-threads-"))
+    try:
+        run = RunDir(base / "run")
+        skip = shutil.ignore_patterns(PARQUET, "verdict.json", "report.html")
+        shutil.copytree(args.run, run.root, ignore=skip)
+        get_spark(events=expected_events(run))
+        os.environ[THREADS_ENV] = "1"
+        t, c = time.perf_counter(), cpu_seconds()
+        first = essence(build_report(run.root))
+        print(f"first report (JSON lines, 1 thread): {time.perf_counter() - t:.1f} s, "
+              f"{cpu_seconds() - c:.1f} s cpu, load {load()}", flush=True)  # fmt: skip
+        figures: dict[int, list[tuple[float, float]]] = {n: [] for n in args.threads}
+        for r in range(args.rounds):
+            for n in args.threads:
+                os.environ[THREADS_ENV] = str(n)
+                t, c = time.perf_counter(), cpu_seconds()
+                same = essence(build_report(run.root)) == first
+                secs, cpu = time.perf_counter() - t, cpu_seconds() - c
+                figures[n].append((secs, cpu))
+                print(f"round {r} threads {n}: {secs:5.1f} s wall {cpu:5.1f} s cpu  load {load()}"
+                      f"  {'same verdict' if same else 'VERDICT DIFFERS'}", flush=True)  # fmt: skip
+        for n, got in figures.items():
+            print(f"threads {n}: median {median(s for s, _ in got):.1f} s wall, "
+                  f"{median(c for _, c in got):.1f} s cpu over {len(got)} rounds")  # fmt: skip
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""A report's independent Spark work (the promised checks, the metrics) run a few at a time.
+
+At demo size a report is many small Spark queries, and the driver plans each one in the
+thread that asked for it: run one after another they keep one core busy, however many the
+machine has. Spark runs jobs submitted from several threads at once (PySpark's pinned
+thread mode, the default, gives each Python thread its own JVM thread), so ``run_tasks``
+hands the tasks to a few threads: ``ZCHAOS_REPORT_THREADS``, else the master's cores
+(``defaultParallelism``) up to MAX_THREADS. One thread runs them in order in the caller's
+thread, exactly as before.
+
+Each task runs in its own Spark job group (its name), so a cancelled report cancels its
+jobs and a profile can attribute them. The caller's thread alone reports progress, as
+tasks end, so lines never interleave. Ctrl-C (any exception in the waiting thread) cancels
+the running tasks' jobs, drops the tasks not started, and waits (a few seconds at most)
+for the threads to let go of the JVM before it propagates; the threads are daemons, so
+none can keep the process alive after that.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import SetupError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+THREADS_ENV = "ZCHAOS_REPORT_THREADS"
+#: Threads at most when the environment does not say (measured on 2 cores: see
+#: bench/checker_scaling.py's docstring).
+MAX_THREADS = 2
+#: How long an interrupted report waits for its threads' Spark calls to end.
+STOP_WAIT_S = 10.0
+#: The job properties a task sets (put back as they were when tasks run in the caller's thread).
+JOB_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
+
+
+@dataclass
+class Task:
+    """One piece of work: ``fn()``'s value, or the exception it raised, and how long it took."""
+
+    name: str
+    fn: Callable[[], Any]
+    value: Any = None
+    error: BaseException | None = None
+    seconds: float = 0.0
+    done: bool = False
+
+
+def report_threads(spark: SparkSession) -> int:
+    """How many tasks run at once: ZCHAOS_REPORT_THREADS, else the master's cores up to MAX_THREADS."""
+    raw = os.environ.get(THREADS_ENV, "").strip()
+    if raw:
+        try:
+            wanted = int(raw)
+        except ValueError:
+            wanted = 0
+        if wanted < 1:
+            raise SetupError(f"should be a number of threads, 1 or more, not {raw!r}", where=THREADS_ENV)
+        return wanted
+    return max(1, min(MAX_THREADS, spark.sparkContext.defaultParallelism))
+
+
+def _run(spark: SparkSession, task: Task) -> None:
+    sc = spark.sparkContext
+    sc.setJobGroup(task.name, f"zchaos report: {task.name}", interruptOnCancel=True)
+    started = time.perf_counter()
+    try:
+        task.value = task.fn()
+    except BaseException as exc:  # the caller decides; a thread must always report back
+        task.error = exc
+    finally:
+        task.seconds = time.perf_counter() - started
+        task.done = True
+
+
+def run_tasks(
+    spark: SparkSession, tasks: list[Task], threads: int, on_done: Callable[[Task], None] = lambda _t: None
+) -> None:
+    """Run every task, ``threads`` at a time (started in list order), each in the Spark job
+    group of its name; ``on_done`` is called in this thread as each ends. Values and errors
+    stay on the tasks: nothing is raised for them here."""
+    if threads <= 1 or len(tasks) <= 1:
+        _run_here(spark, tasks, on_done)
+        return
+    todo: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
+    finished: queue.SimpleQueue[Task] = queue.SimpleQueue()
+    for task in tasks:
+        todo.put(task)
+    n = min(threads, len(tasks))
+    for _ in range(n):
+        todo.put(None)  # one stop sign per thread
+    stopping = threading.Event()
+
+    def work() -> None:
+        while (task := todo.get()) is not None:
+            if not stopping.is_set():
+                _run(spark, task)
+            finished.put(task)
+
+    workers = [threading.Thread(target=work, name=f"zchaos-report-{i}", daemon=True) for i in range(n)]
+    for w in workers:
+        w.start()
+    try:
+        for _ in tasks:
+            on_done(finished.get())
+    except BaseException:
+        stopping.set()
+        _cancel(spark, tasks, workers)
+        raise
+    for w in workers:
+        w.join()
+
+
+def _cancel(spark: SparkSession, tasks: list[Task], workers: list[threading.Thread]) -> None:
+    """Cancel the jobs of the tasks under way until their threads end (STOP_WAIT_S at most):
+    a task between two jobs starts its next one, which is cancelled in turn."""
+    sc = spark.sparkContext
+    deadline = time.monotonic() + STOP_WAIT_S
+    while any(w.is_alive() for w in workers) and time.monotonic() < deadline:
+        for task in tasks:
+            if not task.done:
+                sc.cancelJobGroup(task.name)
+        for w in workers:
+            w.join(timeout=0.1)
+
+
+def _run_here(spark: SparkSession, tasks: list[Task], on_done: Callable[[Task], None]) -> None:
+    """The tasks one after another in this thread, its job properties put back afterwards."""
+    sc = spark.sparkContext
+    saved = {key: sc.getLocalProperty(key) for key in JOB_PROPERTIES}
+    try:
+        for task in tasks:
+            _run(spark, task)
+            if isinstance(task.error, KeyboardInterrupt):
+                raise task.error
+            on_done(task)
+    finally:
+        for key, value in saved.items():
+            sc.setLocalProperty(key, value)  # type: ignore[arg-type]  # None removes it

@@ -235,8 +235,11 @@ def check_used(plan: Plan, jvm_pid: int, log: Callable[[str], None]) -> bool | N
         maps = Path(f"/proc/{jvm_pid}/maps").read_text()
     except OSError:
         return None
-    if str(plan.archive) in maps:
-        return True
+    # By inode, not path: the map shows the real path, which differs if the cache is under a symlink.
+    for line in maps.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[4] == str(plan.inode) and fields[5].endswith(plan.archive.name):
+            return True
     drop(plan, log)
     return False
 

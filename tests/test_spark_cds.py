@@ -92,9 +92,12 @@ def test_the_archive_is_made_once_then_mapped_and_a_damaged_one_is_replaced(tmp_
     [archive] = files(cache)
     assert archive.endswith(".jsa") and (cache / "zchaos" / "spark-cds" / archive).stat().st_size > 10 * 2**20
 
-    # The next session maps it.
-    again = outcome(session(cache, log))
+    # The next session maps it, also through a symlink to the cache (the memory map shows
+    # the real path), and keeps it.
+    (tmp_path / "link").symlink_to(cache)
+    again = outcome(session(tmp_path / "link", log))
     assert again["mapped"] and not again["making"], again
+    assert files(cache) == [archive]
 
     # Truncated (a full disk, a killed copy): the JVM dies mapping it; the report starts
     # again without it, gives its verdict, says nothing about it, and drops the file.

@@ -231,8 +231,8 @@ def stop_spark(say: Callable[[str], None] | None = None) -> None:
     try:
         if plan is not None and say is not None:
             say(
-                f"saving Spark's class archive once, about 15 s, so that later reports start faster "
-                f"({cds.SWITCH}=0 turns it off)"
+                f"saving Spark's class archive, once (about 15 s on an idle machine), so that later "
+                f"reports start faster ({cds.SWITCH}=0 turns it off)"
             )
         _session.stop()
         _session = None

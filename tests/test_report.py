@@ -156,7 +156,6 @@ def built(spark, tmp_path_factory):
     messages: list[str] = []
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(pipeline, "SPLIT_MIN_EVENTS", 1)
-        mp.setattr(pipeline, "CACHE_MAX_EVENTS", 0)
         verdict = build_report(run.root, progress=messages.append)
     return run, verdict, messages
 

@@ -130,12 +130,10 @@ def takeout_spans(ctx: CheckContext, instances: set[str], grace_ns: int) -> list
 # --- bstar_single_active ------------------------------------------------------------------
 
 
-def _both_answering(ans: DataFrame, endpoints: list[str], window_ns: int) -> DataFrame:
+def _both_answering(ctx: CheckContext, ans: DataFrame, endpoints: list[str], window_ns: int) -> DataFrame:
     """Answers of one endpoint that another one (``around``) answered before and after,
     all within ``window_ns``: one pass per direction, partitioned by ``around``."""
-    around = ans.crossJoin(
-        F.broadcast(ans.sparkSession.createDataFrame([(e,) for e in endpoints], "around string"))
-    )
+    around = ans.crossJoin(F.broadcast(small_frame(ctx, [(e,) for e in endpoints], {"around": "string"})))
     mine = F.col("endpoint") == F.col("around")
     keep = ("around", "cid", "seq", "rid", "endpoint", "s", "r")
     # Before: the latest send among ``around``'s answers whose reply came strictly before the
@@ -292,7 +290,7 @@ def single_active(ctx: CheckContext) -> CheckResult:
         return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
     labelled = []
     if timeout_ns and len(per_endpoint) > 1:
-        labelled.append((BOTH, _both_answering(ans, sorted(per_endpoint), timeout_ns)))
+        labelled.append((BOTH, _both_answering(ctx, ans, sorted(per_endpoint), timeout_ns)))
     if len(per_endpoint) > 1:
         unexplained = _handovers(ctx, ans, grace_ns)
         labelled.append((TAKEOVER, unexplained.select("cid", "seq", "rid", "endpoint", "prev_endpoint", "r")))

@@ -24,7 +24,15 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from reports.checkers import CheckContext, CheckResult, checker
-from reports.checkers.toolkit import END_OF_TIME, count, events_of, examples, fault_spans, unknown
+from reports.checkers.toolkit import (
+    END_OF_TIME,
+    count,
+    events_of,
+    examples,
+    fault_spans,
+    small_frame,
+    unknown,
+)
 from reports.checkers.toolkit import judged as result_of
 
 
@@ -254,9 +262,10 @@ def mmi_service(ctx: CheckContext) -> CheckResult:
         (asked - tol_ns).alias("w0"),
         F.monotonically_increasing_id().alias("answer_id"),
     )  # fmt: skip
-    table = ctx.spark.createDataFrame(
+    table = small_frame(
+        ctx,
         spans or [("alive", "", "", 0, 0)],
-        "kind string, s_service string, instance string, t0 long, t1 long",
+        {"kind": "string", "s_service": "string", "instance": "string", "t0": "long", "t1": "long"},
     )
     overlaps = (table["t0"] <= judged["ts"]) & (table["t1"].isNull() | (table["t1"] >= judged["w0"]))
     covers = (table["t0"] <= judged["w0"]) & (table["t1"].isNull() | (table["t1"] >= judged["ts"]))

@@ -36,23 +36,78 @@ def _quantiles(qs: tuple[float, ...]) -> Any:
     return F.array(*(F.lit(q) for q in qs))
 
 
-def timeline(events: DataFrame, t0_ns: int) -> list[dict[str, Any]]:
-    """One row per second since ``t0_ns`` (gaps filled with zeros, so an outage shows)."""
-    is_reply = F.col("ev") == "reply"
+#: The groupings of the one pass over the client events (``client_pass``): per second of the
+#: timeline, per client kind, the whole run, and the replies that name their endpoint per
+#: second (``servers``) and per kind (``client_kinds``).
+BY_SECOND, BY_KIND, OVERALL, ENDPOINT_SECOND, KIND_ENDPOINT = "t", "k", "all", "et", "ke"
+#: Every quantile any of them shows (each of Spark's exact percentiles is computed on its own
+#: from the sorted values: asking for more in one call gives the same figures).
+ALL_QUANTILES = tuple(sorted({*TIMELINE_QUANTILES, *OVERALL_QUANTILES.values(), 0.5, 0.99}))
+
+
+def client_pass(events: DataFrame, t0_ns: int) -> dict[str, list[Any]]:
+    """Grouping -> its rows, from ONE aggregation over the client events (one Spark job
+    instead of one per figure): each event is copied into the groupings it counts in (an
+    array of keys, exploded), and the latency percentiles are computed only for the first three.
+
+    Rows: ``g`` (the grouping), ``k`` (client kind), ``e`` (endpoint), ``t`` (second since
+    ``t0_ns``), ``n`` (events), ``sends``, ``replies``, ``retries``, ``abandons``, ``q`` (the
+    ALL_QUANTILES of reply latency, us), ``lat_n``, ``lat_max``, ``lat_mean``."""
+    ev = F.col("ev")
+    is_reply = ev == "reply"
+    answered = is_reply & F.col("endpoint").isNotNull()
+    second = F.floor((F.col("ts") - F.lit(t0_ns)) / F.lit(NS)).cast("long")
+    kind = F.coalesce("kind", F.lit(NO_KIND))
+    no_text, no_second = F.lit(None).cast("string"), F.lit(None).cast("long")
+
+    def key(group: str, where: Any, k: Any, e: Any, t: Any) -> Any:
+        return F.when(where, F.struct(F.lit(group).alias("g"), k.alias("k"), e.alias("e"), t.alias("t")))
+
+    keys = F.array(
+        key(BY_SECOND, ev.isin(*TIMELINE_EVENTS), no_text, no_text, second),
+        key(BY_KIND, is_reply, kind, no_text, no_second),
+        key(OVERALL, is_reply, no_text, no_text, no_second),
+        key(ENDPOINT_SECOND, answered, no_text, F.col("endpoint"), second),
+        key(KIND_ENDPOINT, answered, kind, F.col("endpoint"), no_second),
+    )
+    copies = (
+        events.filter(ev.isin(*CLIENT_EVENTS))
+        .select("ev", "latency_us", F.explode(keys).alias("key"))
+        .filter(F.col("key").isNotNull())
+        .select("ev", "latency_us", "key.*")
+    )
+    lat = F.when(is_reply & F.col("g").isin(BY_SECOND, BY_KIND, OVERALL), F.col("latency_us"))
     rows = (
-        events.filter(F.col("ev").isin(*TIMELINE_EVENTS))
-        .withColumn("t", F.floor((F.col("ts") - F.lit(t0_ns)) / F.lit(NS)).cast("long"))
-        .groupBy("t")
+        copies.groupBy("g", "k", "e", "t")
         .agg(
-            F.sum((F.col("ev") == "send").cast("int")).alias("sends"),
-            F.sum(is_reply.cast("int")).alias("replies"),
-            F.sum((F.col("ev") == "retry").cast("int")).alias("retries"),
-            F.sum((F.col("ev") == "abandon").cast("int")).alias("abandons"),
-            F.percentile(F.when(is_reply, F.col("latency_us")), _quantiles(TIMELINE_QUANTILES)).alias("q"),
+            F.count("*").alias("n"),
+            *(F.sum((ev == kind_).cast("int")).alias(f"{kind_}s") for kind_ in ("send", "reply", "retry")),
+            F.sum((ev == "abandon").cast("int")).alias("abandons"),
+            F.percentile(lat, _quantiles(ALL_QUANTILES)).alias("q"),
+            F.count(lat).alias("lat_n"),
+            F.max(lat).alias("lat_max"),
+            F.avg(lat).alias("lat_mean"),
         )
         .collect()
     )
-    by_second = {r["t"]: r for r in rows}
+    out: dict[str, list[Any]] = {g: [] for g in (BY_SECOND, BY_KIND, OVERALL, ENDPOINT_SECOND, KIND_ENDPOINT)}
+    for r in rows:
+        out[r["g"]].append(r)
+    return out
+
+
+def _q(row: Any, *qs: float) -> list[float | None]:
+    """The quantiles ``qs`` of a client_pass row (None: no reply latency in its group)."""
+    q = (row["q"] if row is not None else None) or [None] * len(ALL_QUANTILES)
+    return [q[ALL_QUANTILES.index(x)] for x in qs]
+
+
+def timeline(
+    events: DataFrame, t0_ns: int, passed: dict[str, list[Any]] | None = None
+) -> list[dict[str, Any]]:
+    """One row per second since ``t0_ns`` (gaps filled with zeros, so an outage shows)."""
+    passed = passed or client_pass(events, t0_ns)
+    by_second = {r["t"]: r for r in passed[BY_SECOND]}
     if not by_second:
         return []
     span = range(min(by_second), max(by_second) + 1)
@@ -61,13 +116,13 @@ def timeline(events: DataFrame, t0_ns: int) -> list[dict[str, Any]]:
     out = []
     for t in span:
         r = by_second.get(t)
-        q = (r["q"] if r is not None else None) or [None] * len(TIMELINE_QUANTILES)
+        q = _q(r, *TIMELINE_QUANTILES)
         out.append(
             {
                 "t": t,
                 "sends": r["sends"] if r else 0,
-                "replies": r["replies"] if r else 0,
-                "retries": r["retries"] if r else 0,
+                "replies": r["replys"] if r else 0,
+                "retries": r["retrys"] if r else 0,
                 "abandons": r["abandons"] if r else 0,
                 "p50_ms": _ms(q[0]),
                 "p90_ms": _ms(q[1]),
@@ -77,21 +132,17 @@ def timeline(events: DataFrame, t0_ns: int) -> list[dict[str, Any]]:
     return out
 
 
-def servers(events: DataFrame, t0_ns: int, profile: Profile | None = None) -> dict[str, Any]:
+def servers(
+    events: DataFrame, t0_ns: int, profile: Profile | None = None, passed: dict[str, list[Any]] | None = None
+) -> dict[str, Any]:
     """Who served over time, for the timeline's band per server: ``answered`` (endpoint ->
     [[second, replies], ...], from the clients' ``reply`` events that name their endpoint:
     any failover client) and ``states`` (server -> [[seconds, state], ...], from the state
     changes a server records: Binary Star's ``bstar_state``). Empty when there are neither."""
-    second = F.floor((F.col("ts") - F.lit(t0_ns)) / F.lit(NS)).cast("long")
+    passed = passed or client_pass(events, t0_ns)
     answered: dict[str, list[list[int]]] = {}
-    rows = (
-        events.filter((F.col("ev") == "reply") & F.col("endpoint").isNotNull())
-        .groupBy("endpoint", second.alias("t"))
-        .count()
-        .collect()
-    )
-    for r in sorted(rows, key=lambda r: (r["endpoint"], r["t"])):
-        answered.setdefault(r["endpoint"], []).append([r["t"], r["count"]])
+    for r in sorted(passed[ENDPOINT_SECOND], key=lambda r: (r["e"], r["t"])):
+        answered.setdefault(r["e"], []).append([r["t"], r["n"]])
     states: dict[str, list[list[Any]]] = {}
     changes = [] if profile is not None and not profile.has("bstar_state") else (
         events.filter(F.col("ev") == "bstar_state").select("ts", "src", "state").orderBy("ts").collect()
@@ -103,23 +154,19 @@ def servers(events: DataFrame, t0_ns: int, profile: Profile | None = None) -> di
     return {"answered": answered, "states": states}
 
 
-def latency(events: DataFrame) -> dict[str, Any]:
+def latency(events: DataFrame, passed: dict[str, list[Any]] | None = None) -> dict[str, Any]:
     """Exact reply latency percentiles over the whole run, in ms."""
-    row = (
-        events.filter(F.col("ev") == "reply")
-        .agg(
-            F.count("latency_us").alias("n"),
-            F.percentile("latency_us", _quantiles(tuple(OVERALL_QUANTILES.values()))).alias("q"),
-            F.max("latency_us").alias("max"),
-            F.avg("latency_us").alias("mean"),
-        )
-        .first()
+    passed = passed or client_pass(events, 0)
+    row = passed[OVERALL][0] if passed[OVERALL] else None
+    out: dict[str, Any] = {"count": int(row["lat_n"] or 0) if row else 0}
+    out.update(
+        {
+            name: _ms(v)
+            for name, v in zip(OVERALL_QUANTILES, _q(row, *OVERALL_QUANTILES.values()), strict=True)
+        }
     )
-    q = row["q"] or [None] * len(OVERALL_QUANTILES)
-    out: dict[str, Any] = {"count": int(row["n"] or 0)}
-    out.update({name: _ms(v) for name, v in zip(OVERALL_QUANTILES, q, strict=True)})
-    out["max"] = _ms(row["max"])
-    out["mean"] = _ms(row["mean"])
+    out["max"] = _ms(row["lat_max"] if row else None)
+    out["mean"] = _ms(row["lat_mean"] if row else None)
     return out
 
 
@@ -134,10 +181,10 @@ def counts(events: DataFrame) -> tuple[dict[str, int], dict[str, dict[str, int]]
     return dict(sorted(per_kind.items())), dict(sorted(per_src.items()))
 
 
-def client_kinds(events: DataFrame) -> dict[str, dict[str, Any]]:
+def client_kinds(events: DataFrame, passed: dict[str, list[Any]] | None = None) -> dict[str, dict[str, Any]]:
     """Per client kind: clients, requests, sends, replies (not ok), retries, abandons, lost
     (a client that never resends), unexpected messages, reply latency (ms) and the replies
-    each endpoint gave."""
+    each endpoint gave (the latency and the endpoints from ``client_pass``)."""
     ev = F.col("ev")
     is_reply = ev == "reply"
     client = events.filter(ev.isin(*CLIENT_EVENTS)).withColumn("k", F.coalesce("kind", F.lit(NO_KIND)))
@@ -164,30 +211,20 @@ def client_kinds(events: DataFrame) -> dict[str, dict[str, Any]]:
         )
         .collect()
     )
-    latencies = {
-        r["k"]: r
-        for r in client.filter(is_reply)
-        .groupBy("k")
-        .agg(
-            F.percentile("latency_us", _quantiles((0.5, 0.99))).alias("q"),
-            F.max("latency_us").alias("max"),
-        )
-        .collect()
-    }
-    answered = (
-        client.filter(is_reply & F.col("endpoint").isNotNull()).groupBy("k", "endpoint").count().collect()
-    )
+    passed = passed or client_pass(events, 0)
+    latencies = {r["k"]: r for r in passed[BY_KIND]}
+    answered = sorted(passed[KIND_ENDPOINT], key=lambda a: a["e"])
     out: dict[str, dict[str, Any]] = {}
     for r in sorted(rows, key=lambda r: r["k"]):
         lat = latencies.get(r["k"])
-        q = (lat["q"] if lat is not None else None) or [None, None]
+        p50, p99 = _q(lat, 0.5, 0.99)
         figures = {name: int(r[name] or 0) for name in KIND_COUNTS}
-        figures["latency_ms"] = {"p50": _ms(q[0]), "p99": _ms(q[1]), "max": _ms(lat["max"] if lat else None)}
-        figures["replies_by_endpoint"] = {
-            a["endpoint"]: a["count"]
-            for a in sorted(answered, key=lambda a: a["endpoint"])
-            if a["k"] == r["k"]
+        figures["latency_ms"] = {
+            "p50": _ms(p50),
+            "p99": _ms(p99),
+            "max": _ms(lat["lat_max"] if lat else None),
         }
+        figures["replies_by_endpoint"] = {a["e"]: a["n"] for a in answered if a["k"] == r["k"]}
         out[r["k"]] = figures
     return out
 
@@ -218,14 +255,15 @@ def compute_metrics(events: DataFrame, t0_ns: int, profile: Profile | None = Non
         per_kind, per_src = profile.kinds, profile.sources
     else:
         per_kind, per_src = counts(events)
+    passed = client_pass(events, t0_ns)
     return {
-        "client_kinds": client_kinds(events),
+        "client_kinds": client_kinds(events, passed),
         "client_errors": client_errors(events, profile),
         "t0_ns": t0_ns,
         "events_total": sum(per_kind.values()),
         "events": per_kind,
         "sources": per_src,
-        "latency_ms": latency(events),
-        "timeline": timeline(events, t0_ns),
-        "servers": servers(events, t0_ns, profile),
+        "latency_ms": latency(events, passed),
+        "timeline": timeline(events, t0_ns, passed),
+        "servers": servers(events, t0_ns, profile, passed),
     }

@@ -131,7 +131,9 @@ def availability(ctx: CheckContext) -> CheckResult:
         windows += [(f.fault_id, "before", blo, bhi), (f.fault_id, "during", lo, min(hi, load_stop))]
     counts: dict[tuple[int, str], tuple[int, int]] = {}
     if windows:
-        frame = ctx.spark.createDataFrame(windows, "fault_id int, part string, lo long, hi long")
+        # Literals in the plan (toolkit.small_frame): a createDataFrame would start a Python worker.
+        columns = {"fault_id": "int", "part": "string", "lo": "long", "hi": "long"}
+        frame = tk.small_frame(ctx, windows, columns)
         attempts = events_of(ctx, "send", "reply").select(
             "ts",
             (F.col("ev") == "send").cast("int").alias("sent"),

@@ -13,7 +13,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from reports.checkers import (
@@ -617,13 +617,28 @@ def no_unexpected_exit(ctx: CheckContext) -> CheckResult:
 # --- recovery --------------------------------------------------------------------------
 
 
-def _first_after(df: DataFrame, faults: DataFrame, extra: Column | None = None) -> dict[int, int]:
-    """fault_id -> the first event time of ``df`` at or after the fault's stop."""
-    cond = df["ts"] >= faults["stop_ns"]
-    if extra is not None:
-        cond = cond & extra
-    rows = df.join(F.broadcast(faults), cond).groupBy("fault_id").agg(F.min("ts").alias("t")).collect()
-    return {r["fault_id"]: r["t"] for r in rows}
+def _first_after(ctx: CheckContext, faults: DataFrame) -> tuple[dict[int, int], dict[int, int]]:
+    """fault_id -> the first ok reply at or after the fault's stop, and fault_id -> the first
+    ``exec`` by the fault's target at or after it: one range join over the small fault frame."""
+    ev = F.col("ev")
+    found = events_of(ctx, "reply", "exec").filter((ev == "exec") | F.col("ok")).select("ts", "ev", "worker")
+    on_target = (found["worker"] == faults["target"]) | found["worker"].startswith(
+        F.concat(faults["target"], F.lit("-"))
+    )
+    cond = (found["ts"] >= faults["stop_ns"]) & ((found["ev"] == "reply") | on_target)
+    rows = (
+        found.join(F.broadcast(faults), cond)
+        .groupBy("fault_id")
+        .agg(
+            F.min(F.when(ev == "reply", F.col("ts"))).alias("ok"),
+            F.min(F.when(ev == "exec", F.col("ts"))).alias("exec"),
+        )
+        .collect()
+    )
+    return (
+        {r["fault_id"]: r["ok"] for r in rows if r["ok"] is not None},
+        {r["fault_id"]: r["exec"] for r in rows if r["exec"] is not None},
+    )
 
 
 @checker(
@@ -644,13 +659,7 @@ def recovery(ctx: CheckContext) -> CheckResult:
             [(f.fault_id, f.stop_ns, f.target) for f in healed],
             {"fault_id": "int", "stop_ns": "long", "target": "string"},
         )
-        ok = events_of(ctx, "reply").filter(F.col("ok")).select("ts")
-        first_ok = _first_after(ok, faults)
-        execs = events_of(ctx, "exec").select("ts", "worker")
-        on_target = (execs["worker"] == faults["target"]) | execs["worker"].startswith(
-            F.concat(faults["target"], F.lit("-"))
-        )
-        first_exec = _first_after(execs, faults, on_target)
+        first_ok, first_exec = _first_after(ctx, faults)
     violations, undecided = 0, 0
     found = []
     for f in ctx.faults:

@@ -127,6 +127,9 @@ def prepare(spark_home: Path, conf_file: Path, log: Callable[[str], None]) -> Pl
     plan = Plan(archive=archive, conf_dir=conf_dir, java_options=options)
     if _use(plan):
         return plan
+    if _unsupported(archive).exists():
+        log(f"class-data sharing off: this Java could not make an archive ({_unsupported(archive)})")
+        return None
     fd = _lock(archive)
     if fd is None:
         log(f"class-data sharing: another process is making {archive}; this report starts without it")
@@ -166,9 +169,17 @@ def quoted(path: Path) -> str:
     )
 
 
+def _unsupported(archive: Path) -> Path:
+    """The mark left when this Java could not start making the archive (see failed)."""
+    return archive.with_name(archive.name + ".unsupported")
+
+
 def _lock(archive: Path) -> int | None:
     """An exclusive lock on ``<archive>.lock`` (released when its fd closes, or the process dies)."""
-    fd = os.open(archive.with_name(archive.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fd = os.open(archive.with_name(archive.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -184,6 +195,25 @@ def _prune(archive: Path) -> None:
         with contextlib.suppress(OSError):
             if other != archive and other.stat().st_mtime < old:
                 other.unlink()
+
+
+def failed(plan: Plan, jvm: subprocess.Popen | None, log: Callable[[str], None]) -> bool:
+    """The JVM did not start with ``plan``'s options. Whether to start it again without: yes
+    if it used an archive (deleted now: a truncated one kills the JVM as it maps it, before
+    its own checks could refuse it) or was to make one (see unsupported)."""
+    making, used = plan.making is not None, plan.inode is not None
+    abandon(plan, jvm)
+    if used:
+        drop(plan, log)
+    return making or used
+
+
+def unsupported(plan: Plan, log: Callable[[str], None]) -> None:
+    """The JVM would not start making the archive, and started without (a Java with no base
+    archive cannot make one): marked so, not to try again at every report."""
+    with contextlib.suppress(OSError):
+        _unsupported(plan.archive).touch()
+    log(f"class-data sharing: this Java would not start making {plan.archive}; not tried again")
 
 
 def drop(plan: Plan, log: Callable[[str], None]) -> None:
@@ -205,8 +235,11 @@ def check_used(plan: Plan, jvm_pid: int, log: Callable[[str], None]) -> bool | N
         maps = Path(f"/proc/{jvm_pid}/maps").read_text()
     except OSError:
         return None
-    if str(plan.archive) in maps:
-        return True
+    # By inode, not path: the map shows the real path, which differs if the cache is under a symlink.
+    for line in maps.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[4] == str(plan.inode) and fields[5].endswith(plan.archive.name):
+            return True
     drop(plan, log)
     return False
 

@@ -7,6 +7,25 @@ run gets a small heap and a JVM tuned to start fast (its fixed cost is most of t
 report), a long one a larger heap; ``ZCHAOS_SPARK_DRIVER_MEMORY`` overrides the heap.
 ``fit_to`` sets the per-query settings (shuffle partitions, adaptive execution) for each history. The JVM's
 own output goes to ``SPARK_LOG``, not to the user's terminal.
+
+The driver JVM starts from a class-data-sharing archive made by the first report
+(reports/cds.py). Measured 2026-11-23 05:00-05:15 UTC on the shared 2-core machine at
+load 9-13 (wall seconds are 2-4x a quiet machine's; CPU seconds of the process and its
+JVM move less), archive on / off, alternating:
+
+- a fresh process to a session and two small queries: CPU 5.6-7.1 / 11.1-11.4 s; gateway
+  (launcher and JVM boot) 2.8-3.0 / 3.6-4.4 s, session 3.2-3.6 / 6.1-9.1 s, the first
+  Parquet count 2.1-3.4 / 8.8-9.0 s;
+- ``zchaos report`` of the demo run (76k events), whole process: from JSON 46-59 / 47-60 s
+  (CPU 23.6-29.2 / 28.9-32.0), from Parquet 30-49 / 46-53 s (CPU 20.6-24.7 / 25.3-27.0);
+  what is left is the checks' own work.
+
+Measured and left alone: the launcher JVM of bin/spark-class (0.1-0.4 s wall, 0.12 s CPU;
+SPARK_HOME is set for it, so its script does not search); importing pyspark.sql (0.25-0.6
+s); the GC (Serial or Parallel: the same CPU as G1, within the noise); an unsigned copy of
+Janino's (signed, so not archived) jars first on the class path (0.25 s CPU less, within
+the noise). The archive leaves out ~4,600 of the ~5,000 lambda classes a report spins
+(Scala's, which are serializable): they are still made at each start.
 """
 
 from __future__ import annotations
@@ -74,13 +93,19 @@ def get_spark(events: int | None = None) -> SparkSession:
     try:
         _session = _start(events, spark_home, plan)
     except Exception:
-        if plan is None or plan.inode is None:
+        making = plan is not None and plan.making is not None
+        # The archive's options can keep the JVM from starting (a truncated archive kills
+        # it as it maps it; a Java without a base archive cannot make one): start without.
+        if plan is None or not cds.failed(plan, _jvm_process(), _log):
             raise
-        # A damaged archive can kill the JVM as it maps it (a truncated file: SIGBUS),
-        # before the JVM's own checks could refuse it: drop it and start without.
-        cds.drop(plan, _log)
-        plan = None
         _session = _start(events, spark_home, None)
+        if making:
+            cds.unsupported(plan, _log)
+        plan = None
+    except BaseException:  # Ctrl-C: no JVM, no temp file left
+        if plan is not None:
+            cds.abandon(plan, _jvm_process())
+        raise
     if plan is not None:
         jvm = _jvm_process()
         if jvm is not None:
@@ -123,13 +148,8 @@ def _start(events: int | None, spark_home: Path, plan: cds.Plan | None) -> Spark
     )
     if events is not None and events < QUICK_JVM_EVENTS:
         builder = builder.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
-    try:
-        with _environment(launch_env), _jvm_output_to(SPARK_LOG):
-            return builder.getOrCreate()
-    except BaseException:
-        if plan is not None:
-            cds.abandon(plan, _jvm_process())
-        raise
+    with _environment(launch_env), _jvm_output_to(SPARK_LOG):
+        return builder.getOrCreate()
 
 
 def _jvm_process() -> subprocess.Popen | None:
@@ -211,8 +231,8 @@ def stop_spark(say: Callable[[str], None] | None = None) -> None:
     try:
         if plan is not None and say is not None:
             say(
-                f"saving Spark's class archive once, about 15 s, so that later reports start faster "
-                f"({cds.SWITCH}=0 turns it off)"
+                f"saving Spark's class archive, once (about 15 s on an idle machine), so that later "
+                f"reports start faster ({cds.SWITCH}=0 turns it off)"
             )
         _session.stop()
         _session = None

@@ -29,6 +29,9 @@ def spark() -> Iterator[SparkSession]:
 
     # Test histories are tiny: fewer shuffle partitions, fewer tasks per query.
     os.environ.setdefault("ZCHAOS_SPARK_PARTITIONS", "2")
+    # The user's class archive (reports/cds.py), as a report would: made by this session
+    # if there is none yet (stop_spark then writes it, ~15 s once), mapped otherwise. The
+    # tests that damage an archive keep theirs in a temp cache (tests/test_spark_cds.py).
     session = get_spark()
     yield session
     stop_spark()

@@ -58,7 +58,8 @@ def files(cache: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.endswith(".lock"))
 
 
-@pytest.mark.timeout(900)  # six JVM starts and a dump, on a loaded 2-core machine
+@pytest.mark.slow  # six JVM starts and a dump (~1 min quiet, 4 at load 11): left out of `./dev quick`
+@pytest.mark.timeout(900)
 def test_the_archive_is_made_once_then_mapped_and_a_damaged_one_is_replaced(tmp_path: Path) -> None:
     cache, log = tmp_path / "cache", tmp_path / "spark.log"
     run = make_run(tmp_path / "run")
@@ -91,9 +92,12 @@ def test_the_archive_is_made_once_then_mapped_and_a_damaged_one_is_replaced(tmp_
     [archive] = files(cache)
     assert archive.endswith(".jsa") and (cache / "zchaos" / "spark-cds" / archive).stat().st_size > 10 * 2**20
 
-    # The next session maps it.
-    again = outcome(session(cache, log))
+    # The next session maps it, also through a symlink to the cache (the memory map shows
+    # the real path), and keeps it.
+    (tmp_path / "link").symlink_to(cache)
+    again = outcome(session(tmp_path / "link", log))
     assert again["mapped"] and not again["making"], again
+    assert files(cache) == [archive]
 
     # Truncated (a full disk, a killed copy): the JVM dies mapping it; the report starts
     # again without it, gives its verdict, says nothing about it, and drops the file.
@@ -149,3 +153,22 @@ def spark_home() -> Path:
     from pyspark.find_spark_home import _find_spark_home
 
     return Path(_find_spark_home())
+
+
+def test_a_java_that_cannot_make_an_archive_still_reports_and_is_not_asked_again(tmp_path: Path) -> None:
+    """A Java without its base archive (here: forced off) refuses to start making one."""
+    java = cds.java_binary()
+    assert java is not None
+    home = tmp_path / "jdk"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "java").write_text(f'#!/bin/sh\nexec "{java}" -Xshare:off "$@"\n')
+    (home / "bin" / "java").chmod(0o755)
+    cache, log = tmp_path / "cache", tmp_path / "spark.log"
+    env = {**child_env(cache, log), "JAVA_HOME": str(home)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", SESSION], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert outcome(child) == {"mapped": False, "making": False}
+    assert [name.rsplit(".", 1)[1] for name in files(cache)] == ["unsupported"]
+    assert "would not start making" in log.read_text()

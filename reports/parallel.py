@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 THREADS_ENV = "ZCHAOS_REPORT_THREADS"
-#: Threads at most when the environment does not say (measured on 2 cores: see
-#: bench/checker_scaling.py's docstring).
+#: Threads at most when the environment does not say: one per core keeps each busy (a
+#: query's tasks run on the same cores); on 2 shared cores 3 threads were no better than 2
+#: (bench/report_threads.py), and more threads only queue more jobs for the same cores.
 MAX_THREADS = 2
 #: How long an interrupted report waits for its threads' Spark calls to end.
 STOP_WAIT_S = 10.0

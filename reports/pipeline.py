@@ -20,7 +20,7 @@ import os
 import shutil
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +32,7 @@ from harness.rundir import RunDir
 from reports.checkers import HELD, UNKNOWN, CheckContext, CheckResult, FaultWindow, Profile, registry
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 MAX_BAD_LINES_LOCATED = 100  # unreadable lines listed (file, line number) in verdict.json
 CORRUPT = "_corrupt_record"
@@ -43,6 +43,12 @@ ACCOUNT_FILE = "_zchaos_input.json"  # inside the Parquet folder; Spark skips na
 SPLIT_MIN_EVENTS = 1_000_000
 #: The JSON-lines size of an event, about (measured on the CI scenarios' histories: 115-120).
 BYTES_PER_EVENT = 120
+#: While a large history is compacted, its lines that are not events go to this kind's folder
+#: (history/.events.parquet.tmp/ev=<it>), which is read for the account and then removed.
+NOT_AN_EVENT = "_zchaos_not_an_event"
+#: Files a compaction task may keep open at once, one per event kind (Spark's default, 0,
+#: sorts each task's rows by kind instead); a history with more kinds sorts the rest.
+WRITERS_PER_TASK = 64
 
 
 def load_meta(run: RunDir) -> dict[str, Any]:
@@ -81,17 +87,18 @@ def read_events(spark: SparkSession, run: RunDir, say: Callable[[str], None] = l
 
     The JSON lines are parsed once, with the explicit schema, on the first report; their
     good events are written to history/events.parquet (the run's columnar form, which every
-    later report reads instead) with the account and the profile beside them. The checks read
-    the Parquet form, never a cache of the whole history: building Spark's in-memory cache
-    of every column cost more than all the checks' scans of the few columns each reads
-    (the demo run, 76k events, warm, alternating in one session at load 15-20: a report's CPU
-    10.0 s cached, 7.4 s from Parquet; the first report, from JSON: 12.9 s, 11.9 s), and at
-    10M events a cache crowds the driver heap out of the aggregations.
+    later report reads instead) with the account and the profile beside them: for a large
+    history (SPLIT_MIN_EVENTS, from the files' size) straight from the JSON (compact_json), for
+    a smaller one from a cache of the parsed lines. The checks then read the Parquet form,
+    never a cache of the whole history: building Spark's in-memory cache of every column
+    cost more than all the checks' scans of the few columns each reads (the demo run, 76k
+    events, warm, alternating in one session at load 15-20: a report's CPU 10.0 s cached,
+    7.4 s from Parquet; the first report, from JSON: 12.9 s, 11.9 s), and at 10M events a
+    cache crowds the driver heap out of the aggregations.
     """
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
-    from reports.history_frame import history_schema, parquet_is_current, read_history
+    from reports.history_frame import parquet_is_current, read_history
     from reports.spark import fit_to
 
     hist = run.history
@@ -116,17 +123,15 @@ def read_events(spark: SparkSession, run: RunDir, say: Callable[[str], None] = l
         return History(events, account, profile)
     if not files:
         raise SetupError("the history folder holds no *.jsonl file", where=hist)
-    schema = history_schema().add(T.StructField(CORRUPT, T.StringType(), True))
-    raw = (
-        spark.read.schema(schema)
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT)
-        .json([str(f) for f in files])
-        .withColumn("_file", F.input_file_name())
-    )
+    estimated = sum(f.stat().st_size for f in files) // BYTES_PER_EVENT
+    if estimated >= SPLIT_MIN_EVENTS:
+        fit_to(spark, estimated)
+        with contextlib.suppress(CompactionFailed):  # then from a cache, as below
+            return compact_json(spark, run, files, say)
+    raw = json_lines(spark, files).withColumn("_file", F.input_file_name())
     # Spark refuses queries on raw JSON that touch only the corrupt-record column: cache first.
     raw = raw.cache()
-    bad = F.col(CORRUPT).isNotNull() | F.col("ts").isNull() | F.col("ev").isNull()
+    bad = not_an_event()
     # One pass: the good events' profile, and the bad lines counted.
     groups = (
         raw.withColumn("_bad", bad)
@@ -139,7 +144,7 @@ def read_events(spark: SparkSession, run: RunDir, say: Callable[[str], None] = l
     if profile.events == 0:
         raw.unpersist()
         raise SetupError("the history holds no event", where=hist)
-    damage = history_damage(raw, bad, files, n_bad)
+    damage = history_damage(raw.filter(bad), lambda names: _senders(raw, names), files, n_bad)
     fit_to(spark, profile.events)
     account = {"files": len(files), "events": profile.events, "bad_lines": n_bad, **damage}
     # Served from raw's cache: the JSON is parsed once, the bad lines stay out.
@@ -152,6 +157,124 @@ def read_events(spark: SparkSession, run: RunDir, say: Callable[[str], None] = l
     raw.unpersist()
     events = read_history(spark, hist).select(*FIELD_TYPES)
     return History(events, {"source": "parquet", **account}, profile)
+
+
+def json_lines(spark: SparkSession, files: list[Path]) -> DataFrame:
+    """The JSON lines with the explicit schema; a line that is not JSON holds only CORRUPT."""
+    from pyspark.sql import types as T
+
+    from reports.history_frame import history_schema
+
+    schema = history_schema().add(T.StructField(CORRUPT, T.StringType(), True))
+    return (
+        spark.read.schema(schema)
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", CORRUPT)
+        .json([str(f) for f in files])
+    )
+
+
+def not_an_event() -> Column:
+    """A line that is not an event: not JSON (Spark's corrupt record), or without time or kind."""
+    from pyspark.sql import functions as F
+
+    return F.col(CORRUPT).isNotNull() | F.col("ts").isNull() | F.col("ev").isNull()
+
+
+class CompactionFailed(Exception):
+    """The Parquet form could not be written (a full disk, say)."""
+
+
+def compact_json(spark: SparkSession, run: RunDir, files: list[Path], say: Callable[[str], None]) -> History:
+    """A large history: its JSON lines parsed once, straight into the Parquet form split by
+    event kind, with the lines that are not events written aside (kind NOT_AN_EVENT); then
+    the profile from the Parquet form (three of its columns), the account of the bad lines
+    from what was written aside. One pass over the JSON, and no in-memory copy of it (at 10M
+    events, caching the parsed lines to count them first cost 2.5x the CPU of this).
+
+    Raises CompactionFailed when the Parquet form cannot be written; SetupError when the
+    history holds no event.
+    """
+    from pyspark.sql import functions as F
+
+    from reports.history_frame import history_schema, read_history
+    from reports.spark import fit_to
+
+    hist = run.history
+    tmp, aside = hist / f".{PARQUET}.tmp", hist / f".{PARQUET}.bad.tmp"
+    for folder in (tmp, aside):
+        shutil.rmtree(folder, ignore_errors=True)
+    bad = not_an_event()
+    say(f"writing the history's columnar form ({PARQUET})")
+    lines = (
+        json_lines(spark, files)
+        .withColumn("_file", F.when(bad, F.input_file_name()))
+        .withColumn("ev", F.when(bad, F.lit(NOT_AN_EVENT)).otherwise(F.col("ev")))
+    )
+    try:
+        with _writers_per_kind(spark):
+            lines.write.partitionBy("ev").parquet(str(tmp))
+    except Exception as exc:  # py4j's error of a failed write
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CompactionFailed(str(exc)) from exc
+    bad_rows, n_bad = None, 0
+    if (tmp / f"ev={NOT_AN_EVENT}").is_dir():
+        (tmp / f"ev={NOT_AN_EVENT}").rename(aside)
+        bad_rows = spark.read.parquet(str(aside))
+        n_bad = bad_rows.count()
+    try:
+        profile = profile_of(spark.read.schema(history_schema()).parquet(str(tmp)))
+        if profile.events == 0:
+            raise SetupError("the history holds no event", where=hist)
+        fit_to(spark, profile.events)
+        damage = history_damage(
+            bad_rows, lambda names: _senders_in(spark, [f for f in files if f.name in names]), files, n_bad
+        )
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
+    account = {"files": len(files), "events": profile.events, "bad_lines": n_bad, **damage}
+    (tmp / ACCOUNT_FILE).write_text(json.dumps({**account, "profile": profile.as_dict()}))
+    shutil.rmtree(hist / PARQUET, ignore_errors=True)
+    tmp.rename(hist / PARQUET)
+    events = read_history(spark, hist).select(*FIELD_TYPES)
+    return History(events, {"source": "parquet", **account}, profile)
+
+
+@contextlib.contextmanager
+def _writers_per_kind(spark: SparkSession) -> Iterator[None]:
+    """Spark writes a partitioned folder by sorting each task's rows by kind first, unless it
+    may keep a file open per kind: up to WRITERS_PER_TASK (kinds are few), so it need not
+    sort (at 10M events the sort cost a third of the compaction's CPU)."""
+    key = "spark.sql.maxConcurrentOutputFileWriters"
+    saved = spark.conf.get(key)
+    spark.conf.set(key, str(WRITERS_PER_TASK))
+    try:
+        yield
+    finally:
+        spark.conf.set(key, saved)
+
+
+def _senders(raw: DataFrame, names: list[str]) -> DataFrame:
+    """(``_file``, ``cid``) of the client events of the files ``names``, from the parsed lines."""
+    from pyspark.sql import functions as F
+
+    return (
+        raw.filter(F.col("cid").isNotNull())
+        .select("_file", "cid")
+        .distinct()
+        .filter(F.regexp_extract("_file", r"([^/]+)$", 1).isin(names))
+    )
+
+
+def _senders_in(spark: SparkSession, files: list[Path]) -> DataFrame:
+    """(``_file``, ``cid``) of the client events of ``files``, parsed again (only damaged files)."""
+    from pyspark.sql import functions as F
+
+    lines = json_lines(spark, files).withColumn("_file", F.input_file_name())
+    return _senders(lines, [f.name for f in files])
 
 
 def _file_name(uri: str) -> str:
@@ -194,19 +317,25 @@ def locate_bad_lines(path: Path, corrupt: set[str], check_json: bool, limit: int
     return found
 
 
-def history_damage(raw: DataFrame, bad: Any, files: list[Path], n_bad: int) -> dict[str, Any]:
+def history_damage(
+    bad_rows: DataFrame | None,
+    senders: Callable[[list[str]], DataFrame],
+    files: list[Path],
+    n_bad: int,
+) -> dict[str, Any]:
     """What is wrong with the history files: unreadable lines located (``bad_examples``: file,
     line number, text), files that end mid-line (``truncated``), and the clients whose history
-    is damaged (``damaged_clients``: cid -> what is wrong). Only damaged files are read again."""
+    is damaged (``damaged_clients``: cid -> what is wrong). ``bad_rows``: the ``n_bad`` lines
+    that are not events (``_file``, CORRUPT); ``senders(names)``: (``_file``, ``cid``) of the
+    client events of those files. Only damaged files are read again."""
     from pyspark.sql import functions as F
 
     truncated = sorted(f.name for f in files if _ends_mid_line(f))
     located: list[dict[str, Any]] = []
     damaged: dict[str, str] = {name: "ends mid-line (truncated)" for name in truncated}
-    if n_bad:
+    if n_bad and bad_rows is not None:
         per_file = (
-            raw.filter(bad)
-            .groupBy("_file")
+            bad_rows.groupBy("_file")
             .agg(
                 F.count("*").alias("n"),
                 F.sum(F.col(CORRUPT).isNull().cast("int")).alias("objects"),
@@ -231,14 +360,7 @@ def history_damage(raw: DataFrame, bad: Any, files: list[Path], n_bad: int) -> d
             damaged[name] = f"{damaged[name]}; {what}" if name in damaged else what
     clients: dict[str, str] = {}
     if damaged:
-        rows = (  # the clients that wrote into a damaged file, from the cached frame
-            raw.filter(F.col("cid").isNotNull())
-            .select("_file", "cid")
-            .distinct()
-            .filter(F.regexp_extract("_file", r"([^/]+)$", 1).isin(list(damaged)))
-            .collect()
-        )
-        for r in rows:
+        for r in senders(list(damaged)).collect():  # the clients that wrote into a damaged file
             name = _file_name(r["_file"])
             clients[r["cid"]] = f"history/{name}: {damaged[name]}"
     return {
@@ -256,7 +378,8 @@ def compact(events: DataFrame, account: dict[str, Any], profile: Profile, run: R
     tmp = run.history / f".{PARQUET}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     if profile.events >= SPLIT_MIN_EVENTS:
-        events.write.partitionBy("ev").parquet(str(tmp))
+        with _writers_per_kind(events.sparkSession):
+            events.write.partitionBy("ev").parquet(str(tmp))
     else:
         events.coalesce(1).write.parquet(str(tmp))
     (tmp / ACCOUNT_FILE).write_text(json.dumps({**account, "profile": profile.as_dict()}))

@@ -37,9 +37,14 @@ def test_concurrent_report_equals_the_sequential_one(spark, tmp_path: Path, monk
     monkeypatch.setenv(parallel.THREADS_ENV, "1")
     alone: list[str] = []
     one = _without_times(build_report(run.root, progress=alone.append))
+    sc = spark.sparkContext
+    assert sc.getLocalProperty("spark.jobGroup.id") is None  # run here, the caller's group put back
     monkeypatch.setenv(parallel.THREADS_ENV, "3")
     together: list[str] = []
     three = _without_times(build_report(run.root, progress=together.append))
+    # Each task's jobs are in its own job group (a profile attributes them by name).
+    assert sc.statusTracker().getJobIdsForGroup("metrics")
+    assert sc.statusTracker().getJobIdsForGroup("no_duplicate")
     assert three == one
     assert one["checks"]["no_duplicate"]["status"] == "violated"  # the run has something to find
     assert list(one["input"]["damaged_clients"]) == ["client-2"]

@@ -224,6 +224,9 @@ def test_rebuild_reads_the_compacted_history(built):
     run, first, _ = built
     assert (run.history / "events.parquet" / "_zchaos_input.json").exists()
     assert (run.history / "events.parquet" / "ev=reply").is_dir()  # split by kind
+    # The bad line went aside while the JSON was compacted in one pass, and is gone from it.
+    assert not (run.history / "events.parquet" / f"ev={pipeline.NOT_AN_EVENT}").exists()
+    assert sorted(p.name for p in run.history.iterdir() if p.name.startswith(".")) == []
     again = build_report(run.root)
     assert again["input"]["source"] == "parquet"
     assert (again["input"]["events"], again["input"]["bad_lines"]) == (first["input"]["events"], 1)
@@ -232,9 +235,14 @@ def test_rebuild_reads_the_compacted_history(built):
     assert again["metrics"]["events"] == first["metrics"]["events"]
 
 
-def test_a_client_history_cut_mid_line_is_named_not_blamed_on_the_system(spark, tmp_path):
+@pytest.mark.parametrize("large", [False, True], ids=["cached", "compacted-in-one-pass"])
+def test_a_client_history_cut_mid_line_is_named_not_blamed_on_the_system(spark, tmp_path, monkeypatch, large):
     """Before: the sends lost with the cut half of a client's file were counted as thousands of
-    "executions of unsent requests"; the file and the line were never named."""
+    "executions of unsent requests"; the file and the line were never named. The same whether
+    the parsed lines are cached first (a short run) or the JSON goes straight to the columnar
+    form, the bad lines aside (a long one: pipeline.compact_json)."""
+    if large:
+        monkeypatch.setattr(pipeline, "SPLIT_MIN_EVENTS", 1)
     run = make_run(tmp_path / "run", expect_violated=())
     client2 = history_file(run.history, "client-2")
     data = client2.read_bytes()

@@ -269,19 +269,13 @@ def finish(plan: Plan, jvm: subprocess.Popen, log: Callable[[str], None]) -> boo
         elif code is not None:
             log(f"class-data sharing: the JVM exited with {code} and no archive")
     finally:
-        if jvm.poll() is None:  # a timeout or Ctrl-C: nothing of ours outlives us
-            jvm.send_signal(signal.SIGKILL)
-            jvm.wait()
-        plan.making.unlink(missing_ok=True)
-        if plan.lock_fd is not None:
-            os.close(plan.lock_fd)
-            plan.lock_fd = None
-        plan.making = None
+        abandon(plan, jvm)  # a timeout or Ctrl-C: nothing of ours outlives us
     return placed
 
 
 def abandon(plan: Plan, jvm: subprocess.Popen | None) -> None:
-    """Give up making the archive (the report was interrupted): kill the JVM, drop the temp file."""
+    """Stop making the archive: kill the JVM if it still runs (a timeout, an interrupted
+    report), drop the temp file, release the lock."""
     if plan.making is None:
         return
     if jvm is not None and jvm.poll() is None:

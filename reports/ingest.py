@@ -28,6 +28,7 @@ nulls (declined).
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import re
@@ -94,11 +95,13 @@ def whole_lines(data: bytes, name: str) -> int:
         raise Declined(f"history/{name} ends mid-line")
     if b"\r" in data:
         raise Declined(f"history/{name} holds a carriage return")
-    if not data.isascii():
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise Declined(f"history/{name} is not UTF-8 at byte {exc.start}") from None
+    if not data.isascii():  # (zchaos's own writer writes ASCII: json.dumps escapes the rest)
+        decoder, step = codecs.getincrementaldecoder("utf-8")(), 1 << 20
+        for at in range(0, len(data), step):
+            try:
+                decoder.decode(data[at : at + step], final=at + step >= len(data))
+            except UnicodeDecodeError as exc:
+                raise Declined(f"history/{name} is not UTF-8 near byte {at + exc.start}") from None
     raw = np.frombuffer(data, np.uint8)
     ends = np.flatnonzero(raw == ord("\n"))
     # Each line starts with "{" and ends with "}": then no value can span two lines (inside one
@@ -317,7 +320,7 @@ class Conversion:
         except BaseException as exc:  # a bug, or Cancelled: raised again in the caller's thread
             self.outcome.error = exc
 
-    def wait(self, every_s: float = 5.0) -> Outcome:
+    def wait(self, every_s: float = 10.0) -> Outcome:
         """The outcome, once the conversion ended (saying how far it is every ``every_s``)."""
         self._thread.join(every_s)
         while self._thread.is_alive():

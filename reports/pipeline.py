@@ -561,28 +561,6 @@ def completeness(
     return reasons, figures
 
 
-#: Checks that read no client event (send, reply, retry, abandon, unexpected): a damaged
-#: client history leaves them whole. Every other check is judged without the requests of
-#: a damaged client, and is unknown for that client (a check not listed here is treated as
-#: reading client events: unknown rather than a pass it cannot vouch for).
-CLIENT_FREE_CHECKS = frozenset(
-    {
-        "no_unexpected_exit",
-        "no_dispatch_to_expired",
-        "pingpong_pings_answered",
-        "pingpong_no_dispatch_to_expired",
-        "pingpong_expiry",
-        "pingpong_reconnect",
-        "pingpong_workers_return",
-        "sketch_disabled_discarded",
-        "sketch_no_dispatch_to_disabled",
-        "wmp_capacity",
-        "wmp_no_releases",
-        "wmp_lock_timeout",
-    }
-)
-
-
 def without_clients(events: DataFrame, cids: list[str]) -> DataFrame:
     """The events that are not about a request of one of ``cids``: neither the client's own
     events nor a worker's or broker's events about its requests (request id ``cid:seq``)."""
@@ -643,7 +621,7 @@ def run_checks(
                 name, UNKNOWN, summary="no such checker", reason="no checker has this name (zchaos list)"
             )
         try:
-            if damaged and name not in CLIENT_FREE_CHECKS:
+            if damaged and found.reads_clients:
                 return damaged_result(found.run(clean), damaged)
             return found.run(ctx)
         except Exception as exc:  # a checker's bug must not hide the other results

@@ -133,8 +133,9 @@ with lines that are not events. CPU is the process and its JVM together (psutil,
 - the demo run (105,787 events, 13 MB, 9 checks), 3 rounds: main at c2ccae0 from JSON 24.8-26.8
   s wall, 19.4-22.4 s CPU; now from JSON 16.4-20.6 s, 15.1-16.7 s CPU; from Parquet 18.4-20.9
   s, 15.3-17.6 s CPU. From "reading history" to "checking": 10.2-11.2 s before, 2.1-3.6 s
-  now (from Parquet: 2.5-2.9 s): the conversion (0.6 s on a quiet machine, 2.4-3.8 s at
-  load 8-18) ends before the JVM is up, so a report from JSON costs what a rebuild costs.
+  now (from Parquet: 2.5-2.9 s): the conversion (alone 0.6-0.9 s wall, 0.5-0.7 s CPU at load
+  7; 2.7-3.8 s wall beside the JVM's start at load 11-16) ends before the JVM is up, so a
+  report from JSON costs what a rebuild costs.
 - 10M (10,000,664 events, 1.15 GB): the conversion alone 31.5 s CPU (124 s wall at load
   14-15, with a golden comparison beside it; peak memory 658 MB), where Spark's read and
   compaction cost 102.7 s CPU; JSON -> checked whole process 357 s wall at load 7.5-9.7,

@@ -34,6 +34,7 @@ from reports.checkers import HELD, UNKNOWN, CheckContext, CheckResult, FaultWind
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from reports.ingest import Conversion
     from reports.parallel import Tasks
 
 MAX_BAD_LINES_LOCATED = 100  # unreadable lines listed (file, line number) in verdict.json
@@ -83,15 +84,24 @@ class History:
             self.cached.unpersist()
 
 
-def read_events(spark: SparkSession, run: RunDir, say: Callable[[str], None] = lambda _m: None) -> History:
+def read_events(
+    spark: SparkSession,
+    run: RunDir,
+    say: Callable[[str], None] = lambda _m: None,
+    pending: Conversion | None = None,
+) -> History:
     """The history's good events, an account of the input (files, lines that are not events)
     and its profile (events per source and kind, first and last time).
 
-    The JSON lines are parsed once, with the explicit schema, on the first report; their
-    good events are written to history/events.parquet (the run's columnar form, which every
-    later report reads instead) with the account and the profile beside them: for a large
-    history (SPLIT_MIN_EVENTS, from the files' size) straight from the JSON (compact_json), for
-    a smaller one from a cache of the parsed lines. The checks then read the Parquet form,
+    The JSON lines are parsed once, with the explicit schema, on the first report, and their
+    good events written to history/events.parquet (the run's columnar form, which every later
+    report reads instead) with the account and the profile beside them. A clean history (whole
+    lines, each an event: nearly every run) is converted by pyarrow (reports/ingest.py;
+    ``pending``: that conversion, started by build_report while Spark started, else it runs
+    now). A history it declines (lines that are not events, a file cut mid-line...) is parsed
+    by Spark's permissive reader, which accounts for every line: for a large history
+    (SPLIT_MIN_EVENTS, from the files' size) straight from the JSON (compact_json), for a
+    smaller one from a cache of the parsed lines. The checks then read the Parquet form,
     never a cache of the whole history: building Spark's in-memory cache of every column
     cost more than all the checks' scans of the few columns each reads (the demo run, 76k
     events, warm, alternating in one session at load 15-20: a report's CPU 10.0 s cached,
@@ -106,6 +116,13 @@ def read_events(spark: SparkSession, run: RunDir, say: Callable[[str], None] = l
     hist = run.history
     if not hist.is_dir():
         raise SetupError("no history folder in the run directory", where=hist)
+    if pending is not None:
+        pending.wait()
+    elif (started := start_conversion(run, say)) is not None:
+        try:
+            started.wait()
+        finally:
+            started.abandon()
     files = sorted(hist.glob("*.jsonl"))
     parquet = hist / PARQUET
     if parquet_is_current(parquet, files):
@@ -159,6 +176,30 @@ def read_events(spark: SparkSession, run: RunDir, say: Callable[[str], None] = l
     raw.unpersist()
     events = read_history(spark, hist).select(*FIELD_TYPES)
     return History(events, {"source": "parquet", **account}, profile)
+
+
+def start_conversion(
+    run: RunDir, say: Callable[[str], None], split_min_events: int | None = None
+) -> Conversion | None:
+    """The history's JSON lines to its Parquet form by pyarrow, in a thread (reports/ingest.py),
+    when it has no current Parquet form; None when there is nothing to convert. It is split by
+    kind from ``split_min_events`` (default SPLIT_MIN_EVENTS) events on, as Spark's compaction is."""
+    from reports.history_frame import parquet_is_current
+    from reports.ingest import Conversion
+
+    hist = run.history
+    files = sorted(hist.glob("*.jsonl")) if hist.is_dir() else []
+    if not files or parquet_is_current(hist / PARQUET, files):
+        return None
+    return Conversion(
+        hist,
+        files,
+        say,
+        parquet=PARQUET,
+        account_file=ACCOUNT_FILE,
+        split_min_events=SPLIT_MIN_EVENTS if split_min_events is None else split_min_events,
+        bytes_per_event=BYTES_PER_EVENT,
+    )
 
 
 def json_lines(spark: SparkSession, files: list[Path]) -> DataFrame:
@@ -521,28 +562,6 @@ def completeness(
     return reasons, figures
 
 
-#: Checks that read no client event (send, reply, retry, abandon, unexpected): a damaged
-#: client history leaves them whole. Every other check is judged without the requests of
-#: a damaged client, and is unknown for that client (a check not listed here is treated as
-#: reading client events: unknown rather than a pass it cannot vouch for).
-CLIENT_FREE_CHECKS = frozenset(
-    {
-        "no_unexpected_exit",
-        "no_dispatch_to_expired",
-        "pingpong_pings_answered",
-        "pingpong_no_dispatch_to_expired",
-        "pingpong_expiry",
-        "pingpong_reconnect",
-        "pingpong_workers_return",
-        "sketch_disabled_discarded",
-        "sketch_no_dispatch_to_disabled",
-        "wmp_capacity",
-        "wmp_no_releases",
-        "wmp_lock_timeout",
-    }
-)
-
-
 def without_clients(events: DataFrame, cids: list[str]) -> DataFrame:
     """The events that are not about a request of one of ``cids``: neither the client's own
     events nor a worker's or broker's events about its requests (request id ``cid:seq``)."""
@@ -606,7 +625,7 @@ def run_checks(
                 name, UNKNOWN, summary="no such checker", reason="no checker has this name (zchaos list)"
             )
         try:
-            if damaged and name not in CLIENT_FREE_CHECKS:
+            if damaged and found.reads_clients:
                 return damaged_result(found.run(clean), damaged)
             return found.run(ctx)
         except Exception as exc:  # a checker's bug must not hide the other results
@@ -648,13 +667,18 @@ def expected_events(run: RunDir) -> int | None:
 
 
 def check_run(
-    spark: SparkSession, run: RunDir, meta: dict[str, Any], say: Callable[[str], None]
+    spark: SparkSession,
+    run: RunDir,
+    meta: dict[str, Any],
+    say: Callable[[str], None],
+    pending: Conversion | None = None,
 ) -> dict[str, Any]:
-    """The verdict of one run: its history read, checked and measured."""
+    """The verdict of one run: its history read (``pending``: its conversion, see read_events),
+    checked and measured."""
     from reports.parallel import Task, Tasks, report_threads
 
     say("reading history")
-    history = read_events(spark, run, say)
+    history = read_events(spark, run, say, pending)
     # The metrics need neither the fault windows nor the checks: they start now, on another
     # thread, while this one reads the run's control events (at demo size the first query of
     # the process, ~1.5 s of planning and warm-up that kept one core busy and the other idle).
@@ -747,14 +771,20 @@ def build_report(run_dir: Path, *, progress: Callable[[str], None] | None = None
     if not run.root.is_dir():
         raise SetupError("no such run directory", where=run.root)
     meta = load_meta(run)
-    say("starting Spark")
-    spark = get_spark(events=expected_events(run))
-    saved = {key: spark.conf.get(key) for key in FITTED}
+    # The JSON lines go to Parquet (pyarrow, its own threads) while the JVM starts (one core).
+    pending = start_conversion(run, say)
     try:
-        verdict = check_run(spark, run, meta, say)
+        say("starting Spark")
+        spark = get_spark(events=expected_events(run))
+        saved = {key: spark.conf.get(key) for key in FITTED}
+        try:
+            verdict = check_run(spark, run, meta, say, pending)
+        finally:
+            for key, value in saved.items():
+                spark.conf.set(key, value)
     finally:
-        for key, value in saved.items():
-            spark.conf.set(key, value)
+        if pending is not None:  # Ctrl-C or an error: stopped, no half-written Parquet form left
+            pending.abandon()
     say("writing verdict.json, junit.xml, report.html")
     tmp = run.verdict_json.with_suffix(".tmp")
     tmp.write_text(json.dumps(verdict, indent=2, default=str))

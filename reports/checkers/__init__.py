@@ -253,6 +253,9 @@ class Checker:
     fn: Callable[[CheckContext], CheckResult]
     #: event kinds only the subject writes, each needed at least once (see the module doc)
     needs: tuple[str, ...] = ()
+    #: whether it reads the load clients' events (directly or through requests they sent):
+    #: a damaged client history then makes it judge without that client's requests
+    reads_clients: bool = True
 
     def run(self, ctx: CheckContext) -> CheckResult:
         """The check's result; UNKNOWN without running it when the history lacks what it needs."""
@@ -313,9 +316,11 @@ _LOADED = False
 
 
 def checker(
-    name: str, doc: str, *, needs: tuple[str, ...] = ()
+    name: str, doc: str, *, needs: tuple[str, ...] = (), reads_clients: bool = True
 ) -> Callable[[Callable[[CheckContext], CheckResult]], Callable]:
-    """Register ``fn`` as the checker ``name`` (documented by ``doc``), needing ``needs``."""
+    """Register ``fn`` as the checker ``name`` (documented by ``doc``), needing ``needs``;
+    ``reads_clients=False`` for one that reads only the subject's, probes' and harness's
+    events, which a damaged client history leaves whole."""
     from harness.history import EVENTS
 
     unknown = [k for k in needs if k not in EVENTS]
@@ -325,7 +330,7 @@ def checker(
     def register(fn: Callable[[CheckContext], CheckResult]) -> Callable[[CheckContext], CheckResult]:
         if name in _REGISTRY and _REGISTRY[name].fn is not fn:
             raise ValueError(f"checker {name!r} registered twice")
-        _REGISTRY[name] = Checker(name, doc, fn, tuple(needs))
+        _REGISTRY[name] = Checker(name, doc, fn, tuple(needs), reads_clients)
         return fn
 
     return register

@@ -582,6 +582,7 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_bytes: int = 64 * 1024
     "no_unexpected_exit",
     "no process ends unless the harness ended it (a fault or the teardown); a crash shows "
     "with the tail of its log",
+    reads_clients=False,
 )
 def no_unexpected_exit(ctx: CheckContext) -> CheckResult:
     procs = events_of(ctx, "proc_start", "proc_exit")

@@ -88,6 +88,7 @@ def broker_end(ctx: CheckContext) -> int:
     "every PING a worker sends gets a PONG on the same connection within BROKER_TIMEOUT "
     "(outside faults on that worker, the broker or their link)",
     needs=("ping", "pong"),
+    reads_clients=False,
 )
 def pings_answered(ctx: CheckContext) -> CheckResult:
     bound_ns = int(float(options(ctx).get("broker_timeout_ms", 1000)) * MS)
@@ -142,6 +143,7 @@ def pings_answered(ctx: CheckContext) -> CheckResult:
     "pingpong_no_dispatch_to_expired",
     "the broker sends a job only to a worker it has registered and not expired since",
     needs=("dispatch", "worker_ready"),
+    reads_clients=False,
 )
 def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
     return registered_dispatch(ctx, "pingpong_no_dispatch_to_expired")
@@ -155,6 +157,7 @@ def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
     "an idle worker silent for WORKER_EXPIRE_SECONDS is removed, no sooner and at most "
     "expire_margin_s later; the figure is the time from its last message to its expiry",
     needs=("worker_ready", "ping"),
+    reads_clients=False,
 )
 def expiry(ctx: CheckContext) -> CheckResult:
     opts = options(ctx)
@@ -294,6 +297,7 @@ def expiry(ctx: CheckContext) -> CheckResult:
     "a worker that hears nothing for N_TIMEOUTS x BROKER_TIMEOUT reconnects (not sooner, "
     "at most reconnect_margin_s later) and its READY registers the new connection",
     needs=("ping",),
+    reads_clients=False,
 )
 def reconnect(ctx: CheckContext) -> CheckResult:
     opts = options(ctx)
@@ -386,6 +390,7 @@ def reconnect(ctx: CheckContext) -> CheckResult:
     "pingpong_workers_return",
     "after the broker is restarted, every running worker is registered again within return_bound_s",
     needs=("worker_ready",),
+    reads_clients=False,
 )
 def workers_return(ctx: CheckContext) -> CheckResult:
     bound_ns = int(float(ctx.promises.get("return_bound_s", 5.0)) * NS)

@@ -93,6 +93,7 @@ def stale_execution(ctx: CheckContext) -> CheckResult:
     "the broker dispatches only to workers registered with it and not expired since "
     "(nor registered with an earlier incarnation of the broker only)",
     needs=("dispatch", "worker_ready"),
+    reads_clients=False,
 )
 def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
     base = ["ts", "src", "ev", "worker", "rid", "service"]

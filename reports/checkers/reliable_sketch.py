@@ -69,6 +69,7 @@ def no_repeat_exec(ctx: CheckContext) -> CheckResult:
     "sketch_disabled_discarded",
     "every reply a server sends while the queue has it disabled is discarded (counted), never forwarded",
     needs=("worker_ready", "done"),
+    reads_clients=False,
 )
 def disabled_discarded(ctx: CheckContext) -> CheckResult:
     queue = events_of(ctx, "worker_ready", "worker_expired").select(
@@ -141,6 +142,7 @@ def disabled_discarded(ctx: CheckContext) -> CheckResult:
     "sketch_no_dispatch_to_disabled",
     "the queue sends a request only to a server it has registered and not disabled or forgotten since",
     needs=("dispatch", "worker_ready"),
+    reads_clients=False,
 )
 def no_dispatch_to_disabled(ctx: CheckContext) -> CheckResult:
     return registered_dispatch(ctx, "sketch_no_dispatch_to_disabled")

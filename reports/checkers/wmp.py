@@ -101,7 +101,10 @@ FULL = "worker process that reached its capacity"
 
 
 @checker(
-    "wmp_capacity", "WMP: a worker never holds more jobs and locks than its capacity", needs=("wmp_lock",)
+    "wmp_capacity",
+    "WMP: a worker never holds more jobs and locks than its capacity",
+    needs=("wmp_lock",),
+    reads_clients=False,
 )
 def capacity(ctx: CheckContext) -> CheckResult:
     ev = _worker_side(events_of(ctx, "wmp_lock", "wmp_unlock", "wmp_done", "wmp_take"))
@@ -179,6 +182,7 @@ NO_ANSWER = "NO"
     "wmp_no_releases",
     "WMP: a NO from the manager releases the worker's lock (it never becomes a job)",
     needs=("wmp_lock", "wmp_result"),
+    reads_clients=False,
 )
 def no_releases(ctx: CheckContext) -> CheckResult:
     nos = _manager_side(events_of(ctx, "wmp_no")).select(
@@ -224,6 +228,7 @@ LOCK = "lock"
     "wmp_lock_timeout",
     "WMP: a lock neither TAKEn nor refused is released after its timeout, not before",
     needs=("wmp_lock",),
+    reads_clients=False,
 )
 def lock_timeout(ctx: CheckContext) -> CheckResult:
     timeout = _lock_timeout_ns(ctx)

@@ -123,6 +123,30 @@ exec per fault from one range join (4 -> 2); no check builds a frame with create
 (it starts a Python worker process), small frames are literals in the plan. The demo run,
 warm, alternating in one session (load 15-20): CPU 10.0 s (cached) -> 7.4 s (Parquet)
 median of 5; jobs 22 -> 17; the first report (from JSON) 12.9 -> 11.9 s.
+
+Then (the JSON lines -> Parquet step, reports/ingest.py): a clean history is converted by
+pyarrow's JSON reader (the explicit schema of FIELD_TYPES, 4 MB blocks, its own threads), file
+by file, in a thread started before the JVM; Spark's permissive reader stays for a history
+with lines that are not events. CPU is the process and its JVM together (psutil, sampled);
+``zchaos report`` whole process, 2026-11-23 07:45-07:54 UTC, load 7-10, alternating:
+
+- the demo run (105,787 events, 13 MB, 9 checks), 3 rounds: main at c2ccae0 from JSON 24.8-26.8
+  s wall, 19.4-22.4 s CPU; now from JSON 16.4-20.6 s, 15.1-16.7 s CPU; from Parquet 18.4-20.9
+  s, 15.3-17.6 s CPU. From "reading history" to "checking": 10.2-11.2 s before, 2.1-3.6 s
+  now (from Parquet: 2.5-2.9 s): the conversion (alone 0.6-0.9 s wall, 0.5-0.7 s CPU at load
+  7; 2.7-3.8 s wall beside the JVM's start at load 11-16) ends before the JVM is up, so a
+  report from JSON costs what a rebuild costs.
+- 10M (10,000,664 events, 1.15 GB): the conversion alone 31.5 s CPU (124 s wall at load
+  14-15, with a golden comparison beside it; peak memory 658 MB), where Spark's read and
+  compaction cost 102.7 s CPU; JSON -> checked whole process 357 s wall at load 7.5-9.7,
+  199.5 s CPU (last session: 932 s at load 11-21, 257.2 s CPU), the conversion 61 s of it
+  (19 s beside the JVM's start), the checks 287 s; verdict and account identical.
+- Kept identical: the same events, profile and account as Spark's path on all 41 golden runs
+  (pyarrow took 40; damaged-demo was declined: garbage lines), and the same verdicts
+  (/work/golden/compare.py). What pyarrow reads otherwise than Spark (two objects on a line,
+  an object over two lines, a lone carriage return, bytes that are not UTF-8, Jackson's depth,
+  number and name limits) is declined, with the lines that are not events
+  (tests/test_ingest.py feeds both readers the same lines).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ machine has. Spark runs jobs submitted from several threads at once (PySpark's p
 thread mode, the default, gives each Python thread its own JVM thread), so ``run_tasks``
 hands the tasks to a few threads: ``ZCHAOS_REPORT_THREADS``, else the master's cores
 (``defaultParallelism``) up to MAX_THREADS. One thread runs them in order in the caller's
-thread, exactly as before.
+thread, exactly as before. A ``Tasks`` pool takes tasks while its first ones already run,
+so a report starts its metrics before it has read the fault windows the checks need.
 
 Each task runs in its own Spark job group (its name), so a cancelled report cancels its
 jobs and a profile can attribute them. The caller's thread alone reports progress, as
@@ -81,42 +82,84 @@ def _run(spark: SparkSession, task: Task) -> None:
         task.done = True
 
 
+class Tasks:
+    """Tasks run ``threads`` at a time (started in the order added, each in the Spark job
+    group of its name), while the caller goes on: more may be added until ``wait``. With one
+    thread nothing runs before ``wait``, which runs them in order in the caller's thread.
+
+    Use it as a context manager: an exception in the caller's thread before or during
+    ``wait`` (Ctrl-C, a bad history) cancels the jobs of the tasks under way, drops those not
+    started and waits (STOP_WAIT_S at most) for the threads before it propagates."""
+
+    def __init__(self, spark: SparkSession, threads: int) -> None:
+        self.spark = spark
+        self.threads = threads
+        self.tasks: list[Task] = []
+        self._todo: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
+        self._finished: queue.SimpleQueue[Task] = queue.SimpleQueue()
+        self._workers: list[threading.Thread] = []
+        self._stopping = threading.Event()
+        self._reported = 0
+
+    def add(self, *tasks: Task) -> None:
+        """Queue ``tasks``; with several threads the first start at once."""
+        self.tasks += tasks
+        if self.threads <= 1:
+            return
+        for task in tasks:
+            self._todo.put(task)
+        while len(self._workers) < min(self.threads, len(self.tasks)):
+            worker = threading.Thread(
+                target=self._work, name=f"zchaos-report-{len(self._workers)}", daemon=True
+            )
+            self._workers.append(worker)
+            worker.start()
+
+    def _work(self) -> None:
+        while (task := self._todo.get()) is not None:
+            if not self._stopping.is_set():
+                _run(self.spark, task)
+            self._finished.put(task)
+
+    def wait(self, on_done: Callable[[Task], None] = lambda _t: None) -> None:
+        """Every task added has ended; ``on_done`` is called in this thread as each ends.
+        Values and errors stay on the tasks: nothing is raised for them here."""
+        if self.threads <= 1:
+            _run_here(self.spark, self.tasks[self._reported :], on_done)
+            self._reported = len(self.tasks)
+            return
+        for _ in self._workers:
+            self._todo.put(None)  # one stop sign per thread
+        while self._reported < len(self.tasks):
+            on_done(self._finished.get())
+            self._reported += 1
+        for w in self._workers:
+            w.join()
+
+    def stop(self) -> None:
+        """Cancel the tasks under way, drop the others, and wait for the threads (STOP_WAIT_S)."""
+        self._stopping.set()
+        for _ in self._workers:
+            self._todo.put(None)
+        _cancel(self.spark, self.tasks, self._workers)
+
+    def __enter__(self) -> Tasks:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_exc: object) -> None:
+        if kind is not None:
+            self.stop()
+
+
 def run_tasks(
     spark: SparkSession, tasks: list[Task], threads: int, on_done: Callable[[Task], None] = lambda _t: None
 ) -> None:
     """Run every task, ``threads`` at a time (started in list order), each in the Spark job
     group of its name; ``on_done`` is called in this thread as each ends. Values and errors
     stay on the tasks: nothing is raised for them here."""
-    if threads <= 1 or len(tasks) <= 1:
-        _run_here(spark, tasks, on_done)
-        return
-    todo: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
-    finished: queue.SimpleQueue[Task] = queue.SimpleQueue()
-    for task in tasks:
-        todo.put(task)
-    n = min(threads, len(tasks))
-    for _ in range(n):
-        todo.put(None)  # one stop sign per thread
-    stopping = threading.Event()
-
-    def work() -> None:
-        while (task := todo.get()) is not None:
-            if not stopping.is_set():
-                _run(spark, task)
-            finished.put(task)
-
-    workers = [threading.Thread(target=work, name=f"zchaos-report-{i}", daemon=True) for i in range(n)]
-    for w in workers:
-        w.start()
-    try:
-        for _ in tasks:
-            on_done(finished.get())
-    except BaseException:
-        stopping.set()
-        _cancel(spark, tasks, workers)
-        raise
-    for w in workers:
-        w.join()
+    with Tasks(spark, threads if len(tasks) > 1 else 1) as pool:
+        pool.add(*tasks)
+        pool.wait(on_done)
 
 
 def _cancel(spark: SparkSession, tasks: list[Task], workers: list[threading.Thread]) -> None:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from reports.ingest import Conversion
+    from reports.parallel import Tasks
 
 MAX_BAD_LINES_LOCATED = 100  # unreadable lines listed (file, line number) in verdict.json
 CORRUPT = "_corrupt_record"
@@ -594,16 +595,19 @@ def run_checks(
     say: Callable[[str], None],
     damaged: dict[str, str] | None = None,
     also: dict[str, Callable[[], Any]] | None = None,
+    pool: Tasks | None = None,
 ) -> tuple[list[CheckResult], list[str], dict[str, Any]]:
     """Each promised check; one that is unknown or crashes becomes an unknown result and an error.
 
     The checks run a few at a time (reports/parallel.py), each with ``also``'s work (the
     metrics: name -> function), started first; results come back in the order of ``names``,
     ``also``'s values by name (an exception of ``also`` is raised, after every task ended).
-    ``damaged``: clients (cid -> what is wrong with their history file) whose requests are left
-    out of every check that reads client events (see ``damaged_result``).
+    ``pool``: where to run them, which may already run other work (its tasks count as
+    ``also``'s); by default a new one. ``damaged``: clients (cid -> what is wrong with their
+    history file) whose requests are left out of every check that reads client events (see
+    ``damaged_result``).
     """
-    from reports.parallel import Task, report_threads, run_tasks
+    from reports.parallel import Task, Tasks, report_threads
 
     checkers = registry()
     clean = ctx
@@ -630,13 +634,20 @@ def run_checks(
             return CheckResult(name, UNKNOWN, summary=failed, reason=f"{failed} (see errors)")
 
     _prepare_shared(ctx, clean, damaged, [checkers[name] for name in names if name in checkers])
-    extra = [Task(name, fn) for name, fn in (also or {}).items()]
     checks = [Task(name, lambda i=i, name=name: check(i, name)) for i, name in enumerate(names)]
-    threads = report_threads(ctx.spark)
-    what = f"{len(names)} check{'s' * (len(names) != 1)}" + "".join(f" and the {t.name}" for t in extra)
-    say(f"checking {what} {f'({threads} at a time)' if threads > 1 else 'one at a time'}")
     try:
-        run_tasks(ctx.spark, extra + checks, threads, lambda t: say(f"  {t.name} done in {t.seconds:.1f} s"))
+        with contextlib.ExitStack() as stack:
+            if pool is None:
+                pool = stack.enter_context(Tasks(ctx.spark, report_threads(ctx.spark)))
+            pool.add(*(Task(name, fn) for name, fn in (also or {}).items()))
+            extra = list(pool.tasks)
+            threads = pool.threads
+            what = f"{len(names)} check{'s' * (len(names) != 1)}" + "".join(
+                f" and the {t.name}" for t in extra
+            )
+            say(f"checking {what} {f'({threads} at a time)' if threads > 1 else 'one at a time'}")
+            pool.add(*checks)
+            pool.wait(lambda t: say(f"  {t.name} done in {t.seconds:.1f} s"))
     finally:
         if clean is not ctx:
             clean.release()
@@ -683,12 +694,33 @@ def check_run(
 ) -> dict[str, Any]:
     """The verdict of one run: its history read (``pending``: its conversion, see read_events),
     checked and measured."""
-    from reports.checkers.toolkit import run_time
-    from reports.metrics import compute_metrics
-    from reports.verdict import build_verdict
+    from reports.parallel import Task, Tasks, report_threads
 
     say("reading history")
     history = read_events(spark, run, say, pending)
+    # The metrics need neither the fault windows nor the checks: they start now, on another
+    # thread, while this one reads the run's control events (at demo size the first query of
+    # the process, ~1.5 s of planning and warm-up that kept one core busy and the other idle).
+    with Tasks(spark, report_threads(spark)) as pool:
+        pool.add(Task("metrics", lambda: _metrics(spark, history, meta)))
+        return _check_history(spark, run, meta, history, say, pool)
+
+
+def _metrics(spark: SparkSession, history: History, meta: dict[str, Any]) -> dict[str, Any]:
+    from reports.checkers.toolkit import run_time
+    from reports.metrics import compute_metrics
+
+    t0 = run_time(CheckContext(spark, history.events, meta, [], profile=history.profile), "load_started_ns")
+    return compute_metrics(history.events, t0, history.profile)
+
+
+def _check_history(
+    spark: SparkSession, run: RunDir, meta: dict[str, Any], history: History, say: Callable[[str], None],
+    pool: Tasks,
+) -> dict[str, Any]:  # fmt: skip
+    """check_run's rest, while ``pool`` computes the metrics."""
+    from reports.verdict import build_verdict
+
     events, account = history.events, history.account
     if account["bad_lines"]:
         say(f"skipped {account['bad_lines']} history line(s) that are not events:")
@@ -709,13 +741,8 @@ def check_run(
     incomplete, completion = completeness(events, meta, control, history.profile.last_ts)
     ctx = CheckContext(spark, events, meta, faults, run.root, history.profile)
     damaged = account.get("damaged_clients") or {}
-    t0 = run_time(ctx, "load_started_ns")
     results, errors, computed = run_checks(
-        ctx,
-        list(meta["manifest"]["promises"]["checks"]),
-        say,
-        damaged,
-        also={"metrics": lambda: compute_metrics(events, t0, history.profile)},
+        ctx, list(meta["manifest"]["promises"]["checks"]), say, damaged, pool=pool
     )
     metrics = computed["metrics"]
     account["unknown_event_kinds"] = sorted(ev for ev in metrics["events"] if ev not in EVENTS)

@@ -36,6 +36,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -66,6 +67,24 @@ MAX_PARTITIONS = 200
 ADAPTIVE_MIN_EVENTS = 2_000_000
 
 
+#: Imported on another thread while the JVM starts (the main thread only waits for it then):
+#: PySpark's first call into the JVM with an argument imports pyspark.testing.utils for its
+#: NumPy converter, and that imports pandas, NumPy and pyarrow, ~0.35 s of CPU that was on
+#: the way of every report; then the report's own modules (the checkers, the metrics).
+PRELOAD = ("pyspark.testing.utils", "reports.metrics", "reports.checkers.toolkit")
+
+
+def _preload() -> None:
+    import importlib
+
+    from reports.checkers import registry
+
+    for name in PRELOAD:
+        with contextlib.suppress(ImportError):  # an internal module of another PySpark
+            importlib.import_module(name)
+    registry()
+
+
 def driver_memory(events: int | None) -> str:
     """The driver heap for a history of ``events`` events (local mode runs every task in it)."""
     if os.environ.get("ZCHAOS_SPARK_DRIVER_MEMORY"):
@@ -89,6 +108,7 @@ def get_spark(events: int | None = None) -> SparkSession:
     from pyspark.find_spark_home import _find_spark_home
 
     spark_home = Path(_find_spark_home())
+    threading.Thread(target=_preload, name="zchaos-preload", daemon=True).start()
     plan = cds.prepare(spark_home, CONF_DIR / "log4j2.properties", _log)
     try:
         _session = _start(events, spark_home, plan)

@@ -215,6 +215,74 @@ def test_an_interrupt_while_the_checks_run_stops_every_thread_and_job(
     with pytest.raises(KeyboardInterrupt):
         build_report(run.root, progress=progress)
     assert not [t.name for t in threading.enumerate() if t.name.startswith("zchaos-report-")]
-    assert spark.sparkContext.statusTracker().getActiveJobsIds() == []
+    # The status tracker reads the listener bus's store, which learns of the cancelled jobs a moment later.
+    wait_for(lambda: spark.sparkContext.statusTracker().getActiveJobsIds() == [], WAIT_S, "no job running")
     assert sum(" done in " in m for m in said) == 1 and not run.verdict_json.exists()
     assert spark.range(3).count() == 3  # the session is still usable
+
+
+def test_tasks_added_first_run_while_the_caller_goes_on(spark, monkeypatch) -> None:
+    """A pool's first task (the metrics, in a report) runs while the caller's thread does its
+    own work (the control events), and the caller's task list stays in order."""
+    go_on = threading.Event()
+    with parallel.Tasks(spark, 2) as pool:
+        pool.add(parallel.Task("early", lambda: (go_on.wait(WAIT_S), spark.range(5).count())[1]))
+        # The task is running already: it waits for this thread, which has not called wait().
+        wait_for(
+            lambda: any(t.name.startswith("zchaos-report-") for t in threading.enumerate()),
+            WAIT_S,
+            "a thread",
+        )
+        go_on.set()
+        wait_for(lambda: pool.tasks[0].done, WAIT_S, "the early task")
+        pool.add(parallel.Task("late", lambda: spark.range(3).count()))
+        ended: list[str] = []
+        pool.wait(lambda t: ended.append(t.name))
+    assert [(t.name, t.value, t.error) for t in pool.tasks] == [("early", 5, None), ("late", 3, None)]
+    assert sorted(ended) == ["early", "late"]
+    assert not [t for t in threading.enumerate() if t.name.startswith("zchaos-report-")]
+
+
+def test_one_thread_runs_nothing_before_wait(spark) -> None:
+    ran: list[str] = []
+    with parallel.Tasks(spark, 1) as pool:
+        pool.add(parallel.Task("first", lambda: ran.append("first")))
+        assert ran == []
+        pool.add(parallel.Task("second", lambda: ran.append("second")))
+        pool.wait()
+    assert ran == ["first", "second"]
+
+
+def test_an_error_of_the_caller_before_wait_cancels_the_running_tasks(spark) -> None:
+    """The caller fails (a bad history, Ctrl-C) while a task runs a long Spark job: the job is
+    cancelled and no thread is left when the error reaches the caller's caller."""
+    sc = spark.sparkContext
+    with pytest.raises(ValueError, match="the caller broke"), parallel.Tasks(spark, 2) as pool:
+        pool.add(
+            parallel.Task(
+                "endless", lambda: spark.range(0, 10**13, numPartitions=2).selectExpr("sum(id)").first()
+            )
+        )
+        wait_for(lambda: sc.statusTracker().getJobIdsForGroup("endless"), WAIT_S, "the long job to start")
+        raise ValueError("the caller broke")
+    assert not [t for t in threading.enumerate() if t.name.startswith("zchaos-report-")]
+    assert pool.tasks[0].error is not None  # cancelled, not finished
+    wait_for(lambda: sc.statusTracker().getActiveJobsIds() == [], WAIT_S, "no job running")
+
+
+def test_the_preloaded_modules_are_what_the_session_start_imports() -> None:
+    """reports.spark preloads pyspark.testing.utils while the JVM starts because PySpark's
+    NumPy converter imports it (with pandas) on the first call into the JVM: if a new PySpark
+    stops doing so, the preload is dead weight and must go."""
+    import inspect
+
+    from pyspark.sql.types import NumpyArrayConverter
+
+    from reports import spark as spark_module
+
+    assert "pyspark.testing.utils" in inspect.getsource(NumpyArrayConverter.can_convert)
+    assert "pyspark.testing.utils" in spark_module.PRELOAD
+    spark_module._preload()
+    import sys
+
+    assert all(name in sys.modules for name in spark_module.PRELOAD)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import codecs
 import json
-import os
 import re
 import shutil
 import threading
@@ -193,7 +192,6 @@ class Outcome:
     declined: str | None = None
     files_done: int = 0
     seconds: float = 0.0
-    cpu_seconds: float = 0.0
     error: BaseException | None = field(default=None, repr=False)
 
 
@@ -220,7 +218,7 @@ def convert(
     import pyarrow as pa
 
     out = outcome or Outcome()
-    t0, c0 = time.monotonic(), _cpu()
+    t0 = time.monotonic()
     tmp, target = hist / f".{parquet}.tmp", hist / parquet
     shutil.rmtree(tmp, ignore_errors=True)
     schema = arrow_schema()
@@ -274,7 +272,7 @@ def convert(
         if parts is not None:
             parts.close()
         shutil.rmtree(tmp, ignore_errors=True)
-        out.seconds, out.cpu_seconds = time.monotonic() - t0, _cpu() - c0
+        out.seconds = time.monotonic() - t0
     return out
 
 
@@ -287,11 +285,6 @@ def _profile_rows(table: pa.Table) -> list[dict[str, Any]]:
         {"src": r["src"], "ev": r["ev"], "n": r["ts_count"], "first": r["ts_min"], "last": r["ts_max"]}
         for r in groups.to_pylist()
     ]
-
-
-def _cpu() -> float:
-    t = os.times()
-    return t.user + t.system
 
 
 def size_text(n: float) -> str:
@@ -311,6 +304,9 @@ class Conversion:
         self.parquet = options["parquet"]
         self.outcome = Outcome()
         self._cancel = threading.Event()
+        # Waited on instead of Thread.join: a join that Ctrl-C interrupts can mark the thread
+        # ended while it still runs (Python 3.11), and then nothing waits for its clean-up.
+        self._done = threading.Event()
         self._say = say
         size = sum(f.stat().st_size for f in files)
         say(f"converting the history ({len(files)} files, {size_text(size)}) to Parquet with pyarrow")
@@ -324,14 +320,14 @@ class Conversion:
             convert(hist, files, outcome=self.outcome, cancel=self._cancel, **options)
         except BaseException as exc:  # a bug, or Cancelled: raised again in the caller's thread
             self.outcome.error = exc
+        finally:
+            self._done.set()
 
     def wait(self, every_s: float = 10.0) -> Outcome:
         """The outcome, once the conversion ended (saying how far it is every ``every_s``)."""
-        self._thread.join(every_s)
-        while self._thread.is_alive():
+        while not self._done.wait(every_s):
             done = self.outcome
             self._say(f"  converting: {done.files_done} of {len(self.files)} files, {done.events:,} events")
-            self._thread.join(every_s)
         out = self.outcome
         if out.error is not None and not isinstance(out.error, Cancelled):
             raise out.error
@@ -344,4 +340,4 @@ class Conversion:
     def abandon(self) -> None:
         """Stop the conversion (between files) and wait for it: no temporary folder is left."""
         self._cancel.set()
-        self._thread.join()
+        self._done.wait()

@@ -5,7 +5,9 @@ than Spark is declined and read by Spark as before; nothing half-written is ever
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import threading
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pytest
 from harness.history import FIELD_TYPES, history_file
 from harness.rundir import RunDir
 from reports import ingest, pipeline
+from tests.procs import wait_for
 from tests.test_report import make_run
 
 GOOD = '{"ts":1,"src":"a","ev":"send","cid":"c","seq":1}'
@@ -239,6 +242,44 @@ def test_an_interrupted_conversion_leaves_nothing_half_written(tmp_path):
     assert cancel.asked == 2
     assert [p.name for p in older.iterdir()] == ["part-0.parquet"]
     assert not [p for p in run.history.iterdir() if p.name.startswith(".")]
+
+
+def test_ctrl_c_while_waiting_for_the_conversion_still_waits_for_its_clean_up(tmp_path):
+    """Ctrl-C while the report waits for the conversion (build_report then abandons it): the
+    conversion, still reading, stops after its file and removes its temporary folder before
+    the report goes on. (A Thread.join that Ctrl-C interrupts marks the thread ended while
+    it still runs: the report went on, exited under it, and left the folder.)"""
+    run = clean_run(tmp_path / "run")
+    fifo = run.history / "a-slow.jsonl"  # the first file read: it blocks until the test writes it
+    os.mkfifo(fifo)
+    held = os.open(fifo, os.O_RDWR)  # a writer from the start: the reader's open does not block
+    tmp = run.history / ".events.parquet.tmp"
+    conversion = pipeline.start_conversion(run, lambda _m: None)
+    assert conversion is not None
+
+    def reading() -> bool:
+        return any(os.path.realpath(f"/proc/self/fd/{fd}") == str(fifo) for fd in os.listdir("/proc/self/fd"))
+
+    def ctrl_c() -> None:
+        wait_for(lambda: reading() and tmp.is_dir(), 30, "the conversion to read the slow file")
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    def then_the_file_ends() -> None:
+        wait_for(conversion._cancel.is_set, 30, "the conversion to be abandoned")
+        os.write(held, (GOOD + "\n").encode())
+        os.close(held)
+
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=ctrl_c, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            conversion.wait()
+        threading.Thread(target=then_the_file_ends, daemon=True).start()
+        conversion.abandon()
+    finally:
+        signal.signal(signal.SIGINT, saved)
+    assert isinstance(conversion.outcome.error, ingest.Cancelled) and conversion.outcome.files_done == 1
+    assert not tmp.exists() and not (run.history / "events.parquet").exists()
 
 
 def test_the_schema_is_the_history_s():

@@ -135,7 +135,10 @@ with lines that are not events. CPU is the process and its JVM together (psutil,
   s, 15.3-17.6 s CPU. From "reading history" to "checking": 10.2-11.2 s before, 2.1-3.6 s
   now (from Parquet: 2.5-2.9 s): the conversion (alone 0.6-0.9 s wall, 0.5-0.7 s CPU at load
   7; 2.7-3.8 s wall beside the JVM's start at load 11-16) ends before the JVM is up, so a
-  report from JSON costs what a rebuild costs.
+  report from JSON costs what a rebuild costs. Again at 08:20 with main's later work (load
+  9-11, 2 rounds): main at c2ccae0 from JSON 38.5-42.4 s wall, 23.4-27.2 s CPU, from Parquet
+  26.7-27.2 s, 19.4-20.0 s CPU; now from JSON 27.6-33.9 s, 19.2-21.9 s CPU, from Parquet
+  26.3-31.2 s, 18.1-21.2 s CPU.
 - 10M (10,000,664 events, 1.15 GB): the conversion alone 31.5 s CPU (124 s wall at load
   14-15, with a golden comparison beside it; peak memory 658 MB), where Spark's read and
   compaction cost 102.7 s CPU; JSON -> checked whole process 357 s wall at load 7.5-9.7,

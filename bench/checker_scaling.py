@@ -361,7 +361,7 @@ def cpu_seconds() -> float:
 def where_the_time_goes(spark, run: RunDir) -> None:
     """Per step of a warm report: seconds, Spark jobs and stages (each check in its own job group)."""
     from reports import pipeline
-    from reports.checkers import CheckContext, registry
+    from reports.checkers import CheckContext, registry, toolkit
     from reports.metrics import compute_metrics
 
     sc = spark.sparkContext
@@ -384,7 +384,10 @@ def where_the_time_goes(spark, run: RunDir) -> None:
     history = step("read (profile, bad lines)", lambda: pipeline.read_events(spark, run))
     faults, _ = step("fault windows", lambda: pipeline.fault_windows(history.events, history.profile))
     ctx = CheckContext(spark, history.events, meta, faults, run.root, history.profile)
-    for name in meta["manifest"]["promises"]["checks"]:
+    names = meta["manifest"]["promises"]["checks"]
+    shared = {s for name in names if name in registry() for s in registry()[name].shares}
+    step("plan shared aggregates", lambda: toolkit.prepare(ctx, shared))
+    for name in names:
         step(name, lambda name=name: registry()[name].run(ctx))
     step("metrics", lambda: compute_metrics(history.events, meta["load_started_ns"], history.profile))
     sc.setJobGroup("other", "other")

@@ -29,7 +29,7 @@ from urllib.parse import unquote, urlparse
 from harness.errors import SetupError
 from harness.history import EVENTS, FIELD_TYPES
 from harness.rundir import RunDir
-from reports.checkers import HELD, UNKNOWN, CheckContext, CheckResult, FaultWindow, Profile, registry
+from reports.checkers import HELD, UNKNOWN, CheckContext, Checker, CheckResult, FaultWindow, Profile, registry
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -633,6 +633,7 @@ def run_checks(
             errors[i] = f"checker {name} failed:\n{traceback.format_exc(limit=8)}"
             return CheckResult(name, UNKNOWN, summary=failed, reason=f"{failed} (see errors)")
 
+    _prepare_shared(ctx, clean, damaged, [checkers[name] for name in names if name in checkers])
     checks = [Task(name, lambda i=i, name=name: check(i, name)) for i, name in enumerate(names)]
     try:
         with contextlib.ExitStack() as stack:
@@ -654,6 +655,24 @@ def run_checks(
         if task.error is not None:
             raise task.error
     return [t.value for t in checks], [errors[i] for i in sorted(errors)], {t.name: t.value for t in extra}
+
+
+def _prepare_shared(
+    ctx: CheckContext, clean: CheckContext, damaged: dict[str, str] | None, checks: list[Checker]
+) -> None:
+    """Plan the shared aggregates the checks read (toolkit.prepare) on the context each runs
+    with, before any runs: the setting they are planned with is the session's."""
+    from reports.checkers import toolkit
+
+    kinds = ctx.event_kinds()
+    runnable = [c for c in checks if all(k in kinds for k in c.needs)]
+    for target in [ctx] if clean is ctx else [ctx, clean]:
+        on_target = [c for c in runnable if (clean if damaged and c.reads_clients else ctx) is target]
+        names = {name for c in on_target for name in c.shares}
+        # A frame that cannot be planned fails again in the check that reads it, which then
+        # reports the error as that check's (run_checks); nothing to report here.
+        with contextlib.suppress(Exception):
+            toolkit.prepare(target, names)
 
 
 def expected_events(run: RunDir) -> int | None:

@@ -22,10 +22,12 @@ JVM move less), archive on / off, alternating:
 
 Measured and left alone: the launcher JVM of bin/spark-class (0.1-0.4 s wall, 0.12 s CPU;
 SPARK_HOME is set for it, so its script does not search); importing pyspark.sql (0.25-0.6
-s); the GC (Serial or Parallel: the same CPU as G1, within the noise); an unsigned copy of
+s); an unsigned copy of
 Janino's (signed, so not archived) jars first on the class path (0.25 s CPU less, within
 the noise). The archive leaves out ~4,600 of the ~5,000 lambda classes a report spins
-(Scala's, which are serializable): they are still made at each start.
+(Scala's, which are serializable): they are still made at each start. The collector: with
+more pairs of runs, the serial one cost a short report slightly less CPU than G1
+(SERIAL_GC_EVENTS); an archive made under one collector is used under the other.
 """
 
 from __future__ import annotations
@@ -57,6 +59,11 @@ _archive: cds.Plan | None = None
 #: Below this many events the JVM runs only its quick compiler (C1): the report is a few
 #: seconds of many small queries, where C2's compile time never pays back.
 QUICK_JVM_EVENTS = 2_000_000
+#: Below this many events (the driver's 1 GB heap) the JVM collects with the serial collector:
+#: G1's concurrent threads and write barriers cost a short report more CPU than its pauses
+#: on a small heap save (the demo run, whole process from Parquet, 9 pairs alternating at
+#: load 8-13: 0.7 s less CPU of ~15 s on average, less in 7 of the 9).
+SERIAL_GC_EVENTS = 1_000_000
 #: Shuffle partitions: one per this many events (a task's aggregation must fit its heap
 #: share), at most MAX_PARTITIONS.
 EVENTS_PER_PARTITION = 500_000
@@ -93,6 +100,19 @@ def driver_memory(events: int | None) -> str:
         return "1g"
     total_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return f"{max(2, min(6, int(total_gb / 4), 2 + events // 5_000_000))}g"
+
+
+def driver_java_options(events: int | None) -> str:
+    """The driver JVM's options for a history of ``events`` events (None: unknown): the quick
+    compiler alone below QUICK_JVM_EVENTS, the serial collector below SERIAL_GC_EVENTS. They
+    go in spark.driver.extraJavaOptions, so that a user's own options there replace them
+    (two collectors asked for would stop the JVM from starting)."""
+    options = []
+    if events is not None and events < QUICK_JVM_EVENTS:
+        options.append("-XX:TieredStopAtLevel=1")
+    if events is not None and events < SERIAL_GC_EVENTS:
+        options.append("-XX:+UseSerialGC")
+    return " ".join(options)
 
 
 def get_spark(events: int | None = None) -> SparkSession:
@@ -166,8 +186,8 @@ def _start(events: int | None, spark_home: Path, plan: cds.Plan | None) -> Spark
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.ansi.enabled", "false")
     )
-    if events is not None and events < QUICK_JVM_EVENTS:
-        builder = builder.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+    if driver_java_options(events):
+        builder = builder.config("spark.driver.extraJavaOptions", driver_java_options(events))
     with _environment(launch_env), _jvm_output_to(SPARK_LOG):
         return builder.getOrCreate()
 

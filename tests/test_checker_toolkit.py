@@ -133,6 +133,53 @@ def test_the_excuse_as_a_broadcast_range_join(spark: Any) -> None:
     assert sorted(r["ts"] // NS for r in kept.collect()) == [25, 60]
 
 
+def _requests(spark: Any) -> Any:
+    """Two clients' requests: sent, one retried, replied but one; an exec of each."""
+    events = []
+    for cid, last in (("client-1", 3), ("client-2", 2)):
+        for seq in range(1, last + 1):
+            rid, at = f"{cid}:{seq}", seq * NS
+            request = {"cid": cid, "seq": seq, "rid": rid}
+            events.append({"ts": at, "src": cid, "ev": "send", "attempt": 1, **request})
+            events.append({"ts": at + 5, "src": "worker-1", "ev": "exec", "rid": rid, "worker": "worker-1-a"})
+            if (cid, seq) != ("client-2", 1):  # lost
+                events.append({"ts": at + 9, "src": cid, "ev": "reply", "ok": True, **request})
+    events.append(
+        {"ts": 9 * NS, "src": "client-1", "ev": "retry", "cid": "client-1", "seq": 2, "rid": "client-1:2"}
+    )
+    return events_frame(spark, events)
+
+
+def _plan(frame: Any) -> str:
+    return frame._jdf.queryExecution().executedPlan().toString()
+
+
+def test_prepared_shared_aggregates_skip_the_partial_aggregation(spark: Any) -> None:
+    events = _requests(spark)
+    # Built on first use, as Spark plans any aggregation: a partial one before the shuffle.
+    lazy = ctx_with([], spark, events)
+    assert all("partial_" in _plan(lazy.shared(name, tk.SHARED[name])) for name in tk.SHARED)
+    built = {f.__name__: sorted(map(tuple, f(lazy).collect())) for f in (tk.per_request, tk.per_rid)}
+    lazy.release()
+    prepared = ctx_with([], spark, events)
+    before = spark.conf.get(tk.BYPASS_PARTIAL, "false")
+    tk.prepare(prepared, ["per_request", "per_rid"])
+    assert spark.conf.get(tk.BYPASS_PARTIAL, "false") == before  # the session's setting put back
+    assert not any("partial_" in _plan(prepared.shared(name, tk.SHARED[name])) for name in tk.SHARED)
+    # The same rows either way; each client's last request from its sends.
+    for f in (tk.per_request, tk.per_rid):
+        assert sorted(map(tuple, f(prepared).collect())) == built[f.__name__]
+    rows = {(r["cid"], r["seq"]): r for r in tk.per_request(prepared).collect()}
+    assert {k: (r["last_seq"], r["replied"], r["retries"]) for k, r in rows.items()} == {
+        ("client-1", 1): (3, 1, 0),
+        ("client-1", 2): (3, 1, 1),
+        ("client-1", 3): (3, 1, 0),
+        ("client-2", 1): (2, 0, 0),
+        ("client-2", 2): (2, 1, 0),
+    }
+    prepared.release()
+
+
 #: Modules of shared helpers, not of checks.
 HELPERS = {"__init__", "toolkit"}
 

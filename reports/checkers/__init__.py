@@ -256,6 +256,8 @@ class Checker:
     #: whether it reads the load clients' events (directly or through requests they sent):
     #: a damaged client history then makes it judge without that client's requests
     reads_clients: bool = True
+    #: the toolkit's shared aggregates it reads (toolkit.SHARED), planned before the checks start
+    shares: tuple[str, ...] = ()
 
     def run(self, ctx: CheckContext) -> CheckResult:
         """The check's result; UNKNOWN without running it when the history lacks what it needs."""
@@ -316,11 +318,17 @@ _LOADED = False
 
 
 def checker(
-    name: str, doc: str, *, needs: tuple[str, ...] = (), reads_clients: bool = True
+    name: str,
+    doc: str,
+    *,
+    needs: tuple[str, ...] = (),
+    reads_clients: bool = True,
+    shares: tuple[str, ...] = (),
 ) -> Callable[[Callable[[CheckContext], CheckResult]], Callable]:
     """Register ``fn`` as the checker ``name`` (documented by ``doc``), needing ``needs``;
     ``reads_clients=False`` for one that reads only the subject's, probes' and harness's
-    events, which a damaged client history leaves whole."""
+    events, which a damaged client history leaves whole; ``shares``: the toolkit's shared
+    aggregates it reads (``toolkit.SHARED``: per_request, per_rid)."""
     from harness.history import EVENTS
 
     unknown = [k for k in needs if k not in EVENTS]
@@ -330,7 +338,7 @@ def checker(
     def register(fn: Callable[[CheckContext], CheckResult]) -> Callable[[CheckContext], CheckResult]:
         if name in _REGISTRY and _REGISTRY[name].fn is not fn:
             raise ValueError(f"checker {name!r} registered twice")
-        _REGISTRY[name] = Checker(name, doc, fn, tuple(needs), reads_clients)
+        _REGISTRY[name] = Checker(name, doc, fn, tuple(needs), reads_clients, tuple(shares))
         return fn
 
     return register

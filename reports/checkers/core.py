@@ -28,6 +28,7 @@ from reports.checkers import (
 )
 from reports.checkers import toolkit as tk
 from reports.checkers.toolkit import (
+    EVENT_KEYS,
     NS,
     client_budget_ns,
     count,
@@ -52,6 +53,7 @@ LOG_TAIL_LINES = 10
     "of the load (or its client's last) is indeterminate, not lost; a client that never "
     "resends records `lost` when its reply_deadline_s ran out, which counts as lost (inside "
     "a fault window only where the manifest promises requeue)",
+    shares=("per_request",),
 )
 def no_lost(ctx: CheckContext) -> CheckResult:
     # Every send, reply, abandon and lost of a request met in one group (shared with steady_state).
@@ -143,6 +145,7 @@ def no_lost(ctx: CheckContext) -> CheckResult:
 @checker(
     "no_duplicate",
     "each request is delivered at most once: its replies plus the unexpected messages carrying its id",
+    shares=("per_rid",),
 )
 def no_duplicate(ctx: CheckContext) -> CheckResult:
     cols = ["ts", "src", "ev", "cid", "seq", "rid", "got_rid"]
@@ -226,15 +229,19 @@ def in_order(ctx: CheckContext) -> CheckResult:
     replies = events_of(ctx, "reply")
     if unordered:
         replies = replies.filter(~F.coalesce("kind", F.lit("")).isin(*unordered))
-    replies = (
-        replies.select("ts", "src", "ev", "cid", "seq", "rid")
+    # Only what the order needs goes through the shuffle and the sort (at 10M events, every
+    # reply); the offenders shown get their other fields back by a join.
+    marked = (
+        replies.select("cid", "ts", "seq")
         .withColumn("prev_seq", F.lag("seq").over(order))
         .withColumn("prev_ts", F.lag("ts").over(order))
+        .withColumn("first", F.row_number().over(order) == 1)
         .withColumn("bad", F.col("seq") <= F.col("prev_seq"))
     )
-    row = replies.agg(
+    row = marked.agg(
         F.count("*").alias("replies"),
-        F.countDistinct("cid").alias("clients"),
+        # Each client's first reply, counted: its clients, without a distinct count's own pass.
+        F.sum((F.col("first") & F.col("cid").isNotNull()).cast("int")).alias("clients"),
         F.sum(F.col("bad").cast("int")).alias("bad"),
     ).first()
     bad = count(row["bad"])
@@ -256,11 +263,21 @@ def in_order(ctx: CheckContext) -> CheckResult:
         )  # fmt: skip
     found = []
     if bad:
-        found = examples(
-            replies.filter("bad")
-            .drop("bad")
-            .withColumn("problem", F.lit("seq not above the previous reply's seq"))
+        shown = (
+            marked.filter("bad")
+            .orderBy("ts")
+            .limit(MAX_EXAMPLES)
+            .select(*(F.col(c).alias(f"_{c}") for c in ("cid", "ts", "seq")), "prev_seq", "prev_ts")
         )
+        same = [F.col(c).eqNullSafe(F.col(f"_{c}")) for c in ("cid", "ts", "seq")]
+        offenders = (
+            replies.select(*EVENT_KEYS)
+            .join(F.broadcast(shown), same[0] & same[1] & same[2])
+            .select(*EVENT_KEYS, "prev_seq", "prev_ts")
+            .withColumn("problem", F.lit("seq not above the previous reply's seq"))
+            .dropDuplicates()
+        )
+        found = examples(offenders)
     return judged("in_order", bad, found, summary, figures)
 
 
@@ -321,6 +338,7 @@ def correct_reply(ctx: CheckContext) -> CheckResult:
     'nobody sent, at least once for an answered one; with execution = "exactly_once" a '
     "request executed twice is a violation (the example lists every execution)",
     needs=("exec",),
+    shares=("per_rid",),
 )
 def execution_count(ctx: CheckContext) -> CheckResult:
     mode = ctx.promises.get("execution", "at_least_once")
@@ -454,6 +472,7 @@ def execution_count(ctx: CheckContext) -> CheckResult:
     "before its stop + the manifest's expiry_ms) and sent after the warm-up: no retry, no "
     "abandon, no lost request, reply latency p99 within latency_p99_ms; unknown when that "
     "judged under a fifth of the load time",
+    shares=("per_request",),
 )
 def steady_state(ctx: CheckContext) -> CheckResult:
     t = tk.timers(ctx)

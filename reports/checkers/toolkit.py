@@ -31,6 +31,7 @@ Family modules import from here (and from ``reports.checkers``), never from each
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import median
 from typing import Any
@@ -477,9 +478,36 @@ def with_excused_requests(
 #
 # Several checks judge the same requests: each reads these frames, built and cached once
 # per report (``CheckContext.shared``), instead of grouping the events by request again.
+# A checker names the ones it reads (``@checker(shares=...)``), so that ``prepare`` plans
+# them before the checks start.
 
 #: The client events a request's row sums up.
 REQUEST_EVENTS = ("send", "reply", "retry", "abandon", "lost")
+#: The Spark setting that plans an aggregation as one step after its shuffle instead of a
+#: partial aggregation before it and a final one after.
+BYPASS_PARTIAL = "spark.sql.execution.bypassPartialAggregation"
+
+
+def prepare(ctx: CheckContext, names: Iterable[str]) -> None:
+    """Plan the shared aggregates ``names`` (of SHARED) before the checks start, each without
+    a partial aggregation: each of their groups (a request, a request id) meets only 2-3
+    events, so a partial aggregation before the shuffle reduces almost nothing and costs a
+    hash table of every event (at 2M events, warm: per_request 3.4 -> 2.3 s CPU, per_rid
+    2.6 -> 1.6 s; bench/checker_scaling.py). The setting is the session's: it is set only
+    while these frames are planned (``cache`` plans at once; nothing runs yet), which is
+    before any check runs in another thread. Frames not prepared are built on first use
+    as before, with Spark's usual two-step aggregation."""
+    names = sorted(set(names))
+    if not names:
+        return
+    spark = ctx.spark
+    saved = spark.conf.get(BYPASS_PARTIAL, "false")
+    spark.conf.set(BYPASS_PARTIAL, "true")
+    try:
+        for name in names:
+            ctx.shared(name, SHARED[name])
+    finally:
+        spark.conf.set(BYPASS_PARTIAL, saved)
 
 
 def per_request(ctx: CheckContext) -> DataFrame:
@@ -489,7 +517,12 @@ def per_request(ctx: CheckContext) -> DataFrame:
     last event (``last_ts``), and its reply's ``latency_us`` and ``reply_ts`` (the latest);
     with ``last_seq``, its client's last request. Its texts (writer, request id, reason) are
     ``request_details``, for the few requests a check shows."""
-    return ctx.shared("per_request", _per_request)
+    per = ctx.shared("per_request", _per_request)
+    # Each client's last request: a small frame (one row per client) joined to each use,
+    # not a window (which would sort every request by client), and from the sends alone,
+    # not from the requests (whose aggregation it would repeat).
+    last = ctx.shared("last_seq", _last_seqs)
+    return per.join(F.broadcast(last), per["cid"].eqNullSafe(last["_cid"]), "left").drop("_cid")
 
 
 def _per_request(ctx: CheckContext) -> DataFrame:
@@ -500,7 +533,7 @@ def _per_request(ctx: CheckContext) -> DataFrame:
     # text (the writer, the request id) makes it sort every event instead, which at 10M
     # events doubled this aggregation's CPU (bench/checker_scaling.py). Those texts serve
     # only the examples: request_details looks them up for the requests shown.
-    per = (
+    return (
         events_of(ctx, *REQUEST_EVENTS)
         .groupBy("cid", "seq")
         .agg(
@@ -520,10 +553,12 @@ def _per_request(ctx: CheckContext) -> DataFrame:
         )
         .filter(F.col("sends") > 0)
     )
-    # Each client's last request: a small aggregation joined back (one row per client),
-    # not a window, which would sort every request by client.
-    last = per.groupBy("cid").agg(F.max("seq").alias("last_seq")).withColumnRenamed("cid", "_cid")
-    return per.join(F.broadcast(last), per["cid"].eqNullSafe(last["_cid"]), "left").drop("_cid")
+
+
+def _last_seqs(ctx: CheckContext) -> DataFrame:
+    """Each client's (``_cid``) last request (``last_seq``): the highest ``seq`` it sent, which
+    is the highest of its requests with a send."""
+    return events_of(ctx, "send").groupBy(F.col("cid").alias("_cid")).agg(F.max("seq").alias("last_seq"))
 
 
 def request_details(ctx: CheckContext, requests: DataFrame) -> DataFrame:
@@ -576,6 +611,10 @@ def _per_rid(ctx: CheckContext) -> DataFrame:
         )
         .withColumnRenamed("key", "rid")
     )
+
+
+#: The shared aggregates of one group per request or request id, by name (see ``prepare``).
+SHARED = {"per_request": _per_request, "per_rid": _per_rid}
 
 
 def rid_senders(ctx: CheckContext, rids: DataFrame) -> DataFrame:

@@ -197,15 +197,20 @@ def _prune(archive: Path) -> None:
                 other.unlink()
 
 
-def failed(plan: Plan, jvm: subprocess.Popen | None, log: Callable[[str], None]) -> bool:
-    """The JVM did not start with ``plan``'s options. Whether to start it again without: yes
-    if it used an archive (deleted now: a truncated one kills the JVM as it maps it, before
-    its own checks could refuse it) or was to make one (see unsupported)."""
+def failed(plan: Plan, jvm: subprocess.Popen | None, log: Callable[[str], None]) -> Callable[[], None] | None:
+    """The JVM did not start with ``plan``'s options: None if they are not to blame (nothing
+    to start again without), else what to do once it starts without them. They are to blame
+    only then: a truncated archive kills the JVM as it maps it (before its own checks could
+    refuse it), so the archive is dropped; a Java without a base archive cannot make one, so
+    it is not asked again (unsupported). A JVM that cannot start at all (a user's bad option)
+    fails both ways and says nothing of the archive."""
     making, used = plan.making is not None, plan.inode is not None
     abandon(plan, jvm)
+    if making:
+        return lambda: unsupported(plan, log)
     if used:
-        drop(plan, log)
-    return making or used
+        return lambda: drop(plan, log)
+    return None
 
 
 def unsupported(plan: Plan, log: Callable[[str], None]) -> None:

@@ -133,14 +133,14 @@ def get_spark(events: int | None = None) -> SparkSession:
     try:
         _session = _start(events, spark_home, plan)
     except Exception:
-        making = plan is not None and plan.making is not None
         # The archive's options can keep the JVM from starting (a truncated archive kills
-        # it as it maps it; a Java without a base archive cannot make one): start without.
-        if plan is None or not cds.failed(plan, _jvm_process(), _log):
+        # it as it maps it; a Java without a base archive cannot make one): start without,
+        # and blame them only if that works.
+        blame = None if plan is None else cds.failed(plan, _jvm_process(), _log)
+        if blame is None:
             raise
         _session = _start(events, spark_home, None)
-        if making:
-            cds.unsupported(plan, _log)
+        blame()
         plan = None
     except BaseException:  # Ctrl-C: no JVM, no temp file left
         if plan is not None:

@@ -99,6 +99,15 @@ def test_the_archive_is_made_once_then_mapped_and_a_damaged_one_is_replaced(tmp_
     assert again["mapped"] and not again["making"], again
     assert files(cache) == [archive]
 
+    # A JVM that cannot start at all (an option it does not know, as a user's own options
+    # may hold) fails with and without the archive: that says nothing of it, it stays.
+    env = {**child_env(cache, log), "JAVA_TOOL_OPTIONS": "-XX:+NoSuchZchaosOption"}
+    bad = subprocess.run(
+        [sys.executable, "-c", SESSION], cwd=ROOT, env=env, capture_output=True, text=True, timeout=400
+    )
+    assert bad.returncode != 0, bad.stdout
+    assert files(cache) == [archive]
+
     # Truncated (a full disk, a killed copy): the JVM dies mapping it; the report starts
     # again without it, gives its verdict, says nothing about it, and drops the file.
     path = cache / "zchaos" / "spark-cds" / archive

@@ -282,6 +282,52 @@ def test_ctrl_c_while_waiting_for_the_conversion_still_waits_for_its_clean_up(tm
     assert not tmp.exists() and not (run.history / "events.parquet").exists()
 
 
+@pytest.mark.slow  # a whole zchaos process and its JVM
+def test_ctrl_c_during_the_conversion_stops_the_report_and_leaves_no_parquet_form(tmp_path):
+    """``zchaos report`` interrupted (SIGINT to its process group, as a terminal sends it) while
+    it waits for pyarrow's conversion: exit 130, no events.parquet, no temporary folder, no
+    JVM left."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from tests.procs import ROOT
+
+    run = clean_run(tmp_path / "run")
+    fifo = run.history / "a-slow.jsonl"  # the conversion blocks on it until the test writes it
+    os.mkfifo(fifo)
+    held = os.open(fifo, os.O_RDWR)
+    report = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "report", str(run.root)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(report.stdout), daemon=True)
+    reader.start()
+    try:
+        # The session up (a Ctrl-C while the JVM launches is another story), the report waits
+        # for the conversion, which waits for the slow file.
+        wait_for(lambda: any("reading history" in line for line in lines), 120, "the JVM to start")
+        assert (run.history / ".events.parquet.tmp").is_dir()
+        jvms = [p for p in psutil.Process(report.pid).children(recursive=True) if "java" in p.name()]
+        assert jvms, "no JVM under the report"
+        os.killpg(report.pid, signal.SIGINT)
+        os.write(held, (GOOD + "\n").encode())  # the conversion may go on: to its next file's check
+        os.close(held)
+        report.wait(timeout=60)
+        reader.join(timeout=10)
+    finally:
+        if report.poll() is None:
+            os.killpg(report.pid, signal.SIGKILL)
+            report.wait()
+    output = "".join(lines)
+    assert report.returncode == 130 and "zchaos: interrupted" in output, output
+    assert sorted(p.name for p in run.history.iterdir() if not p.name.endswith(".jsonl")) == []
+    _, alive = psutil.wait_procs(jvms, timeout=30)
+    assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
+
+
 def test_the_schema_is_the_history_s():
     schema = ingest.arrow_schema()
     assert schema.names == list(FIELD_TYPES)

@@ -150,6 +150,50 @@ with lines that are not events. CPU is the process and its JVM together (psutil,
   an object over two lines, a lone carriage return, bytes that are not UTF-8, Jackson's depth,
   number and name limits) is declined, with the lines that are not events
   (tests/test_ingest.py feeds both readers the same lines).
+
+Then (the demo report's fixed cost from Parquet, 2026-11-23 07:12-08:28 UTC, load 2-16;
+process + JVM CPU, the JVM's per thread from /proc/PID/task; /tmp/demo-run copied):
+
+- Where a whole-process report's CPU goes (load 13): the JVM 9.9 s, Python 1.1 s. Of the
+  JVM's: the executor's task threads 3.0 s, the quick compiler (C1) 2.9 s, the py4j threads
+  that analyse, plan and generate code for each query 1.9 s, the JVM's start 0.7 s, GC 0.6 s.
+- "reading history" is not a read: the Parquet form's DataFrame with its explicit schema
+  costs 0.3 s CPU and no job (the session's SQL state, made on first use, and a listing of
+  one folder; no schema inference, no footers). The rest of that step was the process's
+  first query (the control events: 1 job, 1.5-1.8 s CPU cold, 0.12-0.18 s warm).
+- Cold against warm, one process, the same steps three times in a row (load 12): 10.6 s
+  CPU the first time, 5.4-5.7 s after, with the same 17 jobs (no_lost 3, metrics,
+  steady_state, recovery and availability 2, every other step 1); metrics 2.8 -> 1.3 s,
+  no_lost 2.2 -> 1.3 s. So half of a report's query CPU is first-time cost, not jobs: the
+  JVM interpreting code before C1 compiles it, class initialisation, lambdas spun (not in
+  the class archive) and Janino compiling each new generated class. A JFR profile of one
+  cold and five warm passes: Janino 21% of the samples, generating the code 12%, running it
+  13%, Java serialization (tasks, closures) 8%, py4j's reflection 7%, class loading and
+  lambdas 7%, the scheduler 6.5%, building the per-request caches 6%, the analyser 5%.
+- py4j: a cold demo report makes 4,941 round trips (1,861 calls, 1,388 releases of Python
+  references, 739 class and 739 member look-ups of pyspark.sql.functions); an expression
+  such as ``F.col`` costs ~0.9 ms of CPU, the same with its look-ups cached (not done).
+- PySpark's first call into the JVM imported pandas, NumPy and pyarrow (its NumPy
+  converter imports pyspark.testing.utils): 0.31-0.34 s CPU on the main thread while the
+  other core idled. Now imported on a thread while the JVM starts (reports/spark.py PRELOAD).
+- The metrics need no fault window: they now start as soon as the history is read, on the
+  second thread, while the first reads the control events (reports/parallel.py ``Tasks``),
+  instead of after them with one core idle during the process's first query.
+- The serial collector below SERIAL_GC_EVENTS (1M): 0.7 s less CPU on average over 9 pairs
+  (less in 7); a G1 archive is used under it and the other way round. Its GC log (load 10):
+  19 young pauses of 8-95 ms and one full collection for the metadata threshold (250 ms).
+- Measured and not kept (alternating pairs, CPU): C1's thresholds raised 5-10x: 0.8-1.2 s
+  more (more interpreting); the in-memory cache uncompressed, the two-level aggregation map
+  off, plan descriptions ``simple``, shuffle and broadcast compression off, all together:
+  16.0 against 16.2 s (4 pairs); ``-XX:MetaspaceSize=256m`` (no full collection): no change
+  (4 pairs); a 600 MB young generation: 5 pauses instead of 20 but longer, more in all;
+  Parallel GC: within the noise; the launcher JVM with C1 and the serial collector: 0.12 s
+  CPU either way; Python's exit (module teardown, 0.22 s at load 10): left.
+- Whole process from Parquet, main at c2ccae0 against this work, 4 pairs alternating at load
+  9-11 (after ingest's changes): CPU 19.3-21.4 s against 19.4-20.3 s; wall 20-32 s against
+  21-31 s. CPU seconds drifted by a third within the hour with the other machines' load
+  (the same tree 14.6 s at 08:12, 19-20 s at 08:25): only alternating pairs compare, and
+  the overlap's gain (a core that idled) shows only on a quiet machine, which this was not.
 """
 
 from __future__ import annotations

@@ -180,6 +180,32 @@ def test_prepared_shared_aggregates_skip_the_partial_aggregation(spark: Any) -> 
     prepared.release()
 
 
+def test_each_dispatch_finds_the_registration_state_it_was_sent_in(spark: Any) -> None:
+    def broker(at_s: float, kind: str, worker: str = "w-a", **more: Any) -> dict[str, Any]:
+        return {"ts": int(at_s * NS), "src": "broker", "ev": kind, "worker": worker, **more}
+
+    # A history of 4000 s: spans cut into buckets of 8 s, a registration's span crosses many.
+    events = [
+        broker(10, "worker_ready", reason="ready"),
+        broker(2000, "worker_expired", reason="silent"),
+        broker(2500, "worker_ready", reason="ping"),
+        broker(4000, "worker_ready", worker="w-c"),
+    ]
+    sent = {5: None, 10: "worker_ready", 1500: "worker_ready", 2100: "worker_expired", 3000: "worker_ready"}
+    events += [broker(at, "dispatch", rid=f"r{at}") for at in sent]
+    events.append(broker(100, "dispatch", worker="w-b", rid="never"))  # a worker never registered
+    frame = events_frame(spark, events)
+    ctx = ctx_with([], spark, frame)
+    got = tk.with_state(ctx, frame.filter("ev = 'dispatch'")).collect()
+    assert {r["rid"]: r["state"] for r in got} == {f"r{at}": state for at, state in sent.items()} | {
+        "never": None
+    }
+    assert {r["rid"]: r["state_reason"] for r in got}["r2100"] == "silent"
+    result = tk.registered_dispatch(ctx, "dispatch_rule")
+    assert (result.status, result.violations) == ("violated", 3)
+    assert [e["rid"] for e in result.examples] == ["r5", "never", "r2100"]
+
+
 #: Modules of shared helpers, not of checks.
 HELPERS = {"__init__", "toolkit"}
 

@@ -194,6 +194,49 @@ process + JVM CPU, the JVM's per thread from /proc/PID/task; /tmp/demo-run copie
   21-31 s. CPU seconds drifted by a third within the hour with the other machines' load
   (the same tree 14.6 s at 08:12, 19-20 s at 08:25): only alternating pairs compare, and
   the overlap's gain (a core that idled) shows only on a quiet machine, which this was not.
+
+Then (10M rebuilt from Parquet, the checks' passes; 2026-11-23 07:15-08:45 UTC, load 8-18
+throughout, so every figure below is noisy: CPU of the process and its JVM):
+
+- Measured first (2M events, ``--sizes 2000000 --profile``, warm, load 11-18): no_lost 10.6 s
+  CPU, metrics 7.8, no_duplicate 5.9, in_order 3.7, pingpong_reconnect 3.2,
+  pingpong_no_dispatch_to_expired 2.7, pingpong_expiry 2.3; all steps 43.7 s. A JFR profile
+  of warm rounds: partial (pre-shuffle) hash aggregation 16% of the samples, sorting for
+  windows 10%, the shuffle's row writing and hashing most of the rest.
+- The shared per-request and per-id aggregates (``toolkit.prepare``): each group (a request,
+  an id) meets 2-3 events, so Spark's partial aggregation before the shuffle reduces nothing
+  and costs a hash table of every event. They are now planned, before any check runs, with
+  ``spark.sql.execution.bypassPartialAggregation`` (one aggregation after the shuffle). At
+  2M, warm, alone: per_request 3.4 -> 2.3 s CPU, per_rid 2.6 -> 1.6 s. per_request's
+  ``last_seq`` was a second full per-request aggregation hidden in its plan (a broadcast of
+  each client's last request computed from the requests again): now each client's highest
+  sent ``seq``, from the sends. in_order's window shuffles and sorts only cid, ts and seq
+  (the offenders shown get their other fields by a join) and counts clients without a
+  distinct count. registered_dispatch (pingpong_no_dispatch_to_expired,
+  sketch_no_dispatch_to_disabled): each dispatch finds its worker's registration by a
+  broadcast range join over the few registrations and expiries (their spans cut into time
+  buckets, the bucket an equality key), not a window sorting every dispatch.
+- 10M rebuilt from Parquet after these (one process, each step alone and cold, JIT included,
+  load 8.1-9.6; /tmp prof script, the same steps as ``--profile``): 300 s wall, 174.4 s CPU.
+  Per step: no_lost 40.8 s CPU (16 jobs, with the per-request aggregate), metrics 34.7 (6),
+  no_duplicate 18.5 (7, with per_rid), pingpong_reconnect 17.8, in_order 16.2, steady_state
+  11.0 (an exact p99 over 2M latencies), pingpong_expiry 7.4, the fault windows (the first
+  query) 6.7, pingpong_no_dispatch_to_expired 3.9 (was 10.8), recovery 3.7, every other
+  under 3. Against the last session's rebuild (2 at a time, load 11-13): no_lost with the
+  metrics 74.5 -> 75.5, in_order with no_duplicate 38.2 -> 34.7, reconnect 18.4 -> 17.8. So
+  apart from the dispatch rule the gains measured alone at 2M do not show through this
+  noise at 10M, and the 15 s target (about 25 s CPU) stays far: the per-request and per-id
+  aggregations, the metrics' exact percentiles and the reply and exec windows are each
+  still a shuffle of millions of rows.
+- Measured and not kept: pingpong_reconnect without its window (each PING's last other
+  event from per-bucket maxima and a join within its bucket): 6.9 s CPU at 2M against 4.9
+  s for the window (two scans of every exec and four jobs cost more than one sort); the
+  bypass for every aggregation of a report (2M, 3 rounds): 46.6 against 47.0 s CPU, no
+  difference (though the metrics alone, 2M warm: 5.25 -> 4.3 s).
+- Not done: the metrics from fewer copies of each reply (the overall latency equals the
+  one client kind's when there is one), client_kinds' per-request aggregation shared with
+  per_request, request_details' scan of every request's events for the ten shown, the
+  exact p99 of steady_state.
 """
 
 from __future__ import annotations

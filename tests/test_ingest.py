@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import threading
 from pathlib import Path
 
@@ -257,11 +258,22 @@ def test_ctrl_c_while_waiting_for_the_conversion_still_waits_for_its_clean_up(tm
     conversion = pipeline.start_conversion(run, lambda _m: None)
     assert conversion is not None
 
-    def reading() -> bool:
-        return any(os.path.realpath(f"/proc/self/fd/{fd}") == str(fifo) for fd in os.listdir("/proc/self/fd"))
+    def reading() -> bool:  # the conversion opened the slow file too (the test holds it open)
+        opened = [
+            fd for fd in os.listdir("/proc/self/fd") if os.path.realpath(f"/proc/self/fd/{fd}") == str(fifo)
+        ]
+        return len(opened) >= 2
+
+    def waiting() -> bool:  # the test's thread is in Conversion.wait
+        frame = sys._current_frames().get(threading.main_thread().ident)
+        while frame is not None and frame.f_code is not ingest.Conversion.wait.__code__:
+            frame = frame.f_back
+        return frame is not None
 
     def ctrl_c() -> None:
-        wait_for(lambda: reading() and tmp.is_dir(), 30, "the conversion to read the slow file")
+        wait_for(
+            lambda: reading() and waiting(), 30, "the conversion to read the slow file, the test to wait"
+        )
         signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
     def then_the_file_ends() -> None:
@@ -280,6 +292,57 @@ def test_ctrl_c_while_waiting_for_the_conversion_still_waits_for_its_clean_up(tm
         signal.signal(signal.SIGINT, saved)
     assert isinstance(conversion.outcome.error, ingest.Cancelled) and conversion.outcome.files_done == 1
     assert not tmp.exists() and not (run.history / "events.parquet").exists()
+
+
+@pytest.mark.slow  # a whole zchaos process and its JVM
+def test_ctrl_c_during_the_conversion_stops_the_report_and_leaves_nothing_half_written(tmp_path):
+    """``zchaos report`` interrupted (SIGINT to its process group, as a terminal sends it) while
+    it waits for pyarrow's conversion: exit 130, no half-written Parquet form, no temporary
+    folder, no JVM left."""
+    import subprocess
+
+    import psutil
+
+    from tests.procs import ROOT
+
+    run = clean_run(tmp_path / "run")
+    fifo = run.history / "a-slow.jsonl"  # the conversion blocks on it until the test writes it
+    os.mkfifo(fifo)
+    held = os.open(fifo, os.O_RDWR)
+    report = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "report", str(run.root)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(report.stdout), daemon=True)
+    reader.start()
+    try:
+        # The session up (a Ctrl-C while the JVM launches is another story), the report waits
+        # for the conversion, which waits for the slow file.
+        wait_for(lambda: any("reading history" in line for line in lines), 120, "the JVM to start")
+        assert (run.history / ".events.parquet.tmp").is_dir()
+        jvms = [p for p in psutil.Process(report.pid).children(recursive=True) if "java" in p.name()]
+        assert jvms, "no JVM under the report"
+        os.killpg(report.pid, signal.SIGINT)
+        os.write(held, (GOOD + "\n").encode())  # the conversion may go on: to its next file's check
+        os.close(held)
+        report.wait(timeout=60)
+        reader.join(timeout=10)
+    finally:
+        if report.poll() is None:
+            os.killpg(report.pid, signal.SIGKILL)
+            report.wait()
+    output = "".join(lines)
+    assert report.returncode == 130 and "zchaos: interrupted" in output, output
+    assert not (run.history / ".events.parquet.tmp").exists()
+    # The conversion stops at its next file, or ends first (the few files after the slow one
+    # take milliseconds): then its Parquet form is whole, with its account.
+    parquet = run.history / "events.parquet"
+    if parquet.exists():
+        events = sum(1 for f in run.history.glob("*.jsonl") if f != fifo for _ in f.open()) + 1
+        assert json.loads((parquet / "_zchaos_input.json").read_text())["events"] == events
+    _, alive = psutil.wait_procs(jvms, timeout=30)
+    assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
 
 
 def test_the_schema_is_the_history_s():

@@ -47,6 +47,40 @@ def processes_of(runs: Path) -> list:
     return found
 
 
+@contextlib.contextmanager
+def report_process(
+    run_root: Path, env: dict[str, str] | None = None, wait_s: float = 60
+) -> Iterator[tuple[subprocess.Popen, list[str]]]:
+    """``zchaos report RUN`` in a process group of its own (SIGINT to the group is a terminal's
+    Ctrl-C), with the lines it prints collected as they come. After the block it is waited for
+    (``wait_s``); if the block fails, the group is killed."""
+    import threading
+
+    report = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "report", str(run_root)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        env=env, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(report.stdout), daemon=True)
+    reader.start()
+    try:
+        yield report, lines
+        report.wait(timeout=wait_s)
+        reader.join(timeout=10)
+    finally:
+        if report.poll() is None:
+            os.killpg(report.pid, signal.SIGKILL)
+            report.wait()
+
+
+def jvms_under(pid: int) -> list:
+    """The JVMs among the descendants of process ``pid`` (psutil processes)."""
+    import psutil
+
+    return [p for p in psutil.Process(pid).children(recursive=True) if "java" in p.name()]
+
+
 class Proc:
     def __init__(self, name: str, argv: list[str], log: Path, env: dict[str, str]) -> None:
         self.name = name

@@ -17,7 +17,7 @@ import pytest
 from harness.history import FIELD_TYPES, history_file
 from harness.rundir import RunDir
 from reports import ingest, pipeline
-from tests.procs import wait_for
+from tests.procs import jvms_under, report_process, wait_for
 from tests.test_report import make_run
 
 GOOD = '{"ts":1,"src":"a","ev":"send","cid":"c","seq":1}'
@@ -299,39 +299,22 @@ def test_ctrl_c_during_the_conversion_stops_the_report_and_leaves_nothing_half_w
     """``zchaos report`` interrupted (SIGINT to its process group, as a terminal sends it) while
     it waits for pyarrow's conversion: exit 130, no half-written Parquet form, no temporary
     folder, no JVM left."""
-    import subprocess
-
     import psutil
-
-    from tests.procs import ROOT
 
     run = clean_run(tmp_path / "run")
     fifo = run.history / "a-slow.jsonl"  # the conversion blocks on it until the test writes it
     os.mkfifo(fifo)
     held = os.open(fifo, os.O_RDWR)
-    report = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "report", str(run.root)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True,
-    )  # fmt: skip
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(report.stdout), daemon=True)
-    reader.start()
-    try:
+    with report_process(run.root) as (report, lines):
         # The session up (a Ctrl-C while the JVM launches is another story), the report waits
         # for the conversion, which waits for the slow file.
         wait_for(lambda: any("reading history" in line for line in lines), 120, "the JVM to start")
         assert (run.history / ".events.parquet.tmp").is_dir()
-        jvms = [p for p in psutil.Process(report.pid).children(recursive=True) if "java" in p.name()]
+        jvms = jvms_under(report.pid)
         assert jvms, "no JVM under the report"
         os.killpg(report.pid, signal.SIGINT)
         os.write(held, (GOOD + "\n").encode())  # the conversion may go on: to its next file's check
         os.close(held)
-        report.wait(timeout=60)
-        reader.join(timeout=10)
-    finally:
-        if report.poll() is None:
-            os.killpg(report.pid, signal.SIGKILL)
-            report.wait()
     output = "".join(lines)
     assert report.returncode == 130 and "zchaos: interrupted" in output, output
     assert not (run.history / ".events.parquet.tmp").exists()

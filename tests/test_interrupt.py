@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.history import read_events
-from tests.procs import ROOT, processes_of, wait_for
+from tests.procs import ROOT, jvms_under, processes_of, report_process, wait_for
 
 pytestmark = pytest.mark.slow  # whole scenario runs: left out of `./dev quick`
 
@@ -64,34 +64,19 @@ def test_an_interrupted_run_leaves_nothing_running(tmp_path: Path, sig: int) -> 
 def test_an_interrupted_report_stops_its_checks_and_its_jvm(tmp_path: Path) -> None:
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) while the checks run two
     at a time: the report stops with 130 and its JVM ends with it."""
-    import threading
-
     import psutil
 
     from tests.test_report import make_run
 
     run = make_run(tmp_path / "run")
-    report = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "report", str(run.root)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-        env={**os.environ, "ZCHAOS_REPORT_THREADS": "2"}, text=True,
-    )  # fmt: skip
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(report.stdout), daemon=True)
-    reader.start()
-    try:
+    env = {**os.environ, "ZCHAOS_REPORT_THREADS": "2"}
+    with report_process(run.root, env, wait_s=30) as (report, lines):
         # The first task done: the others are still running or waiting (ten tasks, two threads).
         wait_for(lambda: any(" done in " in line for line in lines), 120, "the first check to end")
         assert any("(2 at a time)" in line for line in lines), lines
-        jvms = [p for p in psutil.Process(report.pid).children(recursive=True) if "java" in p.name()]
+        jvms = jvms_under(report.pid)
         assert jvms, "no JVM under the report"
         os.killpg(report.pid, signal.SIGINT)
-        report.wait(timeout=30)
-        reader.join(timeout=10)
-    finally:
-        if report.poll() is None:
-            os.killpg(report.pid, signal.SIGKILL)
-            report.wait()
     output = "".join(lines)
     assert report.returncode == 130, output
     assert "zchaos: interrupted" in output

@@ -96,6 +96,7 @@ def competitor_pids() -> list[int]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["cgroup2", "cgroup1", "competitors"])
 def test_starved_process_slows_down_and_recovers(spinner: Spinner, method: str) -> None:
     if not available(method):
@@ -107,9 +108,15 @@ def test_starved_process_slows_down_and_recovers(spinner: Spinner, method: str) 
     with Starvation(pid, share=0.05, method=method) as s:
         assert s.used == method
         during = spinner.rate(1.5)
-    after = spinner.rate(1.0)
     assert during < 0.5 * before, (before, during)
-    assert after > 0.4 * before and after > 2 * during, (before, during, after)
+    # Recovery is a condition with a deadline, not one window right after: the other test
+    # process may load both cores for a while (CI once measured 1.0M/s just after, against
+    # 14.4M/s before and 0.58M/s starved), and a cgroup's last throttled period may still run.
+    rates: list[float] = []
+    deadline = time.monotonic() + 20
+    while not rates or rates[-1] <= max(0.4 * before, 2 * during):
+        assert time.monotonic() < deadline, ("rate did not come back", before, during, rates)
+        rates.append(spinner.rate(0.5))
     assert _proc_cgroup(pid) == cgroups_before
     assert os.sched_getaffinity(pid) == affinity_before
     assert competitor_pids() == []

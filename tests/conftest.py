@@ -3,8 +3,11 @@ real processes that are stopped after each test (``procs``)."""
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -88,3 +91,40 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             "a test module imported Locust at collection time, which patches this test process "
             "with gevent; import it inside a child process (see tests/test_load_phases.py)"
         )
+
+
+_SHARED_FIXTURE = re.compile(r"""scope\s*=\s*["'](module|class|package)["']""")
+
+
+@functools.cache
+def _shares_fixtures(module: Path) -> bool:
+    try:
+        return bool(_SHARED_FIXTURE.search(module.read_text()))
+    except OSError:
+        return True  # not a file we can read: keep its tests together, as loadscope would
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``--dist loadscope`` by test, not by module, where a module shares no fixture.
+
+    loadscope keeps a module's tests in one process so that a module-scoped fixture (one
+    scenario run for several assertions) runs once; but a module of independent long tests
+    (the CI scenarios, ~9 minutes) then sat in one process while the other idled. Only the
+    modules that declare a module-, class- or package-scoped fixture stay whole; every other
+    test is a unit of its own. (``--dist loadgroup`` would say this with marks, but pytest 9.2
+    and xdist ignore ``xdist_group``: pytest-xdist issue 1386.)
+    """
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    root = config.rootpath
+
+    class ByTestUnlessShared(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if _shares_fixtures(root / nodeid.split("::", 1)[0]):
+                return super()._split_scope(nodeid)
+            return nodeid
+
+    return ByTestUnlessShared(config, log)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckContext, FaultWindow, registry
 from reports.history_frame import events_frame
 
@@ -121,6 +123,7 @@ def no_states(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in events if e["ev"] != "bstar_state"]
 
 
+@pytest.mark.slow
 def test_a_failover_is_not_split_brain(spark) -> None:
     res = run(spark, "bstar_single_active", history())
     assert res.status == HELD, res
@@ -130,6 +133,7 @@ def test_a_failover_is_not_split_brain(spark) -> None:
     assert run(spark, "bstar_single_active", no_states(history())).status == HELD
 
 
+@pytest.mark.slow
 def test_both_answering_within_the_peer_timeout(spark) -> None:
     """The primary answers once at 10.52 s while the backup answers around it: split brain."""
     bad = no_states(history()) + request("c3", 1, 10.52, "primary")
@@ -144,6 +148,7 @@ def test_both_answering_within_the_peer_timeout(spark) -> None:
     assert run(spark, "bstar_single_active", late).figures["both_answering"] == 0
 
 
+@pytest.mark.slow
 def test_takeover_without_cause(spark) -> None:
     """The backup answers after the primary, and the plan never touched the primary."""
     res = run(spark, "bstar_single_active", no_states(history()), faults=())
@@ -158,6 +163,7 @@ def test_takeover_without_cause(spark) -> None:
     assert run(spark, "bstar_single_active", no_states(history()), faults=(peer,)).status == HELD
 
 
+@pytest.mark.slow
 def test_both_in_state_active(spark) -> None:
     """The restarted primary records itself active while the backup is: split brain by state."""
     bad = [*history(), ev(12.0, "primary", "bstar_state", state="active", reason="peer restarted")]
@@ -192,6 +198,7 @@ def test_failover_time(spark) -> None:
     assert res.status == UNKNOWN and "answering" in res.reason
 
 
+@pytest.mark.slow
 def test_no_lost_failover(spark) -> None:
     res = run(spark, "bstar_no_lost_failover", history())
     assert res.status == HELD, res

@@ -180,6 +180,7 @@ def test_prepared_shared_aggregates_skip_the_partial_aggregation(spark: Any) -> 
     prepared.release()
 
 
+@pytest.mark.slow
 def test_each_dispatch_finds_the_registration_state_it_was_sent_in(spark: Any) -> None:
     def broker(at_s: float, kind: str, worker: str = "w-a", **more: Any) -> dict[str, Any]:
         return {"ts": int(at_s * NS), "src": "broker", "ev": kind, "worker": worker, **more}

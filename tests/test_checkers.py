@@ -127,6 +127,7 @@ def check(name: str, ctx: CheckContext):
     return registry()[name].run(ctx)
 
 
+@pytest.mark.slow
 def test_clean_history_holds_everywhere(spark):
     fault = FaultWindow(1, "kill", "worker-1", t(20), t(21))
     ctx = make_ctx(spark, clean_history(), faults=[fault])
@@ -331,6 +332,7 @@ def retried(cid: str, seq: int, at: float, retry_at: float, *, abandon: bool = F
     return events
 
 
+@pytest.mark.slow
 def test_steady_state_judges_requests_no_fault_excuses(spark):
     # Fault [20, 22]; no expiry_ms: steady_grace_s (5 s) after the stop, so sends in [20, 27] are excused.
     fault = FaultWindow(1, "freeze", "worker-1", t(20), t(22))

@@ -49,6 +49,7 @@ def without(events: list[dict], kind: str, job: str, worker: str | None = None) 
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fn", "broken"),
     [
@@ -85,6 +86,7 @@ def test_checker_fails_on_a_broken_history(spark, fn, broken: list[dict]) -> Non
     assert result.status == VIOLATED and result.violations >= 1 and result.examples, result
 
 
+@pytest.mark.slow
 def test_every_checker_holds_on_the_clean_history(spark) -> None:
     for fn in (checks.complete_once, checks.deps_first, checks.all_complete, checks.exit_requeues):
         result = run(spark, fn, clean())

@@ -123,6 +123,7 @@ def test_ill_formed_requests_get_error_and_garbage_is_dropped(dwork: Dwork, ctx:
     assert len(dwork.events("malformed")) == 5
 
 
+@pytest.mark.slow
 def test_workers_run_graphs_in_dependency_order(dwork: Dwork) -> None:
     for w in ("worker-1", "worker-2"):
         dwork.worker(w, "--work-ms", "5", "--n", "2")
@@ -157,6 +158,7 @@ def test_killed_worker_is_noticed_and_its_tasks_run_elsewhere(dwork: Dwork) -> N
     assert len(dwork.events("task_complete")) == 3
 
 
+@pytest.mark.slow
 def test_stopped_worker_hands_back_what_it_had_not_run(dwork: Dwork) -> None:
     slow = dwork.worker("worker-1", "--work-ms", "60000", "--n", "3")
     tasks, _ = graph("s", "fanin", 4, b"s|x", "test")

@@ -148,6 +148,7 @@ def served(c: Cluster, subject: Subject, bodies: list[bytes], timeout_ms: int) -
     return got
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("subject", SUBJECTS, ids=[s.family for s in SUBJECTS])
 def test_broker_survives_a_seeded_junk_stream(cluster: Cluster, subject: Subject) -> None:
     fill = {"frontend": cluster.frontend, "backend": cluster.backend}

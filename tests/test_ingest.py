@@ -143,6 +143,7 @@ def test_a_clean_history_goes_the_pyarrow_way_with_spark_s_events_and_account(sp
     assert not [p for p in run.history.iterdir() if p.name.startswith(".")]  # no temporary folder left
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("at", ["size", "count"])
 def test_a_large_history_is_split_by_kind_as_spark_splits_it(spark, tmp_path, monkeypatch, at):
     """From SPLIT_MIN_EVENTS on, one folder per kind (so a check reads only its kinds), as

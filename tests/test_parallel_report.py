@@ -28,6 +28,7 @@ def _without_times(verdict: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow
 def test_concurrent_report_equals_the_sequential_one(spark, tmp_path: Path, monkeypatch) -> None:
     """A whole report (checks, examples, metrics, the damaged client left out) is the same
     with three threads as with one; the progress names every task once, as it ends."""

@@ -137,6 +137,7 @@ def test_a_killed_idle_worker_is_expired_within_liveness(system: System, client)
     assert bound_s - HEARTBEAT_MS / 1000 - 0.1 <= after_s <= bound_s + HEARTBEAT_MS / 1000 + 1.5
 
 
+@pytest.mark.slow
 def test_a_frozen_worker_is_expired_and_serves_again_after_sigcont(system: System, client) -> None:
     system.start_queue()
     worker = system.start_worker("worker-1")

@@ -89,6 +89,7 @@ def test_pings_answered_excuses_pings_lost_with_a_killed_broker(spark) -> None:
     assert run("pingpong_pings_answered", ctx(spark, events, [KILL_W2, broker_down])).status == HELD
 
 
+@pytest.mark.slow
 def test_no_dispatch_to_expired(spark) -> None:
     assert run("pingpong_no_dispatch_to_expired", ctx(spark, clean_history())).status == HELD
     events = [*clean_history(), ev(17, "broker", "dispatch", worker="worker-2-bbbb", rid="c:2", detail="")]
@@ -100,6 +101,7 @@ def test_no_dispatch_to_expired(spark) -> None:
     assert run("pingpong_no_dispatch_to_expired", ctx(spark, events)).status == HELD
 
 
+@pytest.mark.slow
 def test_expiry_measures_the_silence_and_bounds_it(spark) -> None:
     res = run("pingpong_expiry", ctx(spark, clean_history(), [KILL_W2]))
     assert res.status == HELD, res.examples
@@ -133,6 +135,7 @@ def reconnect_history(after_s: float) -> list[dict]:
     return events
 
 
+@pytest.mark.slow
 def test_reconnect(spark) -> None:
     # The broker was frozen from 4.5 s to 9 s: the worker's silence is not its own doing.
     frozen = [FaultWindow(1, "freeze", "broker", at(4.5), at(9.0))]
@@ -165,6 +168,7 @@ def restart_history(back_after_s: float | None) -> list[dict]:
     return events
 
 
+@pytest.mark.slow
 def test_workers_return_after_a_broker_restart(spark) -> None:
     restart = [FaultWindow(1, "restart", "broker", at(4.5), at(5.1))]  # the stop follows the start
     res = run("pingpong_workers_return", ctx(spark, restart_history(0.9), restart))
@@ -194,6 +198,7 @@ def resend_history(resend_after_s: float | None) -> list[dict]:
     return events
 
 
+@pytest.mark.slow
 def test_resend(spark) -> None:
     kill = [FaultWindow(1, "kill", "worker-1", at(1.0005), at(1.0005))]
     res = run("pingpong_resend", ctx(spark, resend_history(1.02), kill, resend_ms=1000))
@@ -205,6 +210,7 @@ def test_resend(spark) -> None:
     assert run("pingpong_resend", ctx(spark, resend_history(None), kill)).status == UNKNOWN
 
 
+@pytest.mark.slow
 def test_expiry_ignores_pings_lost_in_a_partition(spark) -> None:
     """worker-2's link is cut at 10 s: later PINGs never arrive; it expires 3.2 s after the last that did."""
     events = [e for e in clean_history() if e["ev"] != "worker_expired"]

@@ -160,6 +160,7 @@ def built(spark, tmp_path_factory):
     return run, verdict, messages
 
 
+@pytest.mark.slow
 def test_verdict_json(built):
     run, verdict, messages = built
     assert json.loads(run.verdict_json.read_text()) == json.loads(json.dumps(verdict, default=str))
@@ -220,6 +221,7 @@ def test_report_html(built):
     assert "https://" not in page
 
 
+@pytest.mark.slow
 def test_rebuild_reads_the_compacted_history(built):
     run, first, _ = built
     assert (run.history / "events.parquet" / "_zchaos_input.json").exists()
@@ -235,6 +237,7 @@ def test_rebuild_reads_the_compacted_history(built):
     assert again["metrics"]["events"] == first["metrics"]["events"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("large", [False, True], ids=["cached", "compacted-in-one-pass"])
 def test_a_client_history_cut_mid_line_is_named_not_blamed_on_the_system(spark, tmp_path, monkeypatch, large):
     """Before: the sends lost with the cut half of a client's file were counted as thousands of

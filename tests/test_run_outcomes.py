@@ -135,6 +135,7 @@ def _ev(ts: int, src: str, ev: str, **fields: Any) -> dict[str, Any]:
     return {"ts": ts, "src": src, "ev": ev, **fields}
 
 
+@pytest.mark.slow
 def test_completeness_of_a_run_from_its_history(spark) -> None:
     s = 1_000_000_000
     meta = {

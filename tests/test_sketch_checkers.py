@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from reports.checkers import HELD, VIOLATED, CheckContext, registry
 from reports.history_frame import events_frame
 
@@ -50,6 +52,7 @@ def history() -> list[dict[str, Any]]:
     ]
 
 
+@pytest.mark.slow
 def test_no_repeat_exec(spark) -> None:
     res = run("sketch_no_repeat_exec", history(), spark)
     assert res.status == HELD and res.figures["cache_replays"] == 1 and res.figures["executions"] == 3
@@ -62,6 +65,7 @@ def test_no_repeat_exec(spark) -> None:
     assert run("sketch_no_repeat_exec", later, spark).status == HELD
 
 
+@pytest.mark.slow
 def test_disabled_discarded(spark) -> None:
     res = run("sketch_disabled_discarded", history(), spark)
     assert res.status == HELD
@@ -71,6 +75,7 @@ def test_disabled_discarded(spark) -> None:
     assert res.status == VIOLATED and res.examples[0]["worker"] == "server-1-aaaa"
 
 
+@pytest.mark.slow
 def test_no_dispatch_to_disabled(spark) -> None:
     assert run("sketch_no_dispatch_to_disabled", history(), spark).status == HELD
     bad = [*history(), ev(1.5, "queue", "dispatch", worker="server-1-aaaa", rid="c:3", detail="")]

@@ -164,6 +164,7 @@ def spark_home() -> Path:
     return Path(_find_spark_home())
 
 
+@pytest.mark.slow
 def test_a_java_that_cannot_make_an_archive_still_reports_and_is_not_asked_again(tmp_path: Path) -> None:
     """A Java without its base archive (here: forced off) refuses to start making one."""
     java = cds.java_binary()

@@ -162,6 +162,7 @@ def test_the_skip_keeps_order_and_passes_over_services(tmp_path: Path) -> None:
     assert [store.next_pending()[0], store.next_pending()[0]] == [a, b]
 
 
+@pytest.mark.slow
 def test_a_silent_service_does_not_hold_every_dispatch_slot(titanic: Titanic, ctx: zmq.Context) -> None:
     """Requests for a service nobody serves time out once; then they take one slot at a time,
     and a request for a working service is dispatched at once instead of behind them."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckContext, FaultWindow, registry
 from reports.history_frame import events_frame
 
@@ -71,6 +73,7 @@ def kill(at: float, target: str = "titanic") -> FaultWindow:
 # --- titanic_durable ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_durable_holds_when_every_ticket_is_answered_across_a_kill(spark) -> None:
     history = cycle(1, 1.0) + cycle(2, 5.0, got=6.0) + cycle(3, 20.0)  # seq 2 waits out the kill at 8 s
     # A 400 for a uuid after its close is no loss; a ticket still open at the end is indeterminate.
@@ -99,6 +102,7 @@ def test_durable_names_forgotten_abandoned_and_unexecuted_tickets(spark) -> None
     }
 
 
+@pytest.mark.slow
 def test_durable_unknown_without_tickets_or_without_a_crossing(spark) -> None:
     assert run(spark, "titanic_durable", []).status == UNKNOWN
     # A kill while nothing was stored and waiting: durability was not exercised.
@@ -109,6 +113,7 @@ def test_durable_unknown_without_tickets_or_without_a_crossing(spark) -> None:
 # --- titanic_executed_once ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_executed_once_counts_and_judges_only_where_promised(spark) -> None:
     # seq 2 was submitted once and ran twice; seq 3 was resent once (two uuids) and ran twice.
     history = cycle(1, 1.0) + cycle(2, 2.0, execs=2) + cycle(3, 3.0, sends=2, execs=2)

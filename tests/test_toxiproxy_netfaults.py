@@ -93,6 +93,7 @@ def recovers(req: zmq.Socket) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("kind", "params"),
     [

@@ -59,6 +59,7 @@ def run(spark, fn, events: list[dict], faults: list[FaultWindow] | None = None):
     return fn(CheckContext(spark, events_frame(spark, events), meta, faults or []))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fn", "broken"),
     [
@@ -78,6 +79,7 @@ def test_checker_fails_on_a_broken_history(spark, fn, broken: list[dict]) -> Non
     assert result.status == VIOLATED and result.violations >= 1 and result.examples
 
 
+@pytest.mark.slow
 def test_every_checker_holds_on_the_clean_history(spark) -> None:
     for fn in (
         checks.single_take,
@@ -89,6 +91,7 @@ def test_every_checker_holds_on_the_clean_history(spark) -> None:
         assert run(spark, fn, clean()).status == HELD, fn.__name__
 
 
+@pytest.mark.slow
 def test_lock_timeout_released_too_early_or_never(spark) -> None:
     early = [e for e in clean() if e.get("lock") != "20.2"] + [
         lock("worker-2", 20, "20.2", 5),
@@ -103,6 +106,7 @@ def test_lock_timeout_released_too_early_or_never(spark) -> None:
     assert run(spark, checks.lock_timeout, never, [freeze]).status == HELD
 
 
+@pytest.mark.slow
 def test_result_routing_lost_and_misrouted(spark) -> None:
     lost = [e for e in clean() if e["ev"] != "wmp_result"]
     result = run(spark, checks.result_routing, lost)

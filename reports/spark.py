@@ -185,6 +185,11 @@ def _start(events: int | None, spark_home: Path, plan: cds.Plan | None) -> Spark
         .config("spark.sql.shuffle.partitions", os.environ.get("ZCHAOS_SPARK_PARTITIONS", "8"))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.ansi.enabled", "false")
+        # The cached frames (the per-request and per-id aggregates) live for one report:
+        # choosing and applying a compression per column cost more than the aggregation
+        # itself (10M events, warm: per_request cached 8.1-8.9 s CPU compressed, 5.7-6.3 s
+        # not, 3.5-4.1 s not cached at all); reading it back is faster too.
+        .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
     )
     if driver_java_options(events):
         builder = builder.config("spark.driver.extraJavaOptions", driver_java_options(events))

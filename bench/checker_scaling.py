@@ -29,6 +29,25 @@ seconds of this process and its JVM together (which moves far less with the load
 wall time), and the Spark jobs and stages (each ``count()``, ``first()``, ``collect()`` and
 broadcast is a job; with adaptive execution each shuffle stage is one more).
 
+The latest figures, the first on a quiet machine (2026-11-25, nothing else running; the
+load average shown is the benchmark's own, one report on two cores), main at a28f419:
+
+- demo run (105,787 events, 9 checks), whole process: 7.3 s from JSON lines, 7.3 s rebuilt
+  (the benchmark); by hand, 7 rounds each: 7.4-9.6 s from JSON, 7.4-8.7 s rebuilt.
+- 100k synthetic (14 checks): 9.7 s JSON, 10.8 s rebuilt, warm 8.6 / 5.7 s; pandas 0.1 s.
+- 1M: 17.1 s JSON, 16.4 s rebuilt, warm 13.2 / 13.8 s; pandas 0.7 s.
+- 10M (10,000,664 events, 1.15 GB): 72.5 s JSON, 52.7 s rebuilt, warm 69.3 / 39.4 s;
+  pandas (3 checks) 11.9 s. So the loaded figures below overstated the wall time 5-10x.
+- 10M, per step of a warm rebuild, each step alone (s wall / s CPU): no_lost 11.0 / 21.3
+  (with building the per-request aggregate: 9 / 17.5 of it, of which caching it was half),
+  metrics 11.1 / 18.8 (client_pass 4.7 / 6.1, client_kinds 4.6 / 8.9), no_duplicate 6.4 /
+  12.0 (with per_rid), in_order 5.9 / 11.5 (with violations its window runs twice: once
+  for the counts, once for the examples), pingpong_reconnect 5.7 / 11.2, steady_state 2.6 /
+  5.0, pingpong_expiry 2.1 / 4.0, the fault windows 1.8 / 3.5, every other under 1 s.
+- Measured and kept: the in-memory cache uncompressed (reports/spark.py). Measured and not
+  kept: adaptive execution off at 10M (2 rounds alternating, warm: 37.1 / 30.9 s on
+  against 33.1 / 32.8 s off: noise).
+
 Where the time goes (measured 2026-11-23 on main at 35d3e7a, before this round of work):
 
 - 100k events (11 MB of JSON), at the start of the session, load 0.4-3.6: whole process

@@ -16,16 +16,49 @@ __all__ = ["cluster", "procs"]  # fixtures
 
 
 def test_sketch_gives_up_on_a_request_no_server_answers_in_time(cluster: Cluster) -> None:
-    queue, _ = start_sketch(cluster, 2)
-    # 10 MB: never echoed within the 10 ms reply wait, so every send of it times out.
+    queue, _ = start_sketch(cluster, 0)
+    # The one server is the test's: it echoes each send only once the queue has disabled it
+    # for missing the 10 ms reply wait, so every send is late by construction. (Real servers
+    # echoing 10 MB were late only while the machine was idle: the queue counts a reply that
+    # arrived before it looked at its deadlines as on time, and a busy CI machine once left it
+    # waiting that long, so the request was answered and never given up.)
+    late = cluster.context.socket(zmq.REQ)
+    late.linger = 0
+    late.setsockopt(zmq.ROUTING_ID, b"late-server")
+    late.connect(cluster.backend)
+    late.send(b"READY")
+    cluster.wait_event("worker_ready", worker="late-server")
     huge = cluster.context.socket(zmq.REQ)
     huge.linger = 0
     huge.connect(cluster.frontend)
     huge.send(b"big:1|" + b"x" * 10_000_000)
-    dropped = cluster.wait_event("request_expired", timeout=15, rid="big:1")
+    deadline = time.monotonic() + 60
+    while not cluster.events("request_expired", rid="big:1"):
+        assert time.monotonic() < deadline, "the queue kept resending the request no server answers in time"
+        if late.poll(50, zmq.POLLIN):
+            request = late.recv_multipart()
+            sent = len(cluster.events("dispatch", rid="big:1"))
+            wait_for(
+                lambda sent=sent: (
+                    len(cluster.events("worker_expired", worker="late-server", reason="disabled")) >= sent
+                ),
+                15,
+                "the late server disabled for this send",
+            )
+            late.send_multipart(request)
+    dropped = cluster.events("request_expired", rid="big:1")[0]
     assert "sends" in dropped["reason"]
     sends = cluster.events("dispatch", rid="big:1")
     assert 1 < len(sends) <= 8, len(sends)
+    assert all(s["worker"] == "late-server" for s in sends), sends
+    late.close()
+    # A correct client is still served, by a real server.
+    cluster.start(
+        "implementations.reliable_sketch.server",
+        ["--connect", cluster.backend, "--identity", "server-1"],
+        "server-1",
+    )
+    wait_for(lambda: len(cluster.events("worker_ready")) >= 2, 10, "the real server registered")
     for n in range(1, 4):
         assert cluster.request(f"c:{n}|x".encode(), timeout_ms=5000) == f"c:{n}|x".encode()
     huge.close()

@@ -261,6 +261,8 @@ def test_worker_killed_while_holding_jobs_the_client_retry_is_served(
     for body in want:
         sock.send_multipart([b"", body])
     assert collect(sock, want) == want
+    # A worker records `done` just after it sends the result: the client may read first.
+    wait_for(lambda: len({e["rid"] for e in c.events("done")}) >= 4, 10, "4 done events")
     done_by = {e["rid"]: e["worker"] for e in c.events("done")}
     assert set(done_by.values()) == {"worker-2"} and len(done_by) == 4
 

@@ -33,17 +33,20 @@ def test_sketch_gives_up_on_a_request_no_server_answers_in_time(cluster: Cluster
     huge.connect(cluster.frontend)
     huge.send(b"big:1|" + b"x" * 10_000_000)
     deadline = time.monotonic() + 60
+    received = 0
     while not cluster.events("request_expired", rid="big:1"):
         assert time.monotonic() < deadline, "the queue kept resending the request no server answers in time"
         if late.poll(50, zmq.POLLIN):
             request = late.recv_multipart()
-            sent = len(cluster.events("dispatch", rid="big:1"))
+            received += 1
+            # The n-th send is echoed after the n-th disabling (not after the n-th dispatch
+            # event: the queue writes that just after sending, so the test may not see it yet).
             wait_for(
-                lambda sent=sent: (
-                    len(cluster.events("worker_expired", worker="late-server", reason="disabled")) >= sent
+                lambda n=received: (
+                    len(cluster.events("worker_expired", worker="late-server", reason="disabled")) >= n
                 ),
                 15,
-                "the late server disabled for this send",
+                f"the late server disabled for send {received}",
             )
             late.send_multipart(request)
     dropped = cluster.events("request_expired", rid="big:1")[0]

@@ -110,10 +110,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     loadscope keeps a module's tests in one process so that a module-scoped fixture (one
     scenario run for several assertions) runs once; but a module of independent long tests
-    (the CI scenarios, ~9 minutes) then sat in one process while the other idled. Only the
+    (the CI scenarios, 7-9 minutes) then sat in one process while the other idled. Only the
     modules that declare a module-, class- or package-scoped fixture stay whole; every other
-    test is a unit of its own. (``--dist loadgroup`` would say this with marks, but pytest 9.2
-    and xdist ignore ``xdist_group``: pytest-xdist issue 1386.)
+    test is a unit of its own. A module that only imports such a fixture from another is
+    not seen: its fixture then runs once per process it lands in (slower, still correct).
+    (``--dist loadgroup`` would say this with marks, but pytest 9.2 and xdist ignore
+    ``xdist_group``: pytest-xdist issue 1386.)
     """
     if config.getvalue("dist") != "loadscope":
         return None

@@ -10,7 +10,7 @@ import zmq
 from implementations.pingpong.broker import MAX_RESENDS
 from tests.procs import procs, wait_for
 from tests.test_pingpong import EXPIRE_S, FAST, Cluster, cluster, start_pingpong
-from tests.test_sketch import start_sketch
+from tests.test_sketch import start_sketch, start_sketch_server
 
 __all__ = ["cluster", "procs"]  # fixtures
 
@@ -56,11 +56,7 @@ def test_sketch_gives_up_on_a_request_no_server_answers_in_time(cluster: Cluster
     assert all(s["worker"] == "late-server" for s in sends), sends
     late.close()
     # A correct client is still served, by a real server.
-    cluster.start(
-        "implementations.reliable_sketch.server",
-        ["--connect", cluster.backend, "--identity", "server-1"],
-        "server-1",
-    )
+    start_sketch_server(cluster, "server-1")
     wait_for(lambda: len(cluster.events("worker_ready")) >= 2, 10, "the real server registered")
     for n in range(1, 4):
         assert cluster.request(f"c:{n}|x".encode(), timeout_ms=5000) == f"c:{n}|x".encode()

@@ -50,16 +50,16 @@ def start_sketch(c: Cluster, servers: int, reply_timeout_ms: int = 10) -> tuple[
         ["--frontend", c.frontend, "--backend", c.backend, "--reply-timeout-ms", str(reply_timeout_ms)],
         "queue",
     )
-    started = [
-        c.start(
-            "implementations.reliable_sketch.server",
-            ["--connect", c.backend, "--identity", f"server-{i}"],
-            f"server-{i}",
-        )
-        for i in range(1, servers + 1)
-    ]
+    started = [start_sketch_server(c, f"server-{i}") for i in range(1, servers + 1)]
     wait_for(lambda: len(c.events("worker_ready")) >= servers, 10, "servers registered")
     return queue, started
+
+
+def start_sketch_server(c: Cluster, name: str) -> Proc:
+    """One echo server of the sketch, connected to the queue's backend (not yet registered)."""
+    return c.start(
+        "implementations.reliable_sketch.server", ["--connect", c.backend, "--identity", name], name
+    )
 
 
 def test_a_stalled_server_is_disabled_passed_over_and_its_late_reply_discarded(cluster: Cluster) -> None:

@@ -247,6 +247,30 @@ def test_figures_per_kind_from_the_history(spark) -> None:
     assert errors["first"][0]["code"] == 3 and errors["first"][0]["cid"] == "client-3"
 
 
+def test_requests_per_kind_are_the_distinct_seqs_sent_whatever_their_values(spark) -> None:
+    """client_kinds counts a kind's requests from bits of the seqs (64 per word), not by
+    grouping each request: seqs on both sides of a word's edge, negative, huge, resent, or
+    missing each count as in a grouping by (client, seq)."""
+    from reports.history_frame import events_frame
+    from reports.metrics import client_kinds
+
+    seqs = [-65, -64, -1, 0, 63, 64, 64, 2**62, -(2**63), None, None]
+    events = [
+        {"ts": i, "src": "c-1", "ev": "send", "cid": "c-1", "seq": seq, "rid": f"c-1:{seq}", "attempt": 1}
+        for i, seq in enumerate(seqs)
+    ]
+    events += [
+        {"ts": 90, "src": "c-2", "ev": "send", "cid": "c-2", "seq": 64, "rid": "c-2:64", "attempt": 1},
+        # A client that sent nothing still counts as a client of its kind, with no request.
+        {"ts": 91, "src": "c-3", "ev": "unexpected", "cid": "c-3", "detail": "stray"},
+    ]
+    kinds = client_kinds(events_frame(spark, events))
+    expected = len({(e["cid"], e["seq"]) for e in events if e["ev"] == "send"})
+    figures = kinds["(unnamed)"]
+    assert (figures["requests"], figures["sends"], figures["clients"]) == (expected, 12, 3)
+    assert expected == 10
+
+
 # --- a whole run ----------------------------------------------------------------------------
 
 MIXED = ROOT / "scenarios" / "majordomo-mixed-kill-busy-worker.toml"

@@ -207,6 +207,31 @@ def test_each_dispatch_finds_the_registration_state_it_was_sent_in(spark: Any) -
     assert [e["rid"] for e in result.examples] == ["r5", "never", "r2100"]
 
 
+def test_each_mark_finds_the_latest_event_before_it(spark: Any) -> None:
+    import random
+
+    rnd = random.Random(12)
+    # A history of 4000 s (buckets of 8 s): events of two workers at random times (some
+    # before every mark, some at a mark's very time), marks at random times (two at once,
+    # one key with no event at all, intervals crossing many buckets).
+    events = [{"ts": rnd.randrange(0, 4000 * NS), "src": rnd.choice(["w-1", "w-2"]), "ev": "exec"}
+              for _ in range(300)]  # fmt: skip
+    events += [{"ts": 1000 * NS, "src": "w-1", "ev": "exec"}, {"ts": 4000 * NS, "src": "w-2", "ev": "exec"}]
+    marks = [{"ts": t, "src": src, "ev": "ping"} for src in ("w-1", "w-2", "w-3")
+             for t in sorted(rnd.randrange(0, 4000 * NS) for _ in range(12))]  # fmt: skip
+    marks += [{"ts": 1000 * NS, "src": "w-1", "ev": "ping"}, {"ts": 1000 * NS, "src": "w-1", "ev": "ping"}]
+    frame = events_frame(spark, events + marks)
+    ctx = ctx_with([], spark, frame)
+    got = tk.last_before(ctx, frame.filter("ev = 'ping'"), frame.filter("ev = 'exec'"), "src", "before")
+    found = sorted((r["src"], r["ts"], r["before"]) for r in got.collect())
+
+    def latest(src: str, ts: int) -> int | None:
+        return max((e["ts"] for e in events if e["src"] == src and e["ts"] < ts), default=None)
+
+    assert found == sorted((m["src"], m["ts"], latest(m["src"], m["ts"])) for m in marks)
+    assert {b for src, _, b in found if src == "w-3"} == {None}
+
+
 #: Modules of shared helpers, not of checks.
 HELPERS = {"__init__", "toolkit"}
 

@@ -44,6 +44,7 @@ from reports.checkers.toolkit import (
     history_end,
     instance_column,
     judged,
+    last_before,
     ms,
     options,
     overlaps,
@@ -315,14 +316,13 @@ def reconnect(ctx: CheckContext) -> CheckResult:
         .filter(F.col("instance").isin(list(workers)))
         .select("ts", F.col("instance").alias("src"), "ev", "worker", "reason", "detail")
     )
-    # What the worker last heard or did before each event (a PONG, a job, its start...): a
-    # PING only says it is still waiting. Only reconnects and PINGs past the bound matter, and
-    # those are few: they come back to Python, in order, with that time beside them.
-    before = Window.partitionBy("src").orderBy("ts").rowsBetween(Window.unboundedPreceding, -1)
+    # What the worker last heard or did before each reconnect or PING (a PONG, a job, its
+    # start...; a PING only says it is still waiting). Those are few, the jobs many: each
+    # is given the latest of the others before it, and those past the bound come back to
+    # Python, in order, with that time beside them.
     worker_events = ev.unionByName(starts)
-    marked = worker_events.withColumn(
-        "reset_ts", F.last(F.when(F.col("ev") != "ping", F.col("ts")), True).over(before)
-    )
+    marks = ev.filter(F.col("ev").isin("ping", "reconnect"))
+    marked = last_before(ctx, marks, worker_events.filter(F.col("ev") != "ping"), "src", "reset_ts")
     telling = marked.filter(
         F.col("reset_ts").isNotNull()
         & (

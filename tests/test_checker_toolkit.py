@@ -232,6 +232,23 @@ def test_each_mark_finds_the_latest_event_before_it(spark: Any) -> None:
     assert {b for src, _, b in found if src == "w-3"} == {None}
 
 
+def test_totals_and_the_first_offenders_in_one_aggregation(spark: Any) -> None:
+    import random
+
+    from pyspark.sql import functions as F
+
+    times = random.Random(3).sample(range(10_000), 200)
+    frame = spark.createDataFrame([(ts, ts % 3 == 0) for ts in times], "ts long, bad boolean")
+    row, firsts = tk.totals_and_firsts(
+        frame, [F.count("*").alias("n"), F.sum(F.col("bad").cast("int")).alias("bad")], F.col("bad")
+    )
+    offenders = sorted(ts for ts in times if ts % 3 == 0)
+    assert (row["n"], row["bad"]) == (200, len(offenders))
+    assert [r["ts"] for r in firsts] == offenders[: tk.MAX_EXAMPLES]
+    none, shown = tk.totals_and_firsts(frame.filter(~F.col("bad")), [F.count("*").alias("n")], F.col("bad"))
+    assert (none["n"], shown) == (200 - len(offenders), [])
+
+
 #: Modules of shared helpers, not of checks.
 HELPERS = {"__init__", "toolkit"}
 

@@ -78,15 +78,20 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         .withColumn("excused", excused)
         .withColumn("lost", (declared & ~F.col("excused")) | (F.col("open") & ~F.col("indeterminate")))
     )
-    row = requests.agg(
-        F.count("*").alias("requests"),
-        F.sum("replied").alias("replied"),
-        F.sum(F.when((F.col("replied") == 0) & (F.col("abandoned") == 1), 1)).alias("abandoned"),
-        F.sum(F.col("indeterminate").cast("int")).alias("indeterminate"),
-        F.sum(F.col("lost").cast("int")).alias("lost"),
-        F.sum((F.col("lost") & F.col("lost_ts").isNotNull()).cast("int")).alias("past_deadline"),
-        F.sum(F.col("excused").cast("int")).alias("excused"),
-    ).first()
+    # The counts and the earliest lost requests (the examples) from one aggregation.
+    row, firsts = tk.totals_and_firsts(
+        requests,
+        [
+            F.count("*").alias("requests"),
+            F.sum("replied").alias("replied"),
+            F.sum(F.when((F.col("replied") == 0) & (F.col("abandoned") == 1), 1)).alias("abandoned"),
+            F.sum(F.col("indeterminate").cast("int")).alias("indeterminate"),
+            F.sum(F.col("lost").cast("int")).alias("lost"),
+            F.sum((F.col("lost") & F.col("lost_ts").isNotNull()).cast("int")).alias("past_deadline"),
+            F.sum(F.col("excused").cast("int")).alias("excused"),
+        ],
+        F.col("lost"),
+    )
     total, lost, indeterminate = count(row["requests"]), count(row["lost"]), count(row["indeterminate"])
     figures = {
         "requests": total,
@@ -116,8 +121,10 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         )  # fmt: skip
     found = []
     if lost:
-        # The texts of the requests shown only (tk.request_details): the earliest, as examples() shows.
-        shown = tk.request_details(ctx, requests.filter("lost").orderBy("ts").limit(MAX_EXAMPLES))
+        # The texts of the requests shown only (tk.request_details).
+        kept = {"cid": "string", "seq": "long", "ts": "long", "sends": "long", "last_send_ts": "long",
+                "lost_ts": "long"}  # fmt: skip
+        shown = tk.request_details(ctx, small_frame(ctx, [tuple(r[k] for k in kept) for r in firsts], kept))
         offenders = shown.select(
             "ts",
             "src",
@@ -238,12 +245,17 @@ def in_order(ctx: CheckContext) -> CheckResult:
         .withColumn("first", F.row_number().over(order) == 1)
         .withColumn("bad", F.col("seq") <= F.col("prev_seq"))
     )
-    row = marked.agg(
-        F.count("*").alias("replies"),
-        # Each client's first reply, counted: its clients, without a distinct count's own pass.
-        F.sum((F.col("first") & F.col("cid").isNotNull()).cast("int")).alias("clients"),
-        F.sum(F.col("bad").cast("int")).alias("bad"),
-    ).first()
+    # The counts and the first offenders from one aggregation: the window runs once.
+    row, firsts = tk.totals_and_firsts(
+        marked,
+        [
+            F.count("*").alias("replies"),
+            # Each client's first reply, counted: its clients, without a distinct count's own pass.
+            F.sum((F.col("first") & F.col("cid").isNotNull()).cast("int")).alias("clients"),
+            F.sum(F.col("bad").cast("int")).alias("bad"),
+        ],
+        F.col("bad"),
+    )
     bad = count(row["bad"])
     figures = {
         "promised": True,
@@ -263,17 +275,16 @@ def in_order(ctx: CheckContext) -> CheckResult:
         )  # fmt: skip
     found = []
     if bad:
-        shown = (
-            marked.filter("bad")
-            .orderBy("ts")
-            .limit(MAX_EXAMPLES)
-            .select(*(F.col(c).alias(f"_{c}") for c in ("cid", "ts", "seq")), "prev_seq", "prev_ts")
+        keys = {"cid": "string", "ts": "long", "seq": "long", "prev_seq": "long", "prev_ts": "long"}
+        shown = small_frame(
+            ctx, [tuple(r[k] for k in keys) for r in firsts], {f"_{k}": t for k, t in keys.items()}
         )
         same = [F.col(c).eqNullSafe(F.col(f"_{c}")) for c in ("cid", "ts", "seq")]
+        # Their other fields from the replies (a scan, no shuffle): the window carried three.
         offenders = (
             replies.select(*EVENT_KEYS)
             .join(F.broadcast(shown), same[0] & same[1] & same[2])
-            .select(*EVENT_KEYS, "prev_seq", "prev_ts")
+            .select(*EVENT_KEYS, F.col("_prev_seq").alias("prev_seq"), F.col("_prev_ts").alias("prev_ts"))
             .withColumn("problem", F.lit("seq not above the previous reply's seq"))
             .dropDuplicates()
         )

@@ -24,6 +24,7 @@ builds its result.
 - **Results**: ``judged`` (held or violated, with examples), ``unknown`` (with what was
   missing), ``example`` / ``examples`` (offending events for a person to find in the logs),
   ``problems`` (several labelled offender frames counted and sampled in one Spark action),
+  ``totals_and_firsts`` (a frame's totals and its first offending rows in one aggregation),
   ``spread`` / ``ms`` for duration figures.
 
 Family modules import from here (and from ``reports.checkers``), never from each other.
@@ -845,6 +846,18 @@ def problems(*labelled: tuple[str, DataFrame]) -> Found:
     for r in firsts.collect():
         found.setdefault(r["problem"], (r["n"], []))[1].append(json.loads(r["row"]))
     return found
+
+
+def totals_and_firsts(
+    df: DataFrame, totals: list[Column], offending: Column, n: int = MAX_EXAMPLES, order: str = "ts"
+) -> tuple[Any, list[dict[str, Any]]]:
+    """The aggregate ``totals`` over ``df`` (a Row) and the first ``n`` of its rows by ``order``
+    where ``offending`` holds (dicts, in that order), from ONE aggregation: Spark keeps each
+    task's bottom ``n`` (``min_by`` with a count), where counting and then asking for the
+    examples ran ``df``'s plan (a window's shuffle and sort, say) twice."""
+    firsts = F.min_by(F.when(offending, F.struct(*df.columns)), F.when(offending, F.col(order)), n)
+    row = df.agg(*totals, firsts.alias("_firsts")).first()
+    return row, [r.asDict() for r in row["_firsts"] or []]
 
 
 def judged_problems(

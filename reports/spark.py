@@ -59,6 +59,13 @@ _archive: cds.Plan | None = None
 #: Below this many events the JVM runs only its quick compiler (C1): the report is a few
 #: seconds of many small queries, where C2's compile time never pays back.
 QUICK_JVM_EVENTS = 2_000_000
+#: From QUICK_JVM_EVENTS on, C2 inlines less (callees up to 100 bytecodes, not 325; none whose
+#: compiled code is over 1,000 bytes, not 2,500): a cold report at 10M events spent 37 s of CPU
+#: in C2 (45 s compiling in all, -XX:+CITime) on a 2-core machine, while its tasks waited on
+#: the other core. ``zchaos report`` of 10M events rebuilt from Parquet, 5 pairs alternating
+#: (2026-11-26, nothing else running): 37.9-48.0 s (median 40.1) against 44.4-51.5 s (48.8),
+#: shorter in each pair.
+LESS_INLINING = ("-XX:FreqInlineSize=100", "-XX:InlineSmallCode=1000")
 #: Below this many events (the driver's 1 GB heap) the JVM collects with the serial collector:
 #: G1's concurrent threads and write barriers cost a short report more CPU than its pauses
 #: on a small heap save (the demo run, whole process from Parquet, 9 pairs alternating at
@@ -104,12 +111,14 @@ def driver_memory(events: int | None) -> str:
 
 def driver_java_options(events: int | None) -> str:
     """The driver JVM's options for a history of ``events`` events (None: unknown): the quick
-    compiler alone below QUICK_JVM_EVENTS, the serial collector below SERIAL_GC_EVENTS. They
-    go in spark.driver.extraJavaOptions, so that a user's own options there replace them
-    (two collectors asked for would stop the JVM from starting)."""
+    compiler alone below QUICK_JVM_EVENTS, LESS_INLINING from there on, the serial collector
+    below SERIAL_GC_EVENTS. They go in spark.driver.extraJavaOptions, so that a user's own
+    options there replace them (two collectors asked for would stop the JVM from starting)."""
     options = []
     if events is not None and events < QUICK_JVM_EVENTS:
         options.append("-XX:TieredStopAtLevel=1")
+    elif events is not None:
+        options += LESS_INLINING
     if events is not None and events < SERIAL_GC_EVENTS:
         options.append("-XX:+UseSerialGC")
     return " ".join(options)

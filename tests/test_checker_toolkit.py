@@ -232,7 +232,8 @@ def test_each_mark_finds_the_latest_event_before_it(spark: Any) -> None:
     assert {b for src, _, b in found if src == "w-3"} == {None}
 
 
-def test_totals_and_the_first_offenders_in_one_aggregation(spark: Any) -> None:
+@pytest.mark.parametrize("one_aggregation", [True, False])
+def test_totals_and_the_first_offenders(spark: Any, one_aggregation: bool) -> None:
     import random
 
     from pyspark.sql import functions as F
@@ -240,12 +241,18 @@ def test_totals_and_the_first_offenders_in_one_aggregation(spark: Any) -> None:
     times = random.Random(3).sample(range(10_000), 200)
     frame = spark.createDataFrame([(ts, ts % 3 == 0) for ts in times], "ts long, bad boolean")
     row, firsts = tk.totals_and_firsts(
-        frame, [F.count("*").alias("n"), F.sum(F.col("bad").cast("int")).alias("bad")], F.col("bad")
+        frame,
+        [F.count("*").alias("n"), F.sum(F.col("bad").cast("int")).alias("bad")],
+        F.col("bad"),
+        one_aggregation=one_aggregation,
     )
     offenders = sorted(ts for ts in times if ts % 3 == 0)
     assert (row["n"], row["bad"]) == (200, len(offenders))
     assert [r["ts"] for r in firsts] == offenders[: tk.MAX_EXAMPLES]
-    none, shown = tk.totals_and_firsts(frame.filter(~F.col("bad")), [F.count("*").alias("n")], F.col("bad"))
+    assert set(firsts[0]) == {"ts", "bad"}
+    none, shown = tk.totals_and_firsts(
+        frame.filter(~F.col("bad")), [F.count("*").alias("n")], F.col("bad"), one_aggregation=one_aggregation
+    )
     assert (none["n"], shown) == (200 - len(offenders), [])
 
 

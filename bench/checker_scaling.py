@@ -29,7 +29,41 @@ seconds of this process and its JVM together (which moves far less with the load
 wall time), and the Spark jobs and stages (each ``count()``, ``first()``, ``collect()`` and
 broadcast is a job; with adaptive execution each shuffle stage is one more).
 
-The latest figures, the first on a quiet machine (2026-11-25, nothing else running; the
+The latest figures (2026-11-26, nothing else running, this machine slower than the day before:
+the session-start tree took 44-51 s for the 10M rebuild that took 41-53 s then); each change
+measured alone against the tree before it, figures and examples identical on 4 stored runs:
+
+- whole process, 10M: 63.3 s from JSON, 40.9 s rebuilt (the day before 72.5 / 52.7 s); warm
+  rebuild 24.8 s (39.4); pandas (3 checks) 11.6 s. 1M: 17.0 / 16.5 s. 100k: 12.5 / 11.1 s
+  (this run; 9.7 / 10.8 the day before). The demo run: 6 alternating pairs against the
+  session's start, median 7.70 s against 7.78 s rebuilt (the benchmark's single runs: 9.0 /
+  10.3 s, so single figures at demo size are +-1.5 s noise).
+- JIT: a cold 10M report spent 45 s of CPU compiling (C2 37 s, -XX:+CITime), on two cores
+  beside its tasks: with C2 inlining less (reports/spark.py LESS_INLINING) the rebuild took
+  37.9-48.0 s (median 40.1) against 44.4-51.5 s (48.8), 5 pairs. The quick compiler alone
+  (C1) at 10M: 70 s against 52.6 s; C2 alone: no better; higher C2 thresholds: no change.
+- client_kinds (metrics): counts per kind and client, requests as 64-seq bit words OR-ed per
+  client, in one chain of aggregations reduced before each shuffle: 10M warm 7.7-9.3 -> 2.1-2.5
+  s CPU; demo metrics cold 2.95 -> 2.5 s.
+- pingpong_reconnect: each PING's last other event by a broadcast range join
+  (toolkit.last_before), not a window sorting every job by worker: 10M warm 9.4-10.4 -> 2.9-3.6
+  s CPU; at 100k 0.2-0.3 s more (two more jobs).
+- in_order at 10M: counts and first offenders from one aggregation (totals_and_firsts, min_by
+  keeping a bottom ten), where the window ran twice when anything was out of order: 7.6-8.9 ->
+  5.7-6.6 s CPU; below 2M events the count stays generated code (one aggregation cost the demo
+  0.1-0.2 s per check).
+- Measured and not kept: shuffle compression off at 10M (noise); the object-hash aggregation's
+  sort fallback threshold raised for client_pass (no change); a window over an integer client
+  key instead of the client's name (no change); the counts and examples as a union of two
+  queries sharing the window's shuffle (3.1 s against 1.85 + 1.71 s: little).
+- Where a 10M rebuild's time goes now (whole process, 2 at a time): Spark start 3 s, the first
+  query (control events, beside the metrics' start) 5 s, metrics 18 s and no_lost 18 s side by
+  side (no_lost builds the per-request aggregate: 3.6 s wall / 6.8 s CPU warm, of which caching
+  is half; its examples' texts, request_details, scan every client event: 1.5 s), no_duplicate
+  11 s (per_rid: a shuffle of 6M rows by request id), every other check 0.2-3.5 s. Cold JVM
+  code (compilation) is the larger part of the difference between warm (25 s) and whole (41 s).
+
+The figures before, the first on a quiet machine (2026-11-25, nothing else running; the
 load average shown is the benchmark's own, one report on two cores), main at a28f419:
 
 - demo run (105,787 events, 9 checks), whole process: 7.3 s from JSON lines, 7.3 s rebuilt

@@ -33,11 +33,12 @@ The latest figures (2026-11-26, nothing else running, this machine slower than t
 the session-start tree took 44-51 s for the 10M rebuild that took 41-53 s then); each change
 measured alone against the tree before it, figures and examples identical on 4 stored runs:
 
-- whole process, 10M: 63.3 s from JSON, 40.9 s rebuilt (the day before 72.5 / 52.7 s); warm
-  rebuild 24.8 s (39.4); pandas (3 checks) 11.6 s. 1M: 17.0 / 16.5 s. 100k: 12.5 / 11.1 s
-  (this run; 9.7 / 10.8 the day before). The demo run: 6 alternating pairs against the
-  session's start, median 7.70 s against 7.78 s rebuilt (the benchmark's single runs: 9.0 /
-  10.3 s, so single figures at demo size are +-1.5 s noise).
+- whole process, 10M: 55.3 s from JSON, 37.2 s rebuilt (the day before 72.5 / 52.7 s; an
+  earlier run of this session, before its last change: 63.3 / 40.9 s); warm rebuild 24.0 s
+  (39.4); pandas (3 checks) 12.1 s, so 3.1x pandas rebuilt. 1M: 17.0 / 16.5 s. 100k: 10.9 /
+  11.8 s (9.7 / 10.8 the day before). The demo run: 8.7 / 8.0 s in the benchmark's single
+  runs; 6 pairs alternating with the session's start tree, rebuilt: median 7.70 s against
+  7.78 s (so a single figure at demo size is +-1 s of noise).
 - JIT: a cold 10M report spent 45 s of CPU compiling (C2 37 s, -XX:+CITime), on two cores
   beside its tasks: with C2 inlining less (reports/spark.py LESS_INLINING) the rebuild took
   37.9-48.0 s (median 40.1) against 44.4-51.5 s (48.8), 5 pairs. The quick compiler alone

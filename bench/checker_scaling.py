@@ -62,7 +62,7 @@ measured alone against the tree before it, figures and examples identical on 4 s
   side (no_lost builds the per-request aggregate: 3.6 s wall / 6.8 s CPU warm, of which caching
   is half; its examples' texts, request_details, scan every client event: 1.5 s), no_duplicate
   11 s (per_rid: a shuffle of 6M rows by request id), every other check 0.2-3.5 s. Cold JVM
-  code (compilation) is the larger part of the difference between warm (25 s) and whole (41 s).
+  code (compilation) is the larger part of the difference between warm (24 s) and whole (37 s).
 
 The figures before, the first on a quiet machine (2026-11-25, nothing else running; the
 load average shown is the benchmark's own, one report on two cores), main at a28f419:

@@ -35,6 +35,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -226,6 +227,12 @@ def convert(
     held: list[pa.Table] = []  # below split_min_events: written at the end, when counted
     rows: list[dict[str, Any]] = []
     parts: _Parts | None = None
+    # A split history's files are written on a thread of their own while the next one is
+    # read: the writing and the line check (one core each) no longer leave the second core
+    # idle between two parses (10M events, the conversion alone, 3 pairs alternating:
+    # 16.7-17.3 -> 13.1-14.5 s; the same bytes written).
+    writing = ThreadPoolExecutor(1, thread_name_prefix="zchaos-ingest-write")
+    written: Future[None] | None = None
     try:
         tmp.mkdir()
         parts = _Parts(tmp, schema, split)
@@ -235,11 +242,15 @@ def convert(
             table = read_file(path, schema)
             rows += _profile_rows(table)
             if split:
-                parts.write(table, path.name)
+                if written is not None:
+                    written.result()  # its Declined, or a full disk, is raised here
+                written = writing.submit(parts.write, table, path.name)
             else:
                 held.append(table)
             out.events += table.num_rows
             out.files_done += 1
+        if written is not None:
+            written.result()
         if out.events == 0:
             raise Declined("the history holds no event")
         if held:  # counted now: one file, or split when there are many events after all
@@ -269,6 +280,7 @@ def convert(
     except OSError as exc:  # a file that cannot be read, a full disk: Spark's path says what it says today
         out.declined, out.events = f"{type(exc).__name__}: {exc}", 0
     finally:
+        writing.shutdown(wait=True)  # no write left running into the folder removed below
         if parts is not None:
             parts.close()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -33,12 +33,14 @@ The latest figures (2026-11-26, nothing else running, this machine slower than t
 the session-start tree took 44-51 s for the 10M rebuild that took 41-53 s then); each change
 measured alone against the tree before it, figures and examples identical on 4 stored runs:
 
-- whole process, 10M: 55.3 s from JSON, 37.2 s rebuilt (the day before 72.5 / 52.7 s; an
-  earlier run of this session, before its last change: 63.3 / 40.9 s); warm rebuild 24.0 s
-  (39.4); pandas (3 checks) 12.1 s, so 3.1x pandas rebuilt. 1M: 17.0 / 16.5 s. 100k: 10.9 /
+- whole process, 10M: 50.9 s from JSON, 35.1 s rebuilt (the day before 72.5 / 52.7 s; runs
+  of this session before its last changes: 63.3 / 40.9 and 55.3 / 37.2 s); warm rebuild 24.0 s
+  (39.4); pandas (3 checks) 12.4 s, so 2.8x pandas rebuilt. 1M: 17.0 / 16.5 s. 100k: 10.9 /
   11.8 s (9.7 / 10.8 the day before). The demo run: 8.7 / 8.0 s in the benchmark's single
   runs; 6 pairs alternating with the session's start tree, rebuilt: median 7.70 s against
   7.78 s (so a single figure at demo size is +-1 s of noise).
+- The JSON lines' conversion (reports/ingest.py) writes a split history's files on a thread
+  while it reads the next: 10M, the conversion alone, 3 pairs: 16.7-17.3 -> 13.1-14.5 s.
 - JIT: a cold 10M report spent 45 s of CPU compiling (C2 37 s, -XX:+CITime), on two cores
   beside its tasks: with C2 inlining less (reports/spark.py LESS_INLINING) the rebuild took
   37.9-48.0 s (median 40.1) against 44.4-51.5 s (48.8), 5 pairs. The quick compiler alone
@@ -62,7 +64,7 @@ measured alone against the tree before it, figures and examples identical on 4 s
   side (no_lost builds the per-request aggregate: 3.6 s wall / 6.8 s CPU warm, of which caching
   is half; its examples' texts, request_details, scan every client event: 1.5 s), no_duplicate
   11 s (per_rid: a shuffle of 6M rows by request id), every other check 0.2-3.5 s. Cold JVM
-  code (compilation) is the larger part of the difference between warm (24 s) and whole (37 s).
+  code (compilation) is the larger part of the difference between warm (24 s) and whole (35 s).
 
 The figures before, the first on a quiet machine (2026-11-25, nothing else running; the
 load average shown is the benchmark's own, one report on two cores), main at a28f419:

@@ -233,27 +233,42 @@ def test_each_mark_finds_the_latest_event_before_it(spark: Any) -> None:
 
 
 @pytest.mark.parametrize("one_aggregation", [True, False])
-def test_totals_and_the_first_offenders(spark: Any, one_aggregation: bool) -> None:
+def test_totals_and_the_first_offenders(spark: Any, monkeypatch: Any, one_aggregation: bool) -> None:
     import random
 
     from pyspark.sql import functions as F
 
+    from reports.checkers import Profile
+
+    # A history counted at 200 events: one aggregation from ONE_PASS_MIN_EVENTS on.
+    monkeypatch.setattr(tk, "ONE_PASS_MIN_EVENTS", 200 if one_aggregation else 201)
     times = random.Random(3).sample(range(10_000), 200)
     frame = spark.createDataFrame([(ts, ts % 3 == 0) for ts in times], "ts long, bad boolean")
+    ctx = CheckContext(spark, frame, META, [], profile=Profile({"client": {"send": 200}}, 0, 10_000))
+    plans: list[str] = []
+    monkeypatch.setattr(type(frame), "agg", _recording(type(frame).agg, plans))
     row, firsts = tk.totals_and_firsts(
-        frame,
-        [F.count("*").alias("n"), F.sum(F.col("bad").cast("int")).alias("bad")],
-        F.col("bad"),
-        one_aggregation=one_aggregation,
+        ctx, frame, [F.count("*").alias("n"), F.sum(F.col("bad").cast("int")).alias("bad")], F.col("bad")
     )
+    assert any("min_by" in p for p in plans) == one_aggregation
     offenders = sorted(ts for ts in times if ts % 3 == 0)
     assert (row["n"], row["bad"]) == (200, len(offenders))
     assert [r["ts"] for r in firsts] == offenders[: tk.MAX_EXAMPLES]
     assert set(firsts[0]) == {"ts", "bad"}
     none, shown = tk.totals_and_firsts(
-        frame.filter(~F.col("bad")), [F.count("*").alias("n")], F.col("bad"), one_aggregation=one_aggregation
+        ctx, frame.filter(~F.col("bad")), [F.count("*").alias("n")], F.col("bad")
     )
     assert (none["n"], shown) == (200 - len(offenders), [])
+
+
+def _recording(agg: Any, plans: list[str]) -> Any:
+    """DataFrame.agg that also keeps the text of the aggregations asked for."""
+
+    def recorded(self: Any, *exprs: Any) -> Any:
+        plans.extend(str(e) for e in exprs)
+        return agg(self, *exprs)
+
+    return recorded
 
 
 #: Modules of shared helpers, not of checks.

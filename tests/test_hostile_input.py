@@ -22,11 +22,7 @@ def test_sketch_gives_up_on_a_request_no_server_answers_in_time(cluster: Cluster
     # echoing 10 MB were late only while the machine was idle: the queue counts a reply that
     # arrived before it looked at its deadlines as on time, and a busy CI machine once left it
     # waiting that long, so the request was answered and never given up.)
-    late = cluster.context.socket(zmq.REQ)
-    late.linger = 0
-    late.setsockopt(zmq.ROUTING_ID, b"late-server")
-    late.connect(cluster.backend)
-    late.send(b"READY")
+    late = hostile_worker(cluster, b"late-server")
     cluster.wait_event("worker_ready", worker="late-server")
     huge = cluster.context.socket(zmq.REQ)
     huge.linger = 0
@@ -48,7 +44,7 @@ def test_sketch_gives_up_on_a_request_no_server_answers_in_time(cluster: Cluster
                 15,
                 f"the late server disabled for send {received}",
             )
-            late.send_multipart(request)
+            late.send_multipart(request)  # the envelope back as it came: an echo
     dropped = cluster.events("request_expired", rid="big:1")[0]
     assert "sends" in dropped["reason"]
     sends = cluster.events("dispatch", rid="big:1")

@@ -80,6 +80,7 @@ def no_lost(ctx: CheckContext) -> CheckResult:
     )
     # The counts and the earliest lost requests (the examples).
     row, firsts = tk.totals_and_firsts(
+        ctx,
         requests,
         [
             F.count("*").alias("requests"),
@@ -91,7 +92,6 @@ def no_lost(ctx: CheckContext) -> CheckResult:
             F.sum(F.col("excused").cast("int")).alias("excused"),
         ],
         F.col("lost"),
-        one_aggregation=tk.one_pass(ctx),
     )
     total, lost, indeterminate = count(row["requests"]), count(row["lost"]), count(row["indeterminate"])
     figures = {
@@ -248,6 +248,7 @@ def in_order(ctx: CheckContext) -> CheckResult:
     )
     # The counts and the first offenders (at 10M events from one aggregation: one window).
     row, firsts = tk.totals_and_firsts(
+        ctx,
         marked,
         [
             F.count("*").alias("replies"),
@@ -256,7 +257,6 @@ def in_order(ctx: CheckContext) -> CheckResult:
             F.sum(F.col("bad").cast("int")).alias("bad"),
         ],
         F.col("bad"),
-        one_aggregation=tk.one_pass(ctx),
     )
     bad = count(row["bad"])
     figures = {

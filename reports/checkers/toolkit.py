@@ -857,26 +857,20 @@ def problems(*labelled: tuple[str, DataFrame]) -> Found:
 ONE_PASS_MIN_EVENTS = 2_000_000
 
 
-def one_pass(ctx: CheckContext) -> bool:
-    """Whether this history is large enough for ``totals_and_firsts``'s one aggregation."""
-    return ctx.profile is not None and ctx.profile.events >= ONE_PASS_MIN_EVENTS
-
-
 def totals_and_firsts(
+    ctx: CheckContext,
     df: DataFrame,
     totals: list[Column],
     offending: Column,
-    *,
-    one_aggregation: bool,
     n: int = MAX_EXAMPLES,
     order: str = "ts",
 ) -> tuple[Any, list[dict[str, Any]]]:
     """The aggregate ``totals`` over ``df`` (a Row) and the first ``n`` of its rows by ``order``
-    where ``offending`` holds (dicts, in that order). With ``one_aggregation`` (a large history:
-    ``one_pass``) both come from ONE aggregation, Spark keeping each task's bottom ``n``
-    (``min_by`` with a count), so ``df``'s plan (a window's shuffle and sort, say) runs once;
-    otherwise the totals first, then the offenders if there are any."""
-    if one_aggregation:
+    where ``offending`` holds (dicts, in that order). On a history of ONE_PASS_MIN_EVENTS or
+    more both come from ONE aggregation, Spark keeping each task's bottom ``n`` (``min_by``
+    with a count), so ``df``'s plan (a window's shuffle and sort, say) runs once; on a shorter
+    one the totals first, then the offenders if there are any."""
+    if ctx.profile is not None and ctx.profile.events >= ONE_PASS_MIN_EVENTS:
         firsts = F.min_by(F.when(offending, F.struct(*df.columns)), F.when(offending, F.col(order)), n)
         row = df.agg(*totals, firsts.alias("_firsts")).first()
         return row, [r.asDict() for r in row["_firsts"] or []]

@@ -29,17 +29,11 @@ from pathlib import Path
 
 import zmq
 
+from harness.ports import PortAllocator
+
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD = b"bench:1|" + b"x" * 24
 MDP_REQUEST = [b"", b"MDPC01", b"echo"]
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # --- roles run as subprocesses of this script ---------------------------------------------
@@ -141,7 +135,8 @@ def mod(module: str, *args: str) -> list[str]:
 
 
 def measure(kind: str, workers: int, window: int, seconds: float, profile: str | None = None) -> float:
-    fe, be = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+    ports = PortAllocator()  # reserved until this script ends
+    fe, be = f"tcp://127.0.0.1:{ports.allocate()}", f"tcp://127.0.0.1:{ports.allocate()}"
     group = Group()
     try:
         if kind == "zmq.proxy":

@@ -24,7 +24,8 @@ import zmq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from chaos.toxiproxy_client import free_port, toxiproxy_server
+from chaos.toxiproxy_client import toxiproxy_server
+from harness.ports import PortAllocator
 
 SIZES = (64, 64 * 1024)
 BLOCKS = 10
@@ -97,7 +98,8 @@ def main() -> int:
     ap.add_argument("--loops", action="store_true", help="compare zchaos's server on uvloop and on asyncio")
     args = ap.parse_args()
 
-    port = free_port()
+    ports = PortAllocator()  # the port stays reserved while this object lives
+    port = ports.allocate()
     echo = subprocess.Popen(
         [sys.executable, "-c", ECHO, f"tcp://127.0.0.1:{port}"],
         stdout=subprocess.PIPE,

@@ -27,7 +27,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -46,6 +45,7 @@ from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
 from toxiproxy.toxic import Toxic
 
 from chaos.toxiproxy_server import ENV_PARENT
+from harness.ports import PortAllocator, listening_pids
 
 __all__ = [
     "InvalidToxic",
@@ -224,12 +224,6 @@ class ServerInfo:
     pid: int | None = None
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 def _stop_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
     if proc.poll() is not None:
         return
@@ -244,15 +238,20 @@ def _stop_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
 
 
 def _wait_ready(client: ToxiproxyClient, proc: subprocess.Popen[bytes] | None, deadline_s: float) -> bool:
+    """Whether the server answers ``/version`` within the deadline; the one started as
+    ``proc``, not another program that took its port first (``proc`` then fails to bind)."""
+    port = urlsplit(client.url).port
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             return False
         try:
             client.session.get(f"{client.url}/version", timeout=0.5).raise_for_status()
-            return True
+            if proc is None or port is None or listening_pids(port, proc.pid) != set():
+                return True
         except requests.RequestException:
-            time.sleep(0.05)  # polling a port that is not open yet; bounded by the deadline
+            pass
+        time.sleep(0.05)  # polling a port that is not open yet; bounded by the deadline
     return False
 
 
@@ -295,26 +294,28 @@ def toxiproxy_server(
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
     env[ENV_PARENT] = str(os.getpid())  # our server stops by itself if we are killed
-    for _attempt in range(3):  # a free port can be taken between asking and binding
-        port = free_port(host)
-        cmd, kind = server_command(host, port, use_path)
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=log if log is not None else subprocess.DEVNULL,
-            stderr=subprocess.STDOUT if log is not None else subprocess.DEVNULL,
-            cwd=PROJECT_ROOT,
-            env=env,
-            start_new_session=True,
-        )
-        client = ToxiproxyClient(f"http://{host}:{port}", timeout=request_timeout_s)
-        try:
-            if _wait_ready(client, proc, start_timeout_s):
-                yield ServerInfo(client.url, kind, client, proc.pid)
-                return
-        finally:
-            client.close()
-            _stop_group(proc)
+    # The port stays reserved against other zchaos processes while the server lives.
+    with PortAllocator() as ports:
+        for _attempt in range(3):  # a free port can be taken between asking and binding
+            port = ports.allocate()
+            cmd, kind = server_command(host, port, use_path)
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log if log is not None else subprocess.DEVNULL,
+                stderr=subprocess.STDOUT if log is not None else subprocess.DEVNULL,
+                cwd=PROJECT_ROOT,
+                env=env,
+                start_new_session=True,
+            )
+            client = ToxiproxyClient(f"http://{host}:{port}", timeout=request_timeout_s)
+            try:
+                if _wait_ready(client, proc, start_timeout_s):
+                    yield ServerInfo(client.url, kind, client, proc.pid)
+                    return
+            finally:
+                client.close()
+                _stop_group(proc)
     raise ToxiproxyError(
         f"could not start {' '.join(cmd)} (no answer on /version within {start_timeout_s} s)"
     )

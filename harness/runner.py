@@ -376,6 +376,7 @@ class Runner:
                         self._phase("teardown")
                         self.supervisor.stop_all()
                         self._proxy_stack.close()
+                        self.ports.release()
                         self._phase_done("teardown")
                         self.meta["ended_ns"] = time.time_ns()
                         self.run.write_meta(self.meta)

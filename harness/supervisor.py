@@ -25,7 +25,7 @@ from pathlib import Path
 
 from harness.errors import SetupError
 from harness.history import HistoryWriter
-from harness.ports import port_accepts
+from harness.ports import describe_pid, listening_pids, port_accepts
 
 _PR_SET_PDEATHSIG = 1
 
@@ -45,6 +45,32 @@ def log_tail(path: Path, lines: int = 10) -> str:
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
+
+
+def _listens(port: int, group: int, foreign: set[int]) -> bool:
+    """Whether process group ``group`` listens on ``port`` (True where the system cannot
+    say). A port that accepts is not enough: another program may have taken it between
+    its allocation and the subject's bind, and its clients would then talk to that
+    program; the others found listening go into ``foreign``."""
+    ours = listening_pids(port, group)
+    if ours is None or ours:
+        return True
+    foreign.update(listening_pids(port) or ())
+    return False
+
+
+def _taken(port: int | None, foreign: set[int]) -> str:
+    """What to tell of the others listening on ``port`` (found before, or now that ours is
+    gone or not listening: any listener is someone else)."""
+    if port is None:
+        return ""
+    foreign = foreign or listening_pids(port) or set()
+    if not foreign:
+        return ""
+    return (
+        f" (port {port} was taken, between zchaos choosing it and the bind, by another "
+        f"program: {'; '.join(map(describe_pid, sorted(foreign)))})"
+    )
 
 
 class _NewOutput:
@@ -150,13 +176,15 @@ class Supervisor:
         pattern = re.compile(spec.ready_line) if spec.ready_line else None
         output = _NewOutput(spec.log, managed.log_offset)
         deadline = time.monotonic() + timeout
+        foreign: set[int] = set()  # who else listens on the ready port
         while time.monotonic() < deadline:
             if managed.popen.poll() is not None:
                 raise SetupError(
-                    f"{spec.instance} exited with code {managed.popen.returncode} before it was ready; "
-                    f"last lines of {spec.log}:\n{log_tail(spec.log)}"
+                    f"{spec.instance} exited with code {managed.popen.returncode} before it was ready"
+                    f"{_taken(spec.ready_port, foreign)}; last lines of {spec.log}:\n{log_tail(spec.log)}"
                 )
-            if spec.ready_port is not None and port_accepts(spec.ready_port):
+            port = spec.ready_port
+            if port is not None and port_accepts(port) and _listens(port, managed.pid, foreign):
                 return
             if pattern is not None and any(map(pattern.search, output.lines())):
                 return
@@ -165,8 +193,8 @@ class Supervisor:
             f"port {spec.ready_port} to accept" if spec.ready_port else f"a line matching {spec.ready_line!r}"
         )
         raise SetupError(
-            f"{spec.instance} was not ready after {timeout:.0f} s (waited for {what}); "
-            f"last lines of {spec.log}:\n{log_tail(spec.log)}"
+            f"{spec.instance} was not ready after {timeout:.0f} s (waited for {what})"
+            f"{_taken(spec.ready_port, foreign)}; last lines of {spec.log}:\n{log_tail(spec.log)}"
         )
 
     # -- signalling -----------------------------------------------------------------

@@ -140,6 +140,7 @@ class Procs:
     def stop_all(self) -> None:
         for proc in reversed(self.started):
             proc.stop()
+        self.ports.release()
 
 
 @pytest.fixture

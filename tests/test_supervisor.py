@@ -1,10 +1,12 @@
 """The supervisor's readiness on real processes: a ``log:`` rule is met only by output of
-the incarnation being started, also when a restart appends to the previous one's log."""
+the incarnation being started, also when a restart appends to the previous one's log; a
+``port:`` rule only by a listener of the started process's own group."""
 
 from __future__ import annotations
 
 import os
 import re
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ import pytest
 from chaos.nemesis import Nemesis, PlannedFault
 from harness.errors import SetupError
 from harness.history import HistoryWriter, read_events
+from harness.ports import PortAllocator, listening_pids, port_accepts
 from harness.supervisor import ProcSpec, Supervisor
 from tests.procs import ROOT, wait_for
 
@@ -103,3 +106,46 @@ def test_an_old_ready_line_does_not_hide_a_start_that_never_gets_ready(
     spec.log.write_text("ready pid=1 ts=1\n")  # what an earlier incarnation wrote
     with pytest.raises(SetupError, match="was not ready after 2 s"):
         supervisor.start(spec, ready_timeout=2.0)
+
+
+LISTEN = (
+    "import socket, sys, time\n"
+    "s = socket.socket()\n"
+    "s.bind(('127.0.0.1', int(sys.argv[1])))\n"
+    "s.listen()\n"
+    "print('listening', flush=True)\n"
+    "time.sleep(3600)\n"
+)
+
+
+def listener(tmp_path: Path, port: int, *, in_a_child: bool = False) -> ProcSpec:
+    """A subject that listens on ``port`` itself, or through a child of its own."""
+    argv = [sys.executable, "-c", LISTEN, str(port)]
+    if in_a_child:
+        argv = [sys.executable, "-c", "import subprocess, sys; subprocess.run(sys.argv[1:])", *argv]
+    return ProcSpec(instance="broker", role="broker", argv=argv, log=tmp_path / "broker.log", ready_port=port)
+
+
+def test_a_port_another_program_listens_on_is_not_the_subject_being_ready(
+    supervisor: Supervisor, tmp_path: Path
+) -> None:
+    # Another program took the subject's port first: it accepts connections, but the
+    # subject cannot bind it, and its clients would talk to that program.
+    with socket.create_server(("127.0.0.1", 0)) as other:
+        port = other.getsockname()[1]
+        with pytest.raises(SetupError, match=rf"port {port} was taken.* another program: pid {os.getpid()}"):
+            supervisor.start(listener(tmp_path, port), ready_timeout=20.0)
+    assert "Address already in use" in (tmp_path / "broker.log").read_text()
+
+
+@pytest.mark.parametrize("in_a_child", [False, True], ids=["itself", "through-a-child"])
+def test_the_subjects_own_listener_is_readiness(
+    supervisor: Supervisor, tmp_path: Path, in_a_child: bool
+) -> None:
+    with PortAllocator() as ports:
+        port = ports.allocate()
+        managed = supervisor.start(listener(tmp_path, port, in_a_child=in_a_child), ready_timeout=20.0)
+        assert port_accepts(port) and managed.popen.poll() is None
+        owners = listening_pids(port)
+        assert owners and all(os.getpgid(pid) == managed.pid for pid in owners)
+        assert (managed.pid in owners) != in_a_child

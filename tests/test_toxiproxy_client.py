@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 
@@ -22,6 +25,9 @@ from chaos.toxiproxy_client import (
     ToxiproxyError,
     toxiproxy_server,
 )
+from harness import ports
+from harness.ports import listening_pids, port_accepts
+from tests.procs import ROOT, wait_for
 from tests.test_toxiproxy_conformance import Echo, connect, echo, round_trip, wait_eof  # noqa: F401
 
 pytestmark = pytest.mark.timeout(60)
@@ -115,3 +121,29 @@ def test_server_error_is_raised(info: ServerInfo, echo: Echo, name: str) -> None
     p = c.create(name, f"127.0.0.1:{echo.port}")
     with pytest.raises(ToxiproxyError, match="500"):
         c.create("clash-" + name, f"127.0.0.1:{echo.port}", listen=p.listen)
+
+
+def test_a_server_that_took_our_port_first_is_not_ours(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    # Another program's server already listens on the first port offered (it took the
+    # port between the allocation and our server's bind): our server fails to bind, and
+    # the next port is used, not the other server that answers /version there.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        taken = s.getsockname()[1]
+    log = (tmp_path / "other.log").open("wb")
+    other = subprocess.Popen(
+        [sys.executable, "-m", "chaos.toxiproxy_server", "-host", "127.0.0.1", "-port", str(taken)],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: port_accepts(taken), 20, "the other server to listen")
+        offers = iter([taken])
+        real = ports._unused_port
+        monkeypatch.setattr(ports, "_unused_port", lambda: next(offers, None) or real())
+        with toxiproxy_server(use_path=False) as info:
+            assert info.url != f"http://127.0.0.1:{taken}"
+            assert info.pid is not None and listening_pids(int(info.url.rsplit(":", 1)[1]), info.pid)
+    finally:
+        os.killpg(other.pid, signal.SIGKILL)
+        other.wait(10)
+        log.close()

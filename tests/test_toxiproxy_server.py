@@ -19,8 +19,8 @@ import psutil
 import pytest
 import requests
 
-from chaos.toxiproxy_client import free_port
 from chaos.toxiproxy_server.gojson import float32_text, struct_f32
+from harness.ports import PortAllocator
 from tests.test_toxiproxy_conformance import Echo, echo, recv_exactly, round_trip  # noqa: F401
 
 pytestmark = pytest.mark.timeout(60)
@@ -33,7 +33,8 @@ def server_cmd(*args: str) -> list[str]:
 
 class Server:
     def __init__(self, *args: str, tmp: Path) -> None:
-        self.port = free_port()
+        self.ports = PortAllocator()
+        self.port = self.ports.allocate()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tmp / f"server-{self.port}.log"
         with self.log.open("wb") as out:
@@ -58,6 +59,7 @@ class Server:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(10)
+        self.ports.release()
 
 
 @pytest.fixture

@@ -141,6 +141,21 @@ def listening_pids(port: int, group: int | None = None) -> set[int] | None:
     return pids
 
 
+def descends_from(pid: int, ancestor: int) -> bool:
+    """Whether ``ancestor`` is ``pid`` or one of its parents (False once either is gone)."""
+    seen: set[int] = set()
+    while pid > 1 and pid not in seen:
+        if pid == ancestor:
+            return True
+        seen.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state: the parent
+    return False
+
+
 def describe_pid(pid: int) -> str:
     """``pid`` and its command line, for a message."""
     try:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from harness.errors import SetupError
 from harness.history import HistoryWriter
-from harness.ports import describe_pid, listening_pids, port_accepts
+from harness.ports import descends_from, describe_pid, listening_pids, port_accepts
 
 _PR_SET_PDEATHSIG = 1
 
@@ -47,15 +47,19 @@ def log_tail(path: Path, lines: int = 10) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _listens(port: int, group: int, foreign: set[int]) -> bool:
-    """Whether process group ``group`` listens on ``port`` (True where the system cannot
-    say). A port that accepts is not enough: another program may have taken it between
-    its allocation and the subject's bind, and its clients would then talk to that
-    program; the others found listening go into ``foreign``."""
-    ours = listening_pids(port, group)
+def _listens(port: int, leader: int, foreign: set[int]) -> bool:
+    """Whether the process ``leader`` started listens on ``port``: itself, its process group
+    or a descendant that left the group (True where the system cannot say). A port that
+    accepts is not enough: another program may have taken it between its allocation and
+    the subject's bind, and its clients would then talk to that program; the others found
+    listening go into ``foreign``."""
+    ours = listening_pids(port, leader)
     if ours is None or ours:
         return True
-    foreign.update(listening_pids(port) or ())
+    others = listening_pids(port) or set()
+    if any(descends_from(pid, leader) for pid in others):
+        return True
+    foreign.update(others)
     return False
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import sys
 import time
@@ -18,7 +19,7 @@ import pytest
 from chaos.nemesis import Nemesis, PlannedFault
 from harness.errors import SetupError
 from harness.history import HistoryWriter, read_events
-from harness.ports import PortAllocator, listening_pids, port_accepts
+from harness.ports import PortAllocator, descends_from, listening_pids
 from harness.supervisor import ProcSpec, Supervisor
 from tests.procs import ROOT, wait_for
 
@@ -118,11 +119,13 @@ LISTEN = (
 )
 
 
-def listener(tmp_path: Path, port: int, *, in_a_child: bool = False) -> ProcSpec:
-    """A subject that listens on ``port`` itself, or through a child of its own."""
+def listener(tmp_path: Path, port: int, *, child: str | None = None) -> ProcSpec:
+    """A subject that listens on ``port`` itself, or through a child of its own started with
+    subprocess.run's keyword arguments ``child`` (``start_new_session=True``: the child
+    leaves the subject's process group)."""
     argv = [sys.executable, "-c", LISTEN, str(port)]
-    if in_a_child:
-        argv = [sys.executable, "-c", "import subprocess, sys; subprocess.run(sys.argv[1:])", *argv]
+    if child is not None:
+        argv = [sys.executable, "-c", f"import subprocess, sys; subprocess.run(sys.argv[1:], {child})", *argv]
     return ProcSpec(instance="broker", role="broker", argv=argv, log=tmp_path / "broker.log", ready_port=port)
 
 
@@ -138,14 +141,24 @@ def test_a_port_another_program_listens_on_is_not_the_subject_being_ready(
     assert "Address already in use" in (tmp_path / "broker.log").read_text()
 
 
-@pytest.mark.parametrize("in_a_child", [False, True], ids=["itself", "through-a-child"])
+@pytest.mark.parametrize(
+    "child",
+    [None, "check=True", "start_new_session=True"],
+    ids=["itself", "a-child", "a-child-in-its-own-session"],
+)
 def test_the_subjects_own_listener_is_readiness(
-    supervisor: Supervisor, tmp_path: Path, in_a_child: bool
+    supervisor: Supervisor, tmp_path: Path, child: str | None
 ) -> None:
     with PortAllocator() as ports:
         port = ports.allocate()
-        managed = supervisor.start(listener(tmp_path, port, in_a_child=in_a_child), ready_timeout=20.0)
-        assert port_accepts(port) and managed.popen.poll() is None
-        owners = listening_pids(port)
-        assert owners and all(os.getpgid(pid) == managed.pid for pid in owners)
-        assert (managed.pid in owners) != in_a_child
+        try:
+            managed = supervisor.start(listener(tmp_path, port, child=child), ready_timeout=20.0)
+            [owner] = listening_pids(port) or [-1]
+            assert owner > 0 and managed.popen.poll() is None
+            assert (owner == managed.pid) == (child is None)
+            assert (os.getpgid(owner) == managed.pid) == (child != "start_new_session=True")
+        finally:
+            # A child in its own session is not the supervisor's to stop.
+            for pid in listening_pids(port) or ():
+                if descends_from(pid, os.getpid()):
+                    os.kill(pid, signal.SIGKILL)

@@ -21,6 +21,9 @@ version, its jars, the java binary and its VM library (another build makes anoth
   it (its warnings go to stderr, which is SPARK_LOG); after the start, the JVM's memory
   map shows whether the archive was used, and one that was not is deleted, so the next
   report makes a new one;
+- the making JVM's temp folder and Spark local folder are a scratch folder beside the temp
+  file, removed with it: an interrupted first report kills that JVM before its shutdown
+  hooks could remove its block manager's files;
 - the JVM refuses a non-empty directory on its class path when it dumps, and Spark puts
   SPARK_CONF_DIR there: the driver gets an empty conf directory of ours and log4j2's file
   by ``-Dlog4j2.configurationFile``. A user's own SPARK_CONF_DIR is kept, without the
@@ -97,6 +100,10 @@ class Plan:
     java_options: list[str]
     making: Path | None = None
     lock_fd: int | None = None
+    # The making JVM's temp and Spark local folder, removed with the temp file: a JVM
+    # killed before its shutdown hooks ran (an interrupted first report) leaves its
+    # block manager's files there, not in the machine's temp folder.
+    scratch: Path | None = None
     inode: int | None = None  # of the archive used, to drop that file (not a newer one) if refused
 
 
@@ -139,10 +146,17 @@ def prepare(spark_home: Path, conf_file: Path, log: Callable[[str], None]) -> Pl
         return plan
     for stale in archive.parent.glob(archive.name + ".*.tmp"):  # a maker that died; we hold the lock
         stale.unlink(missing_ok=True)
+    for stale in archive.parent.glob(archive.name + ".*.scratch"):
+        shutil.rmtree(stale, ignore_errors=True)
     _prune(archive)
     plan.making = archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
     plan.lock_fd = fd
     plan.java_options.append(f"-XX:ArchiveClassesAtExit={quoted(plan.making)}")
+    with contextlib.suppress(OSError):
+        scratch = archive.with_name(f"{archive.name}.{os.getpid()}.scratch")
+        scratch.mkdir(exist_ok=True)
+        plan.scratch = scratch
+        plan.java_options.append(f"-Djava.io.tmpdir={quoted(scratch)}")
     log(f"class-data sharing: this JVM makes {archive} when it exits")
     return plan
 
@@ -280,13 +294,16 @@ def finish(plan: Plan, jvm: subprocess.Popen, log: Callable[[str], None]) -> boo
 
 def abandon(plan: Plan, jvm: subprocess.Popen | None) -> None:
     """Stop making the archive: kill the JVM if it still runs (a timeout, an interrupted
-    report), drop the temp file, release the lock."""
+    report), drop the temp file and the JVM's scratch folder, release the lock."""
     if plan.making is None:
         return
     if jvm is not None and jvm.poll() is None:
         jvm.send_signal(signal.SIGKILL)
         jvm.wait()
     plan.making.unlink(missing_ok=True)
+    if plan.scratch is not None:
+        shutil.rmtree(plan.scratch, ignore_errors=True)
+        plan.scratch = None
     if plan.lock_fd is not None:
         os.close(plan.lock_fd)
         plan.lock_fd = None

@@ -202,6 +202,8 @@ def _start(events: int | None, spark_home: Path, plan: cds.Plan | None) -> Spark
     )
     if driver_java_options(events):
         builder = builder.config("spark.driver.extraJavaOptions", driver_java_options(events))
+    if plan is not None and plan.scratch is not None and not os.environ.get("SPARK_LOCAL_DIRS"):
+        builder = builder.config("spark.local.dir", str(plan.scratch))
     with _environment(launch_env), _jvm_output_to(SPARK_LOG):
         return builder.getOrCreate()
 

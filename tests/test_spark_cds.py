@@ -29,7 +29,9 @@ session = spark.get_spark()
 assert session.range(1000).selectExpr("sum(id)").first()[0] == 499500
 jvm = spark._jvm_process()
 maps = open(f"/proc/{jvm.pid}/maps").read()
-print(json.dumps({"mapped": "/spark-cds/driver-" in maps, "making": spark._archive is not None}))
+making, local = spark._archive is not None, session.conf.get("spark.local.dir", None)
+mapped = any("/spark-cds/driver-" in line and line.endswith(".jsa") for line in maps.splitlines())
+print(json.dumps({"mapped": mapped, "making": making, "local": local}))
 """
 
 
@@ -54,8 +56,9 @@ def outcome(child: subprocess.Popen) -> dict:
 
 
 def files(cache: Path) -> list[str]:
+    """The archive folder's files and folders, but its lock and its (empty) conf folder."""
     folder = cache / "zchaos" / "spark-cds"
-    return sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.endswith(".lock"))
+    return sorted(p.name for p in folder.iterdir() if not p.name.endswith(".lock") and p.name != "conf")
 
 
 @pytest.mark.slow  # six JVM starts and a dump (~1 min quiet, 4 at load 11): left out of `./dev quick`
@@ -89,6 +92,9 @@ def test_the_archive_is_made_once_then_mapped_and_a_damaged_one_is_replaced(tmp_
     results = [outcome(child) for child in first]
     assert sorted(r["making"] for r in results) == [False, True], results
     assert not any(r["mapped"] for r in results)
+    # The maker's Spark files went to its scratch folder, removed once the archive was made.
+    [scratch] = [r["local"] for r in results if r["making"]]
+    assert scratch and scratch.startswith(str(cache / "zchaos" / "spark-cds")), results
     [archive] = files(cache)
     assert archive.endswith(".jsa") and (cache / "zchaos" / "spark-cds" / archive).stat().st_size > 10 * 2**20
 
@@ -179,6 +185,6 @@ def test_a_java_that_cannot_make_an_archive_still_reports_and_is_not_asked_again
         [sys.executable, "-c", SESSION], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
-    assert outcome(child) == {"mapped": False, "making": False}
+    assert outcome(child) == {"mapped": False, "making": False, "local": None}
     assert [name.rsplit(".", 1)[1] for name in files(cache)] == ["unsupported"]
     assert "would not start making" in log.read_text()

@@ -32,17 +32,19 @@ def _unused_port() -> int:
 
 def _reserve(port: int) -> socket.socket | bool:
     """Hold ``port`` for this process: the holding socket, False if another zchaos process
-    holds it, True where reservations do not exist (not Linux: nothing to hold)."""
+    holds it, True where reservations do not exist (not Linux, or Unix sockets refused:
+    nothing to hold)."""
     if not sys.platform.startswith("linux"):
         return True
-    hold = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # not inherited by children
+    try:
+        hold = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # not inherited by children
+    except OSError:
+        return True  # a sandbox without Unix sockets: allocate as before, unreserved
     try:
         hold.bind(RESERVATION.format(port=port))
     except OSError as exc:
         hold.close()
-        if exc.errno == errno.EADDRINUSE:
-            return False
-        raise
+        return exc.errno != errno.EADDRINUSE  # held by another zchaos process, or cannot tell
     return hold
 
 

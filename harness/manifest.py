@@ -25,6 +25,8 @@ command = ["{python}", "-m", "implementations.paranoid_pirate.queue",
            "--frontend", "{bind.frontend}", "--backend", "{bind.backend}",
            "--heartbeat-ms", "{opt.heartbeat_ms}"]
 ready = "port:frontend"          # "port:ENDPOINT", "log:REGEX" (a line this start wrote) or "none"
+#                                # port: the process started (or one it started) listens
+#                                # there; another program on that port fails the set-up
 # count = 1, scalable = false, env = {}, stop_signal = "SIGTERM"
 
 [roles.worker]

@@ -51,6 +51,9 @@ SWITCH = "ZCHAOS_SPARK_CDS"
 DUMP_DEADLINE_S = 240.0
 #: Another build's archive not used for this long is deleted when a new one is made.
 UNUSED_DAYS = 30
+#: And only this many others are kept then, the most recently used: each venv (a fresh
+#: clone's, a CI job's) makes its own, as its jars' paths are part of what the JVM checks.
+KEPT_OTHERS = 3
 #: Options every driver JVM gets when the archive is on: JVM warnings (CDS's among them)
 #: go to stderr, which is SPARK_LOG, never to stdout, which is the user's terminal.
 LOG_TO_STDERR = ["-Xlog:disable", "-Xlog:all=warning:stderr"]
@@ -203,12 +206,26 @@ def _lock(archive: Path) -> int | None:
 
 
 def _prune(archive: Path) -> None:
-    """Delete other builds' archives unused for UNUSED_DAYS (each is ~200 MB)."""
+    """Delete other builds' archives (each ~190 MB) unused for UNUSED_DAYS, and all but the
+    KEPT_OTHERS most recently used, each with its lock file, unless a maker holds its lock."""
     old = time.time() - UNUSED_DAYS * 86400
+    others: list[tuple[float, Path]] = []
     for other in archive.parent.glob("driver-*.jsa"):
         with contextlib.suppress(OSError):
-            if other != archive and other.stat().st_mtime < old:
-                other.unlink()
+            if other != archive:
+                others.append((other.stat().st_mtime, other))
+    others.sort(reverse=True)
+    for rank, (used, other) in enumerate(others):
+        if rank < KEPT_OTHERS and used >= old:
+            continue
+        fd = _lock(other)
+        if fd is None:
+            continue  # being made again right now
+        try:
+            other.unlink(missing_ok=True)
+            other.with_name(other.name + ".lock").unlink(missing_ok=True)
+        finally:
+            os.close(fd)
 
 
 def failed(plan: Plan, jvm: subprocess.Popen | None, log: Callable[[str], None]) -> Callable[[], None] | None:

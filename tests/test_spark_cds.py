@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -188,3 +189,30 @@ def test_a_java_that_cannot_make_an_archive_still_reports_and_is_not_asked_again
     assert outcome(child) == {"mapped": False, "making": False, "local": None}
     assert [name.rsplit(".", 1)[1] for name in files(cache)] == ["unsupported"]
     assert "would not start making" in log.read_text()
+
+
+def test_other_installs_archives_are_pruned_to_the_most_recently_used(tmp_path: Path) -> None:
+    folder = tmp_path / "spark-cds"
+    folder.mkdir()
+    now = time.time()
+
+    def made(name: str, days_ago: float) -> Path:
+        path = folder / f"driver-4.3.0-{name}.jsa"
+        path.write_bytes(b"x")
+        path.with_name(path.name + ".lock").touch()
+        os.utime(path, (now - days_ago * 86400,) * 2)
+        return path
+
+    recent = [made(f"recent{i}", i) for i in range(cds.KEPT_OTHERS)]
+    older, ancient, busy = made("older", 10), made("ancient", cds.UNUSED_DAYS + 1), made("busy", 20)
+    held = cds._lock(busy)  # being made again by another process: left alone
+    assert held is not None
+    try:
+        cds._prune(folder / "driver-4.3.0-new.jsa")
+    finally:
+        os.close(held)
+    left = {p.name for p in folder.iterdir()}
+    for path in [*recent, busy]:
+        assert {path.name, path.name + ".lock"} <= left
+    for path in (older, ancient):
+        assert not {path.name, path.name + ".lock"} & left

@@ -57,8 +57,8 @@ def _listens(port: int, leader: int, foreign: set[int]) -> bool:
     if ours is None or ours:
         return True
     others = listening_pids(port) or set()
-    if any(descends_from(pid, leader) for pid in others):
-        return True
+    if not others or any(descends_from(pid, leader) for pid in others):
+        return True  # ours, or a listener we may not inspect (another user's): cannot tell
     foreign.update(others)
     return False
 

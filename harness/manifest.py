@@ -25,8 +25,9 @@ command = ["{python}", "-m", "implementations.paranoid_pirate.queue",
            "--frontend", "{bind.frontend}", "--backend", "{bind.backend}",
            "--heartbeat-ms", "{opt.heartbeat_ms}"]
 ready = "port:frontend"          # "port:ENDPOINT", "log:REGEX" (a line this start wrote) or "none"
-#                                # port: the process started (or one it started) listens
-#                                # there; another program on that port fails the set-up
+#                                # port: an endpoint this role binds, where the process
+#                                # started (or one it started) listens; another program
+#                                # listening there fails the set-up
 # count = 1, scalable = false, env = {}, stop_signal = "SIGTERM"
 
 [roles.worker]
@@ -164,12 +165,20 @@ class Readiness:
     arg: str = ""
 
     @classmethod
-    def parse(cls, text: str, table: Table, endpoints: dict[str, str]) -> Readiness:
+    def parse(cls, text: str, table: Table, endpoints: dict[str, str], role: str) -> Readiness:
         kind, _, arg = text.partition(":")
         if kind == "none" and not arg:
             return cls("none")
-        if kind == "port" and arg in endpoints:
+        if kind == "port" and endpoints.get(arg) == role:
             return cls("port", arg)
+        if kind == "port" and arg in endpoints:
+            # The readiness waits for a listener of this role's own process on that port.
+            raise table.error(
+                "ready",
+                f"{arg!r} is bound by role {endpoints[arg]!r}, not by {role!r}: a role is ready on a port "
+                f"it listens on (one of {sorted(e for e, r in endpoints.items() if r == role)}), "
+                "or on a line of its log ('log:REGEX')",
+            )
         if kind == "log" and arg:
             try:
                 re.compile(arg)
@@ -579,7 +588,7 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
             probe_name, service, default_ready = None, rt.get("service", str, None), "none"
         count = rt.get("count", int, 1, minimum=0)
         scalable = rt.get("scalable", bool, False)
-        ready = Readiness.parse(rt.get("ready", str, default_ready), rt, endpoints)
+        ready = Readiness.parse(rt.get("ready", str, default_ready), rt, endpoints, role_name)
         env = rt.get("env", dict, {})
         stop_signal = rt.get("stop_signal", str, "SIGTERM", choices=SIGNALS)
         rt.done()

@@ -224,3 +224,14 @@ def test_every_manifest_in_the_tree_is_valid(path: Path) -> None:
 def test_the_tree_has_scenarios_and_manifests_to_check() -> None:
     assert len(TREE_SCENARIOS) >= 40 and len(TREE_MANIFESTS) >= 10
     assert {p.parent.name for p in TREE_SCENARIOS} >= {"scenarios", "ci"}
+
+
+def test_a_role_is_ready_only_on_a_port_it_binds(tmp_path: Path) -> None:
+    text = (ROOT / "implementations" / "paranoid_pirate" / "manifest.toml").read_text()
+    head, worker = text.split("[roles.worker]")
+    worker = worker.replace('ready = "log:ready"', 'ready = "port:backend"', 1)
+    path = write(tmp_path, f"{head}[roles.worker]{worker}", "m.toml")
+    with pytest.raises(SetupError) as caught:
+        load_manifest(path)
+    assert str(path) in str(caught.value)
+    assert "roles.worker.ready: 'backend' is bound by role 'queue', not by 'worker'" in str(caught.value)

@@ -59,6 +59,11 @@ _archive: cds.Plan | None = None
 #: Below this many events the JVM runs only its quick compiler (C1): the report is a few
 #: seconds of many small queries, where C2's compile time never pays back.
 QUICK_JVM_EVENTS = 2_000_000
+#: With C1 alone the JVM reserves a 48 MB code cache, not 240 MB: a process that goes on
+#: checking history after history in one session (a test worker, ~250 reports) filled it,
+#: and a query then failed ("Out of space in CodeCache for method handle intrinsic"). The
+#: reservation is address space; the cache grows only as code is compiled.
+QUICK_CODE_CACHE = "-XX:ReservedCodeCacheSize=240m"
 #: From QUICK_JVM_EVENTS on, C2 inlines less (callees up to 100 bytecodes, not 325; none whose
 #: compiled code is over 1,000 bytes, not 2,500): a cold report at 10M events spent 37 s of CPU
 #: in C2 (45 s compiling in all, -XX:+CITime) on a 2-core machine, while its tasks waited on
@@ -111,12 +116,13 @@ def driver_memory(events: int | None) -> str:
 
 def driver_java_options(events: int | None) -> str:
     """The driver JVM's options for a history of ``events`` events (None: unknown): the quick
-    compiler alone below QUICK_JVM_EVENTS, LESS_INLINING from there on, the serial collector
+    compiler alone (with the full code cache) below QUICK_JVM_EVENTS, LESS_INLINING from
+    there on, the serial collector
     below SERIAL_GC_EVENTS. They go in spark.driver.extraJavaOptions, so that a user's own
     options there replace them (two collectors asked for would stop the JVM from starting)."""
     options = []
     if events is not None and events < QUICK_JVM_EVENTS:
-        options.append("-XX:TieredStopAtLevel=1")
+        options += ["-XX:TieredStopAtLevel=1", QUICK_CODE_CACHE]
     elif events is not None:
         options += LESS_INLINING
     if events is not None and events < SERIAL_GC_EVENTS:

@@ -2,15 +2,42 @@
 
 from __future__ import annotations
 
-from reports import spark
+import subprocess
+
+from reports import cds, spark
 
 
 def test_a_short_history_gets_the_quick_compiler_and_the_serial_collector() -> None:
-    assert spark.driver_java_options(76_000).split() == ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+    assert spark.driver_java_options(76_000).split() == [
+        "-XX:TieredStopAtLevel=1",
+        spark.QUICK_CODE_CACHE,
+        "-XX:+UseSerialGC",
+    ]
 
 
 def test_a_long_history_keeps_the_default_collector_and_inlines_less() -> None:
     assert "-XX:+UseSerialGC" not in spark.driver_java_options(spark.SERIAL_GC_EVENTS)
-    assert spark.driver_java_options(spark.SERIAL_GC_EVENTS).split() == ["-XX:TieredStopAtLevel=1"]
+    assert spark.driver_java_options(spark.SERIAL_GC_EVENTS).split() == [
+        "-XX:TieredStopAtLevel=1",
+        spark.QUICK_CODE_CACHE,
+    ]
     assert spark.driver_java_options(spark.QUICK_JVM_EVENTS).split() == list(spark.LESS_INLINING)
     assert spark.driver_java_options(None) == ""  # size unknown: the JVM's own choices
+
+
+def code_cache_bytes(options: str) -> int:
+    java = cds.java_binary()
+    assert java is not None
+    flags = subprocess.run(
+        [str(java), *options.split(), "-XX:+PrintFlagsFinal", "-version"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    [line] = [line for line in flags.splitlines() if line.split()[1:2] == ["ReservedCodeCacheSize"]]
+    return int(line.split()[3])
+
+
+def test_the_quick_compiler_keeps_the_code_cache_of_a_long_session() -> None:
+    # A JVM started for a short history may check many more in the same process.
+    default = code_cache_bytes("")
+    assert code_cache_bytes(spark.driver_java_options(76_000)) >= default
+    assert code_cache_bytes("-XX:TieredStopAtLevel=1") < default  # what the option is for

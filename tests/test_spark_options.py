@@ -41,3 +41,12 @@ def test_the_quick_compiler_keeps_the_code_cache_of_a_long_session() -> None:
     default = code_cache_bytes("")
     assert code_cache_bytes(spark.driver_java_options(76_000)) >= default
     assert code_cache_bytes("-XX:TieredStopAtLevel=1") < default  # what the option is for
+
+
+def test_the_test_sessions_jvm_keeps_the_full_code_cache(spark) -> None:
+    # Each test worker's JVM checks a few hundred histories (tests/conftest.py).
+    factory = spark._jvm.java.lang.management.ManagementFactory
+    reserved = sum(
+        pool.getUsage().getMax() for pool in factory.getMemoryPoolMXBeans() if "Code" in pool.getName()
+    )
+    assert reserved >= code_cache_bytes("")

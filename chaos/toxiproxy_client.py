@@ -45,7 +45,7 @@ from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
 from toxiproxy.toxic import Toxic
 
 from chaos.toxiproxy_server import ENV_PARENT
-from harness.ports import PortAllocator, listening_pids
+from harness.ports import PortAllocator, listens
 
 __all__ = [
     "InvalidToxic",
@@ -247,7 +247,7 @@ def _wait_ready(client: ToxiproxyClient, proc: subprocess.Popen[bytes] | None, d
             return False
         try:
             client.session.get(f"{client.url}/version", timeout=0.5).raise_for_status()
-            if proc is None or port is None or listening_pids(port, proc.pid) != set():
+            if proc is None or port is None or listens(port, proc.pid):
                 return True
         except requests.RequestException:
             pass

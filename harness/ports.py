@@ -7,17 +7,19 @@ run's broker answers its clients, and both verdicts are wrong. So each port hand
 also reserved, machine-wide, for as long as its allocator holds it: an abstract Unix
 socket named after it (Linux; the kernel drops it when the holder exits, so a killed run
 leaves nothing). Another zchaos process skips a reserved port. A program that is not
-zchaos can still take a port in the gap; ``listening_pids`` lets readiness checks see that
-the listener is not the process they started.
+zchaos can still take a port in the gap; ``listens`` lets readiness checks see that the
+listener is not the process they started.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
 import sys
-from pathlib import Path
+
+import psutil
 
 #: the abstract socket name that reserves a port (Linux only)
 RESERVATION = "\0zchaos-port-{port}"
@@ -94,74 +96,48 @@ def port_accepts(port: int, host: str = "127.0.0.1", timeout: float = 0.2) -> bo
         return False
 
 
-def _listening_inodes(port: int) -> set[str] | None:
-    """The socket inodes listening on TCP ``port`` (any address), None without /proc."""
-    inodes: set[str] = set()
-    readable = False
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        readable = True
-        for line in lines:
-            # sl local_address rem_address st ... inode: the port is hex, 0A is LISTEN
-            fields = line.split()
-            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                inodes.add(fields[9])
-    return inodes if readable else None
-
-
 def listening_pids(port: int, group: int | None = None) -> set[int] | None:
     """The processes (that we may inspect; only process group ``group``'s if given) holding
-    a socket that listens on TCP ``port``; None where the system does not say (no /proc)."""
-    inodes = _listening_inodes(port)
-    if inodes is None:
+    a socket that listens on TCP ``port``; None where the system does not say."""
+    try:
+        found = psutil.net_connections("tcp")
+    except (psutil.Error, NotImplementedError):
         return None
-    wanted = {f"socket:[{inode}]" for inode in inodes}
-    pids: set[int] = set()
-    if not wanted:
+    pids = {c.pid for c in found if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port}
+    pids.discard(None)  # a listener we may not inspect (another user's)
+    if group is None:
         return pids
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        pid = int(entry.name)
-        try:
-            if group is not None and os.getpgid(pid) != group:
-                continue
-            fds = os.scandir(f"/proc/{pid}/fd")
-        except OSError:
-            continue  # gone, or not ours to look at
-        with fds:
-            for fd in fds:
-                try:
-                    if os.readlink(fd.path) in wanted:
-                        pids.add(pid)
-                        break
-                except OSError:
-                    continue
-    return pids
+    return {pid for pid in pids if _group(pid) == group}
 
 
-def descends_from(pid: int, ancestor: int) -> bool:
-    """Whether ``ancestor`` is ``pid`` or one of its parents (False once either is gone)."""
-    seen: set[int] = set()
-    while pid > 1 and pid not in seen:
-        if pid == ancestor:
-            return True
-        seen.add(pid)
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return False
-        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state: the parent
+def _group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def listens(port: int, leader: int, foreign: set[int] | None = None) -> bool:
+    """Whether what process ``leader`` started listens on ``port``: itself, its process
+    group, or a descendant that left the group (True where the system cannot say). A port
+    that accepts is not enough: another program may have taken it between its allocation
+    and the subject's bind, and the subject's clients would then talk to that program. The
+    others found listening go into ``foreign``."""
+    pids = listening_pids(port)
+    if not pids:
+        return True  # cannot tell: no /proc, or a listener we may not inspect
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            if _group(pid) == leader or leader in {p.pid for p in psutil.Process(pid).parents()}:
+                return True
+    if foreign is not None:
+        foreign.update(pids)
     return False
 
 
 def describe_pid(pid: int) -> str:
     """``pid`` and its command line, for a message."""
     try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        return f"pid {pid}: {' '.join(a.decode(errors='replace') for a in argv if a)[:200]}"
-    except OSError:
+        return f"pid {pid}: {' '.join(psutil.Process(pid).cmdline())[:200]}"
+    except psutil.Error:
         return f"pid {pid}"

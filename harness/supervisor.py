@@ -25,7 +25,7 @@ from pathlib import Path
 
 from harness.errors import SetupError
 from harness.history import HistoryWriter
-from harness.ports import descends_from, describe_pid, listening_pids, port_accepts
+from harness.ports import describe_pid, listening_pids, listens, port_accepts
 
 _PR_SET_PDEATHSIG = 1
 
@@ -45,22 +45,6 @@ def log_tail(path: Path, lines: int = 10) -> str:
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
-
-
-def _listens(port: int, leader: int, foreign: set[int]) -> bool:
-    """Whether the process ``leader`` started listens on ``port``: itself, its process group
-    or a descendant that left the group (True where the system cannot say). A port that
-    accepts is not enough: another program may have taken it between its allocation and
-    the subject's bind, and its clients would then talk to that program; the others found
-    listening go into ``foreign``."""
-    ours = listening_pids(port, leader)
-    if ours is None or ours:
-        return True
-    others = listening_pids(port) or set()
-    if not others or any(descends_from(pid, leader) for pid in others):
-        return True  # ours, or a listener we may not inspect (another user's): cannot tell
-    foreign.update(others)
-    return False
 
 
 def _taken(port: int | None, foreign: set[int]) -> str:
@@ -188,7 +172,7 @@ class Supervisor:
                     f"{_taken(spec.ready_port, foreign)}; last lines of {spec.log}:\n{log_tail(spec.log)}"
                 )
             port = spec.ready_port
-            if port is not None and port_accepts(port) and _listens(port, managed.pid, foreign):
+            if port is not None and port_accepts(port) and listens(port, managed.pid, foreign):
                 return
             if pattern is not None and any(map(pattern.search, output.lines())):
                 return

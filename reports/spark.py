@@ -117,9 +117,9 @@ def driver_memory(events: int | None) -> str:
 def driver_java_options(events: int | None) -> str:
     """The driver JVM's options for a history of ``events`` events (None: unknown): the quick
     compiler alone (with the full code cache) below QUICK_JVM_EVENTS, LESS_INLINING from
-    there on, the serial collector
-    below SERIAL_GC_EVENTS. They go in spark.driver.extraJavaOptions, so that a user's own
-    options there replace them (two collectors asked for would stop the JVM from starting)."""
+    there on, the serial collector below SERIAL_GC_EVENTS. They go in
+    spark.driver.extraJavaOptions, so that a user's own options there replace them (two
+    collectors asked for would stop the JVM from starting)."""
     options = []
     if events is not None and events < QUICK_JVM_EVENTS:
         options += ["-XX:TieredStopAtLevel=1", QUICK_CODE_CACHE]

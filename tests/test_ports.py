@@ -22,7 +22,7 @@ pytestmark = [
 ]
 
 HOLD = (
-    "import sys, time\n"
+    "import time\n"
     "from harness.ports import PortAllocator\n"
     "allocator = PortAllocator()\n"
     "print(allocator.allocate(), flush=True)\n"

@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import subprocess
 
-from reports import cds, spark
+from reports import cds
+from reports import spark as options
 
 
 def test_a_short_history_gets_the_quick_compiler_and_the_serial_collector() -> None:
-    assert spark.driver_java_options(76_000).split() == [
+    assert options.driver_java_options(76_000).split() == [
         "-XX:TieredStopAtLevel=1",
-        spark.QUICK_CODE_CACHE,
+        options.QUICK_CODE_CACHE,
         "-XX:+UseSerialGC",
     ]
 
 
 def test_a_long_history_keeps_the_default_collector_and_inlines_less() -> None:
-    assert "-XX:+UseSerialGC" not in spark.driver_java_options(spark.SERIAL_GC_EVENTS)
-    assert spark.driver_java_options(spark.SERIAL_GC_EVENTS).split() == [
+    assert "-XX:+UseSerialGC" not in options.driver_java_options(options.SERIAL_GC_EVENTS)
+    assert options.driver_java_options(options.SERIAL_GC_EVENTS).split() == [
         "-XX:TieredStopAtLevel=1",
-        spark.QUICK_CODE_CACHE,
+        options.QUICK_CODE_CACHE,
     ]
-    assert spark.driver_java_options(spark.QUICK_JVM_EVENTS).split() == list(spark.LESS_INLINING)
-    assert spark.driver_java_options(None) == ""  # size unknown: the JVM's own choices
+    assert options.driver_java_options(options.QUICK_JVM_EVENTS).split() == list(options.LESS_INLINING)
+    assert options.driver_java_options(None) == ""  # size unknown: the JVM's own choices
 
 
 def code_cache_bytes(options: str) -> int:
@@ -39,7 +40,7 @@ def code_cache_bytes(options: str) -> int:
 def test_the_quick_compiler_keeps_the_code_cache_of_a_long_session() -> None:
     # A JVM started for a short history may check many more in the same process.
     default = code_cache_bytes("")
-    assert code_cache_bytes(spark.driver_java_options(76_000)) >= default
+    assert code_cache_bytes(options.driver_java_options(76_000)) >= default
     assert code_cache_bytes("-XX:TieredStopAtLevel=1") < default  # what the option is for
 
 

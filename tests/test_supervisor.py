@@ -4,9 +4,9 @@ the incarnation being started, also when a restart appends to the previous one's
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-import signal
 import socket
 import sys
 import time
@@ -14,12 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from chaos.nemesis import Nemesis, PlannedFault
 from harness.errors import SetupError
 from harness.history import HistoryWriter, read_events
-from harness.ports import PortAllocator, descends_from, listening_pids
+from harness.ports import PortAllocator, listening_pids
 from harness.supervisor import ProcSpec, Supervisor
 from tests.procs import ROOT, wait_for
 
@@ -158,7 +159,8 @@ def test_the_subjects_own_listener_is_readiness(
             assert (owner == managed.pid) == (child is None)
             assert (os.getpgid(owner) == managed.pid) == (child != "start_new_session=True")
         finally:
-            # A child in its own session is not the supervisor's to stop.
-            for pid in listening_pids(port) or ():
-                if descends_from(pid, os.getpid()):
-                    os.kill(pid, signal.SIGKILL)
+            # A child in its own session is not the supervisor's to stop, listening or not.
+            for proc in psutil.Process().children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    if LISTEN in proc.cmdline():
+                        proc.kill()

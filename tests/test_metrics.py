@@ -1,0 +1,68 @@
+"""The run metrics (reports/metrics.py) on hand-made histories in a real SparkSession."""
+
+from __future__ import annotations
+
+from reports.metrics import NS
+
+T0 = 1_000 * NS
+
+
+def _history() -> list[dict]:
+    """Replies whose latencies repeat within a second (what a long, busy run has), two client
+    kinds, one without a kind, endpoints, retries, an abandon and an unexpected message."""
+    out: list[dict] = []
+
+    def ev(ev: str, ts: int, cid: str, seq: int | None, kind: str | None, **more) -> None:
+        out.append(
+            {"ts": ts, "src": cid, "ev": ev, "cid": cid, "seq": seq, "rid": f"{cid}:{seq}", "kind": kind}
+            | more
+        )
+
+    for i, lat in enumerate([1000, 1000, 1000, 5000]):  # second 0, kind a: 1 ms three times
+        ev("send", T0 + i, "c-1", i, "a", attempt=1)
+        ev("reply", T0 + 10 * i + 7, "c-1", i, "a", ok=True, latency_us=lat, endpoint="primary")
+    for i, lat in enumerate([2000, 2000, 9000]):  # second 1, kind b, two endpoints
+        ev("send", T0 + NS + i, "c-2", i, "b", attempt=1)
+        ev("reply", T0 + NS + 10 * i + 7, "c-2", i, "b", ok=True, latency_us=lat,
+           endpoint="backup" if i else "primary")  # fmt: skip
+    ev("send", T0 + 2 * NS, "c-3", 0, None, attempt=1)
+    ev("retry", T0 + 2 * NS + 1, "c-3", 0, None, attempt=2)
+    ev("send", T0 + 2 * NS + 1, "c-3", 0, None, attempt=2)
+    ev("abandon", T0 + 2 * NS + 2, "c-3", 0, None, reason="gave up")
+    ev("unexpected", T0 + 3 * NS, "c-1", None, "a", detail="stray")
+    return out
+
+
+def _figures(events, precount: bool) -> dict:
+    from reports import metrics
+
+    passed = metrics.client_pass(events, T0, precount=precount)
+    return {
+        "timeline": metrics.timeline(events, T0, passed),
+        "latency": metrics.latency(events, passed),
+        "servers": metrics.servers(events, T0, passed=passed),
+        "kinds": metrics.client_kinds(events, passed),
+    }
+
+
+def test_counting_alike_events_first_gives_the_same_figures(spark) -> None:
+    """The precount (a long history's way) weighs each counted row by how many events it
+    stands for: percentiles, mean and counts are those of every event, not of the distinct
+    ones (unweighted, the overall p50 of these 7 replies would be 3.5 ms, not 2 ms)."""
+    from reports.history_frame import events_frame
+
+    events = events_frame(spark, _history())
+    plain, counted = _figures(events, precount=False), _figures(events, precount=True)
+    assert counted == plain
+    latency = counted["latency"]
+    assert latency["count"] == 7 and latency["p50"] == 2.0 and latency["max"] == 9.0
+    assert latency["mean"] == round((3 * 1000 + 5000 + 2 * 2000 + 9000) / 7 / 1000, 3)
+    first, second, third = counted["timeline"][:3]
+    assert (first["sends"], first["replies"], first["p50_ms"]) == (4, 4, 1.0)
+    assert (second["sends"], second["replies"], second["p50_ms"]) == (3, 3, 2.0)
+    assert (third["sends"], third["retries"], third["abandons"], third["p50_ms"]) == (2, 1, 1, None)
+    assert counted["servers"]["answered"] == {"primary": [[0, 4], [1, 1]], "backup": [[1, 2]]}
+    a, b = counted["kinds"]["a"], counted["kinds"]["b"]
+    assert (a["latency_ms"]["p50"], a["replies_by_endpoint"], a["unexpected"]) == (1.0, {"primary": 4}, 1)
+    assert (b["latency_ms"]["p50"], b["replies_by_endpoint"]) == (2.0, {"backup": 2, "primary": 1})
+    assert counted["kinds"]["(unnamed)"]["abandons"] == 1

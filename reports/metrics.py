@@ -109,7 +109,8 @@ def client_pass(events: DataFrame, t0_ns: int, precount: bool = False) -> dict[s
             F.percentile(lat, _quantiles(ALL_QUANTILES), w).alias("q"),
             F.coalesce(F.sum(lat_w), F.lit(0)).alias("lat_n"),
             F.max(lat).alias("lat_max"),
-            (F.sum(lat * w) / F.sum(lat_w)).alias("lat_mean"),
+            # In doubles, as avg sums: a wild latency must not overflow a long sum.
+            (F.sum(lat.cast("double") * w) / F.sum(lat_w)).alias("lat_mean"),
         )
         .collect()
     )

@@ -66,3 +66,22 @@ def test_counting_alike_events_first_gives_the_same_figures(spark) -> None:
     assert (a["latency_ms"]["p50"], a["replies_by_endpoint"], a["unexpected"]) == (1.0, {"primary": 4}, 1)
     assert (b["latency_ms"]["p50"], b["replies_by_endpoint"]) == (2.0, {"backup": 2, "primary": 1})
     assert counted["kinds"]["(unnamed)"]["abandons"] == 1
+
+
+def test_wild_latencies_do_not_overflow_the_mean(spark) -> None:
+    """A client that records absurd latencies (2^62 us, twice) still gets its figures: the
+    mean is summed in doubles, as Spark's avg does, in both ways of counting."""
+    from reports.history_frame import events_frame
+
+    wild = 2**62
+    events = events_frame(
+        spark,
+        [
+            {"ts": T0 + i, "src": "c-1", "ev": "reply", "cid": "c-1", "seq": i, "rid": f"c-1:{i}",
+             "ok": True, "latency_us": wild}
+            for i in range(2)
+        ],
+    )  # fmt: skip
+    for precount in (False, True):
+        latency = _figures(events, precount)["latency"]
+        assert latency["count"] == 2 and latency["mean"] == latency["max"] == round(wild / 1000, 3)

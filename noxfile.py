@@ -70,7 +70,16 @@ def chaos(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Every benchmark under bench/ (figures, not pass/fail)."""
+    """Every benchmark under bench/ (figures, not pass/fail); ``./dev bench NAME ARGS...`` runs
+    only bench/NAME.py, with its own arguments (``./dev bench checker_scaling --help``)."""
+    from pathlib import Path
+
+    scripts, args = sorted(Path("bench").glob("*.py")), list(session.posargs)
+    if args and not args[0].startswith("-"):
+        named = Path("bench") / f"{args[0].removesuffix('.py')}.py"
+        if not named.is_file():
+            session.error(f"no benchmark {named} (known: {', '.join(p.stem for p in scripts)})")
+        scripts, args = [named], args[1:]
     session.install("-e", ".[bench]")
-    for script in sorted(__import__("pathlib").Path("bench").glob("*.py")):
-        session.run("python", str(script), *session.posargs)
+    for script in scripts:
+        session.run("python", str(script), *args)

@@ -21,13 +21,11 @@ Each line shows the load average (1 min) when it ended, and every figure is also
 multiple of pandas's time on the same history in the same run ("x pandas"): this shared
 machine's speed changes from hour to hour, so seconds say little across days, while the
 ratio to a baseline measured minutes apart says more. The last lines are the table of issue
-12, each figure against its target. Run it with the Python of any of the project's venvs
-(``./dev bench`` makes ``.nox/bench``); ``--demo`` adds a stored run of the demo scenario
-(made by ``zchaos run scenarios/paranoid-pirate-kill-worker.toml``), ``--dir D`` keeps the
-generated runs in D for the next time:
+12, each figure against its target. ``--demo`` adds a stored run of the demo scenario (made
+by ``./dev demo``), ``--dir D`` keeps the generated runs in D for the next time:
 
-    .nox/bench/bin/python bench/checker_scaling.py --demo runs/<the demo run>   # 100k, 1M, 10M
-    .nox/bench/bin/python bench/checker_scaling.py --sizes 100000 --profile     # the demo's size
+    ./dev bench checker_scaling --demo runs/<the demo run>    # 100k, 1M, 10M
+    ./dev bench checker_scaling --sizes 100000 --profile      # the demo's size
 
 ``--profile`` prints, per step of a warm report from Parquet, the wall seconds, the CPU
 seconds of this process and its JVM together (which move far less with the load than the

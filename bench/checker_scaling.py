@@ -288,16 +288,20 @@ def _write_meta(run: RunDir, span_ns: int) -> None:
     )
 
 
+def _timed_child(what: str, args: list[str], ok: tuple[int, ...] = (0,)) -> tuple[str, float]:
+    """A new Python process with ``args`` (from the project's root): its output and wall time;
+    an exit code not in ``ok`` ends the benchmark, with what the child said."""
+    t = time.perf_counter()
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, check=False)
+    secs = time.perf_counter() - t
+    if done.returncode not in ok:
+        raise SystemExit(f"{what} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return done.stdout, secs
+
+
 def whole_process(run: RunDir) -> tuple[dict[str, Any], float]:
     """``zchaos report RUN`` in a new process: its verdict and wall time."""
-    t = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "report", str(run.root)],
-        cwd=ROOT, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    secs = time.perf_counter() - t
-    if done.returncode not in (0, 1, 3):
-        raise SystemExit(f"zchaos report failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    _out, secs = _timed_child("zchaos report", ["-m", "harness.cli", "report", str(run.root)], ok=(0, 1, 3))
     return json.loads(run.verdict_json.read_text()), secs
 
 
@@ -309,15 +313,10 @@ def spark_checks_process(run: RunDir, names: tuple[str, ...] = PANDAS_CHECKS) ->
     """Only the checks ``names`` (no metrics, no files written) in a new process, from the
     Parquet form, the way ``zchaos report`` runs them: Spark doing what pandas_check does,
     JVM start included. Their violations by name, and the wall time."""
-    t = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--spark-checks", str(run.root), ",".join(names)],
-        cwd=ROOT, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    secs = time.perf_counter() - t
-    if done.returncode != 0:
-        raise SystemExit(f"the checks alone failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    return json.loads(done.stdout.splitlines()[-1]), secs
+    out, secs = _timed_child(
+        "the checks alone", [str(Path(__file__).resolve()), "--spark-checks", str(run.root), ",".join(names)]
+    )
+    return json.loads(out.splitlines()[-1]), secs
 
 
 def _spark_checks(run_dir: Path, names: list[str]) -> None:

@@ -96,18 +96,16 @@ def port_accepts(port: int, host: str = "127.0.0.1", timeout: float = 0.2) -> bo
         return False
 
 
-def listening_pids(port: int, group: int | None = None) -> set[int] | None:
-    """The processes (that we may inspect; only process group ``group``'s if given) holding
-    a socket that listens on TCP ``port``; None where the system does not say."""
+def listening_pids(port: int) -> set[int] | None:
+    """The processes (that we may inspect) holding a socket that listens on TCP ``port``;
+    None where the system does not say."""
     try:
         found = psutil.net_connections("tcp")
     except (psutil.Error, NotImplementedError):
         return None
     pids = {c.pid for c in found if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port}
     pids.discard(None)  # a listener we may not inspect (another user's)
-    if group is None:
-        return pids
-    return {pid for pid in pids if _group(pid) == group}
+    return pids
 
 
 def _group(pid: int) -> int | None:

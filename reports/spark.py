@@ -64,6 +64,8 @@ QUICK_JVM_EVENTS = 2_000_000
 #: and a query then failed ("Out of space in CodeCache for method handle intrinsic"). The
 #: reservation is address space; the cache grows only as code is compiled.
 QUICK_CODE_CACHE = "-XX:ReservedCodeCacheSize=240m"
+#: The JVM options of the quick compiler alone (also the test workers', tests/conftest.py).
+QUICK_COMPILER = ("-XX:TieredStopAtLevel=1", QUICK_CODE_CACHE)
 #: From QUICK_JVM_EVENTS on, C2 inlines less (callees up to 100 bytecodes, not 325; none whose
 #: compiled code is over 1,000 bytes, not 2,500): a cold report at 10M events spent 37 s of CPU
 #: in C2 (45 s compiling in all, -XX:+CITime) on a 2-core machine, while its tasks waited on
@@ -122,7 +124,7 @@ def driver_java_options(events: int | None) -> str:
     collectors asked for would stop the JVM from starting)."""
     options = []
     if events is not None and events < QUICK_JVM_EVENTS:
-        options += ["-XX:TieredStopAtLevel=1", QUICK_CODE_CACHE]
+        options += QUICK_COMPILER
     elif events is not None:
         options += LESS_INLINING
     if events is not None and events < SERIAL_GC_EVENTS:

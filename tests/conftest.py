@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from reports.spark import QUICK_CODE_CACHE
+from reports.spark import QUICK_COMPILER
 from tests.procs import procs  # noqa: F401 - a fixture
 
 if TYPE_CHECKING:
@@ -22,12 +22,12 @@ if TYPE_CHECKING:
 # more CPU than it saves there. With C1 alone the Spark checker tests took a third less CPU
 # (tests/test_sketch_checkers.py 48 -> 31 s, test_majordomo_checkers.py 44 -> 29 s, under a
 # load average of 30). Inherited by the `zchaos` processes the tests start; never set for users.
-# The code cache stays the full size (QUICK_CODE_CACHE): with C1 alone the JVM reserves only
-# 48 MB, which a test worker's session, checking a few hundred histories, filled (compiler
-# disabled, and once a query failed: "Out of space in CodeCache for method handle intrinsic").
+# QUICK_COMPILER keeps the full code cache: with C1 alone the JVM reserves only 48 MB, which
+# a test worker's session, checking a few hundred histories, filled (compiler disabled, and
+# once a query failed: "Out of space in CodeCache for method handle intrinsic").
 os.environ.setdefault(
     "PYSPARK_SUBMIT_ARGS",
-    f'--conf "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 {QUICK_CODE_CACHE}" pyspark-shell',
+    f'--conf "spark.driver.extraJavaOptions={" ".join(QUICK_COMPILER)}" pyspark-shell',
 )
 
 

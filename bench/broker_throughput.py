@@ -29,7 +29,7 @@ from pathlib import Path
 
 import zmq
 
-from harness.ports import PortAllocator
+from contract.ports import PortAllocator
 
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD = b"bench:1|" + b"x" * 24

@@ -112,8 +112,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from contract.rundir import RunDir
 from harness.manifest import load_manifest
-from harness.rundir import RunDir
 from reports.pipeline import PARQUET, build_report
 from reports.spark import get_spark
 

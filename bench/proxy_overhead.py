@@ -25,7 +25,7 @@ import zmq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from chaos.toxiproxy_client import toxiproxy_server
-from harness.ports import PortAllocator
+from contract.ports import PortAllocator
 
 SIZES = (64, 64 * 1024)
 BLOCKS = 10

@@ -43,7 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.checker_scaling import cpu_seconds, load
-from harness.rundir import RunDir
+from contract.rundir import RunDir
 from reports.parallel import THREADS_ENV
 from reports.pipeline import PARQUET, build_report, expected_events
 from reports.spark import get_spark

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.malformed import FAMILIES
+from contract.promises import OUTAGE, SLOWDOWN
 
 REQUIRED: Any = ...  # a Param's default when the scenario must give the value
 INT64_MAX = 2**63 - 1  # Toxiproxy's toxic attributes are Go int64
@@ -21,11 +22,6 @@ INT64_MAX = 2**63 - 1  # Toxiproxy's toxic attributes are Go int64
 #: How a scenario picks instances of a role: ``worker:random`` (one, seeded), ``worker:half``
 #: (half of them, rounded up, seeded), ``worker:all``.
 SELECTORS = ("random", "half", "all")
-#: What a fault does to its target's service: an ``outage`` stops it serving (a crash, a
-#: stall, a cut link), a ``slowdown`` only slows it. A manifest's ``survives`` promise
-#: names harms (harness/manifest.py); the ``availability`` check holds the system to them.
-OUTAGE, SLOWDOWN = "outage", "slowdown"
-HARMS = (OUTAGE, SLOWDOWN)
 
 
 @dataclass(frozen=True)

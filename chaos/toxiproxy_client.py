@@ -45,7 +45,7 @@ from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
 from toxiproxy.toxic import Toxic
 
 from chaos.toxiproxy_server import ENV_PARENT
-from harness.ports import PortAllocator, listens
+from contract.ports import PortAllocator, listens
 
 __all__ = [
     "InvalidToxic",

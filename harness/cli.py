@@ -1,6 +1,6 @@
 """The ``zchaos`` command line.
 
-Exit codes are the run outcome's (harness/outcomes.py, listed in the README): 0 passed,
+Exit codes are the run outcome's (contract/outcomes.py, listed in the README): 0 passed,
 1 violated, 2 bad input (the message says which file and key), 3 unknown (a promised check
 could not be decided), 4 incomplete (the run did not carry out its plan), 130 interrupted.
 """
@@ -11,8 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.errors import SetupError
-from harness.outcomes import EXIT_INTERRUPTED
+from contract.errors import SetupError
+from contract.outcomes import EXIT_INTERRUPTED
 
 EPILOG = """\
 examples:
@@ -82,8 +82,8 @@ def _cmd_suite(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    from contract.rundir import RunDir
     from harness.progress import Progress
-    from harness.rundir import RunDir
     from harness.runner import build_report_for
 
     run = RunDir(Path(args.run))

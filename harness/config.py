@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.errors import SetupError, key_path
+from contract.errors import SetupError, key_path
 
 REQUIRED: Any = object()
 _REQUIRED = REQUIRED

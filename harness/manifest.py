@@ -139,13 +139,23 @@ from __future__ import annotations
 
 import re
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chaos.faults import FAULT_KINDS, HARMS
+from chaos.faults import FAULT_KINDS
+from contract.errors import SetupError
+from contract.promises import (
+    DEFAULT_AVAILABILITY_FLOOR,
+    DEFAULT_LATENCY_P99_MS,
+    DEFAULT_RECOVERY_BOUND_S,
+    DEFAULT_SURVIVES,
+    EXECUTIONS,
+    Promises,
+    expiry_s,
+    survive_rule,
+)
 from harness.config import Table, load_toml
-from harness.errors import SetupError
 from harness.probes import PROBES
 
 IMPLEMENTATIONS_DIR = Path(__file__).resolve().parent.parent / "implementations"
@@ -211,80 +221,6 @@ class Role:
         if n == 1 and not self.scalable:
             return [self.name]
         return [f"{self.name}-{i}" for i in range(1, n + 1)]
-
-
-#: The faults a system promises to stay available through unless its manifest says otherwise.
-DEFAULT_SURVIVES = ("slowdown", "outage:some")
-SURVIVE_SCOPES = ("", "some")
-
-
-def expiry_s(expr: float | str | None, options: dict[str, Any]) -> float | None:
-    """The seconds an ``expiry_ms`` promise comes to with these options (None: not given).
-
-    ``expr`` is a number of milliseconds or ``"NAME * NAME * 2"``: a product of option
-    names and numbers. Raises ValueError naming what does not evaluate.
-    """
-    if expr is None:
-        return None
-    if isinstance(expr, int | float) and not isinstance(expr, bool):
-        return float(expr) / 1000
-    product = 1.0
-    for factor in str(expr).split("*"):
-        token = factor.strip()
-        try:
-            product *= float(token)
-            continue
-        except ValueError:
-            pass
-        value = options.get(token)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            known = ", ".join(sorted(k for k, v in options.items() if isinstance(v, int | float)))
-            raise ValueError(f"{token!r} is not a number nor a numeric option (options: {known or 'none'})")
-        product *= float(value)
-    return product / 1000
-
-
-def survive_rule(entry: str) -> tuple[str, str]:
-    """``"outage:some"`` -> (``"outage"``, ``"some"``); ValueError for what is not a rule."""
-    head, _, scope = entry.partition(":")
-    if head not in HARMS and head not in FAULT_KINDS:
-        raise ValueError(
-            f"{entry!r}: expected a harm ({', '.join(HARMS)}) or a fault kind "
-            f"({', '.join(FAULT_KINDS)}), optionally with ':some'"
-        )
-    if scope not in SURVIVE_SCOPES:
-        raise ValueError(f"{entry!r}: the scope after ':' can only be 'some'")
-    return head, scope
-
-
-@dataclass(frozen=True)
-class Promises:
-    checks: tuple[str, ...]
-    execution: str = "at_least_once"
-    in_order: bool = True
-    recovery_bound_s: float = 10.0
-    steady_grace_s: float = 10.0
-    latency_p99_ms: float = 500.0
-    expiry_ms: float | str | None = None  # a number, or a product of option names (see above)
-    availability_floor: float = 0.5
-    survives: tuple[str, ...] = DEFAULT_SURVIVES
-    requeue: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)  # family-specific promise values
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "checks": list(self.checks),
-            "execution": self.execution,
-            "in_order": self.in_order,
-            "recovery_bound_s": self.recovery_bound_s,
-            "steady_grace_s": self.steady_grace_s,
-            "latency_p99_ms": self.latency_p99_ms,
-            "expiry_ms": self.expiry_ms,
-            "availability_floor": self.availability_floor,
-            "survives": list(self.survives),
-            "requeue": self.requeue,
-            **self.extra,
-        }
 
 
 @dataclass(frozen=True)
@@ -636,7 +572,7 @@ def parse_promises(pt: Table, options: dict[str, Any], *, check_names: bool = Tr
         for check in checks:
             if check not in known:
                 raise pt.error("checks", f"unknown check {check!r} (known: {', '.join(known)})")
-    recovery = pt.get("recovery_bound_s", float, 10.0, minimum=0)
+    recovery = pt.get("recovery_bound_s", float, DEFAULT_RECOVERY_BOUND_S, minimum=0)
     expiry = pt.get("expiry_ms", (int, float, str), None)
     try:
         expiry_s(expiry, options)
@@ -644,7 +580,7 @@ def parse_promises(pt: Table, options: dict[str, Any], *, check_names: bool = Tr
         raise pt.error("expiry_ms", str(exc)) from None
     if expiry is not None and not isinstance(expiry, str) and expiry < 0:
         raise pt.error("expiry_ms", f"must be at least 0, got {expiry!r}")
-    floor = pt.get("availability_floor", float, 0.5, minimum=0)
+    floor = pt.get("availability_floor", float, DEFAULT_AVAILABILITY_FLOOR, minimum=0)
     if floor > 1:
         raise pt.error(
             "availability_floor", f"is a fraction of the rate before a fault: at most 1, got {floor!r}"
@@ -652,16 +588,16 @@ def parse_promises(pt: Table, options: dict[str, Any], *, check_names: bool = Tr
     survives = pt.list_of("survives", str, list(DEFAULT_SURVIVES))
     for entry in survives:
         try:
-            survive_rule(entry)
+            survive_rule(entry, FAULT_KINDS)
         except ValueError as exc:
             raise pt.error("survives", str(exc)) from None
     promises = Promises(
         checks=tuple(checks),
-        execution=pt.get("execution", str, "at_least_once", choices=("at_least_once", "exactly_once")),
+        execution=pt.get("execution", str, "at_least_once", choices=EXECUTIONS),
         in_order=pt.get("in_order", bool, True),
         recovery_bound_s=recovery,
         steady_grace_s=pt.get("steady_grace_s", float, recovery, minimum=0),
-        latency_p99_ms=pt.get("latency_p99_ms", float, 500.0, minimum=0),
+        latency_p99_ms=pt.get("latency_p99_ms", float, DEFAULT_LATENCY_P99_MS, minimum=0),
         expiry_ms=float(expiry) if isinstance(expiry, int) else expiry,
         availability_floor=floor,
         survives=tuple(survives),

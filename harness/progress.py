@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from chaos.nemesis import Nemesis, PlannedFault
-    from harness.rundir import RunDir
+    from contract.rundir import RunDir
     from harness.scenario import LoadSpec, Scenario
 
 _COUNTED = {
@@ -25,7 +25,7 @@ _COUNTED = {
     "lost": b'"ev":"lost"',  # a no-resend client's request past its reply deadline
 }
 STATUS_MARK = {"held": "ok  ", "violated": "FAIL", "unknown": "??  "}
-#: The last line of a verdict, by run outcome (harness/outcomes.py).
+#: The last line of a verdict, by run outcome (contract/outcomes.py).
 OUTCOME_WORD = {
     "passed": "PASSED",
     "violated": "FAILED: VIOLATED",

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 from chaos.faults import FAULT_KINDS
 from chaos.malformed import endpoint_side
 from chaos.nemesis import Nemesis, PlannedFault, plan_faults
-from harness.errors import SetupError
-from harness.history import HistoryWriter, history_file
+from contract.errors import SetupError
+from contract.history import HistoryWriter, history_file
+from contract.outcomes import EXIT_INTERRUPTED
+from contract.ports import PortAllocator
+from contract.rundir import RunDir, RunMeta
 from harness.manifest import ClientKind, client_endpoints
-from harness.outcomes import EXIT_INTERRUPTED
-from harness.ports import PortAllocator
 from harness.progress import Progress
-from harness.rundir import RunDir
 from harness.scenario import Scenario
 from harness.supervisor import Managed, ProcSpec, Supervisor, log_tail
 from harness.topology import PROJECT_ROOT, Topology
@@ -156,7 +156,7 @@ class Runner:
         self.plan: list[PlannedFault] = plan_faults(
             scenario.faults, {r: scenario.instances(r) for r in scenario.manifest.roles}, scenario.seed
         )
-        self.meta: dict[str, Any] = {
+        self.meta: RunMeta = {
             "scenario": scenario.as_dict(),
             "manifest": scenario.manifest.as_dict(),
             "expect_violated": list(scenario.expect_violated),

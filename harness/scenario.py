@@ -61,8 +61,8 @@ from typing import Any
 
 from chaos.faults import FAULT_KINDS, SELECTORS
 from chaos.malformed import FAMILIES
+from contract.errors import SetupError
 from harness.config import REQUIRED, Table, load_toml
-from harness.errors import SetupError
 from harness.manifest import (
     CLIENTS,
     ClientKind,

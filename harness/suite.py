@@ -1,7 +1,7 @@
 """The CI suite: every scenario of a folder, one run each, an index page and one JUnit file.
 
 All scenarios are validated before the first one starts, so a typo in the last file
-costs nothing. Each run has an outcome (harness/outcomes.py); the suite's exit code is
+costs nothing. Each run has an outcome (contract/outcomes.py); the suite's exit code is
 130 if it was interrupted, 2 if a scenario could not be run (set-up), else the exit code
 of the runs' outcomes combined (violated > incomplete > unknown > passed).
 """
@@ -14,8 +14,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import SetupError
-from harness.outcomes import BAD_INPUT, EXIT_INTERRUPTED, PASSED, UNKNOWN, combine_outcomes, exit_code
+from contract.errors import SetupError
+from contract.outcomes import BAD_INPUT, EXIT_INTERRUPTED, PASSED, UNKNOWN, combine_outcomes, exit_code
 from harness.progress import Progress
 from harness.runner import Runner
 from harness.scenario import Scenario, load_scenario

@@ -23,9 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import SetupError
-from harness.history import HistoryWriter
-from harness.ports import describe_pid, listening_pids, listens, port_accepts
+from contract.errors import SetupError
+from contract.history import HistoryWriter
+from contract.ports import describe_pid, listening_pids, listens, port_accepts
 
 _PR_SET_PDEATHSIG = 1
 

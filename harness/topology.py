@@ -17,10 +17,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.history import ENV_HISTORY_DIR, ENV_SOURCE
+from contract.history import ENV_HISTORY_DIR, ENV_SOURCE
+from contract.ports import PortAllocator
+from contract.rundir import RunDir
 from harness.manifest import CLIENTS, PLACEHOLDER, ClientKind, client_endpoints, client_link_name, link_name
-from harness.ports import PortAllocator
-from harness.rundir import RunDir
 from harness.scenario import Scenario
 from harness.supervisor import ProcSpec
 

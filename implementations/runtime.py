@@ -17,7 +17,7 @@ from types import FrameType
 
 import zmq
 
-from harness.history import HistoryWriter, writer_from_env
+from contract.history import HistoryWriter, writer_from_env
 
 
 def _exit_on_signal(signum: int, frame: FrameType | None) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import zmq.green as zmq
 from locust import User, task
 
-from harness.history import HistoryWriter, NullWriter, history_file, payload_for, request_id
+from contract.history import HistoryWriter, NullWriter, history_file, payload_for, request_id
 from loadtests.adapters import adapter_class
 from loadtests.adapters.base import Abandoned, AsyncClientAdapter, ClientAdapter, Lost, RequestLog
 from loadtests.config import ClientLoad, LoadConfig, wait_time_for

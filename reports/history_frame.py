@@ -1,4 +1,4 @@
-"""The history as a Spark DataFrame: the explicit schema (from harness.history) and readers."""
+"""The history as a Spark DataFrame: the explicit schema (from contract.history) and readers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.history import FIELD_TYPES
+from contract.history import FIELD_TYPES
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -15,7 +15,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from harness.rundir import RunDir
+from contract.rundir import RunDir
 
 NS = 1_000_000_000
 TEMPLATES = Path(__file__).resolve().parent / "templates"

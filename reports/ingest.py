@@ -1,7 +1,7 @@
 """The history's JSON lines to its Parquet form with pyarrow, on a run's first report, while
 Spark starts.
 
-pyarrow's JSON reader (multi-threaded C++, the explicit schema of harness.history.FIELD_TYPES)
+pyarrow's JSON reader (multi-threaded C++, the explicit schema of contract.history.FIELD_TYPES)
 parses a history several times faster than Spark's, and it needs no JVM, so it runs in a
 thread while the JVM starts (``Conversion``). It writes history/events.parquet exactly as
 reports.pipeline does from Spark: one file below ``SPLIT_MIN_EVENTS``, split by event kind
@@ -40,14 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.history import FIELD_TYPES
+from contract.history import FIELD_TYPES
 from reports.checkers import Profile
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-#: pyarrow's type for each type name of harness.history.FIELD_TYPES.
+#: pyarrow's type for each type name of contract.history.FIELD_TYPES.
 ARROW_TYPES = {"string": "string", "long": "int64", "int": "int32", "bool": "bool_", "double": "float64"}
 #: The reader's block (pyarrow parses blocks in parallel; a line must fit in one).
 BLOCK_BYTES = 4 << 20
@@ -68,7 +68,7 @@ class Cancelled(BaseException):
 
 
 def arrow_schema() -> pa.Schema:
-    """The history's schema for pyarrow, from harness.history.FIELD_TYPES."""
+    """The history's schema for pyarrow, from contract.history.FIELD_TYPES."""
     import pyarrow as pa
 
     return pa.schema([(name, getattr(pa, ARROW_TYPES[t])()) for name, t in FIELD_TYPES.items()])

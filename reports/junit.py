@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from harness.outcomes import UNKNOWN, VIOLATED
+from contract.outcomes import UNKNOWN, VIOLATED
 
 # Characters XML 1.0 cannot carry, even escaped; a history may hold any text.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import SetupError
+from contract.errors import SetupError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from harness.errors import SetupError
-from harness.history import EVENTS, FIELD_TYPES
-from harness.rundir import RunDir
+from contract.errors import SetupError
+from contract.history import EVENTS, FIELD_TYPES
+from contract.rundir import RunDir
 from reports.checkers import HELD, UNKNOWN, CheckContext, Checker, CheckResult, FaultWindow, Profile, registry
 
 if TYPE_CHECKING:
@@ -54,27 +54,11 @@ NOT_AN_EVENT = "_zchaos_not_an_event"
 WRITERS_PER_TASK = 64
 
 
-def load_meta(run: RunDir) -> dict[str, Any]:
-    """run.json, checked for what the report needs."""
-    try:
-        meta = json.loads(run.run_json.read_text())
-    except FileNotFoundError:
-        raise SetupError("no run.json: not a run directory", where=run.run_json) from None
-    except (OSError, ValueError) as exc:
-        raise SetupError(f"cannot read run.json: {exc}", where=run.run_json) from None
-    if not isinstance(meta, dict):
-        raise SetupError("run.json should hold a JSON object", where=run.run_json)
-    promises = (meta.get("manifest") or {}).get("promises")
-    if not isinstance(promises, dict) or not isinstance(promises.get("checks"), list):
-        raise SetupError("run.json lacks manifest.promises.checks (the checks to run)", where=run.run_json)
-    return meta
-
-
 @dataclass
 class History:
     """A run's history as read: its good events, what the input held, and any cache behind them."""
 
-    events: DataFrame  # every good event, with the columns of harness.history.FIELD_TYPES
+    events: DataFrame  # every good event, with the columns of contract.history.FIELD_TYPES
     account: dict[str, Any]  # source, files, events, bad_lines, bad_examples
     profile: Profile
     cached: DataFrame | None = None
@@ -789,7 +773,7 @@ def build_report(run_dir: Path, *, progress: Callable[[str], None] | None = None
     run = RunDir(Path(run_dir))
     if not run.root.is_dir():
         raise SetupError("no such run directory", where=run.root)
-    meta = load_meta(run)
+    meta = run.read_meta()
     # The JSON lines go to Parquet (pyarrow, its own threads) while the JVM starts (one core).
     pending = start_conversion(run, say)
     try:

@@ -1,6 +1,6 @@
 """The verdict: check results and the run's completeness combined into the run's outcome.
 
-Each check has an outcome (harness/outcomes.py): a check that held passes; one that was
+Each check has an outcome (contract/outcomes.py): a check that held passes; one that was
 violated is a violation, unless the scenario lists it in ``expect_violated`` (a known
 weakness), where it passes, and a known weakness the run did not show is a violation (a
 failure of the harness to see it); a check that could not be decided is unknown, with
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.outcomes import INCOMPLETE, PASSED, UNKNOWN, VIOLATED, combine_outcomes, exit_code
+from contract.outcomes import INCOMPLETE, PASSED, UNKNOWN, VIOLATED, combine_outcomes, exit_code
 from reports.checkers import HELD, CheckResult
 from reports.checkers import UNKNOWN as CHECK_UNKNOWN
 from reports.checkers import VIOLATED as CHECK_VIOLATED

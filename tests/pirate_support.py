@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from harness.history import read_events
+from contract.history import read_events
 from tests.procs import Proc, Procs
 
 #: the readiness line of every role (implementations.runtime.announce_ready)

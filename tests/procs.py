@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.ports import PortAllocator
+from contract.ports import PortAllocator
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from harness.errors import SetupError
-from harness.manifest import expiry_s, parse_manifest
+from contract.errors import SetupError
+from contract.promises import expiry_s
+from harness.manifest import parse_manifest
 from reports.checkers import HELD, UNKNOWN, VIOLATED, FaultWindow
 from tests.test_checkers import check, make_ctx, request, t
 

@@ -16,7 +16,7 @@ import pytest
 import zmq
 
 from chaos.malformed import Wire, send_batch
-from harness.history import NullWriter
+from contract.history import NullWriter
 from harness.runner import run_scenario
 from harness.scenario import load_scenario
 from loadtests.adapters.base import RequestLog
@@ -273,7 +273,7 @@ def test_the_faulty_pair_is_named_split_brain(faulty_run, spark) -> None:
 def test_the_timeline_has_a_band_per_server_in_a_real_browser(tmp_path: Path) -> None:
     """Generic: which endpoint answered comes from any failover client's replies; the state
     under it only where a server records one (``freelance-2`` records none)."""
-    from harness.rundir import RunDir
+    from contract.rundir import RunDir
     from reports.html import render_html, timeline_chart
     from tests.test_report import _browse
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.history import read_events
+from contract.history import read_events
 from harness.runner import run_scenario
 from harness.scenario import load_scenario
 from harness.topology import Topology
@@ -28,7 +28,7 @@ def test_each_client_endpoint_is_its_own_link() -> None:
 
 
 def test_a_fault_names_one_client_link_or_all_of_them(tmp_path: Path) -> None:
-    from harness.errors import SetupError
+    from contract.errors import SetupError
 
     text = FAILOVER.read_text()
     path = tmp_path / "s.toml"
@@ -42,8 +42,8 @@ def test_a_fault_names_one_client_link_or_all_of_them(tmp_path: Path) -> None:
 
 
 def test_the_adapter_gets_the_addresses_in_order_through_their_proxies(tmp_path: Path) -> None:
-    from harness.ports import PortAllocator
-    from harness.rundir import RunDir
+    from contract.ports import PortAllocator
+    from contract.rundir import RunDir
 
     scenario = load_scenario(FAILOVER)
     topology = Topology(scenario, RunDir.create(tmp_path, "t"), PortAllocator())

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import SetupError
+from contract.errors import SetupError
 from harness.manifest import load_manifest
 from harness.scenario import load_scenario
 from tests.procs import ROOT
@@ -278,7 +278,7 @@ MIXED = ROOT / "scenarios" / "majordomo-mixed-kill-busy-worker.toml"
 
 @pytest.mark.slow
 def test_sync_and_async_clients_on_one_broker_with_figures_per_kind(tmp_path: Path, spark) -> None:
-    from harness.history import read_events
+    from contract.history import read_events
     from harness.runner import run_scenario
 
     result = run_scenario(load_scenario(MIXED), runs_dir=tmp_path / "runs")

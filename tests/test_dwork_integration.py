@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from harness.history import read_events
+from contract.history import read_events
 from implementations.dwork import messages as m
 from implementations.dwork.client import ApiClient
 from loadtests.adapters.dwork import graph

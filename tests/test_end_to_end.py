@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.history import read_events
+from contract.history import read_events
 from harness.runner import run_scenario
 from harness.scenario import load_scenario
 from loadtests.config import read_origin

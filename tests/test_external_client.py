@@ -19,7 +19,7 @@ import psutil
 import pytest
 import zmq
 
-from harness.history import HistoryWriter, read_events
+from contract.history import HistoryWriter, read_events
 from harness.runner import run_scenario
 from harness.scenario import load_scenario
 from loadtests.adapters.base import Abandoned, Reply, RequestLog

@@ -17,9 +17,9 @@ import pytest
 import zmq
 
 from chaos.malformed import Wire, send_batch
-from harness.history import HistoryWriter, payload_for, read_events
-from harness.ports import PortAllocator
-from harness.rundir import RunDir
+from contract.history import HistoryWriter, payload_for, read_events
+from contract.ports import PortAllocator
+from contract.rundir import RunDir
 from harness.runner import run_scenario
 from harness.scenario import load_scenario
 from harness.topology import Topology

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.history import FIELD_TYPES, history_file
-from harness.rundir import RunDir
+from contract.history import FIELD_TYPES, history_file
+from contract.rundir import RunDir
 from reports import ingest, pipeline
 from tests.procs import jvms_under, report_process, wait_for
 from tests.test_report import make_run

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.history import read_events
+from contract.history import read_events
 from tests.procs import ROOT, jvms_under, processes_of, report_process, wait_for
 
 pytestmark = pytest.mark.slow  # whole scenario runs: left out of `./dev quick`

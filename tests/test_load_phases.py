@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import SetupError
+from contract.errors import SetupError
 from harness.progress import Progress
 from harness.scenario import load_scenario
 from loadtests.config import ClientLoad, LoadConfig, wait_time_for

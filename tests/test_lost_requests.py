@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import zmq
 
-from harness.errors import SetupError
-from harness.history import HistoryWriter, read_events
+from contract.errors import SetupError
+from contract.history import HistoryWriter, read_events
 from harness.manifest import load_manifest
 from harness.runner import client_budget_s
 from harness.scenario import load_scenario

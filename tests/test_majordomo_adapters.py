@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from harness.history import HistoryWriter, read_events
+from contract.history import HistoryWriter, read_events
 from loadtests.adapters.base import Abandoned, RequestLog
 from loadtests.adapters.mdp_async import MdpAsyncClient
 from loadtests.adapters.mdp_sync import MdpSyncClient

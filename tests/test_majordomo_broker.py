@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 import zmq
 
-from harness.history import HistoryWriter, payload_for
+from contract.history import HistoryWriter, payload_for
 from loadtests.adapters.base import Abandoned, RequestLog
 from loadtests.adapters.mdp_async import MdpAsyncClient
 from loadtests.adapters.mdp_sync import MdpSyncClient

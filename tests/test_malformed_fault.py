@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from chaos.malformed import FAMILIES, HEAVY, Wire, send_batch
-from harness.errors import SetupError
-from harness.history import read_events
+from contract.errors import SetupError
+from contract.history import read_events
 from harness.runner import run_scenario
 from harness.scenario import load_scenario
 from tests.procs import ROOT

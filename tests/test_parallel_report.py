@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from harness.errors import SetupError
-from harness.history import history_file
+from contract.errors import SetupError
+from contract.history import history_file
 from reports import parallel, pipeline
 from reports.checkers import HELD, UNKNOWN, CheckContext, CheckResult, registry
 from reports.pipeline import build_report

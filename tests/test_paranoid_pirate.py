@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from harness.history import HistoryWriter, payload_for, read_events, request_id
+from contract.history import HistoryWriter, payload_for, read_events, request_id
 from implementations.paranoid_pirate.protocol import (
     HEARTBEAT,
     READY,

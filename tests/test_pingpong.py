@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import zmq
 
-from harness.history import read_events
+from contract.history import read_events
 from implementations.pingpong import protocol as pp
 from tests.procs import Proc, Procs, procs, wait_for
 

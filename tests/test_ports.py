@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
+from contract.ports import PortAllocator, listening_pids
 from harness import ports
-from harness.ports import PortAllocator, listening_pids
 from tests.procs import ROOT
 
 pytestmark = [
@@ -23,7 +23,7 @@ pytestmark = [
 
 HOLD = (
     "import time\n"
-    "from harness.ports import PortAllocator\n"
+    "from contract.ports import PortAllocator\n"
     "allocator = PortAllocator()\n"
     "print(allocator.allocate(), flush=True)\n"
     "time.sleep(3600)\n"

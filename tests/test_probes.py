@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from contract.errors import SetupError
 from harness.config import load_toml
-from harness.errors import SetupError
 from harness.manifest import parse_manifest
 from harness.probes import PROBES
 from tests.procs import ROOT
@@ -170,7 +170,7 @@ def with_probes(text: str, roles: list[tuple[str, str]]) -> str:
 @pytest.mark.slow  # a short run per family (no report)
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_each_probe_serves_its_familys_broker_and_records_its_executions(tmp_path: Path, family: str) -> None:
-    from harness.history import read_events
+    from contract.history import read_events
     from harness.runner import run_scenario
     from harness.scenario import load_scenario
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import SetupError
-from harness.history import HistoryWriter, history_file
-from harness.rundir import RunDir
+from contract.errors import SetupError
+from contract.history import HistoryWriter, history_file
+from contract.rundir import RunDir
 from reports import pipeline
 from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckResult
 from reports.history_frame import parquet_is_current

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from chaos.nemesis import Nemesis, PlannedFault
+from contract.history import HistoryWriter, read_events
+from contract.rundir import RunDir
 from harness.cli import main
-from harness.history import HistoryWriter, read_events
 from harness.progress import Progress
-from harness.rundir import RunDir
 from harness.scenario import load_scenario
 from harness.suite import SuiteEntry, suite_exit_code, write_index
 from reports.history_frame import events_frame

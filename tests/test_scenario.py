@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from chaos.nemesis import plan_faults
-from harness.errors import SetupError
+from contract.errors import SetupError
 from harness.manifest import load_manifest
 from harness.scenario import load_scenario
 from tests.procs import ROOT

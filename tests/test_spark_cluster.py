@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from harness.ports import PortAllocator, port_accepts
+from contract.ports import PortAllocator, port_accepts
 from reports.pipeline import build_report
 from tests.procs import Proc, wait_for
 from tests.test_report import make_run

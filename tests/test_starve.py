@@ -27,7 +27,7 @@ from chaos.starve import (
     cgroup2_root,
     remove_leftovers,
 )
-from harness.history import read_events
+from contract.history import read_events
 from tests.procs import ROOT, wait_for
 
 pytestmark = pytest.mark.timeout(90)

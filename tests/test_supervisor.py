@@ -18,9 +18,9 @@ import psutil
 import pytest
 
 from chaos.nemesis import Nemesis, PlannedFault
-from harness.errors import SetupError
-from harness.history import HistoryWriter, read_events
-from harness.ports import PortAllocator, listening_pids
+from contract.errors import SetupError
+from contract.history import HistoryWriter, read_events
+from contract.ports import PortAllocator, listening_pids
 from harness.supervisor import ProcSpec, Supervisor
 from tests.procs import ROOT, wait_for
 

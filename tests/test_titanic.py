@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from harness.history import HistoryWriter, read_events
+from contract.history import HistoryWriter, read_events
 from implementations.titanic.store import Store, decode, encode
 from loadtests.adapters.base import RequestLog
 from loadtests.adapters.titanic import TitanicClient

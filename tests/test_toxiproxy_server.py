@@ -20,7 +20,7 @@ import pytest
 import requests
 
 from chaos.toxiproxy_server.gojson import float32_text, struct_f32
-from harness.ports import PortAllocator
+from contract.ports import PortAllocator
 from tests.test_toxiproxy_conformance import Echo, echo, recv_exactly, round_trip  # noqa: F401
 
 pytestmark = pytest.mark.timeout(60)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from harness.history import read_events
+from contract.history import read_events
 from implementations.wmp import wire
 from tests.procs import Proc, Procs, wait_for
 

@@ -56,7 +56,7 @@ import time
 
 import zmq
 
-from harness.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter, rid_of
 from implementations.runtime import announce_ready, describe, start_role
 
 log = logging.getLogger("bstar")

@@ -32,7 +32,7 @@ import time
 
 import zmq
 
-from harness.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter, rid_of
 from implementations.dwork import messages as m
 from implementations.dwork.client import ApiClient, Timeout
 from implementations.runtime import announce_ready, start_role

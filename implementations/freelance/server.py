@@ -31,7 +31,7 @@ import time
 
 import zmq
 
-from harness.history import rid_of
+from contract.history import rid_of
 from implementations.runtime import announce_ready, describe, start_role
 
 log = logging.getLogger("server")

@@ -26,7 +26,7 @@ import time
 
 import zmq
 
-from harness.history import rid_of
+from contract.history import rid_of
 from implementations.runtime import announce_ready, start_role
 
 log = logging.getLogger("server")

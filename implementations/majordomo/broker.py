@@ -45,7 +45,7 @@ from typing import Any
 
 import zmq
 
-from harness.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter, rid_of
 from implementations.majordomo import mdp
 from implementations.runtime import announce_ready, start_role
 

@@ -23,7 +23,7 @@ from collections import OrderedDict
 
 import zmq
 
-from harness.history import rid_of
+from contract.history import rid_of
 from implementations.paranoid_pirate.protocol import HEARTBEAT, Malformed, describe, parse_from_worker
 from implementations.runtime import announce_ready, start_role
 

@@ -16,7 +16,7 @@ import time
 
 import zmq
 
-from harness.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter, rid_of
 from implementations.paranoid_pirate.protocol import (
     HEARTBEAT,
     READY,

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 import zmq
 
-from harness.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter, rid_of
 from implementations.pingpong.protocol import (
     PONG,
     Malformed,

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import zmq
 
-from harness.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter, rid_of
 from implementations.reliable_sketch.protocol import (
     Malformed,
     Request,

@@ -29,7 +29,7 @@ import time
 
 import zmq
 
-from harness.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter, rid_of
 from implementations.reliable_sketch.protocol import READY, Malformed, parse_request, reply
 from implementations.runtime import announce_ready, start_role
 

@@ -42,7 +42,7 @@ from collections import OrderedDict
 
 import zmq
 
-from harness.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter, rid_of
 from implementations.runtime import (
     announce_ready,
     describe,

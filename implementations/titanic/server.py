@@ -61,7 +61,7 @@ from dataclasses import dataclass
 
 import zmq
 
-from harness.history import HistoryWriter
+from contract.history import HistoryWriter
 from implementations.majordomo import mdp
 from implementations.majordomo.worker import MdpWorker
 from implementations.runtime import start_role

@@ -24,7 +24,7 @@ import logging
 
 import zmq
 
-from harness.history import HistoryWriter
+from contract.history import HistoryWriter
 from implementations.runtime import announce_ready, start_role
 from implementations.wmp import wire
 

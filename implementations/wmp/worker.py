@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import zmq
 
-from harness.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter, rid_of
 from implementations.runtime import announce_ready, start_role
 from implementations.wmp import wire
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import zmq
 
-from harness.history import HistoryWriter, payload_for, rid_of
+from contract.history import HistoryWriter, payload_for, rid_of
 
 __all__ = ["payload_for", "rid_of"]
 

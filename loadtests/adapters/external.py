@@ -32,7 +32,7 @@ from typing import IO, Any
 
 import zmq
 
-from harness.history import HistoryWriter, NullWriter
+from contract.history import HistoryWriter, NullWriter
 from loadtests.adapters.base import Abandoned, AsyncClientAdapter, Reply, RequestLog
 
 PROTOCOL = """\

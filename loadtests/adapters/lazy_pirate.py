@@ -21,7 +21,7 @@ from typing import Any
 
 import zmq
 
-from harness.history import rid_of
+from contract.history import rid_of
 from loadtests.adapters.base import Abandoned, ClientAdapter, Reply, RequestLog
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import zmq
 
-from harness.history import HistoryWriter
+from contract.history import HistoryWriter
 from loadtests.adapters.base import Abandoned, ClientAdapter, Reply, RequestLog, rid_of
 
 # The client half of 7/MDP, written here again on purpose: a client that shared the

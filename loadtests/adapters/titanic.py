@@ -32,7 +32,7 @@ from typing import Any
 
 import zmq
 
-from harness.history import HistoryWriter
+from contract.history import HistoryWriter
 from loadtests.adapters.base import Abandoned, ClientAdapter, Reply, RequestLog
 from loadtests.adapters.mdp_sync import MDPC01
 

@@ -71,7 +71,8 @@ class FaultWindow:
     def outage(self) -> bool:
         """Its target cannot serve while it acts (a freeze, a partition), as the fault table's
         ``harm`` says; a slowdown (a starved process, a slow link) still serves."""
-        from chaos.faults import FAULT_KINDS, OUTAGE
+        from chaos.faults import FAULT_KINDS
+        from contract.promises import OUTAGE
 
         kind = FAULT_KINDS.get(self.fault)
         return kind is None or kind.harm == OUTAGE
@@ -131,7 +132,7 @@ class CheckContext:
     the frames they share are built under a lock per name, once."""
 
     spark: SparkSession
-    events: DataFrame  # every history event, with the columns of harness.history.FIELD_TYPES
+    events: DataFrame  # every history event, with the columns of contract.history.FIELD_TYPES
     meta: dict[str, Any]  # run.json
     faults: list[FaultWindow]
     run_dir: Path | None = None  # the run directory, for checkers that read logs/ (None in unit tests)
@@ -279,7 +280,7 @@ class Checker:
 
 
 def _writer(kind: str) -> str:
-    from harness.history import EVENTS
+    from contract.history import EVENTS
 
     return EVENTS[kind].writer
 
@@ -307,7 +308,7 @@ def missing_reason(missing: list[str]) -> str:
         writers = sorted({_writer(k).replace("any", "system") for k in from_subject})
         parts.append(
             f"needs {', '.join(from_subject)} events, which only the {'/'.join(writers)} itself can "
-            "write (declared in harness/history.py), and the history has none: a black box cannot be "
+            "write (declared in contract/history.py), and the history has none: a black box cannot be "
             "judged on this; have it record them, or drop the check from [promises] checks"
         )
     return "; ".join(parts)
@@ -329,7 +330,7 @@ def checker(
     ``reads_clients=False`` for one that reads only the subject's, probes' and harness's
     events, which a damaged client history leaves whole; ``shares``: the toolkit's shared
     aggregates it reads (``toolkit.SHARED``: per_request, per_rid)."""
-    from harness.history import EVENTS
+    from contract.history import EVENTS
 
     unknown = [k for k in needs if k not in EVENTS]
     if unknown:

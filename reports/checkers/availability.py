@@ -19,8 +19,8 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from chaos.faults import FAULT_KINDS, OUTAGE
-from harness.manifest import DEFAULT_SURVIVES, survive_rule
+from chaos.faults import FAULT_KINDS
+from contract.promises import DEFAULT_SURVIVES, OUTAGE, survive_rule
 from reports.checkers import (
     HELD,
     MAX_EXAMPLES,

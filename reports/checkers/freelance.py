@@ -34,7 +34,8 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from chaos.faults import FAULT_KINDS, OUTAGE
+from chaos.faults import FAULT_KINDS
+from contract.promises import OUTAGE
 from reports.checkers import CheckContext, CheckResult, checker, nothing_to_judge
 from reports.checkers.toolkit import (
     END_OF_TIME,

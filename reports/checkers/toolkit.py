@@ -43,7 +43,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from chaos.faults import FAULT_KINDS
-from harness.manifest import expiry_s
+from contract.promises import expiry_s
 from reports.checkers import (
     HELD,
     MAX_EXAMPLES,

@@ -311,7 +311,7 @@ def validate(ev: str, fields: dict[str, Any]) -> None:
     """Raise HistoryError unless ``ev`` with ``fields`` (besides ts/src/ev) is declared."""
     allowed = _ALLOWED.get(ev)
     if allowed is None:
-        raise HistoryError(f"unknown history event {ev!r}; declare it in harness/history.py")
+        raise HistoryError(f"unknown history event {ev!r}; declare it in contract/history.py")
     keys = fields.keys()
     if not keys <= allowed:
         raise HistoryError(f"event {ev!r} does not take field(s) {sorted(keys - allowed)}")

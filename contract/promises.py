@@ -1,0 +1,104 @@
+"""What a system promises, and what a promise means: the defaults, the harms a fault does,
+the ``survives`` rules and the ``expiry_ms`` expression.
+
+The manifest reader (harness/manifest.py) parses ``[promises]`` into ``Promises``; the
+checkers read the same promises back from ``run.json`` and interpret them with the
+functions here, so the two never disagree on a default or on what a rule means.
+Standard library only, like the rest of the contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+#: What a fault does to its target's service: an ``outage`` stops it serving (a crash, a
+#: stall, a cut link), a ``slowdown`` only slows it. Each fault kind declares its harm
+#: (chaos/faults.py); a manifest's ``survives`` promise names harms or fault kinds.
+OUTAGE, SLOWDOWN = "outage", "slowdown"
+HARMS = (OUTAGE, SLOWDOWN)
+
+#: The faults a system promises to stay available through unless its manifest says otherwise.
+DEFAULT_SURVIVES = ("slowdown", "outage:some")
+SURVIVE_SCOPES = ("", "some")
+
+#: The defaults of the numeric promises, used by the manifest reader and ``Promises`` alike.
+DEFAULT_RECOVERY_BOUND_S = 10.0
+DEFAULT_LATENCY_P99_MS = 500.0
+DEFAULT_AVAILABILITY_FLOOR = 0.5
+EXECUTIONS = ("at_least_once", "exactly_once")
+
+
+def expiry_s(expr: float | str | None, options: dict[str, Any]) -> float | None:
+    """The seconds an ``expiry_ms`` promise comes to with these options (None: not given).
+
+    ``expr`` is a number of milliseconds or ``"NAME * NAME * 2"``: a product of option
+    names and numbers. Raises ValueError naming what does not evaluate.
+    """
+    if expr is None:
+        return None
+    if isinstance(expr, int | float) and not isinstance(expr, bool):
+        return float(expr) / 1000
+    product = 1.0
+    for factor in str(expr).split("*"):
+        token = factor.strip()
+        try:
+            product *= float(token)
+            continue
+        except ValueError:
+            pass
+        value = options.get(token)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            known = ", ".join(sorted(k for k, v in options.items() if isinstance(v, int | float)))
+            raise ValueError(f"{token!r} is not a number nor a numeric option (options: {known or 'none'})")
+        product *= float(value)
+    return product / 1000
+
+
+def survive_rule(entry: str, fault_kinds: Collection[str] | None = None) -> tuple[str, str]:
+    """``"outage:some"`` -> (``"outage"``, ``"some"``); ValueError for what is not a rule.
+
+    With ``fault_kinds`` the head must be a harm or one of them (the manifest reader checks
+    that); without, a head that is not a harm is taken as a fault kind (a recorded run's
+    promises were checked when it ran).
+    """
+    head, _, scope = entry.partition(":")
+    if fault_kinds is not None and head not in HARMS and head not in fault_kinds:
+        raise ValueError(
+            f"{entry!r}: expected a harm ({', '.join(HARMS)}) or a fault kind "
+            f"({', '.join(fault_kinds)}), optionally with ':some'"
+        )
+    if scope not in SURVIVE_SCOPES:
+        raise ValueError(f"{entry!r}: the scope after ':' can only be 'some'")
+    return head, scope
+
+
+@dataclass(frozen=True)
+class Promises:
+    checks: tuple[str, ...]
+    execution: str = "at_least_once"
+    in_order: bool = True
+    recovery_bound_s: float = DEFAULT_RECOVERY_BOUND_S
+    steady_grace_s: float = DEFAULT_RECOVERY_BOUND_S
+    latency_p99_ms: float = DEFAULT_LATENCY_P99_MS
+    expiry_ms: float | str | None = None  # a number, or a product of option names (see expiry_s)
+    availability_floor: float = DEFAULT_AVAILABILITY_FLOOR
+    survives: tuple[str, ...] = DEFAULT_SURVIVES
+    requeue: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)  # family-specific promise values
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "checks": list(self.checks),
+            "execution": self.execution,
+            "in_order": self.in_order,
+            "recovery_bound_s": self.recovery_bound_s,
+            "steady_grace_s": self.steady_grace_s,
+            "latency_p99_ms": self.latency_p99_ms,
+            "expiry_ms": self.expiry_ms,
+            "availability_floor": self.availability_floor,
+            "survives": list(self.survives),
+            "requeue": self.requeue,
+            **self.extra,
+        }

@@ -1,0 +1,145 @@
+"""The run directory: where one run keeps everything, and what ``run.json`` holds.
+
+```
+runs/20261121T120000Z-paranoid-pirate-kill-worker/
+  run.json        what ran: scenario, manifest (promises included), times, processes
+  history/        one <source>.jsonl per writing process (see contract/history.py)
+  logs/           stdout+stderr of every process, <instance>.log
+  locust/         Locust's CSV statistics (stats_stats.csv, stats_stats_history.csv, ...)
+  verdict.json    written by the report pipeline
+  junit.xml
+  report.html
+```
+
+``run.json`` is written by the runner and read by the report pipeline, both through this
+module: ``RunMeta`` below is its schema, ``RunDir.write_meta`` and ``RunDir.read_meta``
+the only ways in and out (``read_meta`` checks what a report needs and names the file when
+it is not there). Standard library only: the report pipeline reads it too.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypedDict
+
+from contract.errors import SetupError
+
+
+class ManifestMeta(TypedDict, total=False):
+    """The manifest as recorded (harness/manifest.py ``Manifest.as_dict``); the keys read back."""
+
+    name: str
+    promises: dict[str, Any]  # contract/promises.py ``Promises.as_dict``: checks, bounds, extra
+    options: dict[str, Any]  # the implementation's knobs
+    endpoints: dict[str, str]  # endpoint name -> the role that binds it
+    clients: list[dict[str, Any]]  # the client kinds: name, adapter, endpoints, options, in_order
+
+
+class RunMeta(TypedDict, total=False):
+    """What ``run.json`` holds: what ran, and how far it got. Times are ``time.time_ns()``."""
+
+    scenario: dict[str, Any]  # harness/scenario.py ``Scenario.as_dict``: name, seed, duration_s, options
+    manifest: ManifestMeta
+    expect_violated: list[str]  # checks the scenario expects to fail (a known weakness)
+    client_budget_s: float  # the longest a client may take over one request, retries included
+    plan: list[dict[str, Any]]  # the fault plan: kind, target, at_s, params (chaos/schedule)
+    ports: dict[str, int]  # endpoint or link name -> port
+    processes: dict[str, str]  # instance -> role
+    started_ns: int
+    load_started_ns: int  # the load's time zero, from which faults and phases count
+    load_stopped_ns: int
+    ended_ns: int
+    phases_done: dict[str, int]  # phase -> its end; without load and drain the run was cut short
+    fault_proxy: dict[str, Any]  # url, kind (zchaos or toxiproxy), links
+    faults_injected: int
+    fault_errors: list[dict[str, Any]]
+    leftovers_removed: list[str]  # what an earlier, killed run had left and this one swept
+
+
+@dataclass(frozen=True)
+class RunDir:
+    root: Path
+
+    @property
+    def history(self) -> Path:
+        return self.root / "history"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def locust(self) -> Path:
+        return self.root / "locust"
+
+    @property
+    def locust_csv_prefix(self) -> Path:
+        return self.locust / "stats"
+
+    @property
+    def load_origin(self) -> Path:
+        """Written by Locust: the wall-clock ns of the load's time zero."""
+        return self.locust / "origin"
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def verdict_json(self) -> Path:
+        return self.root / "verdict.json"
+
+    @property
+    def junit_xml(self) -> Path:
+        return self.root / "junit.xml"
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / "report.html"
+
+    def log(self, instance: str) -> Path:
+        return self.logs / f"{instance}.log"
+
+    @classmethod
+    def create(cls, base: str | Path, scenario_name: str) -> RunDir:
+        """A new, empty run directory under ``base``, named by UTC time and scenario."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        base = Path(base)
+        for n in range(1000):
+            suffix = f"-{n}" if n else ""
+            root = base / f"{stamp}-{scenario_name}{suffix}"
+            try:
+                root.mkdir(parents=True)
+            except FileExistsError:
+                continue
+            run = cls(root)
+            for sub in (run.history, run.logs, run.locust):
+                sub.mkdir()
+            return run
+        raise RuntimeError(f"cannot create a run directory under {base}")
+
+    def write_meta(self, meta: RunMeta) -> None:
+        """Replace ``run.json`` whole (written aside, then renamed: never half a file)."""
+        tmp = self.run_json.with_suffix(".tmp")
+        tmp.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
+        tmp.replace(self.run_json)
+
+    def read_meta(self) -> RunMeta:
+        """``run.json``, checked for what a report needs (SetupError naming the file if not)."""
+        try:
+            meta = json.loads(self.run_json.read_text())
+        except FileNotFoundError:
+            raise SetupError("no run.json: not a run directory", where=self.run_json) from None
+        except (OSError, ValueError) as exc:
+            raise SetupError(f"cannot read run.json: {exc}", where=self.run_json) from None
+        if not isinstance(meta, dict):
+            raise SetupError("run.json should hold a JSON object", where=self.run_json)
+        promises = (meta.get("manifest") or {}).get("promises")
+        if not isinstance(promises, dict) or not isinstance(promises.get("checks"), list):
+            raise SetupError(
+                "run.json lacks manifest.promises.checks (the checks to run)", where=self.run_json
+            )
+        return meta

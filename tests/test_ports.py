@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
+from contract import ports
 from contract.ports import PortAllocator, listening_pids
-from harness import ports
 from tests.procs import ROOT
 
 pytestmark = [

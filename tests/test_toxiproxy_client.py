@@ -25,8 +25,8 @@ from chaos.toxiproxy_client import (
     ToxiproxyError,
     toxiproxy_server,
 )
+from contract import ports
 from contract.ports import listening_pids, port_accepts
-from harness import ports
 from tests.procs import ROOT, wait_for
 from tests.test_toxiproxy_conformance import Echo, connect, echo, round_trip, wait_eof  # noqa: F401
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,6 +44,11 @@ FIELD_TYPES: dict[str, str] = {
     "latency_us": "long",  # from the first send of the request to its reply
     "reason": "string",  # why a request was abandoned, a worker expired, ...
     "got_rid": "string",  # the request id found in a reply that was not expected
+    # What came back when it was not as expected (a reply with ok false, an unexpected
+    # message): its first BODY_SHOWN bytes as text (shown_body) and its whole length in bytes.
+    # Recorded only then, so that the history stays small.
+    "body": "string",
+    "body_len": "long",
     "detail": "string",  # free text or JSON about an unusual event
     "kind": "string",  # the client kind that wrote a client event (the manifest's [[clients]] name)
     # which endpoint a request went to (send), answered it (reply) or sent a reply that was
@@ -103,8 +109,9 @@ EVENTS: dict[str, EventKind] = {
     "reply": EventKind(
         "client",
         ("cid", "seq", "rid", "ok", "latency_us"),
-        ("worker", "detail", "kind", "endpoint"),
-        "the reply to a request arrived and was checked",
+        ("worker", "detail", "kind", "endpoint", "got_rid", "body", "body_len"),
+        "the reply to a request arrived and was checked; when not as expected (ok false): the body "
+        "received (body, body_len) and the request id found in it (got_rid)",
     ),
     "retry": EventKind(
         "client",
@@ -124,8 +131,9 @@ EVENTS: dict[str, EventKind] = {
     "unexpected": EventKind(
         "client",
         ("cid", "seq"),
-        ("rid", "got_rid", "detail", "kind", "endpoint"),
-        "something arrived that is not the reply to the request in flight (endpoint: from which server)",
+        ("rid", "got_rid", "detail", "kind", "endpoint", "body", "body_len"),
+        "something arrived that is not the reply to the request in flight (endpoint: from which "
+        "server; body, body_len: what arrived; got_rid: the request id found in it)",
     ),
     "mmi_answer": EventKind(
         "client",
@@ -427,6 +435,43 @@ def payload_for(rid: str, size: int, filler: bytes) -> bytes:
     return head + (filler * (need // max(1, len(filler)) + 1))[:need]
 
 
+#: How a request id names its request: ``cid:seq`` (the client's id may itself hold colons).
+RID_PATTERN = r"^(.*):([^:]*)$"
+
+
+def owner_of(rid: str | None) -> tuple[str, int] | None:
+    """The (client id, seq) of the request whose id is ``rid`` (request_id's inverse), or None
+    when ``rid`` is not a request id."""
+    match = re.match(RID_PATTERN, rid or "")
+    if match is None or not match.group(2).isdigit():
+        return None
+    return match.group(1), int(match.group(2))
+
+
+#: How much of a body that was not as expected the history keeps (``body``).
+BODY_SHOWN = 200
+#: Between two frames of a multi-frame body in ``body`` (U+241F, the symbol for a unit separator).
+FRAME_SEPARATOR = "\u241f"
+
+
+def shown_body(frames: list[bytes]) -> tuple[str, int]:
+    """A body for the history: its first BODY_SHOWN bytes as text (printable ASCII kept,
+    other bytes and the backslash escaped as in Python, frames separated by FRAME_SEPARATOR)
+    and its whole length in bytes (all frames)."""
+    parts, left = [], BODY_SHOWN
+    for frame in frames:
+        if left <= 0:
+            break
+        parts.append(_escaped(frame[:left]))
+        left -= len(frame)
+    return FRAME_SEPARATOR.join(parts), sum(map(len, frames))
+
+
+def _escaped(data: bytes) -> str:
+    # Escaped so that the text says exactly which bytes came (a NUL, a stray UTF-8 byte).
+    return "".join("\\\\" if b == 0x5C else chr(b) if 0x20 <= b < 0x7F else f"\\x{b:02x}" for b in data)
+
+
 def rid_of(frame: bytes) -> str | None:
     """The request id a payload frame carries, or None if it carries none."""
     head, sep, _ = frame.partition(RID_SEPARATOR)
@@ -436,3 +481,8 @@ def rid_of(frame: bytes) -> str | None:
         return head.decode()
     except UnicodeDecodeError:
         return None
+
+
+def rid_in(frames: list[bytes]) -> str | None:
+    """The first request id a frame of a message carries (whose request it is), or None."""
+    return next((rid for rid in map(rid_of, frames) if rid), None)

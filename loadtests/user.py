@@ -23,7 +23,7 @@ from locust import User, task
 
 from contract.history import HistoryWriter, NullWriter, history_file, payload_for, request_id
 from loadtests.adapters import adapter_class
-from loadtests.adapters.base import Abandoned, AsyncClientAdapter, ClientAdapter, Lost, RequestLog
+from loadtests.adapters.base import Abandoned, AsyncClientAdapter, ClientAdapter, Lost, RequestLog, received
 from loadtests.config import ClientLoad, LoadConfig, wait_time_for
 
 
@@ -110,6 +110,8 @@ class ZchaosUser(User):
             fields = {"worker": outcome.worker} if outcome.worker else {}
             if outcome.endpoint:
                 fields["endpoint"] = self.client.endpoint_name(outcome.endpoint)
+            if not ok:  # the evidence: what came back, and whose request it carries
+                fields.update(received(outcome.frames))
             log.emit("reply", ok=ok, latency_us=int(elapsed * 1e6), **fields)
             if not ok:
                 exception = WrongReply(f"reply to {log.rid} differs from the request")

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from contract.errors import SetupError
-from contract.history import EVENTS, FIELD_TYPES
+from contract.history import EVENTS, FIELD_TYPES, RID_PATTERN
 from contract.rundir import RunDir
 from reports.checkers import HELD, UNKNOWN, CheckContext, Checker, CheckResult, FaultWindow, Profile, registry
 
@@ -551,7 +551,7 @@ def without_clients(events: DataFrame, cids: list[str]) -> DataFrame:
     events nor a worker's or broker's events about its requests (request id ``cid:seq``)."""
     from pyspark.sql import functions as F
 
-    owner = F.regexp_extract("rid", r"^(.*):[^:]*$", 1)
+    owner = F.regexp_extract("rid", RID_PATTERN, 1)
     theirs = F.coalesce(F.col("cid").isin(cids), F.lit(False)) | F.coalesce(owner.isin(cids), F.lit(False))
     return events.filter(~theirs)
 

@@ -179,6 +179,7 @@ def test_a_reply_to_a_request_never_sent_and_a_second_reply(tmp_path: Path, hist
     assert [e["reason"] for e in events if e["ev"] == "client_error"] == ["protocol", "protocol"]
     (late,) = [e for e in events if e["ev"] == "unexpected"]
     assert late["rid"] == "client-1:1" and late["kind"] == "mine"
+    assert late["body"] == "again" and late["body_len"] == 5
 
 
 # --- whole runs ---------------------------------------------------------------------------

@@ -102,6 +102,9 @@ def test_sync_records_a_wrong_reply_and_resends(ctx, broker, writer) -> None:
     assert result["r"].frames == [b"client-1:2|x"]
     unexpected = events(writer, "unexpected")
     assert len(unexpected) == 1 and unexpected[0]["got_rid"] == "client-1:1"
+    # The evidence: what arrived, the protocol's frames included (the separator between frames).
+    assert unexpected[0]["body"] == "MDPC01\u241fecho\u241fclient-1:1|stale"
+    assert unexpected[0]["body_len"] == len(b"MDPC01echoclient-1:1|stale")
 
 
 def test_async_matches_replies_by_request_id_and_flags_late_duplicates(ctx, broker, writer) -> None:

@@ -32,9 +32,20 @@ from typing import Any
 
 import zmq
 
-from contract.history import HistoryWriter, payload_for, rid_of
+from contract.history import HistoryWriter, payload_for, rid_in, rid_of, shown_body
 
-__all__ = ["payload_for", "rid_of"]
+__all__ = ["payload_for", "received", "rid_of"]
+
+
+def received(frames: list[bytes]) -> dict[str, Any]:
+    """The history's evidence of a message that was not as expected: its body (the first
+    bytes, as text), its length and the request id found in it (whose request it is)."""
+    body, length = shown_body(frames)
+    fields: dict[str, Any] = {"body": body, "body_len": length}
+    got = rid_in(frames)
+    if got is not None:
+        fields["got_rid"] = got
+    return fields
 
 
 class RequestLog:
@@ -88,10 +99,7 @@ class RequestLog:
     def unexpected(self, frames: list[bytes], detail: str, endpoint: str | None = None) -> None:
         """Something arrived that is not the reply to this request (a stale or foreign reply),
         from ``endpoint`` (the address) when the client knows which."""
-        got = next((r for r in map(rid_of, frames) if r), None)
-        fields: dict[str, Any] = {"detail": detail[:200]}
-        if got is not None:
-            fields["got_rid"] = got
+        fields: dict[str, Any] = {"detail": detail[:200], **received(frames)}
         self._endpoint(fields, endpoint)
         self.emit("unexpected", **fields)
 

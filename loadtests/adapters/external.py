@@ -47,7 +47,8 @@ stdin (from zchaos) and stdout (to zchaos); its stderr goes to the run's logs/<c
   client -> zchaos:
     {"type": "init_ok"}                                   once, when ready for requests
     {"type": "reply", "rid": "...", "body": "...", "endpoint": "tcp://..."}
-        the body as the server returned it (zchaos checks it: an echo of the request body);
+        the body as the server returned it (zchaos checks it: an echo of the request body; one
+        that is not is kept as evidence: its first 200 bytes and whose request id it carries);
         endpoint (optional): which of the endpoints answered
     {"type": "retry", "rid": "...", "attempt": 2, "reason": "timeout"}   when it resends
     {"type": "abandon", "rid": "...", "reason": "..."}                 when it gives up

@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from contract.history import RID_PATTERN
 from reports.checkers import (
     HELD,
     MAX_EXAMPLES,
@@ -304,7 +305,7 @@ def in_order(ctx: CheckContext) -> CheckResult:
 )
 def correct_reply(ctx: CheckContext) -> CheckResult:
     is_reply = F.col("ev") == "reply"
-    owner = F.regexp_extract("got_rid", r"^(.*):[^:]*$", 1)
+    owner = F.regexp_extract("got_rid", RID_PATTERN, 1)
     problem = (
         F.when(is_reply & ~F.coalesce("ok", F.lit(False)), F.lit("reply not as expected (ok=false)"))
         .when(~is_reply & F.col("got_rid").isNull(), F.lit("unexpected message without a request id"))

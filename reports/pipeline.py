@@ -703,6 +703,8 @@ def _check_history(
     pool: Tasks,
 ) -> dict[str, Any]:  # fmt: skip
     """check_run's rest, while ``pool`` computes the metrics."""
+    from reports.checkers.toolkit import run_time
+    from reports.evidence import attach_evidence
     from reports.verdict import build_verdict
 
     events, account = history.events, history.account
@@ -729,6 +731,10 @@ def _check_history(
         ctx, list(meta["manifest"]["promises"]["checks"]), say, damaged, pool=pool
     )
     metrics = computed["metrics"]
+    try:
+        attach_evidence(ctx, results, metrics.get("t0_ns") or run_time(ctx, "load_started_ns"))
+    except Exception as exc:  # a bug here must not cost the verdict: the examples stand without it
+        warnings.append(f"the examples' evidence could not be gathered: {type(exc).__name__}: {exc}")
     account["unknown_event_kinds"] = sorted(ev for ev in metrics["events"] if ev not in EVENTS)
     recovery = next((r for r in results if r.name == "recovery"), None)
     fault_rows = (recovery.figures.get("faults") if recovery else None) or [

@@ -32,6 +32,7 @@ class ManifestMeta(TypedDict, total=False):
     """The manifest as recorded (harness/manifest.py ``Manifest.as_dict``); the keys read back."""
 
     name: str
+    version: str  # the version of the system under test, '' when the manifest gives none
     promises: dict[str, Any]  # contract/promises.py ``Promises.as_dict``: checks, bounds, extra
     options: dict[str, Any]  # the implementation's knobs
     endpoints: dict[str, str]  # endpoint name -> the role that binds it
@@ -57,6 +58,7 @@ class RunMeta(TypedDict, total=False):
     faults_injected: int
     fault_errors: list[dict[str, Any]]
     leftovers_removed: list[str]  # what an earlier, killed run had left and this one swept
+    subject_version: str  # --subject-version: the version of the system under test (else the manifest's)
 
 
 @dataclass(frozen=True)

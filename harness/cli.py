@@ -20,6 +20,10 @@ examples:
   zchaos check scenarios/paranoid-pirate-kill-worker.toml
   zchaos suite scenarios/ci/
   zchaos report runs/20261121T120000Z-paranoid-pirate-kill-worker
+  zchaos matrix runs                      # systems x scenarios of every stored run
+  zchaos baseline runs/RUN --label v1.4   # make RUN the baseline v1.4 of its scenario
+  zchaos compare runs/RUN --baseline v1.4 # what got worse since the baseline
+  zchaos index runs                       # rebuild the results store from the run folders
   zchaos load paranoid-pirate --users 20 --duration 30
   zchaos list
 
@@ -35,7 +39,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario) if args.seed is None else _with_seed(args.scenario, args.seed)
     if args.check:
         return _describe(scenario)
-    result = run_scenario(scenario, runs_dir=args.runs_dir, report=not args.no_report)
+    result = run_scenario(
+        scenario, runs_dir=args.runs_dir, report=not args.no_report, subject_version=args.subject_version
+    )
     return result.exit_code
 
 
@@ -78,7 +84,71 @@ def _with_seed(path: str, seed: int):
 def _cmd_suite(args: argparse.Namespace) -> int:
     from harness.suite import run_suite
 
-    return run_suite(Path(args.directory), runs_dir=Path(args.runs_dir))
+    return run_suite(Path(args.directory), runs_dir=Path(args.runs_dir), subject_version=args.subject_version)
+
+
+def _run_folder(path: str) -> Path:
+    folder = Path(path)
+    if not (folder / "run.json").exists():
+        raise SetupError("not a run folder (it has no run.json)", where=path)
+    return folder
+
+
+def _cmd_index(args: argparse.Namespace) -> int:
+    from reports.store import rebuild
+
+    runs_dir = Path(args.runs_dir)
+    if not runs_dir.is_dir():
+        raise SetupError("no such folder", where=runs_dir)
+    store, count, skipped, moved = rebuild(runs_dir)
+    if moved is not None:
+        print(f"the damaged store was moved aside to {moved}")
+    for why in skipped:
+        print(f"  skipped {why}")
+    print(f"{store}: {count} run(s) indexed" + (f", {len(skipped)} folder(s) skipped" if skipped else ""))
+    return 0
+
+
+def _cmd_matrix(args: argparse.Namespace) -> int:
+    from harness.suite import write_store_matrix
+    from reports.store import StoreDamaged, rebuild, store_path
+
+    runs_dir = Path(args.runs_dir)
+    if not runs_dir.is_dir():
+        raise SetupError("no such folder", where=runs_dir)
+    if not store_path(runs_dir).exists():
+        print(f"no results store in {runs_dir} yet: indexing its run folders")
+        rebuild(runs_dir)
+    try:
+        page = write_store_matrix(runs_dir)
+    except StoreDamaged as exc:
+        print(f"zchaos: {exc}; rebuilding it now", file=sys.stderr)
+        rebuild(runs_dir)
+        page = write_store_matrix(runs_dir)
+    print(f"reliability matrix: {page}")
+    return 0
+
+
+def _cmd_baseline(args: argparse.Namespace) -> int:
+    from reports.store import mark_baseline
+
+    run = _run_folder(args.run)
+    store = mark_baseline(run, args.label)
+    print(f"{run} is now the baseline {args.label!r} of its scenario (in {store})")
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from reports.baseline import compare_runs, describe
+
+    page, rows, base = compare_runs(_run_folder(args.run), args.baseline)
+    print(f"{args.run} against {base}:")
+    for row in rows:
+        print(f"  {'WORSE' if row['worse'] else '     '} {describe(row)}")
+    failing = [r for r in rows if r.get("regressed") or (r["kind"] == "check" and r["worse"])]
+    worse = sum(r["worse"] for r in rows)
+    print(f"{worse} of {len(rows)} got worse, {len(failing)} beyond a bound or a check; page: {page}")
+    return 1 if failing else 0
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -86,9 +156,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from harness.progress import Progress
     from harness.runner import build_report_for
 
-    run = RunDir(Path(args.run))
-    if not run.run_json.exists():
-        raise SetupError("not a run folder (it has no run.json)", where=args.run)
+    run = RunDir(_run_folder(args.run))
     verdict = build_report_for(run, Progress())
     return int(verdict["exit_code"])
 
@@ -186,6 +254,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="override the scenario's seed")
     p.add_argument("--no-report", action="store_true", help="record the run but skip the Spark report")
     p.add_argument("--check", action="store_true", help="validate the scenario and its manifest, run nothing")
+    p.add_argument(
+        "--subject-version",
+        help="the version of the system under test, for the results store (default: its manifest's)",
+    )
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("check", help="validate a scenario and its manifest without running it")
@@ -195,7 +267,35 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("suite", help="run every scenario of a folder (the CI suite)")
     p.add_argument("directory", help="a folder of scenario files, e.g. scenarios/ci/")
     p.add_argument("--runs-dir", default="runs", help="where run folders go (default: runs)")
+    p.add_argument(
+        "--subject-version",
+        help="the version of the systems under test, for the results store and the matrix",
+    )
     p.set_defaults(func=_cmd_suite)
+
+    p = sub.add_parser(
+        "matrix", help="write RUNS_DIR/matrix.html: every stored system against every scenario"
+    )
+    p.add_argument("runs_dir", metavar="RUNS_DIR", help="a runs folder, e.g. runs")
+    p.set_defaults(func=_cmd_matrix)
+
+    p = sub.add_parser(
+        "index", help="rebuild RUNS_DIR/results.sqlite (the results store) from the run folders"
+    )
+    p.add_argument("runs_dir", metavar="RUNS_DIR", help="a runs folder, e.g. runs")
+    p.set_defaults(func=_cmd_index)
+
+    p = sub.add_parser(
+        "baseline", help="make a run the baseline LABEL of its scenario ([baseline] in a scenario)"
+    )
+    p.add_argument("run", help="a run folder with a report")
+    p.add_argument("--label", required=True, help="the baseline's name, e.g. v1.4")
+    p.set_defaults(func=_cmd_baseline)
+
+    p = sub.add_parser("compare", help="what got worse in a run against a baseline (exit 1 if anything did)")
+    p.add_argument("run", help="a run folder with a report")
+    p.add_argument("--baseline", required=True, help="a run folder, or a label given with zchaos baseline")
+    p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("report", help="(re)build the verdict and report of a stored run")
     p.add_argument("run", help="a run folder, e.g. runs/20261121T120000Z-NAME")

@@ -7,6 +7,7 @@ a worker in Go) has one anywhere and is run by path. The format:
 ```toml
 name = "paranoid-pirate"
 description = "one line"
+version = "1.4.2"                # optional: the version under test (the results store and matrix show it)
 
 [client]                         # the load client: a module of loadtests/adapters/
 adapter = "lazy_pirate"
@@ -259,6 +260,7 @@ class Manifest:
     endpoints: dict[str, str]  # endpoint -> role that binds it
     roles: dict[str, Role]
     promises: Promises
+    version: str = ""  # the version of the system under test, when the manifest gives one
 
     @property
     def directory(self) -> Path:
@@ -267,6 +269,7 @@ class Manifest:
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
+            "version": self.version,
             "path": str(self.path),
             "clients": [c.as_dict() for c in self.clients],
             "options": self.options,
@@ -499,6 +502,7 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
     top = Table(data, path)
     name = top.get("name", str)
     description = top.get("description", str, "")
+    version = top.get("version", str, "")
 
     options = top.get("options", dict, {})
     endpoints_table = top.table("endpoints", required=True)
@@ -560,6 +564,7 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
         endpoints=endpoints,
         roles=roles,
         promises=promises,
+        version=version,
     )
 
 

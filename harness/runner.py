@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -32,6 +33,7 @@ from harness.scenario import Scenario
 from harness.supervisor import Managed, ProcSpec, Supervisor, log_tail
 from harness.topology import PROJECT_ROOT, Topology
 from loadtests.config import ENV_LOAD, ClientLoad, LoadConfig, read_origin
+from reports.store import store_path
 
 if TYPE_CHECKING:
     from chaos.netfaults import NetworkFaults
@@ -139,9 +141,14 @@ class Runner:
         runs_dir: str | Path = "runs",
         progress: Progress | None = None,
         ui_port: int | None = None,
+        store: Path | None = None,
+        subject_version: str | None = None,
     ) -> None:
+        """``store``: the results store the run is added to (default: the one in ``runs_dir``);
+        ``subject_version``: the version of the system under test (default: its manifest's)."""
         self.scenario = scenario
         self.ui_port = ui_port  # serve Locust's web UI on 127.0.0.1:ui_port while the load runs
+        self.store = store or store_path(runs_dir)
         self.run = RunDir.create(runs_dir, scenario.name)
         self.progress = progress or Progress()
         self.history = HistoryWriter(history_file(self.run.history, "runner"), "runner")
@@ -167,6 +174,8 @@ class Runner:
             "started_ns": time.time_ns(),
             "phases_done": {},  # phase -> time.time_ns() at its end; see _phase_done
         }
+        if subject_version:
+            self.meta["subject_version"] = subject_version
         self.run.write_meta(self.meta)
 
     def _unexpected_exit(self, managed: Managed) -> None:
@@ -392,21 +401,35 @@ class Runner:
         return self.report()
 
     def report(self) -> RunResult:
-        verdict = build_report_for(self.run, self.progress)
+        verdict = build_report_for(self.run, self.progress, self.store)
         return RunResult(self.run, int(verdict["exit_code"]), verdict)
 
 
-def build_report_for(run: RunDir, progress: Progress) -> dict[str, Any]:
-    """Run the Spark pipeline over a run folder and print the verdict."""
+def build_report_for(run: RunDir, progress: Progress, store: Path | None = None) -> dict[str, Any]:
+    """Run the Spark pipeline over a run folder, print the verdict, and add the run to the
+    results store (``store``: default the one of its runs folder, reports/store.py). A store
+    that cannot take it is named in a warning; the verdict stands."""
     from reports.pipeline import build_report
+    from reports.store import StoreDamaged, record_run
 
     progress.phase("report")
     verdict = build_report(run.root, progress=progress.note)
     progress.verdict(verdict, run)
+    try:
+        progress.note(f"added to the results store {record_run(run.root, store)}")
+    except (StoreDamaged, sqlite3.OperationalError) as exc:
+        progress.warn(f"this run is not in the results store: {exc}")
     return verdict
 
 
 def run_scenario(
-    scenario: Scenario, *, runs_dir: str | Path = "runs", report: bool = True, ui_port: int | None = None
+    scenario: Scenario,
+    *,
+    runs_dir: str | Path = "runs",
+    report: bool = True,
+    ui_port: int | None = None,
+    subject_version: str | None = None,
 ) -> RunResult:
-    return Runner(scenario, runs_dir=runs_dir, ui_port=ui_port).execute(report=report)
+    return Runner(scenario, runs_dir=runs_dir, ui_port=ui_port, subject_version=subject_version).execute(
+        report=report
+    )

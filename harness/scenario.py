@@ -47,7 +47,17 @@ restart_after_s = 2                      # or random = { count = 3, between = [5
 
 [expect]
 violated = []                            # checks expected to fail (a known weakness)
+
+[baseline]                               # optional: do not regress against a stored baseline run
+label = "v1.4"                           # `zchaos baseline RUN --label v1.4` stores one
+recovery_ratio = 1.5                     # each recovery at most 1.5x the baseline's (+ recovery_slack_s, 0.5)
+p99_ratio = 2.0                          # p99 latency at most 2x the baseline's (+ p99_slack_ms, 1.0)
+availability_ratio = 0.9                 # lowest availability at least 0.9x the baseline's
 ```
+
+A ``[baseline]`` adds the ``baseline`` check (reports/baseline.py): violated when the run
+regresses beyond a ratio it gives, unknown when no baseline ``label`` is stored for the
+scenario (or, failing that, for any one scenario) in the runs folder's results store.
 """
 
 from __future__ import annotations
@@ -154,6 +164,7 @@ class Scenario:
     load: LoadSpec
     faults: tuple[FaultSpec, ...]
     expect_violated: tuple[str, ...]
+    baseline: dict[str, Any] | None = None  # [baseline]: label and the ratios it bounds
 
     def instances(self, role: str) -> list[str]:
         return self.manifest.roles[role].instance_names(self.topology[role])
@@ -183,6 +194,7 @@ class Scenario:
                 for f in self.faults
             ],
             "expect_violated": list(self.expect_violated),
+            "baseline": self.baseline,
         }
 
 
@@ -478,6 +490,7 @@ def parse_scenario(data: dict[str, Any], path: Path | None, *, where: str | Path
                 "violated", f"{check!r} is not a check of {manifest.name} ({list(manifest.promises.checks)})"
             )
     et.done()
+    baseline = _baseline(top.table("baseline"))
     top.done()
     return Scenario(
         name=name,
@@ -492,7 +505,34 @@ def parse_scenario(data: dict[str, Any], path: Path | None, *, where: str | Path
         load=load,
         faults=tuple(faults),
         expect_violated=expect_violated,
+        baseline=baseline,
     )
+
+
+#: The ratios a [baseline] may bound, and the slack each allows beyond its ratio.
+BASELINE_RATIOS = ("recovery_ratio", "p99_ratio", "availability_ratio")
+
+
+def _baseline(bt: Table) -> dict[str, Any] | None:
+    """``[baseline]``: the label of the stored baseline run and at least one ratio."""
+    if not bt.data:
+        return None
+    promise: dict[str, Any] = {"label": bt.get("label", str)}
+    if not promise["label"].strip():
+        raise bt.error("label", "is empty: name the baseline (zchaos baseline RUN --label NAME)")
+    for key in ("recovery_ratio", "p99_ratio"):
+        value = bt.get(key, float, None, minimum=1.0)
+        if value is not None:
+            promise[key] = value
+    value = bt.get("availability_ratio", float, None, minimum=0.0, maximum=1.0)
+    if value is not None:
+        promise["availability_ratio"] = value
+    promise["recovery_slack_s"] = bt.get("recovery_slack_s", float, 0.5, minimum=0.0)
+    promise["p99_slack_ms"] = bt.get("p99_slack_ms", float, 1.0, minimum=0.0)
+    bt.done()
+    if not any(k in promise for k in BASELINE_RATIOS):
+        raise bt.error(None, f"give at least one of {', '.join(BASELINE_RATIOS)}")
+    return promise
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -1,4 +1,4 @@
-"""The CI suite: every scenario of a folder, one run each, an index page and one JUnit file.
+"""The CI suite: every scenario of a folder, one run each, its reliability matrix and one JUnit file.
 
 All scenarios are validated before the first one starts, so a typo in the last file
 costs nothing. Each run has an outcome (contract/outcomes.py); the suite's exit code is
@@ -8,7 +8,7 @@ of the runs' outcomes combined (violated > incomplete > unknown > passed).
 
 from __future__ import annotations
 
-import html
+import contextlib
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -19,6 +19,8 @@ from contract.outcomes import BAD_INPUT, EXIT_INTERRUPTED, PASSED, UNKNOWN, comb
 from harness.progress import Progress
 from harness.runner import Runner
 from harness.scenario import Scenario, load_scenario
+from reports.matrix import write_matrix
+from reports.store import read_runs, store_path
 
 
 @dataclass
@@ -48,8 +50,15 @@ class SuiteEntry:
         return violated + list((self.verdict or {}).get("reasons") or [])
 
 
-def run_suite(directory: Path, *, runs_dir: Path = Path("runs"), progress: Progress | None = None) -> int:
+def run_suite(
+    directory: Path,
+    *,
+    runs_dir: Path = Path("runs"),
+    progress: Progress | None = None,
+    subject_version: str | None = None,
+) -> int:
     progress = progress or Progress()
+    store = store_path(runs_dir)
     files = sorted(directory.glob("*.toml"))
     if not files:
         raise SetupError("no scenario files (*.toml) here", where=directory)
@@ -63,7 +72,9 @@ def run_suite(directory: Path, *, runs_dir: Path = Path("runs"), progress: Progr
         progress.phase(f"scenario {n}/{len(scenarios)}: {scenario.name}")
         entry = SuiteEntry(scenario)
         try:
-            runner = Runner(scenario, runs_dir=suite_dir, progress=progress)
+            runner = Runner(
+                scenario, runs_dir=suite_dir, progress=progress, store=store, subject_version=subject_version
+            )
             entry.run_dir = runner.run.root
             result = runner.execute()
             entry.exit_code, entry.verdict = result.exit_code, result.verdict
@@ -75,7 +86,7 @@ def run_suite(directory: Path, *, runs_dir: Path = Path("runs"), progress: Progr
             interrupted = True
             break
 
-    write_index(suite_dir, entries)
+    write_index(suite_dir, entries, store)
     write_junit(suite_dir, entries)
     passed = sum(e.outcome == PASSED for e in entries)
     others = ", ".join(
@@ -88,6 +99,8 @@ def run_suite(directory: Path, *, runs_dir: Path = Path("runs"), progress: Progr
         + (f" ({others})" if others else "")
         + f"; index: {suite_dir / 'index.html'}"
     )
+    with contextlib.suppress(SetupError):  # a damaged store was named when the runs were added
+        print(f"reliability matrix of every run in {runs_dir}: {write_store_matrix(runs_dir)}")
     return suite_exit_code(entries, interrupted=interrupted)
 
 
@@ -100,25 +113,23 @@ def suite_exit_code(entries: list[SuiteEntry], *, interrupted: bool = False) -> 
     return exit_code(combine_outcomes([e.outcome for e in entries]))
 
 
-def write_index(suite_dir: Path, entries: list[SuiteEntry]) -> None:
-    rows = []
-    for e in entries:
-        link = ""
-        if e.run_dir is not None and (e.run_dir / "report.html").exists():
-            link = f'<a href="{html.escape(str(e.run_dir.relative_to(suite_dir)))}/report.html">report</a>'
-        rows.append(
-            f"<tr class={e.outcome}><td>{html.escape(e.scenario.name)}</td>"
-            f"<td>{html.escape(e.scenario.manifest.name)}</td><td>{e.outcome}</td>"
-            f"<td>{'<br>'.join(html.escape(r) for r in e.reasons)}</td><td>{link}</td></tr>"
-        )
-    (suite_dir / "index.html").write_text(
-        "<!doctype html><meta charset=utf-8><title>zchaos suite</title>"
-        "<style>body{font:14px system-ui,sans-serif;margin:2em}td,th{padding:.3em .8em;text-align:left}"
-        "tr.passed td:nth-child(3){color:#176f2c}tr.violated td:nth-child(3),tr.bad_input td:nth-child(3)"
-        "{color:#b00020;font-weight:bold}tr.unknown td:nth-child(3),tr.incomplete td:nth-child(3)"
-        "{color:#8a6100;font-weight:bold}</style><h1>zchaos suite</h1><table><tr><th>scenario</th>"
-        "<th>implementation</th><th>outcome</th><th>why</th><th></th></tr>" + "".join(rows) + "</table>"
-    )
+def write_index(suite_dir: Path, entries: list[SuiteEntry], store: Path) -> None:
+    """index.html: the reliability matrix of this suite's runs (reports/matrix.py), from the
+    results store, with the scenarios that could not be run listed above it."""
+    errors = [f"{e.scenario.name}: {e.error}" for e in entries if e.error]
+    ours = {e.run_dir.resolve() for e in entries if e.run_dir is not None}
+    try:
+        runs = [r for r in read_runs(store) if (store.parent / r["run"]).resolve() in ours]
+    except SetupError as exc:
+        runs, errors = [], [*errors, str(exc)]
+    title = f"zchaos suite {suite_dir.name}"
+    write_matrix(runs, suite_dir / "index.html", store.parent, title=title, errors=errors)
+
+
+def write_store_matrix(runs_dir: Path) -> Path:
+    """RUNS_DIR/matrix.html: every run of the store (SetupError when it is damaged)."""
+    store = store_path(runs_dir)
+    return write_matrix(read_runs(store), runs_dir / "matrix.html", runs_dir)
 
 
 def write_junit(suite_dir: Path, entries: list[SuiteEntry]) -> None:

@@ -29,7 +29,11 @@ from urllib.parse import unquote, urlparse
 from contract.errors import SetupError
 from contract.history import EVENTS, FIELD_TYPES, RID_PATTERN
 from contract.rundir import RunDir
+from reports.baseline import CHECK as BASELINE
+from reports.baseline import DOC as BASELINE_DOC
+from reports.baseline import baseline_check
 from reports.checkers import HELD, UNKNOWN, CheckContext, Checker, CheckResult, FaultWindow, Profile, registry
+from reports.store import store_for_run
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -743,23 +747,27 @@ def _check_history(
         for f in faults
     ]
     times = {k: meta.get(k) for k in ("started_ns", "load_started_ns", "load_stopped_ns", "ended_ns")}
-    verdict = build_verdict(
-        meta,
-        results,
-        metrics,
-        docs={name: c.doc for name, c in registry().items()},
-        errors=errors,
-        incomplete=incomplete,
-        extra={
-            "completion": completion,
-            "run_dir": str(run.root),
-            "generated_ns": time.time_ns(),
-            "times": times,
-            "faults": fault_rows,
-            "processes": process_exits(events, history.profile, control),
-            "input": account,
-        },
-    )
+    extra = {
+        "completion": completion,
+        "run_dir": str(run.root),
+        "generated_ns": time.time_ns(),
+        "times": times,
+        "faults": fault_rows,
+        "processes": process_exits(events, history.profile, control),
+        "input": account,
+    }
+    docs = {name: c.doc for name, c in registry().items()} | {BASELINE: BASELINE_DOC}
+
+    def verdict_of(results: list[CheckResult]) -> dict[str, Any]:
+        return build_verdict(
+            meta, results, metrics, docs=docs, errors=errors, incomplete=incomplete, extra=extra
+        )
+
+    verdict = verdict_of(results)
+    # A regression is judged on the run's own figures, so after the other checks.
+    regression = baseline_check(meta, verdict, store_for_run(run.root))
+    if regression is not None:
+        verdict = verdict_of([*results, regression])
     ctx.release()
     history.release()
     return verdict

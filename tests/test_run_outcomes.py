@@ -23,6 +23,7 @@ from harness.scenario import load_scenario
 from harness.suite import SuiteEntry, suite_exit_code, write_index
 from reports.history_frame import events_frame
 from reports.pipeline import completeness
+from reports.store import record_run, store_path
 from tests.procs import ROOT, processes_of, wait_for
 
 # 20 s of load, a worker killed at 3 s (restarted) and another at 15 s; the runner is
@@ -202,6 +203,16 @@ def test_an_unknown_run_is_shown_as_unknown_in_the_terminal_and_the_suite(tmp_pa
     assert suite_exit_code([unknown, incomplete]) == 4 and suite_exit_code([incomplete, violated]) == 1
     assert suite_exit_code([passed, SuiteEntry(scenario, error="port taken")]) == 2
     assert suite_exit_code([passed], interrupted=True) == 130
-    write_index(tmp_path, [passed, unknown])
-    page = (tmp_path / "index.html").read_text()
-    assert "<td>unknown</td>" in page and "mmi_service unknown: no MMI answer was recorded" in page
+    store = store_path(tmp_path)
+    for seed, entry in enumerate((passed, unknown)):
+        run = RunDir.create(tmp_path / "suite", scenario.name)
+        run.write_meta(
+            {"scenario": {**scenario.as_dict(), "seed": seed}, "manifest": scenario.manifest.as_dict()}
+        )
+        run.verdict_json.write_text(json.dumps({"scenario": scenario.name, **entry.verdict}))
+        record_run(run.root, store)
+        entry.run_dir = run.root
+    write_index(tmp_path / "suite", [passed, unknown], store)
+    page = (tmp_path / "suite" / "index.html").read_text()
+    assert page.count('<td class="cell unknown"') == 1 and "unknown in 1 of 2 seeds" in page
+    assert "mmi_service unknown: no MMI answer was recorded" in page

@@ -39,6 +39,28 @@ class ManifestMeta(TypedDict, total=False):
     clients: list[dict[str, Any]]  # the client kinds: name, adapter, endpoints, options, in_order
 
 
+class ReplayMeta(TypedDict, total=False):
+    """What ``zchaos run --replay RUN`` needs to run the same plan again (harness/replay.py)."""
+
+    seed: int
+    scenario_data: dict[str, Any]  # the scenario's TOML data as it ran, overrides included
+    scenario_path: str | None  # its file (relative paths in it are taken from its folder)
+    scenario_text: str | None  # that file's text when the run started
+    manifest_path: str
+    manifest_text: str | None  # the manifest file's text when the run started
+    zchaos_version: str  # the package version, +g<commit> in a git checkout
+    commands: list[str]  # the commands that reproduce the run, as printed
+
+
+class SeedsMeta(TypedDict, total=False):
+    """Where a run stands among the runs of ``--seeds N`` (harness/seeds.py)."""
+
+    base: int  # the scenario's own seed, from which the others are derived
+    index: int  # 1..count
+    count: int
+    folder: str  # the group's folder (index.html, seeds.json)
+
+
 class RunMeta(TypedDict, total=False):
     """What ``run.json`` holds: what ran, and how far it got. Times are ``time.time_ns()``."""
 
@@ -59,6 +81,8 @@ class RunMeta(TypedDict, total=False):
     fault_errors: list[dict[str, Any]]
     leftovers_removed: list[str]  # what an earlier, killed run had left and this one swept
     subject_version: str  # --subject-version: the version of the system under test (else the manifest's)
+    replay: ReplayMeta
+    seeds: SeedsMeta  # only in a run of ``--seeds N``
 
 
 @dataclass(frozen=True)

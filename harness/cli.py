@@ -17,6 +17,9 @@ from contract.outcomes import EXIT_INTERRUPTED
 EPILOG = """\
 examples:
   zchaos run scenarios/paranoid-pirate-kill-worker.toml
+  zchaos run scenarios/paranoid-pirate-kill-worker.toml --seeds 10
+  zchaos run --replay runs/20261121T120000Z-paranoid-pirate-kill-worker
+  zchaos shrink runs/20261121T120000Z-paranoid-pirate-kill-worker --budget 20
   zchaos check scenarios/paranoid-pirate-kill-worker.toml
   zchaos suite scenarios/ci/
   zchaos report runs/20261121T120000Z-paranoid-pirate-kill-worker
@@ -34,11 +37,35 @@ decided), 4 incomplete (the run did not carry out its plan), 130 interrupted
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from harness.runner import run_scenario
-    from harness.scenario import load_scenario
+    from harness.scenario import load_scenario, with_seed
 
-    scenario = load_scenario(args.scenario) if args.seed is None else _with_seed(args.scenario, args.seed)
+    if (args.scenario is None) == (args.replay is None):
+        raise SetupError("give a scenario file or --replay RUN (one of them)", where="zchaos run")
+    if args.seeds is not None and args.seeds < 1:
+        raise SetupError(f"--seeds must be at least 1, got {args.seeds}", where="zchaos run")
+    if args.until_violated and args.seeds is None:
+        raise SetupError("--until-violated goes with --seeds N", where="zchaos run")
+    if args.replay is not None:
+        from harness.replay import scenario_of_run
+
+        scenario, notes = scenario_of_run(args.replay)
+        for note in notes:
+            print(f"zchaos: note: {note}", file=sys.stderr)
+    else:
+        scenario = load_scenario(args.scenario)
+    if args.seed is not None:
+        scenario = with_seed(scenario, args.seed)
     if args.check:
         return _describe(scenario)
+    if args.seeds is not None:
+        from harness.seeds import print_summary, run_seeds
+
+        seeds = run_seeds(
+            scenario, args.seeds, runs_dir=Path(args.runs_dir), until_violated=args.until_violated,
+            report=not args.no_report, subject_version=args.subject_version,
+        )  # fmt: skip
+        print_summary(seeds)
+        return seeds.exit_code
     result = run_scenario(
         scenario, runs_dir=args.runs_dir, report=not args.no_report, subject_version=args.subject_version
     )
@@ -72,19 +99,31 @@ def _describe(scenario) -> int:
     return 0
 
 
-def _with_seed(path: str, seed: int):
-    from harness.config import load_toml
-    from harness.scenario import parse_scenario
-
-    data = load_toml(path, "scenario")
-    data["seed"] = seed
-    return parse_scenario(data, Path(path).resolve(), where=path)
-
-
 def _cmd_suite(args: argparse.Namespace) -> int:
     from harness.suite import run_suite
 
-    return run_suite(Path(args.directory), runs_dir=Path(args.runs_dir), subject_version=args.subject_version)
+    if args.seeds < 1:
+        raise SetupError(f"--seeds must be at least 1, got {args.seeds}", where="zchaos suite")
+    return run_suite(
+        Path(args.directory),
+        runs_dir=Path(args.runs_dir),
+        seeds=args.seeds,
+        until_violated=args.until_violated,
+        subject_version=args.subject_version,
+    )
+
+
+def _cmd_shrink(args: argparse.Namespace) -> int:
+    from harness.shrink import shrink_run
+
+    return shrink_run(
+        Path(args.run),
+        budget_runs=args.budget,
+        budget_s=args.time_budget,
+        seeds_per_candidate=args.seeds_per_candidate,
+        check=args.check,
+        out_dir=Path(args.out) if args.out else None,
+    ).exit_code
 
 
 def _run_folder(path: str) -> Path:
@@ -248,10 +287,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("run", help="run one chaos scenario and report on it")
-    p.add_argument("scenario", help="a scenario file (TOML), e.g. scenarios/paranoid-pirate-kill-worker.toml")
+    p = sub.add_parser(
+        "run",
+        help="run one chaos scenario (on one seed or many) and report on it",
+        description="Run one chaos scenario and report on it. With --seeds N it runs N times, "
+        "on the scenario's seed and N-1 seeds derived from it, and says per check in how many "
+        "seeds it was violated, and which. The end of each run prints the command that "
+        "reproduces it (zchaos run --replay RUN).",
+    )
+    p.add_argument(
+        "scenario", nargs="?", help="a scenario file (TOML), e.g. scenarios/paranoid-pirate-kill-worker.toml"
+    )
+    p.add_argument(
+        "--replay", metavar="RUN", help="run again what a stored run ran (its recorded scenario and seed)"
+    )
     p.add_argument("--runs-dir", default="runs", help="where run folders go (default: runs)")
     p.add_argument("--seed", type=int, help="override the scenario's seed")
+    p.add_argument(
+        "--seeds", type=int, metavar="N", help="run on N seeds (the scenario's, then N-1 derived from it)"
+    )
+    p.add_argument(
+        "--until-violated", action="store_true", help="with --seeds: stop at the first violated seed"
+    )
     p.add_argument("--no-report", action="store_true", help="record the run but skip the Spark report")
     p.add_argument("--check", action="store_true", help="validate the scenario and its manifest, run nothing")
     p.add_argument(
@@ -270,6 +327,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--subject-version",
         help="the version of the systems under test, for the results store and the matrix",
+    )
+    p.add_argument(
+        "--seeds", type=int, default=1, metavar="N", help="run each scenario on N seeds (default 1)"
+    )
+    p.add_argument(
+        "--until-violated",
+        action="store_true",
+        help="with --seeds: stop a scenario at its first violated seed",
     )
     p.set_defaults(func=_cmd_suite)
 
@@ -296,6 +361,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="a run folder with a report")
     p.add_argument("--baseline", required=True, help="a run folder, or a label given with zchaos baseline")
     p.set_defaults(func=_cmd_compare)
+
+    p = sub.add_parser(
+        "shrink",
+        help="search for the smallest scenario that still breaks a violated run's check",
+        description="Take a violated run and search for a smaller scenario that still violates "
+        "the same check: fewer faults (delta debugging over the run's fault plan), a shorter "
+        "load and shorter faults, fewer users and workers. Each candidate runs on a few seeds "
+        "(racy bugs); the search stops at the budget. Writes the smallest scenario found as a "
+        "standalone TOML beside a short report (shrink.md) in a shrink-* folder.",
+    )
+    p.add_argument("run", help="a violated run folder, e.g. runs/20261121T120000Z-NAME")
+    p.add_argument("--budget", type=int, default=30, metavar="RUNS", help="most runs to spend (default 30)")
+    p.add_argument("--time-budget", type=float, metavar="SECONDS", help="start no candidate after this long")
+    p.add_argument(
+        "--seeds-per-candidate", type=int, default=3, metavar="K",
+        help="seeds a candidate is tried on before it counts as not reproducing (default 3)",
+    )  # fmt: skip
+    p.add_argument("--check", help="the violated check to keep (default: the run's first violated check)")
+    p.add_argument("--out", help="where the shrink folder goes (default: beside the run)")
+    p.set_defaults(func=_cmd_shrink)
 
     p = sub.add_parser("report", help="(re)build the verdict and report of a stored run")
     p.add_argument("run", help="a run folder, e.g. runs/20261121T120000Z-NAME")

@@ -8,6 +8,9 @@ unknown ("did you mean 'users'?"). Nothing is started before a file has been rea
 from __future__ import annotations
 
 import difflib
+import json
+import math
+import re
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -142,3 +145,58 @@ class Table:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             known = ", ".join(sorted(self._seen))
             raise self.error(key, f"unknown key{hint} (known here: {known})")
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE_KEY.fullmatch(key) else json.dumps(key)
+
+
+def _toml_value(value: Any) -> str:
+    """One value in TOML's inline syntax (JSON's string escapes are TOML's too)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return repr(value)
+        return "nan" if math.isnan(value) else ("-inf" if value < 0 else "inf")
+
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"no TOML form for {value!r}")
+
+
+def _is_table_array(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
+def _toml_section(lines: list[str], data: dict[str, Any], prefix: str, depth: int) -> None:
+    # Plain values first: after a [header] every key belongs to that table.
+    for key, value in data.items():
+        if not (depth < 2 and isinstance(value, dict)) and not _is_table_array(value):
+            lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
+    for key, value in data.items():
+        name = f"{prefix}{_toml_key(key)}"
+        if depth < 2 and isinstance(value, dict):
+            lines += ["", f"[{name}]"]
+            _toml_section(lines, value, f"{name}.", depth + 1)
+        elif _is_table_array(value):
+            for item in value:
+                lines += ["", f"[[{name}]]"]
+                _toml_section(lines, item, f"{name}.", 2)  # tables inside are written inline
+
+
+def dump_toml(data: dict[str, Any]) -> str:
+    """TOML text that ``tomllib`` reads back as ``data`` (the subset scenarios use: scalars,
+    lists, tables, arrays of tables); tables below the second level are written inline."""
+    lines: list[str] = []
+    _toml_section(lines, data, "", 0)
+    return "\n".join(lines).lstrip("\n") + "\n"

@@ -182,5 +182,9 @@ class Progress:
         for reason in verdict.get("reasons") or []:
             if not reason.split(":", 1)[0].endswith(" unknown"):  # an unknown check shows above
                 print(f"  ! {reason}", file=out)
+        commands = run.read_meta().get("replay", {}).get("commands") if run.run_json.exists() else None
+        for command in commands or []:
+            print(f"  reproduce: {command}", file=out)
         word = OUTCOME_WORD.get(outcome, outcome.upper())
+
         print(f"{word} (exit {verdict.get('exit_code')})  report: {run.report_html}", file=out, flush=True)

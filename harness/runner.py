@@ -29,6 +29,7 @@ from contract.ports import PortAllocator
 from contract.rundir import RunDir, RunMeta
 from harness.manifest import ClientKind, client_endpoints
 from harness.progress import Progress
+from harness.replay import replay_record
 from harness.scenario import Scenario
 from harness.supervisor import Managed, ProcSpec, Supervisor, log_tail
 from harness.topology import PROJECT_ROOT, Topology
@@ -143,9 +144,11 @@ class Runner:
         ui_port: int | None = None,
         store: Path | None = None,
         subject_version: str | None = None,
+        meta: RunMeta | None = None,
     ) -> None:
         """``store``: the results store the run is added to (default: the one in ``runs_dir``);
-        ``subject_version``: the version of the system under test (default: its manifest's)."""
+        ``subject_version``: the version of the system under test (default: its manifest's);
+        ``meta``: more for run.json (e.g. where the run stands among several seeds)."""
         self.scenario = scenario
         self.ui_port = ui_port  # serve Locust's web UI on 127.0.0.1:ui_port while the load runs
         self.store = store or store_path(runs_dir)
@@ -173,6 +176,8 @@ class Runner:
             "processes": self.roles,
             "started_ns": time.time_ns(),
             "phases_done": {},  # phase -> time.time_ns() at its end; see _phase_done
+            "replay": replay_record(scenario, self.run),
+            **(meta or {}),
         }
         if subject_version:
             self.meta["subject_version"] = subject_version

@@ -62,10 +62,11 @@ scenario (or, failing that, for any one scenario) in the runs folder's results s
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +166,11 @@ class Scenario:
     faults: tuple[FaultSpec, ...]
     expect_violated: tuple[str, ...]
     baseline: dict[str, Any] | None = None  # [baseline]: label and the ratios it bounds
+    # What it was parsed from (its TOML data, overrides such as --seed included) and its
+    # manifest as the manifest's file says: enough to parse it again with a change
+    # (another seed, a smaller variant) and to replay it (harness/replay.py).
+    source: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    base_manifest: Manifest | None = field(default=None, compare=False, repr=False)
 
     def instances(self, role: str) -> list[str]:
         return self.manifest.roles[role].instance_names(self.topology[role])
@@ -374,18 +380,25 @@ def _override_promises(top: Table, promises: Promises, options: dict[str, Any]) 
     return parse_promises(Table(merged, pt.file, *pt.path), options, check_names=False)
 
 
-def parse_scenario(data: dict[str, Any], path: Path | None, *, where: str | Path = "") -> Scenario:
+def parse_scenario(
+    data: dict[str, Any], path: Path | None, *, where: str | Path = "", manifest: Manifest | None = None
+) -> Scenario:
+    """A scenario from its TOML data; ``manifest`` stands for the implementation's file
+    (a replay parses the manifest text a run recorded, not today's file)."""
     where = where or path or "<scenario>"
+    source = copy.deepcopy(data)
     top = Table(data, where)
     name = top.get("name", str, path.stem if path else "scenario")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise top.error("name", "use letters, digits, '.', '_' and '-' only (it names the run folder)")
     description = top.get("description", str, "")
     impl_ref = top.get("implementation", str)
-    try:
-        manifest = load_manifest(impl_ref, relative_to=path.parent if path else None)
-    except SetupError as exc:
-        raise top.error("implementation", str(exc)) from None
+    if manifest is None:
+        try:
+            manifest = load_manifest(impl_ref, relative_to=path.parent if path else None)
+        except SetupError as exc:
+            raise top.error("implementation", str(exc)) from None
+    base_manifest = manifest
     seed = top.get("seed", int, 1)
     duration_given = top.has("duration_s")
     duration_s = top.get("duration_s", float, 60.0, minimum=1)
@@ -506,6 +519,8 @@ def parse_scenario(data: dict[str, Any], path: Path | None, *, where: str | Path
         faults=tuple(faults),
         expect_violated=expect_violated,
         baseline=baseline,
+        source=source,
+        base_manifest=base_manifest,
     )
 
 
@@ -533,6 +548,19 @@ def _baseline(bt: Table) -> dict[str, Any] | None:
     if not any(k in promise for k in BASELINE_RATIOS):
         raise bt.error(None, f"give at least one of {', '.join(BASELINE_RATIOS)}")
     return promise
+
+
+def reparse(scenario: Scenario, data: dict[str, Any], *, where: str | Path = "") -> Scenario:
+    """``scenario`` parsed again from other TOML data (another seed, a smaller variant),
+    with the same manifest and the same folder for relative paths."""
+    return parse_scenario(
+        data, scenario.path, where=where or scenario.path or "<scenario>", manifest=scenario.base_manifest
+    )
+
+
+def with_seed(scenario: Scenario, seed: int) -> Scenario:
+    """The same scenario with another seed (its random fault times drawn again)."""
+    return reparse(scenario, {**scenario.source, "seed": seed})
 
 
 def load_scenario(path: str | Path) -> Scenario:

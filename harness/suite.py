@@ -1,4 +1,5 @@
-"""The CI suite: every scenario of a folder, one run each, its reliability matrix and one JUnit file.
+"""The CI suite: every scenario of a folder, one run each (or one per seed with ``--seeds
+N``, harness/seeds.py), its reliability matrix and one JUnit file.
 
 All scenarios are validated before the first one starts, so a typo in the last file
 costs nothing. Each run has an outcome (contract/outcomes.py); the suite's exit code is
@@ -19,6 +20,7 @@ from contract.outcomes import BAD_INPUT, EXIT_INTERRUPTED, PASSED, UNKNOWN, comb
 from harness.progress import Progress
 from harness.runner import Runner
 from harness.scenario import Scenario, load_scenario
+from harness.seeds import SeedsResult, print_summary, run_seeds
 from reports.matrix import write_matrix
 from reports.store import read_runs, store_path
 
@@ -30,6 +32,7 @@ class SuiteEntry:
     exit_code: int = 2
     verdict: dict | None = None
     error: str = ""
+    seeds: SeedsResult | None = None  # with --seeds N: the scenario's runs, one per seed
 
     @property
     def outcome(self) -> str:
@@ -38,13 +41,23 @@ class SuiteEntry:
             return BAD_INPUT
         if self.exit_code == EXIT_INTERRUPTED:
             return "interrupted"
+        if self.seeds is not None:
+            return self.seeds.outcome
         return (self.verdict or {}).get("outcome") or UNKNOWN
+
+    def run_dirs(self) -> list[Path]:
+        """The folders of its runs: one, or one per seed."""
+        if self.seeds is not None:
+            return [r.run_dir for r in self.seeds.runs if r.run_dir is not None]
+        return [self.run_dir] if self.run_dir is not None else []
 
     @property
     def reasons(self) -> list[str]:
         """Why the run is not simply passed: violated checks, or the verdict's reasons."""
         if self.error:
             return [self.error]
+        if self.seeds is not None:
+            return [line for line in self.seeds.lines() if " in " in line or line.startswith("seed ")]
         checks = (self.verdict or {}).get("checks", {})
         violated = [f"{n} violated" for n, c in checks.items() if c.get("outcome") == "violated"]
         return violated + list((self.verdict or {}).get("reasons") or [])
@@ -56,7 +69,10 @@ def run_suite(
     runs_dir: Path = Path("runs"),
     progress: Progress | None = None,
     subject_version: str | None = None,
+    seeds: int = 1,
+    until_violated: bool = False,
 ) -> int:
+    """Run every scenario of ``directory`` (on ``seeds`` seeds each); the suite's exit code."""
     progress = progress or Progress()
     store = store_path(runs_dir)
     files = sorted(directory.glob("*.toml"))
@@ -71,6 +87,18 @@ def run_suite(
     for n, scenario in enumerate(scenarios, start=1):
         progress.phase(f"scenario {n}/{len(scenarios)}: {scenario.name}")
         entry = SuiteEntry(scenario)
+        if seeds > 1:
+            entry.seeds = run_seeds(
+                scenario, seeds, runs_dir=suite_dir, until_violated=until_violated, progress=progress,
+                store=store, subject_version=subject_version,
+            )  # fmt: skip
+            entry.run_dir, entry.exit_code = entry.seeds.folder, entry.seeds.exit_code
+            entries.append(entry)
+            print_summary(entry.seeds)
+            if entry.seeds.interrupted:
+                interrupted = True
+                break
+            continue
         try:
             runner = Runner(
                 scenario, runs_dir=suite_dir, progress=progress, store=store, subject_version=subject_version
@@ -117,7 +145,7 @@ def write_index(suite_dir: Path, entries: list[SuiteEntry], store: Path) -> None
     """index.html: the reliability matrix of this suite's runs (reports/matrix.py), from the
     results store, with the scenarios that could not be run listed above it."""
     errors = [f"{e.scenario.name}: {e.error}" for e in entries if e.error]
-    ours = {e.run_dir.resolve() for e in entries if e.run_dir is not None}
+    ours = {d.resolve() for e in entries for d in e.run_dirs()}
     try:
         runs = [r for r in read_runs(store) if (store.parent / r["run"]).resolve() in ours]
     except SetupError as exc:
@@ -136,6 +164,13 @@ def write_junit(suite_dir: Path, entries: list[SuiteEntry]) -> None:
     """One JUnit file: each run's own test suite, or an error case for a run that failed to start."""
     root = ET.Element("testsuites", name="zchaos")
     for e in entries:
+        if e.seeds is not None:
+            for run in e.seeds.runs:
+                junit = run.run_dir / "junit.xml" if run.run_dir else None
+                if junit is not None and junit.exists():
+                    parsed = ET.parse(junit).getroot()
+                    root.extend(parsed if parsed.tag == "testsuites" else [parsed])
+            continue
         junit = e.run_dir / "junit.xml" if e.run_dir else None
         if junit is not None and junit.exists():
             parsed = ET.parse(junit).getroot()

@@ -97,6 +97,8 @@ def build_verdict(
         "scenario": scenario.get("name", ""),
         "implementation": manifest.get("name") or scenario.get("implementation", ""),
         "seed": scenario.get("seed"),
+        # the commands that run it again (harness/replay.py)
+        "reproduce": list((meta.get("replay") or {}).get("commands") or []),
         "outcome": outcome,
         "passed": outcome == PASSED,
         "exit_code": exit_code(outcome),

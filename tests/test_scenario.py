@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from chaos.nemesis import plan_faults
 from contract.errors import SetupError
+from harness.config import dump_toml, load_toml
 from harness.manifest import load_manifest
 from harness.scenario import load_scenario
 from tests.procs import ROOT
@@ -235,3 +237,17 @@ def test_a_role_is_ready_only_on_a_port_it_binds(tmp_path: Path) -> None:
         load_manifest(path)
     assert str(path) in str(caught.value)
     assert "roles.worker.ready: 'backend' is bound by role 'queue', not by 'worker'" in str(caught.value)
+
+
+def test_dump_toml_writes_what_tomllib_reads_back() -> None:
+    """The shrunk scenarios zchaos writes (harness/shrink.py) come out of dump_toml."""
+    for path in [*TREE_SCENARIOS, *sorted((ROOT / "tests").rglob("*.toml"))]:
+        data = load_toml(path, "scenario")
+        assert tomllib.loads(dump_toml(data)) == data, path
+    odd = {
+        "a key": 'quote " and \\ and\nnewline',
+        "n": float("inf"),
+        "t": {"x": [1, 2.5, True], "deep": {"list": [{"k": "v"}], "m": -0.0}},
+        "rows": [{"inline": {"a": 1}}, {"b": []}],
+    }
+    assert tomllib.loads(dump_toml(odd)) == odd

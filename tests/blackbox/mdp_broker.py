@@ -13,7 +13,10 @@ other ``mmi.*`` answer 501. Malformed messages are dropped.
 The bugs on offer (one at a time): ``--bug mmi-always-200`` answers 200 to every
 ``mmi.service``, also when no worker is alive; ``--bug drop-dead-workers-request`` drops
 the request a dead (expired or disconnected) worker held instead of handing it to the
-next worker, which only clients that never resend can see.
+next worker, which only clients that never resend can see; ``--bug
+misroute-racing-reply`` sends the reply to a re-queued request (one a dead worker held)
+to the wrong client when another client's request races it (waits on the frontend at
+the moment the reply comes in): a racy bug, seen on some seeds and not on others.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class Worker:
     service: bytes
     expiry: float
     job: list[bytes] | None = None  # the client message it holds
+    requeued: bool = False  # the job is one a dead worker held
 
 
 @dataclass
@@ -57,6 +61,7 @@ class Broker:
             sock.bind(endpoint)
         self.workers: dict[bytes, Worker] = {}
         self.services: dict[bytes, Service] = {}
+        self.requeued: set[int] = set()  # id() of the re-queued jobs waiting for a worker
 
     def service(self, name: bytes) -> Service:
         return self.services.setdefault(name, Service())
@@ -88,6 +93,8 @@ class Broker:
             worker = self.workers[svc.idle.popleft()]
             job = svc.requests.popleft()
             worker.job = job
+            worker.requeued = id(job) in self.requeued
+            self.requeued.discard(id(job))
             self.send_worker(worker.address, REQUEST, job[0], b"", *job[1:])
 
     def on_worker(self, frames: list[bytes]) -> None:
@@ -109,8 +116,16 @@ class Broker:
             if len(rest) < 3 or rest[1] != b"":
                 return
             worker.expiry = self.expiry()
-            self.front.send_multipart([rest[0], b"", MDPC01, worker.service, *rest[2:]])
-            worker.job = None
+            client, racer = rest[0], None
+            if worker.requeued and self.args.bug == "misroute-racing-reply" and self.front.poll(0):
+                # the bug: a fast path that reads the racing request first and answers the
+                # client it came from
+                racer = self.front.recv_multipart()
+                client = racer[0]
+            self.front.send_multipart([client, b"", MDPC01, worker.service, *rest[2:]])
+            worker.job, worker.requeued = None, False
+            if racer is not None:
+                self.on_client(racer)
             self.service(worker.service).idle.append(address)
             self.dispatch(worker.service)
         elif command == HEARTBEAT:
@@ -130,6 +145,7 @@ class Broker:
         if worker.job is not None and self.args.bug == "drop-dead-workers-request":
             return  # the bug: the request is gone; only a client's resend would bring it back
         if worker.job is not None:  # at-least-once: its request goes first to the next worker
+            self.requeued.add(id(worker.job))
             svc.requests.appendleft(worker.job)
             self.dispatch(worker.service)
 
@@ -172,7 +188,9 @@ def main() -> int:
     parser.add_argument("--heartbeat-ms", type=int, default=1000)
     parser.add_argument("--liveness", type=int, default=3)
     parser.add_argument(
-        "--bug", choices=("none", "mmi-always-200", "drop-dead-workers-request"), default="none"
+        "--bug",
+        choices=("none", "mmi-always-200", "drop-dead-workers-request", "misroute-racing-reply"),
+        default="none",
     )
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

@@ -1,0 +1,115 @@
+"""Replaying a run: what ``run.json`` keeps of a run's plan, and the scenario it gives back.
+
+A run records (``run.json``, key ``replay``) the scenario's TOML data as it ran (overrides
+such as ``--seed`` included) and its file's text, the manifest's text and path, the seed
+and the zchaos version. ``zchaos run --replay RUN`` parses that data again, with the
+manifest text of the record (not today's file, which may have changed) at its old path,
+so relative commands (``{manifest_dir}/broker.py``) find the same programs: the same seed
+gives the same fault plan and the same client request streams.
+"""
+
+from __future__ import annotations
+
+import functools
+import shlex
+import subprocess
+import tomllib
+from pathlib import Path
+
+from contract.errors import SetupError
+from contract.rundir import ReplayMeta, RunDir
+from harness.manifest import parse_manifest
+from harness.scenario import Scenario, parse_scenario
+from harness.topology import PROJECT_ROOT
+
+
+@functools.cache
+def zchaos_version() -> str:
+    """The package version, with the git commit of the checkout when there is one."""
+    version = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]["version"]
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return version
+    return f"{version}+g{commit}" if commit else version
+
+
+def _text(path: Path | None) -> str | None:
+    try:
+        return path.read_text() if path is not None else None
+    except OSError:
+        return None
+
+
+def replay_commands(scenario: Scenario, run: RunDir) -> list[str]:
+    """The commands that reproduce a run: ``--replay`` always; ``SCENARIO --seed S`` too
+    when the scenario file still says what ran, but for its seed."""
+    commands = [f"zchaos run --replay {shlex.quote(str(run.root))}"]
+    if scenario.path is not None and scenario.path.exists():
+        try:
+            on_file = tomllib.loads(scenario.path.read_text())
+        except (OSError, tomllib.TOMLDecodeError):
+            on_file = None
+        if on_file is not None and {**on_file, "seed": 0} == {**scenario.source, "seed": 0}:
+            commands.append(f"zchaos run {shlex.quote(_shown(scenario.path))} --seed {scenario.seed}")
+    return commands
+
+
+def _shown(path: Path) -> str:
+    """A path as a user would type it here: relative to the current folder when inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def replay_record(scenario: Scenario, run: RunDir) -> ReplayMeta:
+    """What ``run.json`` keeps so that ``zchaos run --replay`` can run the same plan again."""
+    manifest = scenario.base_manifest or scenario.manifest
+    return {
+        "seed": scenario.seed,
+        "scenario_data": scenario.source,
+        "scenario_path": str(scenario.path) if scenario.path else None,
+        "scenario_text": _text(scenario.path),
+        "manifest_path": str(manifest.path),
+        "manifest_text": _text(manifest.path),
+        "zchaos_version": zchaos_version(),
+        "commands": replay_commands(scenario, run),
+    }
+
+
+def scenario_of_run(run_dir: str | Path) -> tuple[Scenario, list[str]]:
+    """The scenario a stored run ran, from its replay record, and notes for the user
+    (a file that changed since)."""
+    run = RunDir(Path(run_dir))
+    where = run.run_json
+    if not where.exists():
+        raise SetupError("not a run folder (it has no run.json)", where=run_dir)
+    record = run.read_meta().get("replay")
+    if not isinstance(record, dict) or not isinstance(record.get("scenario_data"), dict):
+        raise SetupError(
+            "run.json has no replay record (the run was made by a zchaos older than --replay); "
+            "run its scenario with --seed instead",
+            where=where,
+        )
+    notes = []
+    manifest = None
+    manifest_path = Path(record["manifest_path"])
+    if record.get("manifest_text") is not None:
+        try:
+            data = tomllib.loads(record["manifest_text"])
+        except tomllib.TOMLDecodeError as exc:
+            raise SetupError(f"the recorded manifest text does not parse: {exc}", where=where) from None
+        manifest = parse_manifest(data, manifest_path)
+        if _text(manifest_path) != record["manifest_text"]:
+            notes.append(f"{manifest_path} changed since the run; replaying the manifest text it recorded")
+    scenario_path = Path(record["scenario_path"]) if record.get("scenario_path") else None
+    if scenario_path is not None and record.get("scenario_text") not in (None, _text(scenario_path)):
+        notes.append(f"{scenario_path} changed since the run; replaying the scenario it recorded")
+    scenario = parse_scenario(
+        dict(record["scenario_data"]), scenario_path, where=f"{where} (replay)", manifest=manifest
+    )
+    return scenario, notes

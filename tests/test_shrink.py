@@ -1,0 +1,87 @@
+"""Shrink (harness/shrink.py): delta debugging over a run's fault plan, and a violated
+three-fault run of a subject whose bug needs only a worker kill shrunk to that one kill and
+a shorter load, whose written scenario violates the same check again.
+
+The subject is a user's MDP broker (tests/blackbox/mdp_broker.py, pyzmq only, by path) with
+``--bug drop-dead-workers-request``, behind clients that never resend: a busy worker's kill
+loses its request (no_lost); a latency on the clients' link and a short freeze lose nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.scenario import load_scenario
+from harness.shrink import _standalone, ddmin, planned_faults
+from tests.procs import ROOT
+
+THREE_FAULTS = ROOT / "tests" / "blackbox" / "mdp-kill-among-faults.toml"
+
+
+def test_ddmin_finds_the_items_that_matter_and_tries_few_subsets() -> None:
+    tried: list[list[int]] = []
+
+    def needs_3_and_6(subset: list[int]) -> bool:
+        tried.append(subset)
+        return 3 in subset and 6 in subset
+
+    assert ddmin(list(range(1, 9)), needs_3_and_6) == [3, 6]
+    assert len(tried) == len({tuple(t) for t in tried}) < 8 * 8  # each subset once, at most n²
+    assert ddmin([1, 2, 3], lambda s: 2 in s) == [2]
+    assert ddmin([4], lambda s: False) == [4]  # one item stays: ddmin never tries none
+
+
+def test_the_plan_becomes_one_fault_line_per_injected_fault() -> None:
+    meta = {
+        "plan": [
+            {"fault_id": 1, "at_s": 2.5, "kind": "kill", "target": "worker-2", "selector": "worker:random",
+             "params": {"restart_after_s": 1.0}},
+            {"fault_id": 2, "at_s": 7.0, "kind": "kill", "target": "worker-1", "selector": "worker:random",
+             "params": {"restart_after_s": 1.0}},
+        ]
+    }  # fmt: skip
+    assert planned_faults(meta) == [
+        {"kind": "kill", "target": "worker-2", "at_s": [2.5], "restart_after_s": 1.0},
+        {"kind": "kill", "target": "worker-1", "at_s": [7.0], "restart_after_s": 1.0},
+    ]
+
+
+def test_a_shrunk_scenario_names_its_manifest_by_absolute_path() -> None:
+    scenario = load_scenario(THREE_FAULTS)
+    out = _standalone(scenario.source, scenario)
+    assert out["implementation"] == str(THREE_FAULTS.parent / "mdp-broker-noresend.toml")
+    assert out["name"] == "mdp-kill-among-faults-shrunk"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)  # 8 runs with their reports, on a machine shared with others
+def test_a_three_fault_run_shrinks_to_the_one_kill_that_breaks_it(
+    tmp_path: Path, spark, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = tmp_path / "runs"
+    assert main(["run", str(THREE_FAULTS), "--runs-dir", str(runs)]) == 1
+    (run,) = [p for p in runs.iterdir() if (p / "verdict.json").exists()]
+    assert json.loads((run / "verdict.json").read_text())["checks"]["no_lost"]["status"] == "violated"
+
+    code = main(["shrink", str(run), "--budget", "6", "--seeds-per-candidate", "1", "--check", "no_lost"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    (folder,) = runs.glob("shrink-*")
+    written = folder / "mdp-kill-among-faults-shrunk.toml"
+    report = (folder / "shrink.md").read_text()
+    data = tomllib.loads(written.read_text())
+    assert [f["kind"] for f in data["faults"]] == ["kill"], report
+    assert data["duration_s"] < 14, report
+    assert "| 1 |" in report and "reproduced" in report
+
+    again = tmp_path / "again"
+    code = main(["run", str(written), "--runs-dir", str(again)])
+    (rerun,) = [p for p in again.iterdir() if (p / "verdict.json").exists()]
+    verdict = json.loads((rerun / "verdict.json").read_text())
+    assert code == 1
+    assert verdict["checks"]["no_lost"]["status"] == "violated"

@@ -98,8 +98,9 @@ class SeedsResult:
     def expected(self) -> set[str]:
         return set(self.scenario.expect_violated)
 
-    def lines(self) -> list[str]:
-        """One line per check: "violated in k of N seeds: s1, s2" (or held on all of them)."""
+    def lines(self, *, broken_only: bool = False) -> list[str]:
+        """One line per check: "violated in k of N seeds: s1, s2" (or held on all of them,
+        left out with ``broken_only``), then the seeds whose run could not be set up."""
         n = len(self.runs)
         lines = []
         for name, by_status in self.checks().items():
@@ -107,6 +108,8 @@ class SeedsResult:
             for status in (VIOLATED, UNKNOWN):
                 if seeds := by_status.get(status):
                     parts.append(f"{status} in {len(seeds)} of {n} seeds: {', '.join(map(str, seeds))}")
+            if not parts and broken_only:
+                continue
             if not parts:
                 parts.append(f"held on all {n} seeds" if n > 1 else "held")
             expected = " (expected)" if name in self.expected() and by_status.get(VIOLATED) else ""

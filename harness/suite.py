@@ -57,7 +57,7 @@ class SuiteEntry:
         if self.error:
             return [self.error]
         if self.seeds is not None:
-            return [line for line in self.seeds.lines() if " in " in line or line.startswith("seed ")]
+            return self.seeds.lines(broken_only=True)
         checks = (self.verdict or {}).get("checks", {})
         violated = [f"{n} violated" for n, c in checks.items() if c.get("outcome") == "violated"]
         return violated + list((self.verdict or {}).get("reasons") or [])

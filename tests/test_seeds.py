@@ -97,3 +97,24 @@ def test_a_racy_bug_is_found_on_some_of_10_seeds_and_its_twin_on_none(
     assert summary["outcome"] == "passed"
     assert len(summary["runs"]) == 10
     assert "correct_reply: held on all 10 seeds" in out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_suite_on_two_seeds_runs_each_scenario_twice_and_links_its_seeds_page(
+    tmp_path: Path, spark, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    short = {"implementation": "majordomo", "seed": 9, "duration_s": 3, "drain_s": 2, "load": {"users": 2}}
+    (folder / "short.toml").write_text(dump_toml(short))
+    code = main(["suite", str(folder), "--seeds", "2", "--runs-dir", str(tmp_path / "runs")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    (suite,) = (tmp_path / "runs").glob("suite-*")
+    (group,) = suite.glob("seeds-*-short")
+    runs = json.loads((group / "seeds.json").read_text())["runs"]
+    assert [r["seed"] for r in runs] == derive_seeds(9, 2)
+    assert f'href="{group.name}/index.html"' in (suite / "index.html").read_text()
+    assert (suite / "junit.xml").read_text().count("<testsuite ") == 2
+    assert "no_lost: held on all 2 seeds" in out

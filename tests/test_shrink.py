@@ -85,3 +85,5 @@ def test_a_three_fault_run_shrinks_to_the_one_kill_that_breaks_it(
     verdict = json.loads((rerun / "verdict.json").read_text())
     assert code == 1
     assert verdict["checks"]["no_lost"]["status"] == "violated"
+    # the report says how to run it again
+    assert f"<code>zchaos run --replay {rerun}</code>" in (rerun / "report.html").read_text()

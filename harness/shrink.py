@@ -66,6 +66,7 @@ class Trial:
     reproduced_on: int | None = None
     run_dirs: list[Path] = field(default_factory=list)
     invalid: str = ""  # why the candidate is not a valid scenario (then it did not run)
+    cut_short: str = ""  # why it ran on fewer seeds than planned (the budget was spent)
 
 
 @dataclass
@@ -173,6 +174,7 @@ class Shrinker:
         self.trials.append(trial)
         for seed in derive_seeds(candidate.seed, self.seeds_per_candidate):
             if why := self._spent():
+                trial.cut_short = why
                 raise BudgetSpent(why)
             self.progress.phase(
                 f"shrink: candidate {trial.number} ({change}), seed {seed}; "
@@ -341,11 +343,14 @@ def write_report(result: ShrinkResult, scenario: Scenario) -> None:
         "| --- | --- | --- | --- |",
     ]
     for t in result.trials:
-        outcome = (
-            f"invalid: {t.invalid}"
-            if t.invalid
-            else (f"yes, seed {t.reproduced_on}" if t.reproduced_on is not None else "no")
-        )
+        if t.invalid:
+            outcome = f"invalid: {t.invalid}"
+        elif t.reproduced_on is not None:
+            outcome = f"yes, seed {t.reproduced_on}"
+        elif t.cut_short:
+            outcome = f"{'not run' if not t.seeds else 'no'}: {t.cut_short}"
+        else:
+            outcome = "no"
         lines.append(f"| {t.number} | {t.change} | {', '.join(map(str, t.seeds))} | {outcome} |")
     (result.folder / "shrink.md").write_text("\n".join(lines) + "\n")
 

@@ -101,7 +101,7 @@ def test_a_racy_bug_is_found_on_some_of_10_seeds_and_its_twin_on_none(
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_a_suite_on_two_seeds_runs_each_scenario_twice_and_links_its_seeds_page(
+def test_a_suite_on_two_seeds_runs_each_scenario_twice(
     tmp_path: Path, spark, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = tmp_path / "suite"
@@ -115,6 +115,6 @@ def test_a_suite_on_two_seeds_runs_each_scenario_twice_and_links_its_seeds_page(
     (group,) = suite.glob("seeds-*-short")
     runs = json.loads((group / "seeds.json").read_text())["runs"]
     assert [r["seed"] for r in runs] == derive_seeds(9, 2)
-    assert f'href="{group.name}/index.html"' in (suite / "index.html").read_text()
+    assert "passed in 2 of 2 seeds" in (suite / "index.html").read_text()  # the matrix's cell
     assert (suite / "junit.xml").read_text().count("<testsuite ") == 2
     assert "no_lost: held on all 2 seeds" in out

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.toxiproxy_client import NotFound, ToxiproxyClient
+from contract.links import PREFIX
 
 DIRECTIONS = {"both": ("upstream", "downstream"), "upstream": ("upstream",), "downstream": ("downstream",)}
 
@@ -93,7 +94,7 @@ class NetworkFaults:
         self._lock = threading.Lock()
 
     def proxy_name(self, link: str) -> str:
-        return f"{self.prefix}-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", link.removeprefix("link:"))
+        return f"{self.prefix}-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", link.removeprefix(PREFIX))
 
     def add_link(self, link: str, instance: str, upstream_port: int, listen_port: int = 0) -> str:
         """A proxy for ``link`` (whose connecting side is ``instance``) onto 127.0.0.1:upstream_port,

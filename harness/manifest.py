@@ -146,6 +146,7 @@ from typing import Any
 
 from chaos.faults import FAULT_KINDS
 from contract.errors import SetupError
+from contract.links import CLIENTS, link_name
 from contract.promises import (
     DEFAULT_AVAILABILITY_FLOOR,
     DEFAULT_LATENCY_P99_MS,
@@ -641,19 +642,15 @@ def _check_reply_deadlines(top: Table, clients: tuple[ClientKind, ...], promises
             raise where.error("options", problem)
 
 
-CLIENTS = "clients"  # the connecting side of the load's links (a fault target for all of them)
-CLIENTS_LINK = "link:clients"
-
-
-def link_name(instance: str, endpoint: str, role: Role) -> str:
+def instance_link_name(instance: str, endpoint: str, role: Role) -> str:
     """``link:worker-1`` (or ``link:worker-1:backend`` for a role that connects to several)."""
-    return f"link:{instance}" if len(role.connects) == 1 else f"link:{instance}:{endpoint}"
+    return link_name(instance, endpoint if len(role.connects) > 1 else None)
 
 
 def client_link_name(manifest: Manifest, endpoint: str) -> str:
     """``link:clients`` when the clients connect to one endpoint; ``link:clients:E`` for each
     endpoint when they connect to several (so a fault can cut one server off from them)."""
-    return CLIENTS_LINK if len(client_endpoints(manifest)) == 1 else f"{CLIENTS_LINK}:{endpoint}"
+    return link_name(CLIENTS, endpoint if len(client_endpoints(manifest)) > 1 else None)
 
 
 def link_names(manifest: Manifest, topology: dict[str, int]) -> list[str]:
@@ -661,7 +658,7 @@ def link_names(manifest: Manifest, topology: dict[str, int]) -> list[str]:
     names = [client_link_name(manifest, e) for e in client_endpoints(manifest)]
     for role in manifest.roles.values():
         for instance in role.instance_names(topology[role.name]):
-            names += [link_name(instance, endpoint, role) for endpoint in role.connects]
+            names += [instance_link_name(instance, endpoint, role) for endpoint in role.connects]
     return names
 
 

@@ -73,9 +73,9 @@ from typing import Any
 from chaos.faults import FAULT_KINDS, SELECTORS
 from chaos.malformed import FAMILIES
 from contract.errors import SetupError
+from contract.links import CLIENTS
 from harness.config import REQUIRED, Table, load_toml
 from harness.manifest import (
-    CLIENTS,
     ClientKind,
     Manifest,
     Promises,

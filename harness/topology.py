@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contract.history import ENV_HISTORY_DIR, ENV_SOURCE
+from contract.links import CLIENTS
 from contract.ports import PortAllocator
 from contract.rundir import RunDir
-from harness.manifest import CLIENTS, PLACEHOLDER, ClientKind, client_endpoints, client_link_name, link_name
+from harness.manifest import PLACEHOLDER, ClientKind, client_endpoints, client_link_name, instance_link_name
 from harness.scenario import Scenario
 from harness.supervisor import ProcSpec
 
@@ -58,7 +59,12 @@ class Topology:
             for instance in self.scenario.instances(role.name):
                 for endpoint in role.connects:
                     found.append(
-                        Link(link_name(instance, endpoint, role), instance, endpoint, self.ports[endpoint])
+                        Link(
+                            instance_link_name(instance, endpoint, role),
+                            instance,
+                            endpoint,
+                            self.ports[endpoint],
+                        )
                     )
         return found
 

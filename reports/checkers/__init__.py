@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contract.links import Link, parse_link, target_instance
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -65,7 +67,15 @@ class FaultWindow:
     @property
     def on_link(self) -> bool:
         """The fault acts on a network link (the target's links), not on a process."""
-        return self.scope == "link" or self.target.startswith("link:")
+        return self.scope == "link" or parse_link(self.target) is not None
+
+    @property
+    def link(self) -> Link | None:
+        """The link a network fault acts on (for a target that names an instance, every
+        link it connects over: no endpoint); None for a fault on a process."""
+        if not self.on_link:
+            return None
+        return parse_link(self.target) or Link(self.target)
 
     @property
     def outage(self) -> bool:
@@ -230,14 +240,14 @@ def nothing_to_judge(
     """The result of a check that found nothing to judge.
 
     When the fault plan gave it nothing (no fault planned or recorded on the instances
-    ``on`` (None: any), of the ``kinds`` (None: any)), the check holds: a baseline without
+    ``on`` (None: any; a link fault counts for the instance that connects over the link),
+    of the ``kinds`` (None: any)), the check holds: a baseline without
     faults has nothing to recover from, which is no doubt about the system. When such a
     fault was planned and still nothing showed, it is unknown, with ``reason``.
     """
 
     def relevant(kind: str, target: str) -> bool:
-        target = target.removeprefix("link:")
-        return (kinds is None or kind in kinds) and (on is None or target in on)
+        return (kinds is None or kind in kinds) and (on is None or target_instance(target) in on)
 
     planned = [f for f in ctx.meta.get("plan") or [] if relevant(str(f.get("kind")), str(f.get("target")))]
     if planned or any(relevant(f.fault, f.target) for f in ctx.faults):

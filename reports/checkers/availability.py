@@ -20,6 +20,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from chaos.faults import FAULT_KINDS
+from contract.links import target_instance
 from contract.promises import DEFAULT_SURVIVES, OUTAGE, survive_rule
 from reports.checkers import (
     HELD,
@@ -43,13 +44,6 @@ MIN_BEFORE_ATTEMPTS = 10
 #: Faults that start this close together (one line with ``worker:all``) are one blow: the
 #: baseline of each ends where the first began.
 TOGETHER_NS = NS
-
-
-def target_instance(target: str) -> str:
-    """The instance a fault target names: ``link:worker-1:backend`` -> ``worker-1``."""
-    if target.startswith("link:"):
-        return target.split(":")[1]
-    return target
 
 
 def survivable(ctx: CheckContext, fault: FaultWindow, spans: dict[int, tuple[int, int]]) -> str:

@@ -108,18 +108,14 @@ def peer_timeout_ns(ctx: CheckContext) -> int:
     return int(t.after_s * NS) if t.source.startswith("expiry_ms") else 0
 
 
-def _client_link(target: str) -> bool:
-    return target == "link:clients" or target.startswith("link:clients:")
-
-
 def takeout_spans(ctx: CheckContext, instances: set[str], grace_ns: int) -> list[tuple[int, int]]:
     """When a fault could have made one of ``instances`` give up being active: process
     faults on it, faults on a link between the servers (any link but the clients'); each
     from its start to its stop + grace."""
     spans = []
     for f in ctx.faults:
-        if f.on_link:
-            if _client_link(f.target):
+        if f.link is not None:
+            if f.link.clients:
                 continue
         elif f.target not in instances:
             continue

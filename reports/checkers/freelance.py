@@ -35,6 +35,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from chaos.faults import FAULT_KINDS
+from contract.links import CLIENTS
 from contract.promises import OUTAGE
 from reports.checkers import CheckContext, CheckResult, checker, nothing_to_judge
 from reports.checkers.toolkit import (
@@ -55,7 +56,6 @@ from reports.checkers.toolkit import (
 
 #: The freelance adapter's ping timeout, for a client kind that gives no server_ttl_ms.
 DEFAULT_SERVER_TTL_MS = 1500.0
-CLIENTS_LINK = "link:clients"
 JOIN_NS = 1 * NS
 #: The fault kinds that put a server out: a slowdown leaves it up, and so does a fault
 #: that only sends to its endpoint (malformed junk, which the table classes as an outage).
@@ -103,11 +103,11 @@ def out_spans(ctx: CheckContext) -> dict[str, list[tuple[int, int]]]:
         if f.fault in FAULT_KINDS and f.fault not in OUTAGES:
             continue
         stop = END_OF_TIME if f.stop_ns is None else f.stop_ns
-        if f.on_link:
-            head, _, endpoint = f.target.partition(":")[2].partition(":")
-            if f"link:{head}" != CLIENTS_LINK:
+        link = f.link
+        if link is not None:
+            if not link.clients:
                 continue
-            for e in [endpoint] if endpoint else list(servers):
+            for e in [link.endpoint] if link.endpoint else list(servers):
                 if e in spans:
                     spans[e].append((f.start_ns, stop))
         elif f.target in endpoint_of:
@@ -298,7 +298,7 @@ def freelance_dead_server_avoided(ctx: CheckContext) -> CheckResult:
         return nothing_to_judge(
             ctx, name, summary,
             f"no server was out longer than the {detect / NS:g} s ping timeout: longer faults",
-            on=set(_servers(ctx).values()) | {f"clients:{e}" for e in _servers(ctx)} | {"clients"},
+            on=set(_servers(ctx).values()) | {CLIENTS},
             kinds=OUTAGES,
         )  # fmt: skip
     frame = F.broadcast(small_frame(ctx, late, {"_e": "string", "_lo": "long", "_hi": "long"}))

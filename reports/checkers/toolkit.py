@@ -135,11 +135,6 @@ def instance_column(worker: Column, instances: set[str]) -> Column:
 # --- excusing faults -------------------------------------------------------------------
 
 
-def _link_instance(fault: FaultWindow) -> str:
-    """The instance whose links a link fault cuts: ``link:worker-1:backend`` -> ``worker-1``."""
-    return fault.target.removeprefix("link:").split(":", 1)[0]
-
-
 def _concerned(
     fault: FaultWindow, brokers: set[str], *, own: bool, broker: bool, link: bool, broker_links: bool
 ) -> tuple[bool, str | None]:
@@ -149,8 +144,8 @@ def _concerned(
     instance depends on it); link: a fault on the instance's links; broker_links: a fault on
     a broker's links.
     """
-    if fault.on_link:
-        target = _link_instance(fault)
+    if fault.link is not None:
+        target = fault.link.instance
         if target in brokers:
             return broker_links, None
         return link, target

@@ -1,20 +1,28 @@
-"""The fault kinds a scenario may schedule, with their parameters and what they model.
+"""What a fault kind is: its card (``FaultKind``), its parameters (``Param``), how it runs.
 
-This table is the one place a fault kind is declared: the scenario reader validates every
-parameter against its ``Param`` (type, required or default, range, choices) before
-anything starts, ``zchaos list`` prints it, and the nemesis dispatches on
-``FaultKind.name``. To add a kind, add a ``FaultKind`` here and a ``_do_<name>`` handler
-to ``chaos.nemesis.Nemesis``.
+Each kind is one card, in a module of its own under ``chaos/kinds/`` (found there by
+``chaos.kinds.FAULT_KINDS``): its parameters, how it runs (``run``: a handler the nemesis
+calls, or for a link fault a ``Toxic`` with its attribute mapping, the default direction
+being the ``direction`` parameter's default), what it does to its target (``harm``,
+``target`` as the scope, ``lossy``) and a ``validate`` hook for rules across its parameters
+and the manifest. The scenario reader validates every parameter against its ``Param``
+(type, required or default, range, choices) and then calls ``validate``, before anything
+starts; ``zchaos list`` prints the cards; the nemesis records each fault's class
+(``fault_class``) in its ``fault_start`` and the runner in run.json's plan, so the reports
+judge a fault from the history alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from chaos.malformed import FAMILIES
-from contract.promises import OUTAGE, SLOWDOWN
+from contract.promises import HARMS, OUTAGE
+
+if TYPE_CHECKING:
+    from chaos.nemesis import PlannedFault
+    from chaos.netfaults import NetworkFaults
 
 REQUIRED: Any = ...  # a Param's default when the scenario must give the value
 INT64_MAX = 2**63 - 1  # Toxiproxy's toxic attributes are Go int64
@@ -62,36 +70,114 @@ class Param:
         return f"{name}: {what}" + (f" - {self.doc}" if self.doc else "")
 
 
+class ParamProblem(Exception):
+    """A fault's parameters do not fit (a card's ``validate``): the key at fault (None: the
+    fault as a whole) and what is wrong, for the scenario reader to name with its file."""
+
+    def __init__(self, key: str | None, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.message = message
+
+
+class ProcessControl(Protocol):
+    """What a fault may do to the run's processes (the supervisor, through the runner)."""
+
+    def signal(self, instance: str, sig: int, *, expected_exit: bool = False) -> int | None: ...
+    def stop(self, instance: str) -> None: ...
+    def start(self, instance: str) -> int: ...
+
+
+class FaultRun(Protocol):
+    """What a card's ``run`` handler gets from the nemesis that carries the fault out."""
+
+    control: ProcessControl
+    network: NetworkFaults | None  # the run's links behind the fault proxy (None: no link faults)
+    endpoints: dict[str, tuple[str, str]]  # endpoint -> (its bound address, "client" or "worker" side)
+
+    def started(self, fault: PlannedFault, **extra: Any) -> None:
+        """Record ``fault_start`` (with the fault's class) and count the fault as injected."""
+
+    def stopped(self, fault: PlannedFault, **extra: Any) -> None:
+        """Record ``fault_stop``."""
+
+    def missed(self, fault: PlannedFault) -> None:
+        """The target was not running: record that the fault came and did nothing."""
+
+    def record(self, ev: str, fault: PlannedFault, **fields: Any) -> None:
+        """Record another nemesis event about the fault (``malformed_batch``)."""
+
+    def wait(self, seconds: float) -> bool:
+        """Wait, unless the run is ending; True if the full time passed."""
+
+
+#: How a fault is carried out: the nemesis calls it in the fault's own thread, with the
+#: target's lock held; it records ``fault_start`` and ``fault_stop`` through ``run``.
+Handler = Callable[[FaultRun, "FaultKind", "PlannedFault"], None]
+
+
+@dataclass(frozen=True)
+class Toxic:
+    """How a link fault is made of a Toxiproxy toxic (chaos/netfaults.py)."""
+
+    type: str  # the toxic's type: timeout, latency, ...
+    attributes: dict[str, str] = field(default_factory=dict)  # fault parameter -> toxic attribute
+    fixed: dict[str, int] = field(default_factory=dict)  # attributes with a set value (timeout 0)
+
+
 @dataclass(frozen=True)
 class FaultKind:
+    """One fault kind's card."""
+
     name: str
     doc: str
-    target: str  # "process" (an instance or a role selector) or "link"
+    target: str  # "process" (an instance or a role selector) or "link": the fault's scope
+    run: Handler
     params: dict[str, Param] = field(default_factory=dict)
-    #: A rule across parameters: the problem with the given values, or None when they fit.
-    check: Callable[[dict[str, Any]], str | None] | None = None
     #: A link fault that loses what is sent (rather than delaying it): a message sent into
-    #: it never arrives. Recorded in ``fault_start`` so the checkers need no list of kinds.
+    #: it never arrives.
     lossy: bool = False
-    #: What it does to the target's service (see HARMS).
+    #: What it does to the target's service (contract/promises.py HARMS).
     harm: str = OUTAGE
+    #: The toxic a link fault adds (None: it runs otherwise, see ``run``).
+    toxic: Toxic | None = None
+    #: Rules across the parameters, and against the manifest: ``validate(params, target,
+    #: manifest)`` raises ParamProblem, and may fill in a parameter whose default comes
+    #: from the manifest. The scenario reader calls it after checking each Param.
+    validate: Callable[[dict[str, Any], str, Any], None] | None = None
 
     def __post_init__(self) -> None:
         for pname, spec in self.params.items():
             if not isinstance(spec, Param):
                 raise TypeError(f"fault kind {self.name!r}: parameter {pname!r} must be declared as a Param")
+        if self.harm not in HARMS or self.target not in ("process", "link"):
+            raise TypeError(f"fault kind {self.name!r}: harm is one of {HARMS}, target process or link")
 
     @property
     def instantaneous(self) -> bool:
         """True when the fault has no duration of its own (its stop follows its start)."""
         return "duration_s" not in self.params
 
+    def fault_class(self) -> dict[str, Any]:
+        """What ``fault_start`` and run.json's plan record of the kind, for the reports
+        (contract/faults.py reads it back)."""
+        return {
+            "fault_scope": self.target,
+            "fault_lossy": self.lossy,
+            "fault_harm": self.harm,
+            "fault_lasting": not self.instantaneous,
+        }
 
-def _duration(doc: str = "how long the fault lasts") -> Param:
+
+# --- parameters several kinds share ----------------------------------------------------
+
+
+def duration(doc: str = "how long the fault lasts") -> Param:
     return Param(float, doc=doc, unit="s", min=0)
 
 
-def _direction(default: str) -> Param:
+def direction(default: str) -> Param:
+    """The link direction a toxic acts on; its default is the kind's default direction."""
     return Param(
         str,
         default,
@@ -100,160 +186,10 @@ def _direction(default: str) -> Param:
     )
 
 
-def _toxicity() -> Param:
+def toxicity() -> Param:
     return Param(float, 1.0, "the fraction of the link's connections the toxic applies to", min=0, max=1)
 
 
-def _count(doc: str, unit: str, default: Any = REQUIRED, minimum: int = 0) -> Param:
+def count(doc: str, unit: str, default: Any = REQUIRED, minimum: int = 0) -> Param:
+    """A whole number a toxic takes (Go int64)."""
     return Param(int, default, doc, unit, min=minimum, max=INT64_MAX)
-
-
-def _slicer_sizes(params: dict[str, Any]) -> str | None:
-    if params.get("size_variation", 0) >= params["average_size"]:
-        return (
-            f"size_variation ({params['size_variation']}) must be below average_size "
-            f"({params['average_size']}): pieces would have no size"
-        )
-    return None
-
-
-FAULT_KINDS: dict[str, FaultKind] = {
-    kind.name: kind
-    for kind in (
-        FaultKind(
-            "kill",
-            "SIGKILL the process group (a crash); start it again after restart_after_s if given",
-            "process",
-            {
-                "restart_after_s": Param(
-                    float, None, "start it again this long after (none: never)", "s", min=0
-                )
-            },
-        ),
-        FaultKind(
-            "restart",
-            "SIGTERM, wait for the exit, start again after delay_s (a deploy, a clean restart)",
-            "process",
-            {"delay_s": Param(float, 0.0, "pause between the exit and the new start", "s", min=0)},
-        ),
-        FaultKind(
-            "freeze",
-            "SIGSTOP for duration_s, then SIGCONT (a GC pause, a stuck process)",
-            "process",
-            {"duration_s": _duration()},
-        ),
-        FaultKind(
-            "starve",
-            "keep only `share` of one CPU for the process for duration_s (CPU overload, a slow host)",
-            "process",
-            {
-                "duration_s": _duration(),
-                # chaos/starve.py: a quota of 0 stops the process (that is freeze), 1 is no fault.
-                "share": Param(float, 0.1, "the part of one CPU the process keeps", min=0.01, max=0.99),
-            },
-            harm=SLOWDOWN,
-        ),
-        # A hostile or broken peer (chaos/malformed.py): junk of a protocol family sent
-        # straight to the endpoint the target binds (never through a link's proxy: the
-        # sender is the attacker, not a link). `family` defaults to the manifest's name
-        # when that is a family zchaos knows; the side (client or worker junk) is the
-        # client side for an endpoint the manifest's clients use, the worker side otherwise.
-        # harness/scenario.py check_malformed checks endpoint and family against the manifest.
-        FaultKind(
-            "malformed",
-            "send `family` junk (bad frames, unknown commands, strangers' READY/HEARTBEAT/replies) to "
-            "the target's `endpoint`, rate_per_s messages a second for duration_s; family: "
-            + ", ".join(FAMILIES),
-            "process",
-            {
-                "duration_s": _duration(),
-                "endpoint": Param(str, doc="an endpoint the target binds (the manifest's [endpoints])"),
-                "family": Param(str, None, "whose junk to send (default: the manifest's family)"),
-                "rate_per_s": Param(float, 20.0, "junk messages a second", "messages/s", min=0.01),
-                "service": Param(str, "echo", "the service named in Majordomo junk"),
-            },
-        ),
-        # Network faults act, through the fault proxy, on the links the target instance
-        # connects over (chaos/netfaults.py). The runner routes every link through the
-        # fault proxy when the plan has one.
-        FaultKind(
-            "partition",
-            "blackhole the link's data for duration_s (Toxiproxy timeout 0); connections close at the end",
-            "link",
-            {"duration_s": _duration(), "direction": _direction("both"), "toxicity": _toxicity()},
-            lossy=True,
-        ),
-        FaultKind(
-            "disconnect",
-            "close the link's connections and refuse new ones for duration_s (proxy disabled)",
-            "link",
-            {"duration_s": _duration()},
-            lossy=True,
-        ),
-        FaultKind(
-            "reset",
-            "reset connections (RST) timeout_ms after their first data, for duration_s (reset_peer)",
-            "link",
-            {
-                "duration_s": _duration(),
-                "timeout_ms": _count("wait before the reset", "ms", 0),
-                "direction": _direction("upstream"),
-                "toxicity": _toxicity(),
-            },
-            lossy=True,
-        ),
-        FaultKind(
-            "latency",
-            "delay the link's data by latency_ms ± jitter_ms for duration_s",
-            "link",
-            {
-                "duration_s": _duration(),
-                "latency_ms": _count("added delay", "ms"),
-                "jitter_ms": _count("random spread around latency_ms", "ms", 0),
-                "direction": _direction("downstream"),
-                "toxicity": _toxicity(),
-            },
-            harm=SLOWDOWN,
-        ),
-        FaultKind(
-            "bandwidth",
-            "limit the link to rate_kb_s KB/s for duration_s (0 stalls it: use partition for an outage)",
-            "link",
-            {
-                "duration_s": _duration(),
-                "rate_kb_s": _count("the rate allowed (0 stalls the link)", "KB/s"),
-                "direction": _direction("downstream"),
-                "toxicity": _toxicity(),
-            },
-            lossy=True,
-            harm=SLOWDOWN,
-        ),
-        FaultKind(
-            "slicer",
-            "cut the link's data into pieces of about average_size bytes, delay_us apart, for duration_s",
-            "link",
-            {
-                "duration_s": _duration(),
-                "average_size": _count("mean size of a piece", "bytes", minimum=1),
-                "size_variation": _count("random spread of a piece's size (below average_size)", "bytes", 0),
-                "delay_us": _count("pause between two pieces", "us", 0),
-                "direction": _direction("downstream"),
-                "toxicity": _toxicity(),
-            },
-            check=_slicer_sizes,
-            harm=SLOWDOWN,
-        ),
-        FaultKind(
-            "limit_data",
-            "close each connection of the link after `bytes` bytes, for duration_s",
-            "link",
-            {
-                "duration_s": _duration(),
-                "bytes": _count("bytes let through per connection", "bytes", minimum=1),
-                "direction": _direction("downstream"),
-                "toxicity": _toxicity(),
-            },
-            lossy=True,
-        ),
-    )
-}

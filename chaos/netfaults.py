@@ -1,22 +1,12 @@
 """Network faults on the links of a run, through a Toxiproxy server.
 
 ``NetworkFaults`` puts one proxy in front of each link (``add_link`` returns the address
-the connecting side must use instead of the endpoint) and turns a fault kind of
-``chaos.faults`` into Toxiproxy operations that ``apply`` starts and ``ActiveFault.revert``
-undoes:
-
-=========== ================================================================================
-partition   ``timeout`` toxic with timeout 0 (data blackholed), both directions or one;
-            removing it closes the connections, as Toxiproxy does, so peers reconnect
-disconnect  the proxy disabled (connections closed with FIN, new ones refused), then enabled
-reset       ``reset_peer``: connections opened during the fault are reset (RST) on their
-            first data; ones already open are closed (Toxiproxy can set SO_LINGER 0 only
-            when a connection starts)
-latency     ``latency`` (+ ``jitter``) in ms
-bandwidth   ``bandwidth`` in KB/s (0 blocks the direction)
-slicer      ``slicer``: data cut in pieces of about ``average_size`` bytes, ``delay_us`` apart
-limit_data  ``limit_data``: each connection closed after ``bytes`` bytes in that direction
-=========== ================================================================================
+the connecting side must use instead of the endpoint) and starts a link fault on it:
+``poison`` adds the toxic a fault kind's card declares (chaos/kinds/: its type, its
+attribute mapping, its default direction as the ``direction`` parameter's default),
+``disable`` turns the proxy off; ``ActiveFault.revert`` undoes either. ``toxic_fault`` is
+the ``run`` handler of the cards made of a toxic, ``hold`` the part every link fault shares
+(record the start, wait out the duration, revert, record the stop).
 
 A fault's target is a link name (``link:worker-1``) or an instance (``worker-1``: every
 link it connects over).
@@ -29,27 +19,16 @@ import itertools
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chaos.toxiproxy_client import NotFound, ToxiproxyClient
 from contract.links import PREFIX
 
-DIRECTIONS = {"both": ("upstream", "downstream"), "upstream": ("upstream",), "downstream": ("downstream",)}
+if TYPE_CHECKING:
+    from chaos.faults import FaultKind, FaultRun
+    from chaos.nemesis import PlannedFault
 
-#: fault kind -> (toxic type, {fault param: toxic attribute}, default direction)
-TOXIC_FAULTS: dict[str, tuple[str, dict[str, str], str]] = {
-    "partition": ("timeout", {}, "both"),
-    "reset": ("reset_peer", {"timeout_ms": "timeout"}, "upstream"),
-    "latency": ("latency", {"latency_ms": "latency", "jitter_ms": "jitter"}, "downstream"),
-    "bandwidth": ("bandwidth", {"rate_kb_s": "rate"}, "downstream"),
-    "slicer": (
-        "slicer",
-        {"average_size": "average_size", "size_variation": "size_variation", "delay_us": "delay"},
-        "downstream",
-    ),
-    "limit_data": ("limit_data", {"bytes": "bytes"}, "downstream"),
-}
-KINDS = (*TOXIC_FAULTS, "disconnect")
+DIRECTIONS = {"both": ("upstream", "downstream"), "upstream": ("upstream",), "downstream": ("downstream",)}
 
 
 class NetworkFaultError(Exception):
@@ -64,6 +43,7 @@ class ActiveFault:
     kind: str
     proxies: list[str]
     toxics: list[tuple[str, str]] = field(default_factory=list)  # (proxy, toxic name)
+    disabled: bool = False  # the proxies are off (disable), to be turned on again
     reverted: bool = False
 
     def describe(self) -> str:
@@ -75,7 +55,7 @@ class ActiveFault:
             return
         self.reverted = True
         client = self.net.client
-        if self.kind == "disconnect":
+        if self.disabled:
             for proxy in self.proxies:
                 client.set_enabled(proxy, True)
         for proxy, toxic in self.toxics:
@@ -125,33 +105,36 @@ class NetworkFaults:
             raise NetworkFaultError(f"no proxied link for target {target!r} (links: {known})")
         return found
 
-    def apply(self, kind: str, target: str, params: dict[str, Any]) -> ActiveFault:
-        """Start fault ``kind`` on ``target``; the handle that reverts it."""
+    def disable(self, target: str) -> ActiveFault:
+        """Disable the proxies of ``target``'s links (connections closed, new ones refused)."""
+        fault = ActiveFault(self, "disconnect", self.proxies_for(target), disabled=True)
+        for proxy in fault.proxies:
+            self.client.set_enabled(proxy, False)
+        return fault
+
+    def poison(self, kind: FaultKind, target: str, params: dict[str, Any]) -> ActiveFault:
+        """Add the toxic of fault ``kind`` (its card's ``toxic``) to ``target``'s links."""
         proxies = self.proxies_for(target)
-        if kind == "disconnect":
-            fault = ActiveFault(self, kind, proxies)
-            for proxy in proxies:
-                self.client.set_enabled(proxy, False)
-            return fault
-        if kind not in TOXIC_FAULTS:
-            raise NetworkFaultError(f"unknown network fault {kind!r} (known: {', '.join(KINDS)})")
-        toxic_type, mapping, default_direction = TOXIC_FAULTS[kind]
-        direction = params.get("direction", default_direction)
+        if kind.toxic is None:
+            raise NetworkFaultError(f"fault kind {kind.name!r} is not made of a toxic")
+        default = kind.params["direction"].default if "direction" in kind.params else "both"
+        direction = params.get("direction", default)
         if direction not in DIRECTIONS:
             raise NetworkFaultError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
-        attributes = {attr: int(params[p]) for p, attr in mapping.items() if params.get(p) is not None}
-        if toxic_type == "timeout":
-            attributes["timeout"] = 0
-        fault = ActiveFault(self, kind, proxies)
+        attributes = {
+            attr: int(params[p]) for p, attr in kind.toxic.attributes.items() if params.get(p) is not None
+        }
+        attributes.update(kind.toxic.fixed)
+        fault = ActiveFault(self, kind.name, proxies)
         with self._lock:
             n = next(self._ids)
         try:
             for proxy in proxies:
                 for stream in DIRECTIONS[direction]:
-                    name = f"{kind}-{n}-{stream}"
+                    name = f"{kind.name}-{n}-{stream}"
                     self.client.add_toxic(
                         proxy,
-                        toxic_type,
+                        kind.toxic.type,
                         stream=stream,
                         name=name,
                         toxicity=float(params.get("toxicity", 1.0)),
@@ -162,3 +145,25 @@ class NetworkFaults:
             fault.revert()
             raise
         return fault
+
+
+def network_of(nemesis: FaultRun) -> NetworkFaults:
+    """The run's links behind the fault proxy; an error when the run has none."""
+    if nemesis.network is None:
+        raise RuntimeError("network faults need the run's links routed through the fault proxy")
+    return nemesis.network
+
+
+def hold(nemesis: FaultRun, fault: PlannedFault, active: ActiveFault) -> None:
+    """A link fault under way: record its start, wait out its duration, revert it, record its stop."""
+    try:
+        nemesis.started(fault, detail=active.describe())
+        nemesis.wait(fault.params["duration_s"])
+    finally:
+        active.revert()
+        nemesis.stopped(fault)
+
+
+def toxic_fault(nemesis: FaultRun, kind: FaultKind, fault: PlannedFault) -> None:
+    """The ``run`` of a card made of a toxic: add it to the target's links for the duration."""
+    hold(nemesis, fault, network_of(nemesis).poison(kind, fault.target, fault.params))

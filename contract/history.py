@@ -61,8 +61,11 @@ FIELD_TYPES: dict[str, str] = {
     "target": "string",  # what it hit: worker-2, queue, link:worker-1 ...
     "fault_id": "int",  # pairs a fault_stop with its fault_start
     "params": "string",  # the fault's parameters, as JSON text
-    "fault_scope": "string",  # fault_start: "process" or "link" (from the fault table)
-    "fault_lossy": "bool",  # fault_start: the fault loses what is sent (from the fault table)
+    # fault_start: the fault's class, from its kind's card (contract/faults.py reads it back)
+    "fault_scope": "string",  # "process" or "link"
+    "fault_lossy": "bool",  # the fault loses what is sent
+    "fault_harm": "string",  # what it does to the target's service: outage or slowdown
+    "fault_lasting": "bool",  # it has a duration of its own (not a kill or a restart)
     # runner
     "role": "string",  # the role of a process: queue, worker, locust
     "instance": "string",  # the instance name of a process: worker-2
@@ -221,7 +224,7 @@ EVENTS: dict[str, EventKind] = {
     "fault_start": EventKind(
         "nemesis",
         ("fault", "target", "fault_id"),
-        ("params", "pid", "detail", "fault_scope", "fault_lossy"),
+        ("params", "pid", "detail", "fault_scope", "fault_lossy", "fault_harm", "fault_lasting"),
         "a fault began",
     ),
     "fault_stop": EventKind(

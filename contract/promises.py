@@ -15,7 +15,7 @@ from typing import Any
 
 #: What a fault does to its target's service: an ``outage`` stops it serving (a crash, a
 #: stall, a cut link), a ``slowdown`` only slows it. Each fault kind declares its harm
-#: (chaos/faults.py); a manifest's ``survives`` promise names harms or fault kinds.
+#: (its card in chaos/kinds/); a manifest's ``survives`` promise names harms or fault kinds.
 OUTAGE, SLOWDOWN = "outage", "slowdown"
 HARMS = (OUTAGE, SLOWDOWN)
 

@@ -222,7 +222,8 @@ def _cmd_load(args: argparse.Namespace) -> int:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from chaos.faults import FAULT_KINDS, SELECTORS
+    from chaos.faults import SELECTORS
+    from chaos.kinds import FAULT_KINDS
     from harness.manifest import builtin_manifests, load_manifest
     from harness.probes import PROBES
 

@@ -144,7 +144,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chaos.faults import FAULT_KINDS
+from chaos.kinds import FAULT_KINDS
 from contract.errors import SetupError
 from contract.links import CLIENTS, link_name
 from contract.promises import (

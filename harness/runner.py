@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chaos.faults import FAULT_KINDS
+from chaos.kinds import FAULT_KINDS
 from chaos.malformed import endpoint_side
 from chaos.nemesis import Nemesis, PlannedFault, plan_faults
 from contract.errors import SetupError
@@ -171,7 +171,7 @@ class Runner:
             "manifest": scenario.manifest.as_dict(),
             "expect_violated": list(scenario.expect_violated),
             "client_budget_s": load_budget_s(scenario.load.clients),
-            "plan": [f.__dict__ for f in self.plan],
+            "plan": [f.as_dict() for f in self.plan],
             "ports": self.topology.ports,
             "processes": self.roles,
             "started_ns": time.time_ns(),

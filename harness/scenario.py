@@ -70,8 +70,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from chaos.faults import FAULT_KINDS, SELECTORS
-from chaos.malformed import FAMILIES
+from chaos.faults import SELECTORS, ParamProblem
+from chaos.kinds import FAULT_KINDS
 from contract.errors import SetupError
 from contract.links import CLIENTS
 from harness.config import REQUIRED, Table, load_toml
@@ -288,35 +288,6 @@ def check_target(
     raise ft.error("target", f"unknown target {target!r} (known: {', '.join(known)})")
 
 
-def check_malformed(params: dict[str, Any], target: str, manifest: Manifest, ft: Table) -> None:
-    """Raise unless a ``malformed`` fault names an endpoint its target binds and a family
-    zchaos has junk for; fill in the family from the manifest's name when it is one
-    (``majordomo``, or ``majordomo-async`` as a flavour of it)."""
-    role, _, _ = target.partition(":")
-    role = role[:-1] if role not in manifest.roles and role[:-1] in manifest.roles else role
-    if role not in manifest.roles:  # an instance name: worker-2
-        role = role.rsplit("-", 1)[0]
-    bound = sorted(e for e, r in manifest.endpoints.items() if r == role)
-    if params["endpoint"] not in bound:
-        raise ft.error(
-            "endpoint", f"{params['endpoint']!r} is not an endpoint that {target!r} binds (it binds: {bound})"
-        )
-    known = sorted(FAMILIES)
-    family = params.get("family")
-    if family is None:
-        family = next((f for f in known if manifest.name == f or manifest.name.startswith(f + "-")), None)
-        if family is None:
-            raise ft.error(
-                "family", f"required: {manifest.name!r} is not a family zchaos has junk for; one of {known}"
-            )
-    elif family not in FAMILIES:
-        raise ft.error("family", f"unknown family {family!r} (known: {', '.join(known)})")
-    params["family"] = family
-    for key in ("duration_s", "rate_per_s"):
-        if params[key] <= 0:
-            raise ft.error(key, f"must be greater than 0, got {params[key]}")
-
-
 def _client_overrides(top: Table, lt: Table, manifest: Manifest) -> tuple[ClientKind, ...]:
     """The manifest's client kinds with ``[load] client`` and ``[clients.NAME]`` applied."""
     common = lt.get("client", dict, {})
@@ -487,12 +458,12 @@ def parse_scenario(
             )
             if value is not None:
                 params[pname] = value
-        if kind_name == "malformed":
-            check_malformed(params, target, manifest, ft)
         ft.done()
-        problem = kind.check(params) if kind.check else None
-        if problem:
-            raise ft.error(None, problem)
+        if kind.validate is not None:
+            try:
+                kind.validate(params, target, manifest)
+            except ParamProblem as problem:
+                raise ft.error(problem.key, problem.message) from None
         faults.append(FaultSpec(i, kind_name, target, times, params))
 
     et = top.table("expect")

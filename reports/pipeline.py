@@ -431,7 +431,8 @@ def profile_of(events: DataFrame) -> Profile:
 #: The run's own few events (phases, faults, process exits), read in one job and shared by
 #: the fault windows, the completeness and the table of processes.
 CONTROL_EVENTS = ("phase", "phase_done", "fault_start", "fault_stop", "fault_error", "proc_exit")
-CONTROL_COLUMNS = ("ts", "ev", "name", "fault_id", "fault", "target", "fault_scope", "fault_lossy", "detail",
+CONTROL_COLUMNS = ("ts", "ev", "name", "fault_id", "fault", "target", "detail",
+                   "fault_scope", "fault_lossy", "fault_harm", "fault_lasting",
                    "instance", "role", "pid", "code", "signal", "expected")  # fmt: skip
 
 
@@ -471,7 +472,17 @@ def fault_windows(
     for fid in sorted(stops.keys() - starts.keys(), key=str):
         warnings.append(f"fault_stop of fault {fid} without a fault_start: ignored")
     faults = [
-        FaultWindow(fid, r["fault"], r["target"], r["ts"], stops.get(fid), r["fault_scope"], r["fault_lossy"])
+        FaultWindow(
+            fid,
+            r["fault"],
+            r["target"],
+            r["ts"],
+            stops.get(fid),
+            r["fault_scope"],
+            r["fault_lossy"],
+            r["fault_harm"],
+            r["fault_lasting"],
+        )
         for fid, r in sorted(starts.items(), key=lambda kv: kv[1]["ts"])
     ]
     return faults, warnings

@@ -1,17 +1,14 @@
-"""The checker toolkit: fault classes from the fault table, the one fault excuse, instance
-kinds from the manifest, and the rule that family modules share helpers only through it."""
+"""The checker toolkit: the one fault excuse, instance kinds from the manifest, and the
+rule that family modules share helpers only through it."""
 
 from __future__ import annotations
 
 import ast
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from chaos.faults import FAULT_KINDS
-from chaos.nemesis import Nemesis, PlannedFault
 from reports.checkers import CheckContext, FaultWindow
 from reports.checkers import toolkit as tk
 from reports.history_frame import events_frame
@@ -26,48 +23,6 @@ META = {
 
 def ctx_with(faults: list[FaultWindow], spark: Any = None, events: Any = None) -> CheckContext:
     return CheckContext(spark, events, META, faults)
-
-
-def test_a_fault_class_comes_from_the_fault_table() -> None:
-    assert FAULT_KINDS["partition"].lossy and not FAULT_KINDS["latency"].lossy
-    kill = FaultWindow(1, "kill", "worker-1", 0, 1)
-    part = FaultWindow(2, "partition", "worker-1", 0, 1)
-    slow = FaultWindow(3, "latency", "link:worker-1", 0, 1)
-    assert (kill.scope, kill.lossy, kill.on_link) == ("process", False, False)
-    assert (part.scope, part.lossy, part.on_link) == ("link", True, True)
-    assert (slow.scope, slow.lossy) == ("link", False)
-    # What fault_start recorded wins over the table (a history is read as written).
-    assert FaultWindow(4, "kill", "worker-1", 0, 1, "link", True).lossy
-
-
-class _NotRunning:
-    """A supervisor whose every target has already gone (the nemesis records a missed fault)."""
-
-    def signal(self, instance: str, sig: int, expected_exit: bool = False) -> None:
-        return None
-
-
-class _Sink:
-    def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
-
-    def emit(self, ev: str, **fields: Any) -> None:
-        self.items.append({"ev": ev, **fields})
-
-
-def test_the_nemesis_writes_the_fault_class_into_fault_start() -> None:
-    sink = _Sink()
-    nemesis = Nemesis([PlannedFault(1, 0.0, "kill", "worker-1", "worker-1", {})], _NotRunning(), sink)
-    nemesis.start()
-    deadline = time.monotonic() + 10
-    while len(sink.items) < 2:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    assert nemesis.stop() == []
-    start = sink.items[0]
-    assert start["ev"] == "fault_start"
-    assert (start["fault_scope"], start["fault_lossy"]) == ("process", False)
-    assert "fault_scope" not in sink.items[1]
 
 
 def test_instance_kinds_come_from_the_manifest_endpoints() -> None:
@@ -288,9 +243,3 @@ def test_no_family_module_imports_another_family() -> None:
                     names = {a.name for a in node.names}
                     families = {p.stem for p in CHECKERS_DIR.glob("*.py")} - HELPERS
                     assert not names & families, f"{path.name} imports a family module {names & families}"
-
-
-@pytest.mark.parametrize("kind", sorted(FAULT_KINDS))
-def test_every_fault_kind_has_a_class(kind: str) -> None:
-    window = FaultWindow(1, kind, "worker-1", 0, 1)
-    assert window.scope == FAULT_KINDS[kind].target

@@ -28,15 +28,6 @@ LAYERS: dict[str, int] = {
     "harness": 3,
 }
 
-#: Imports that break the rule today, to be removed by issue 20 (fault kinds as cards):
-#: (importing module, imported package). The test fails when one is gone and still listed.
-KNOWN: set[tuple[str, str]] = {
-    ("reports.checkers", "chaos"),
-    ("reports.checkers.toolkit", "chaos"),
-    ("reports.checkers.freelance", "chaos"),
-    ("reports.checkers.availability", "chaos"),
-}
-
 
 def module_name(path: Path, root: Path) -> str:
     parts = list(path.relative_to(root).with_suffix("").parts)
@@ -129,18 +120,14 @@ def package_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_every_import_points_down() -> None:
-    problems = layer_problems(import_graph(ROOT))
-    new = sorted(problems - KNOWN)
-    assert not new, "imports that point up a layer or sideways: " + ", ".join(f"{m} -> {p}" for m, p in new)
-    gone = sorted(KNOWN - problems)
-    assert not gone, "no longer imported, take them off KNOWN: " + ", ".join(f"{m} -> {p}" for m, p in gone)
+    problems = sorted(layer_problems(import_graph(ROOT)))
+    assert not problems, "imports that point up a layer or sideways: " + ", ".join(
+        f"{m} -> {p}" for m, p in problems
+    )
 
 
 def test_no_cycle_between_packages() -> None:
-    graph = import_graph(ROOT)
-    allowed = {(m, p) for m, p in KNOWN}
-    graph = {m: {n for n in names if (m, n.split(".")[0]) not in allowed} for m, names in graph.items()}
-    assert package_cycles(graph) == []
+    assert package_cycles(import_graph(ROOT)) == []
 
 
 #: Third-party modules the contract may use, by module: who listens on a port is psutil's

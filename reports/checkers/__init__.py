@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contract.faults import fault_class
 from contract.links import Link, parse_link, target_instance
+from contract.promises import OUTAGE
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -41,9 +43,10 @@ MAX_EXAMPLES = 10
 class FaultWindow:
     """One fault, from its ``fault_start`` to its ``fault_stop`` (ns), with its class.
 
-    ``scope`` ("process" or "link") and ``lossy`` are what ``fault_start`` recorded from the
-    fault table (chaos/faults.py); a history written before they were recorded gets them
-    from the table here, so that no checker keeps a list of fault kinds of its own.
+    ``scope`` ("process" or "link"), ``lossy``, ``harm`` and ``lasting`` are what
+    ``fault_start`` recorded from the kind's card; what a history written before they were
+    recorded lacks comes from contract/faults.py, so that no checker keeps a list of fault
+    kinds of its own.
     """
 
     fault_id: int
@@ -51,18 +54,15 @@ class FaultWindow:
     target: str
     start_ns: int
     stop_ns: int | None  # None: it never healed before the run ended
-    scope: str | None = None  # "process" or "link"; None: from the fault table
+    scope: str | None = None  # "process" or "link"; None: not recorded
     lossy: bool | None = None  # loses what is sent (a partition), not only delays it
+    harm: str | None = None  # outage or slowdown (contract/promises.py HARMS)
+    lasting: bool | None = None  # has a duration of its own (not a kill or a restart)
 
     def __post_init__(self) -> None:
-        from chaos.faults import FAULT_KINDS
-
-        kind = FAULT_KINDS.get(self.fault)
-        if self.scope is None:
-            on_link = self.target.startswith("link:") or kind is None or kind.target == "link"
-            object.__setattr__(self, "scope", "link" if on_link else "process")
-        if self.lossy is None:
-            object.__setattr__(self, "lossy", bool(kind and kind.lossy))
+        known = fault_class(self.fault, self.target, self.scope, self.lossy, self.harm, self.lasting)
+        for name in ("scope", "lossy", "harm", "lasting"):
+            object.__setattr__(self, name, getattr(known, name))
 
     @property
     def on_link(self) -> bool:
@@ -79,13 +79,9 @@ class FaultWindow:
 
     @property
     def outage(self) -> bool:
-        """Its target cannot serve while it acts (a freeze, a partition), as the fault table's
-        ``harm`` says; a slowdown (a starved process, a slow link) still serves."""
-        from chaos.faults import FAULT_KINDS
-        from contract.promises import OUTAGE
-
-        kind = FAULT_KINDS.get(self.fault)
-        return kind is None or kind.harm == OUTAGE
+        """Its target cannot serve while it acts (a freeze, a partition), as its ``harm``
+        says; a slowdown (a starved process, a slow link) still serves."""
+        return self.harm == OUTAGE
 
 
 @dataclass(frozen=True)
@@ -235,26 +231,50 @@ def nothing_to_judge(
     *,
     on: set[str] | None = None,
     kinds: tuple[str, ...] | None = None,
+    which: Callable[[FaultWindow], bool] | None = None,
     figures: dict[str, Any] | None = None,
 ) -> CheckResult:
     """The result of a check that found nothing to judge.
 
     When the fault plan gave it nothing (no fault planned or recorded on the instances
     ``on`` (None: any; a link fault counts for the instance that connects over the link),
-    of the ``kinds`` (None: any)), the check holds: a baseline without
-    faults has nothing to recover from, which is no doubt about the system. When such a
-    fault was planned and still nothing showed, it is unknown, with ``reason``.
+    of the ``kinds`` (None: any), for which ``which`` holds (None: any; it sees each
+    planned fault as a FaultWindow without times, with its class)), the check holds: a
+    baseline without faults has nothing to recover from, which is no doubt about the
+    system. When such a fault was planned and still nothing showed, it is unknown, with
+    ``reason``.
     """
 
-    def relevant(kind: str, target: str) -> bool:
-        return (kinds is None or kind in kinds) and (on is None or target_instance(target) in on)
+    def relevant(f: FaultWindow) -> bool:
+        return (
+            (kinds is None or f.fault in kinds)
+            and (which is None or which(f))
+            and (on is None or target_instance(f.target) in on)
+        )
 
-    planned = [f for f in ctx.meta.get("plan") or [] if relevant(str(f.get("kind")), str(f.get("target")))]
-    if planned or any(relevant(f.fault, f.target) for f in ctx.faults):
+    if any(map(relevant, planned_faults(ctx))) or any(map(relevant, ctx.faults)):
         return CheckResult(name, UNKNOWN, summary=summary, figures=figures or {}, reason=reason)
     return CheckResult(
         name, HELD, summary=f"{summary}: the plan has no fault that would give it any", figures=figures or {}
     )
+
+
+def planned_faults(ctx: CheckContext) -> list[FaultWindow]:
+    """The faults of run.json's plan, as windows with their class and no times (0, None)."""
+    return [
+        FaultWindow(
+            int(f.get("fault_id") or 0),
+            str(f.get("kind")),
+            str(f.get("target")),
+            0,
+            None,
+            f.get("fault_scope"),
+            f.get("fault_lossy"),
+            f.get("fault_harm"),
+            f.get("fault_lasting"),
+        )
+        for f in ctx.meta.get("plan") or []
+    ]
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
 """The ``availability`` check: a system keeps serving through the faults it promises to survive.
 
 Decided from the clients' history and the fault plan alone (a black box). For each fault
-the manifest's ``survives`` promise covers (harness/manifest.py; what each fault kind does
-is its ``harm`` in chaos/faults.py), the share of request attempts answered ok while the
-fault acts (from its start to its stop + the manifest's expiry, see toolkit: excusing whole requests) must
-stay at least ``availability_floor`` times the share just before it (up to BEFORE_NS of
-time no other fault excuses).
+the manifest's ``survives`` promise covers (harness/manifest.py; what a fault does is its
+``harm``, recorded in its ``fault_start`` from its kind's card), the share of request
+attempts answered ok while the fault acts (from its start to its stop + the manifest's
+expiry, see toolkit: excusing whole requests) must stay at least ``availability_floor``
+times the share just before it (up to BEFORE_NS of time no other fault excuses).
 
 Why a share of attempts and not replies per second: the load's users are closed loops (a
 user sends its next request when the last is answered), so a link 200 ms slower makes
@@ -19,9 +19,8 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from chaos.faults import FAULT_KINDS
 from contract.links import target_instance
-from contract.promises import DEFAULT_SURVIVES, OUTAGE, survive_rule
+from contract.promises import DEFAULT_SURVIVES, survive_rule
 from reports.checkers import (
     HELD,
     MAX_EXAMPLES,
@@ -48,8 +47,7 @@ TOGETHER_NS = NS
 
 def survivable(ctx: CheckContext, fault: FaultWindow, spans: dict[int, tuple[int, int]]) -> str:
     """The ``survives`` entry that covers ``fault`` ('' when none does)."""
-    kind = FAULT_KINDS.get(fault.fault)
-    harm = kind.harm if kind else None
+    harm = fault.harm
     roles: dict[str, str] = ctx.meta.get("processes") or {}
     target = target_instance(fault.target)
     role = roles.get(target)
@@ -57,9 +55,8 @@ def survivable(ctx: CheckContext, fault: FaultWindow, spans: dict[int, tuple[int
     # Instances of the target's role that keep serving: not the target, not under another outage.
     touched = {target}
     for other in ctx.faults:
-        other_kind = FAULT_KINDS.get(other.fault)
         olo, ohi = spans[other.fault_id]
-        if other_kind is not None and other_kind.harm == OUTAGE and olo <= hi and lo <= ohi:
+        if other.outage and olo <= hi and lo <= ohi:
             touched.add(target_instance(other.target))
     spare = role is not None and any(r == role and i not in touched for i, r in roles.items())
     for entry in ctx.promises.get("survives", DEFAULT_SURVIVES):

@@ -4,8 +4,8 @@ answered), the fault plan and the supervisor's ``proc_start``/``proc_exit``, nev
 anything a server writes.
 
 A server is *out* while its process is down (from its ``proc_exit`` to its next
-``proc_start``), while an outage fault acts on it (kill, freeze, restart: the fault
-table's harm), and while an outage fault acts on the clients' link to it
+``proc_start``), while an outage fault acts on it (kill, freeze, restart: the fault's
+harm), and while an outage fault acts on the clients' link to it
 (``link:clients:<endpoint>``); *up* otherwise. Slowdowns (latency, starve...) and junk sent
 to it (the malformed fault) leave it up.
 
@@ -34,10 +34,8 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from chaos.faults import FAULT_KINDS
 from contract.links import CLIENTS
-from contract.promises import OUTAGE
-from reports.checkers import CheckContext, CheckResult, checker, nothing_to_judge
+from reports.checkers import CheckContext, CheckResult, FaultWindow, checker, nothing_to_judge
 from reports.checkers.toolkit import (
     END_OF_TIME,
     MS,
@@ -57,9 +55,15 @@ from reports.checkers.toolkit import (
 #: The freelance adapter's ping timeout, for a client kind that gives no server_ttl_ms.
 DEFAULT_SERVER_TTL_MS = 1500.0
 JOIN_NS = 1 * NS
-#: The fault kinds that put a server out: a slowdown leaves it up, and so does a fault
-#: that only sends to its endpoint (malformed junk, which the table classes as an outage).
-OUTAGES = tuple(k.name for k in FAULT_KINDS.values() if k.harm == OUTAGE and "endpoint" not in k.params)
+#: The fault kind that only sends to a server's endpoint (junk): it leaves the server up,
+#: though its class is an outage (what availability judges it by).
+JUNK = "malformed"
+
+
+def puts_out(fault: FaultWindow) -> bool:
+    """Whether the fault puts its target out: an outage (a slowdown leaves it up) that is
+    not junk sent to it."""
+    return fault.outage and fault.fault != JUNK
 
 
 def _servers(ctx: CheckContext) -> dict[str, str]:
@@ -100,7 +104,7 @@ def out_spans(ctx: CheckContext) -> dict[str, list[tuple[int, int]]]:
     endpoint_of = {instance: endpoint for endpoint, instance in servers.items()}
     spans: dict[str, list[tuple[int, int]]] = {e: [] for e in servers}
     for f in ctx.faults:
-        if f.fault in FAULT_KINDS and f.fault not in OUTAGES:
+        if not puts_out(f):
             continue
         stop = END_OF_TIME if f.stop_ns is None else f.stop_ns
         link = f.link
@@ -232,7 +236,7 @@ def freelance_failover_served(ctx: CheckContext) -> CheckResult:
             ctx, name, summary,
             "no request was sent while at least one server was up (after the warm-up): "
             "a longer load, or faults that leave a server up",
-            kinds=OUTAGES,
+            which=puts_out,
         )  # fmt: skip
     found = []
     if figures["violations"]:
@@ -299,7 +303,7 @@ def freelance_dead_server_avoided(ctx: CheckContext) -> CheckResult:
             ctx, name, summary,
             f"no server was out longer than the {detect / NS:g} s ping timeout: longer faults",
             on=set(_servers(ctx).values()) | {CLIENTS},
-            kinds=OUTAGES,
+            which=puts_out,
         )  # fmt: skip
     frame = F.broadcast(small_frame(ctx, late, {"_e": "string", "_lo": "long", "_hi": "long"}))
     bad = sends.join(

@@ -164,7 +164,7 @@ def _minus(spans: list[Span], cuts: list[Span]) -> list[Span]:
 
 def _faulted(ctx: CheckContext, instance: str) -> list[Span]:
     """When ``instance`` could not serve although its process may have run: an outage on it
-    (a freeze) or on its own links (a partition), as the fault table classes them. Kills and
+    (a freeze) or on its own links (a partition), as their class says. Kills and
     restarts are left to proc_exit/proc_start: their window ends only when the restarted
     process is ready, and by then it may have registered and been counted (a 200 taken for
     a false answer in majordomo-kill-all-workers)."""

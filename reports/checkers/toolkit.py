@@ -7,13 +7,13 @@ builds its result.
   a broker or queue; a role that only connects is a worker), ``instance_of`` /
   ``instance_column`` (the instance behind a connection identity).
 - **Filtering events**: ``events_of(ctx, kind, ...)``.
-- **Excusing faults**: a fault's class (on a process or on a link, lossy or not) comes from
-  the fault table (chaos/faults.py) through ``fault_start``; ``fault_spans`` says when the
+- **Excusing faults**: a fault's class (on a process or on a link, lossy or not, its harm)
+  comes from its kind's card through ``fault_start`` (``FaultWindow``); ``fault_spans`` says when the
   faults that concern an instance (its own, its broker's, its link's) were under way, as
   merged [lo, hi] spans for Python-side logic, and ``split_excused`` / ``with_excused``
   (and ``outside`` for spans of one's own) apply them to a DataFrame as a small broadcast
   frame joined by time range (``small_frame``), never as a chain of conditions per fault.
-  ``outage_only`` keeps the faults whose target cannot serve (the table's ``harm``).
+  ``outage_only`` keeps the faults whose target cannot serve (their ``harm``).
 - **Excusing whole requests** (steady state, availability): ``timers``,
   ``excused_send_spans``, ``with_excused_requests`` (a request in flight as a fault
   started, or first sent before its stop + the manifest's expiry), ``coverage`` (how much
@@ -42,7 +42,6 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from chaos.faults import FAULT_KINDS
 from contract.promises import expiry_s
 from reports.checkers import (
     HELD,
@@ -173,7 +172,7 @@ def fault_spans(
     ``instance`` None: every fault of the run, whatever its target (the flags do not
     apply). A fault that never healed lasts to END_OF_TIME. ``broker_links`` (default:
     as ``link``): faults on a broker's links. ``lossy_only``: only the faults that lose
-    what is sent (the fault table's ``lossy``); ``outage_only``: only those during which
+    what is sent (their ``lossy``); ``outage_only``: only those during which
     their target cannot serve (its ``harm``), not the slowdowns; ``lasting_only``: not a
     kill or restart (no duration of its own: its window lasts until the restarted process
     is ready, after which it may already have served; proc_exit/proc_start say when it ran).
@@ -226,8 +225,7 @@ def _excusing(
     for f in ctx.faults:
         if (lossy_only and not f.lossy) or (outage_only and not f.outage):
             continue
-        kind = FAULT_KINDS.get(f.fault)
-        if lasting_only and kind is not None and kind.instantaneous:
+        if lasting_only and not f.lasting:
             continue
         lo, hi = f.start_ns - lead_ns, END_OF_TIME if f.stop_ns is None else f.stop_ns + grace_ns
         if not targeted:

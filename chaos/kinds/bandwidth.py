@@ -1,0 +1,23 @@
+"""``bandwidth``: Toxiproxy ``bandwidth`` in KB/s (0 blocks the direction)."""
+
+from __future__ import annotations
+
+from chaos.faults import FaultKind, Toxic, count, direction, duration, toxicity
+from chaos.netfaults import toxic_fault
+from contract.promises import SLOWDOWN
+
+KIND = FaultKind(
+    "bandwidth",
+    "limit the link to rate_kb_s KB/s for duration_s (0 stalls it: use partition for an outage)",
+    "link",
+    toxic_fault,
+    {
+        "duration_s": duration(),
+        "rate_kb_s": count("the rate allowed (0 stalls the link)", "KB/s"),
+        "direction": direction("downstream"),
+        "toxicity": toxicity(),
+    },
+    lossy=True,
+    harm=SLOWDOWN,
+    toxic=Toxic("bandwidth", {"rate_kb_s": "rate"}),
+)

@@ -1,0 +1,23 @@
+"""``latency``: Toxiproxy ``latency`` (+ ``jitter``) in ms."""
+
+from __future__ import annotations
+
+from chaos.faults import FaultKind, Toxic, count, direction, duration, toxicity
+from chaos.netfaults import toxic_fault
+from contract.promises import SLOWDOWN
+
+KIND = FaultKind(
+    "latency",
+    "delay the link's data by latency_ms ± jitter_ms for duration_s",
+    "link",
+    toxic_fault,
+    {
+        "duration_s": duration(),
+        "latency_ms": count("added delay", "ms"),
+        "jitter_ms": count("random spread around latency_ms", "ms", 0),
+        "direction": direction("downstream"),
+        "toxicity": toxicity(),
+    },
+    harm=SLOWDOWN,
+    toxic=Toxic("latency", {"latency_ms": "latency", "jitter_ms": "jitter"}),
+)

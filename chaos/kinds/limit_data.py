@@ -1,0 +1,22 @@
+"""``limit_data``: Toxiproxy ``limit_data``: each connection closed after ``bytes`` bytes in
+that direction."""
+
+from __future__ import annotations
+
+from chaos.faults import FaultKind, Toxic, count, direction, duration, toxicity
+from chaos.netfaults import toxic_fault
+
+KIND = FaultKind(
+    "limit_data",
+    "close each connection of the link after `bytes` bytes, for duration_s",
+    "link",
+    toxic_fault,
+    {
+        "duration_s": duration(),
+        "bytes": count("bytes let through per connection", "bytes", minimum=1),
+        "direction": direction("downstream"),
+        "toxicity": toxicity(),
+    },
+    lossy=True,
+    toxic=Toxic("limit_data", {"bytes": "bytes"}),
+)

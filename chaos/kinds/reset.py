@@ -1,0 +1,23 @@
+"""``reset``: Toxiproxy ``reset_peer``. Connections opened during the fault are reset (RST)
+on their first data; ones already open are closed (Toxiproxy can set SO_LINGER 0 only when
+a connection starts)."""
+
+from __future__ import annotations
+
+from chaos.faults import FaultKind, Toxic, count, direction, duration, toxicity
+from chaos.netfaults import toxic_fault
+
+KIND = FaultKind(
+    "reset",
+    "reset connections (RST) timeout_ms after their first data, for duration_s (reset_peer)",
+    "link",
+    toxic_fault,
+    {
+        "duration_s": duration(),
+        "timeout_ms": count("wait before the reset", "ms", 0),
+        "direction": direction("upstream"),
+        "toxicity": toxicity(),
+    },
+    lossy=True,
+    toxic=Toxic("reset_peer", {"timeout_ms": "timeout"}),
+)

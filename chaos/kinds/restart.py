@@ -1,0 +1,29 @@
+"""``restart``: SIGTERM, wait for the exit, start again after delay_s (a deploy, a clean restart)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from chaos.faults import FaultKind, FaultRun, Param
+
+if TYPE_CHECKING:
+    from chaos.nemesis import PlannedFault
+
+
+def run(nemesis: FaultRun, kind: FaultKind, fault: PlannedFault) -> None:
+    nemesis.started(fault)
+    nemesis.control.stop(fault.target)
+    if nemesis.wait(fault.params.get("delay_s", 0.0)):
+        new_pid = nemesis.control.start(fault.target)
+        nemesis.stopped(fault, pid=new_pid, detail="restarted")
+    else:
+        nemesis.stopped(fault, detail="run ended before the restart")
+
+
+KIND = FaultKind(
+    "restart",
+    "SIGTERM, wait for the exit, start again after delay_s (a deploy, a clean restart)",
+    "process",
+    run,
+    {"delay_s": Param(float, 0.0, "pause between the exit and the new start", "s", min=0)},
+)

@@ -101,7 +101,9 @@ class EventKind:
         return frozenset(self.required) | frozenset(self.optional)
 
 
-EVENTS: dict[str, EventKind] = {
+#: The events any run may hold: the load clients', the workers' and brokers' common ones,
+#: the nemesis's and the runner's.
+CORE_EVENTS: dict[str, EventKind] = {
     # --- load clients -------------------------------------------------------------
     "send": EventKind(
         "client",
@@ -138,13 +140,6 @@ EVENTS: dict[str, EventKind] = {
         "something arrived that is not the reply to the request in flight (endpoint: from which "
         "server; body, body_len: what arrived; got_rid: the request id found in it)",
     ),
-    "mmi_answer": EventKind(
-        "client",
-        ("cid", "service", "code"),
-        ("latency_us", "detail"),
-        "a load client's mmi.service query about service was answered with code (200/404/...); "
-        "latency_us: since it was asked, so the broker answered within [ts - latency_us, ts]",
-    ),
     "client_error": EventKind(
         "client",
         ("cid", "reason", "detail"),
@@ -152,20 +147,6 @@ EVENTS: dict[str, EventKind] = {
         "an external client program broke the JSON-lines protocol (reason: malformed, protocol), "
         "reported an error (error), would not start (init), fell silent (timeout) or exited early "
         "(exit, with its code)",
-    ),
-    "ticket": EventKind(
-        "client",
-        ("cid", "seq", "rid", "uuid"),
-        ("kind", "latency_us"),
-        "Titanic: titanic.request answered 200 with uuid: the request is stored (acknowledged)",
-    ),
-    "ticket_answer": EventKind(
-        "client",
-        ("cid", "uuid", "service", "code"),
-        ("seq", "rid", "kind", "probe", "latency_us", "detail"),
-        "Titanic: an answer of titanic.reply or titanic.close (service) about uuid with its status "
-        "code (200 ok, 300 pending, 400 unknown, 500 error); probe: the client asked on purpose "
-        "about a UUID never issued (forged) or closed earlier (closed)",
     ),
     # --- workers ------------------------------------------------------------------
     "exec": EventKind("worker", ("rid", "worker"), ("service",), "a worker started a job"),
@@ -184,41 +165,17 @@ EVENTS: dict[str, EventKind] = {
     "malformed": EventKind(
         "any", ("detail",), ("worker",), "a process received a message it could not parse"
     ),
-    "requeue": EventKind(
-        "broker",
-        ("service",),
-        ("rid", "worker", "reason"),
-        "a request a lost worker held went back to the head of its queue (at-least-once)",
-    ),
     "request_expired": EventKind(
         "broker",
         (),
         ("service", "rid", "reason"),
         "a broker dropped a request: it waited too long for a worker, or no send of it was answered in time",
     ),
-    "mmi_reply": EventKind(
-        "broker",
-        ("service", "code"),
-        ("detail",),
-        "the broker answered an MMI query about service with code (200/404/501); detail: the mmi.* asked",
-    ),
     "discard": EventKind(
         "broker",
         ("worker",),
         ("rid", "reason"),
         "the broker dropped a worker's reply (from a disabled or forgotten worker, or an answered job)",
-    ),
-    # --- heartbeats (PING/PONG dialogue) ---------------------------------------------
-    "ping": EventKind("worker", ("worker",), (), "a worker sent a PING to its broker"),
-    "pong": EventKind("worker", ("worker",), (), "a worker received a PONG from its broker"),
-    "reconnect": EventKind(
-        "worker",
-        ("worker",),
-        ("reason", "detail"),
-        "a worker gave up on its broker connection and opened a new one (worker: the new identity)",
-    ),
-    "replay": EventKind(
-        "worker", ("rid", "worker"), (), "a worker answered a repeated request from its cache (no exec)"
     ),
     # --- nemesis ------------------------------------------------------------------
     "fault_start": EventKind(
@@ -257,57 +214,128 @@ EVENTS: dict[str, EventKind] = {
         ("detail",),
         "the run finished a phase (load, drain, teardown): a run whose drain is not done was cut short",
     ),
-    # --- WMP (implementations/wmp) ------------------------------------------------
-    "wmp_lock": EventKind(
-        "worker",
-        ("worker", "manager", "lock", "pid", "capacity"),
-        ("detail",),
-        "a worker locked a slot for a manager and sent GIVE",
-    ),
-    "wmp_unlock": EventKind(
-        "worker",
-        ("worker", "manager", "lock", "pid", "reason"),
-        ("detail",),
-        "a worker released a lock without a job (reason: no, timeout)",
-    ),
-    "wmp_take": EventKind(
-        "any",
-        ("worker", "manager", "job"),
-        ("lock", "rid", "pid", "detail"),
-        "manager: sent TAKE with a job; worker: accepted the job of a TAKE",
-    ),
-    "wmp_no": EventKind("manager", ("worker", "manager", "lock"), (), "a manager answered a GIVE with NO"),
-    "wmp_done": EventKind(
-        "worker", ("worker", "manager", "job", "pid"), ("rid",), "a worker sent DONE (its slot is free)"
-    ),
-    "wmp_result": EventKind(
-        "manager", ("worker", "manager", "job"), ("rid", "detail"), "a manager received DONE for a job"
-    ),
-    # --- dwork (implementations/dwork); job is the task name ------------------------
-    "task_create": EventKind(
-        "scheduler", ("job",), ("deps", "rid", "detail"), "the scheduler added a task (or deps to one)"
-    ),
-    "task_assign": EventKind(
-        "scheduler", ("job", "worker"), (), "the scheduler gave a ready task to a Steal"
-    ),
-    "task_complete": EventKind(
-        "scheduler", ("job", "worker"), (), "the scheduler accepted a task's Complete (once per task)"
-    ),
-    "task_requeue": EventKind(
-        "scheduler",
-        ("job", "worker", "reason"),
-        (),
-        "an assigned task went back to the pool (exit, transfer)",
-    ),
-    "task_run": EventKind("worker", ("job", "worker"), ("rid",), "a worker started running a task"),
-    # --- Binary Star (implementations/binary_star) ---------------------------------
-    "bstar_state": EventKind(
-        "server",
-        ("state",),
-        ("reason", "detail"),
-        "a Binary Star server entered state (primary, backup, active, passive); reason: the FSM "
-        "event that moved it (peer active, client vote, peer expired, dual active ...)",
-    ),
+}
+
+#: The events only one protocol family writes, by family name (the ``name`` of its card,
+#: implementations/<family>/card.py). They are declared here, with the rest, so that every
+#: process, whatever it imported, validates against one complete schema and the history
+#: reader builds its schema from it; tests/test_families.py checks that each group belongs
+#: to a family with a card.
+FAMILY_EVENTS: dict[str, dict[str, EventKind]] = {
+    "majordomo": {
+        "mmi_answer": EventKind(
+            "client",
+            ("cid", "service", "code"),
+            ("latency_us", "detail"),
+            "a load client's mmi.service query about service was answered with code (200/404/...); "
+            "latency_us: since it was asked, so the broker answered within [ts - latency_us, ts]",
+        ),
+        "mmi_reply": EventKind(
+            "broker",
+            ("service", "code"),
+            ("detail",),
+            "the broker answered an MMI query about service with code (200/404/501); detail: the mmi.* asked",
+        ),
+        "requeue": EventKind(
+            "broker",
+            ("service",),
+            ("rid", "worker", "reason"),
+            "a request a lost worker held went back to the head of its queue (at-least-once)",
+        ),
+    },
+    "titanic": {
+        "ticket": EventKind(
+            "client",
+            ("cid", "seq", "rid", "uuid"),
+            ("kind", "latency_us"),
+            "Titanic: titanic.request answered 200 with uuid: the request is stored (acknowledged)",
+        ),
+        "ticket_answer": EventKind(
+            "client",
+            ("cid", "uuid", "service", "code"),
+            ("seq", "rid", "kind", "probe", "latency_us", "detail"),
+            "Titanic: an answer of titanic.reply or titanic.close (service) about uuid with its status "
+            "code (200 ok, 300 pending, 400 unknown, 500 error); probe: the client asked on purpose "
+            "about a UUID never issued (forged) or closed earlier (closed)",
+        ),
+    },
+    "pingpong": {
+        "ping": EventKind("worker", ("worker",), (), "a worker sent a PING to its broker"),
+        "pong": EventKind("worker", ("worker",), (), "a worker received a PONG from its broker"),
+        "reconnect": EventKind(
+            "worker",
+            ("worker",),
+            ("reason", "detail"),
+            "a worker gave up on its broker connection and opened a new one (worker: the new identity)",
+        ),
+    },
+    "reliable-sketch": {
+        "replay": EventKind(
+            "worker", ("rid", "worker"), (), "a worker answered a repeated request from its cache (no exec)"
+        ),
+    },
+    "wmp": {
+        "wmp_lock": EventKind(
+            "worker",
+            ("worker", "manager", "lock", "pid", "capacity"),
+            ("detail",),
+            "a worker locked a slot for a manager and sent GIVE",
+        ),
+        "wmp_unlock": EventKind(
+            "worker",
+            ("worker", "manager", "lock", "pid", "reason"),
+            ("detail",),
+            "a worker released a lock without a job (reason: no, timeout)",
+        ),
+        "wmp_take": EventKind(
+            "any",
+            ("worker", "manager", "job"),
+            ("lock", "rid", "pid", "detail"),
+            "manager: sent TAKE with a job; worker: accepted the job of a TAKE",
+        ),
+        "wmp_no": EventKind(
+            "manager", ("worker", "manager", "lock"), (), "a manager answered a GIVE with NO"
+        ),
+        "wmp_done": EventKind(
+            "worker", ("worker", "manager", "job", "pid"), ("rid",), "a worker sent DONE (its slot is free)"
+        ),
+        "wmp_result": EventKind(
+            "manager", ("worker", "manager", "job"), ("rid", "detail"), "a manager received DONE for a job"
+        ),
+    },
+    "dwork": {
+        "task_create": EventKind(
+            "scheduler", ("job",), ("deps", "rid", "detail"), "the scheduler added a task (or deps to one)"
+        ),
+        "task_assign": EventKind(
+            "scheduler", ("job", "worker"), (), "the scheduler gave a ready task to a Steal"
+        ),
+        "task_complete": EventKind(
+            "scheduler", ("job", "worker"), (), "the scheduler accepted a task's Complete (once per task)"
+        ),
+        "task_requeue": EventKind(
+            "scheduler",
+            ("job", "worker", "reason"),
+            (),
+            "an assigned task went back to the pool (exit, transfer)",
+        ),
+        "task_run": EventKind("worker", ("job", "worker"), ("rid",), "a worker started running a task"),
+    },
+    "binary-star": {
+        "bstar_state": EventKind(
+            "server",
+            ("state",),
+            ("reason", "detail"),
+            "a Binary Star server entered state (primary, backup, active, passive); reason: the FSM "
+            "event that moved it (peer active, client vote, peer expired, dual active ...)",
+        ),
+    },
+}
+
+#: Every event kind: the core ones and every family's.
+EVENTS: dict[str, EventKind] = {
+    **CORE_EVENTS,
+    **{k: v for group in FAMILY_EVENTS.values() for k, v in group.items()},
 }
 
 _ALLOWED = {name: kind.allowed for name, kind in EVENTS.items()}

@@ -225,7 +225,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     from chaos.faults import SELECTORS
     from chaos.kinds import FAULT_KINDS
     from harness.manifest import builtin_manifests, load_manifest
-    from harness.probes import PROBES
+    from implementations import probes
 
     print("implementations (zchaos run/load take a name or a manifest path):")
     for name, path in builtin_manifests().items():
@@ -238,7 +238,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
             print(f"      {spec.describe(pname)}")
     print(f"  targets: an instance (worker-2), a role (queue), or role:{'|'.join(SELECTORS)}")
     print("\nprobe workers ([roles.NAME] probe = ..., for your own broker; they record exec/done):")
-    for probe in PROBES.values():
+    for probe in probes().values():
         options = ", ".join(f"{name}={opt.default!r}" for name, opt in probe.options.items())
         print(f"  {probe.name:<16} {probe.use}: {probe.speaks}")
         print(f"  {'':<16} options: {options}")

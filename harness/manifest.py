@@ -158,7 +158,7 @@ from contract.promises import (
     survive_rule,
 )
 from harness.config import Table, load_toml
-from harness.probes import PROBES
+from implementations import probes
 
 IMPLEMENTATIONS_DIR = Path(__file__).resolve().parent.parent / "implementations"
 PLACEHOLDER = re.compile(r"\{([a-z_]+)(?:\.([A-Za-z0-9_]+))?\}")
@@ -214,7 +214,7 @@ class Role:
     stop_signal: str
     binds: tuple[str, ...]  # endpoints this role binds
     connects: tuple[str, ...]  # endpoints its command connects to
-    probe: str | None = None  # the probe worker it runs (harness/probes.py), if it runs one
+    probe: str | None = None  # the probe worker it runs (its family's card), if it runs one
     service: str | None = None  # the Majordomo service its workers serve (for mmi_service)
 
     def instance_names(self, count: int | None = None) -> list[str]:
@@ -310,9 +310,10 @@ def _probe_command(
 ) -> tuple[list[str], str, str | None, str]:
     """The command of a role that runs a probe worker: (command, probe, service, default ready)."""
     name = rt.get("probe", str)
-    probe = PROBES.get(name)
+    available = probes()
+    probe = available.get(name)
     if probe is None:
-        raise rt.error("probe", f"unknown probe worker {name!r} (known: {', '.join(PROBES)})")
+        raise rt.error("probe", f"unknown probe worker {name!r} (known: {', '.join(available)})")
     if rt.has("service"):
         raise rt.error("service", 'a probe worker\'s service is its option: options = { service = "..." }')
     given = rt.get("options", dict, {})

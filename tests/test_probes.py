@@ -1,4 +1,4 @@
-"""Probe workers: a manifest names one in a line, the command is built from harness/probes.py,
+"""Probe workers: a manifest names one in a line, the command is built from its family's card,
 every flag it passes is one the worker accepts, and mistakes name the file and key."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from contract.errors import SetupError
 from harness.config import load_toml
 from harness.manifest import parse_manifest
-from harness.probes import PROBES
+from implementations import probes
 from tests.procs import ROOT
 
 BROKER = """
@@ -80,7 +80,7 @@ def test_the_rep_probe_binds_when_the_endpoint_is_its_own(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
-        (PROBE, 'probe = "majordomoo"', "unknown probe worker 'majordomoo' (known: paranoid-pirate"),
+        (PROBE, 'probe = "majordomoo"', "probe worker 'majordomoo' (known: majordomo, paranoid-pirate"),
         (PROBE, PROBE + '\ncommand = ["x"]', "either command or probe, not both"),
         ("work_ms = 20", "work = 20", "probe 'majordomo' has no option 'work' (known: service, heartbeat_ms"),
         ("work_ms = 20", 'work_ms = "slow"', "work_ms should be a number (like 0), got 'slow'"),
@@ -110,9 +110,9 @@ def test_without_a_backend_endpoint_the_probe_must_say_where_it_connects(tmp_pat
     ].connects == ("workers",)
 
 
-@pytest.mark.parametrize("name", list(PROBES))
+@pytest.mark.parametrize("name", list(probes()))
 def test_every_flag_a_probe_passes_is_one_its_worker_accepts(name: str) -> None:
-    probe = PROBES[name]
+    probe = probes()[name]
     out = subprocess.run(
         [sys.executable, "-m", probe.module, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
@@ -129,7 +129,7 @@ def test_zchaos_list_shows_the_probes_and_marks_checks_that_need_the_subjects_ev
     )
     assert out.returncode == 0, out.stderr
     assert "probe workers" in out.stdout
-    for name in PROBES:
+    for name in probes():
         assert f"\n  {name} " in out.stdout
     block = out.stdout.split("  execution_count", 1)[1].split("\n  ", 2)
     assert block[1].strip().startswith("needs: exec (workers: probe workers write it)")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from chaos.faults import FaultKind, FaultRun, Param, ParamProblem, duration
-from chaos.malformed import FAMILIES, Wire, send_batch
+from chaos.malformed import Wire, families, send_batch
 
 if TYPE_CHECKING:
     from chaos.nemesis import PlannedFault
@@ -66,7 +66,7 @@ def validate(params: dict[str, Any], target: str, manifest: Any) -> None:
         raise ParamProblem(
             "endpoint", f"{params['endpoint']!r} is not an endpoint that {target!r} binds (it binds: {bound})"
         )
-    known = sorted(FAMILIES)
+    known = families()
     family = params.get("family")
     if family is None:
         family = next((f for f in known if manifest.name == f or manifest.name.startswith(f + "-")), None)
@@ -74,7 +74,7 @@ def validate(params: dict[str, Any], target: str, manifest: Any) -> None:
             raise ParamProblem(
                 "family", f"required: {manifest.name!r} is not a family zchaos has junk for; one of {known}"
             )
-    elif family not in FAMILIES:
+    elif family not in known:
         raise ParamProblem("family", f"unknown family {family!r} (known: {', '.join(known)})")
     params["family"] = family
     for key in ("duration_s", "rate_per_s"):
@@ -85,7 +85,7 @@ def validate(params: dict[str, Any], target: str, manifest: Any) -> None:
 KIND = FaultKind(
     "malformed",
     "send `family` junk (bad frames, unknown commands, strangers' READY/HEARTBEAT/replies) to "
-    "the target's `endpoint`, rate_per_s messages a second for duration_s; family: " + ", ".join(FAMILIES),
+    "the target's `endpoint`, rate_per_s messages a second for duration_s; family: " + ", ".join(families()),
     "process",
     run,
     {

@@ -6,7 +6,7 @@ request with the request itself.
     python -m implementations.lazy_pirate.server --connect tcp://127.0.0.1:5556 ...
 
 With ``--connect`` instead of ``--frontend`` it is a REP worker behind a queue's DEALER
-backend (the ``rep`` probe worker of harness/probes.py).
+backend (the ``rep`` probe worker of its family's card).
 
 Protocol choices: the guide's request is one frame holding a sequence number; this server
 echoes any number of frames, so the harness's payloads (request id first) come back

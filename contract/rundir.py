@@ -68,7 +68,7 @@ class RunMeta(TypedDict, total=False):
     manifest: ManifestMeta
     expect_violated: list[str]  # checks the scenario expects to fail (a known weakness)
     client_budget_s: float  # the longest a client may take over one request, retries included
-    plan: list[dict[str, Any]]  # the fault plan: kind, target, at_s, params (chaos/schedule)
+    plan: list[dict[str, Any]]  # the fault plan: kind, target, at_s, params and class (contract/faults.py)
     ports: dict[str, int]  # endpoint or link name -> port
     processes: dict[str, str]  # instance -> role
     started_ns: int

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contract.history import owner_of, request_id
+from contract.links import target_instance
 
 if TYPE_CHECKING:
     from reports.checkers import CheckContext, CheckResult, FaultWindow
@@ -159,7 +160,7 @@ def _evidence(
         involved += [str(event[k]) for k in ("src", "instance", "worker") if event.get(k)]
     if rid is not None:
         involved += sorted(servers)
-    involved += [str(f["target"]).removeprefix("link:").split(":", 1)[0] for f in evidence.get("faults", [])]
+    involved += [target_instance(str(f["target"])) for f in evidence.get("faults", [])]
     evidence["processes"] = _instances(involved, instances)
     return evidence
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Collection
 import zmq
 
 from contract.family import JunkCase
-from implementations import junk
+from implementations import family_junk
 
 
 def endpoint_side(endpoint: str, client_endpoints: Collection[str]) -> str:
@@ -112,13 +112,13 @@ GENERIC: dict[str, JunkCase] = {
 
 def families() -> list[str]:
     """The families zchaos has junk for (their cards' names)."""
-    return sorted(junk())
+    return sorted(family_junk())
 
 
 def cases(family: str, side: str) -> dict[str, JunkCase]:
     """The junk of ``family`` for ``side`` ("client" or "worker"): the generic cases and
     the family's own (its card's ``junk``)."""
-    own = junk()[family]
+    own = family_junk()[family]
     return {**GENERIC, **(own.client if side == "client" else own.worker)}
 
 

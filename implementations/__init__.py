@@ -41,6 +41,7 @@ def probes() -> dict[str, Probe]:
     return dict(sorted((f.probe.name, f.probe) for f in families().values() if f.probe is not None))
 
 
-def junk() -> dict[str, Junk]:
-    """Every family's junk for the ``malformed`` fault, by family name."""
+def family_junk() -> dict[str, Junk]:
+    """Every family's junk for the ``malformed`` fault, by family name (the cases' building
+    blocks are in implementations/junk.py)."""
     return {name: f.junk for name, f in families().items() if f.junk is not None}

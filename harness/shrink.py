@@ -152,6 +152,7 @@ class Shrinker:
         self.runs_used = 0
         self.final_run: Path | None = None
         self.best: dict[str, Any] = {}  # the last candidate that reproduced: the smallest so far
+        self.tried: set[str] = set()  # candidates already tried (their data but the seed)
 
     def _spent(self) -> str:
         if self.runs_used >= self.budget_runs:
@@ -162,7 +163,12 @@ class Shrinker:
 
     def reproduces(self, data: dict[str, Any], change: str) -> bool:
         """Run the candidate on up to ``seeds_per_candidate`` seeds; on success its data
-        takes the seed that reproduced."""
+        takes the seed that reproduced. A candidate tried before (in an earlier pass) did not
+        reproduce then, or it would be the current one: it is not run again."""
+        key = json.dumps({k: v for k, v in data.items() if k != "seed"}, sort_keys=True)
+        if key in self.tried:
+            return False
+        self.tried.add(key)
         trial = Trial(len(self.trials) + 1, change)
         try:
             candidate = reparse(self.scenario, data, where=f"shrink candidate {trial.number}")

@@ -23,6 +23,7 @@ from typing import Any
 
 from contract.errors import SetupError
 from contract.outcomes import BAD_INPUT, EXIT_INTERRUPTED, UNKNOWN, VIOLATED, combine_outcomes, exit_code
+from contract.rundir import RunDir
 from harness.progress import Progress
 from harness.runner import Runner
 from harness.scenario import Scenario, with_seed
@@ -61,6 +62,16 @@ class SeedRun:
         if self.exit_code == EXIT_INTERRUPTED:
             return "interrupted"
         return (self.verdict or {}).get("outcome") or UNKNOWN
+
+    def replay_command(self) -> str:
+        """The command that runs this seed's run again, as its run.json records it."""
+        if self.run_dir is None:
+            return ""
+        try:
+            commands = RunDir(self.run_dir).read_meta().get("replay", {}).get("commands") or [""]
+        except SetupError:
+            return ""
+        return commands[0]
 
     def check_status(self, name: str) -> str | None:
         check = (self.verdict or {}).get("checks", {}).get(name)
@@ -220,11 +231,11 @@ def write_summary(result: SeedsResult) -> None:
             link = f'<a href="{html.escape(run.run_dir.name)}/report.html">report</a>'
         statuses = [run.check_status(n) or "" for n in names]
         cells = "".join(f"<td class={s or 'none'}>{s}</td>" for s in statuses)
-
         why = html.escape(run.error)
+        again = f"<code>{html.escape(command)}</code>" if (command := run.replay_command()) else ""
         rows.append(
             f"<tr><td>{run.seed}</td><td class={run.outcome}>{run.outcome}</td>{cells}<td>{why}</td>"
-            f"<td>{link}</td></tr>"
+            f"<td>{link}</td><td>{again}</td></tr>"
         )
     lines = "".join(f"<li>{html.escape(line)}</li>" for line in result.lines())
     title = html.escape(f"{result.scenario.name}: {len(result.runs)} seeds")
@@ -236,7 +247,7 @@ def write_summary(result: SeedsResult) -> None:
         f"<h1>{title}</h1><p>implementation {html.escape(result.scenario.manifest.name)}, "
         f"seeds derived from {result.scenario.seed}; outcome <span class={result.outcome}>"
         f"{result.outcome}</span></p><ul id=checks>{lines}</ul>"
-        f"<table id=runs><tr><th>seed</th><th>outcome</th>{head}<th>why</th><th></th></tr>"
+        f"<table id=runs><tr><th>seed</th><th>outcome</th>{head}<th>why</th><th></th><th>reproduce</th></tr>"
         + "".join(rows)
         + "</table>"
     )

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from contract.rundir import RunDir
 from harness.cli import main
 from harness.config import dump_toml, load_toml
 from harness.scenario import load_scenario
-from harness.seeds import SeedRun, SeedsResult, derive_seeds
+from harness.seeds import SeedRun, SeedsResult, derive_seeds, write_summary
 from tests.procs import ROOT
 
 RACY = ROOT / "tests" / "blackbox" / "mdp-racy-requeue.toml"
@@ -55,6 +56,27 @@ def test_the_summary_says_per_check_in_how_many_seeds_it_broke_and_which(tmp_pat
     assert result.exit_code == 0
 
 
+def test_the_summary_page_has_a_row_per_seed_with_the_command_that_reproduces_it(tmp_path: Path) -> None:
+    result = SeedsResult(load_scenario(RACY), tmp_path, [5, 11])
+    result.runs = [_run(5, correct_reply="held"), _run(11, correct_reply="violated")]
+    for run in result.runs:
+        run.run_dir = RunDir.create(tmp_path, f"seed-{run.seed}").root
+        RunDir(run.run_dir).write_meta(
+            {
+                "manifest": {"promises": {"checks": ["correct_reply"]}},
+                "replay": {"commands": [f"zchaos run --replay {run.run_dir}"]},
+            }
+        )
+    write_summary(result)
+    page = (tmp_path / "index.html").read_text()
+    assert "correct_reply: violated in 1 of 2 seeds: 11" in page
+    assert page.count("<code>zchaos run --replay ") == 2
+    assert json.loads((tmp_path / "seeds.json").read_text())["checks"]["correct_reply"] == {
+        "held": [5],
+        "violated": [11],
+    }
+
+
 def _violated_seeds(summary: dict, check: str) -> list[int]:
     return summary["checks"].get(check, {}).get("violated", [])
 
@@ -82,7 +104,9 @@ def test_a_racy_bug_is_found_on_some_of_10_seeds_and_its_twin_on_none(
         assert meta["seeds"]["base"] == 5 and meta["replay"]["seed"] == run["seed"]
     line = f"correct_reply: violated in {len(broke)} of 10 seeds: {', '.join(map(str, broke))}"
     assert line in out
-    assert line in (folder / "index.html").read_text()
+    page = (folder / "index.html").read_text()
+    assert line in page
+    assert f"<code>zchaos run --replay {summary['runs'][0]['run_dir']}</code>" in page
 
     twin = load_toml(RACY, "scenario")
     twin["implementation"] = str(RACY.parent / twin["implementation"])

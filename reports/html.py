@@ -19,19 +19,18 @@ from contract.rundir import RunDir
 
 NS = 1_000_000_000
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+#: The columns of Locust's stats_stats.csv shown, with the report's heading and the number's kind.
 LOCUST_COLUMNS = (
-    "Type",
-    "Name",
-    "Request Count",
-    "Failure Count",
-    "Requests/s",
-    "Failures/s",
-    "Median Response Time",
-    "Average Response Time",
-    "95%",
-    "99%",
-    "99.9%",
-    "Max Response Time",
+    ("Request Count", "requests", "count"),
+    ("Failure Count", "failures", "count"),
+    ("Requests/s", "req/s", "rate"),
+    ("Failures/s", "fail/s", "rate"),
+    ("Median Response Time", "median (ms)", "ms"),
+    ("Average Response Time", "mean (ms)", "ms"),
+    ("95%", "p95 (ms)", "ms"),
+    ("99%", "p99 (ms)", "ms"),
+    ("99.9%", "p99.9 (ms)", "ms"),
+    ("Max Response Time", "max (ms)", "ms"),
 )
 EXAMPLE_COLUMNS = ("src", "ev", "cid", "seq", "rid", "problem")
 
@@ -238,15 +237,102 @@ def _frange(start: float, stop: float, step: float) -> list[float]:
     return [round(start + k * step, 9) for k in range(max(0, min(count, 1000)))]
 
 
-def locust_stats(run: RunDir) -> list[dict[str, str]] | None:
-    """Rows of Locust's stats_stats.csv (selected columns), or None when there is none."""
+def locust_stats(run: RunDir) -> dict[str, Any] | None:
+    """Locust's stats_stats.csv as the report shows it (``columns``: headings; ``rows``: each
+    with its ``name`` and formatted ``cells``; ``requests``: the Aggregated request count),
+    or None when there is none."""
     path = run.locust / "stats_stats.csv"
     try:
         with path.open(newline="") as fh:
             rows = list(csv.DictReader(fh))
     except (OSError, csv.Error, UnicodeDecodeError):
         return None
-    return [{c: r[c] for c in LOCUST_COLUMNS if c in r and r[c] is not None} for r in rows]
+    shown = [c for c in LOCUST_COLUMNS if rows and c[0] in rows[0]]
+    out, total = [], None
+    for r in rows:
+        name = " ".join(x for x in (r.get("Type"), r.get("Name")) if x)
+        if r.get("Name") == "Aggregated":
+            total = _number(r.get("Request Count"))
+        out.append({"name": name, "cells": [_locust_value(r.get(c), kind) for c, _, kind in shown]})
+    return {"columns": [label for _, label, _ in shown], "rows": out, "requests": total}
+
+
+def _number(text: Any) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _locust_value(text: Any, kind: str) -> str:
+    """A figure of Locust's CSV with the precision it deserves (Locust writes 221.36872105454904)."""
+    value = _number(text)
+    if value is None:
+        return str(text or "")
+    if kind == "count":
+        return _count(value)
+    if kind == "rate":
+        return f"{value:,.1f}"
+    return f"{value:,.0f}" if value.is_integer() else _ms(value)  # Locust's percentiles are whole ms
+
+
+def _count(value: Any) -> str:
+    """A count with thousands separators (9,747)."""
+    return f"{value:,.0f}" if isinstance(value, int | float) and not isinstance(value, bool) else _fmt(value)
+
+
+def _ms(value: Any) -> str:
+    """Milliseconds to three significant digits or to the millisecond, whichever is coarser."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return _fmt(value)
+    if value < 10:
+        return f"{value:.2f}"
+    if value < 100:
+        return f"{value:.1f}"
+    return f"{value:,.0f}"
+
+
+def count_difference(verdict: dict[str, Any], locust: dict[str, Any] | None) -> str:
+    """One line on why Locust's request count differs from the history's, when it does."""
+    kinds = ((verdict.get("metrics") or {}).get("client_kinds") or {}).values()
+    if not locust or locust.get("requests") is None or not kinds:
+        return ""
+    ended = sum((k.get("replies") or 0) + (k.get("abandons") or 0) + (k.get("lost") or 0) for k in kinds)
+    sent = sum(k.get("requests") or 0 for k in kinds)
+    counted = int(locust["requests"])
+    if counted == ended:
+        return ""
+    return (
+        f"Locust counted {counted:,} requests, the history {ended:,} that ended (replied, abandoned or "
+        f"lost) of {sent:,} sent: Locust writes its CSV every few seconds and its last write misses "
+        "the final stretch of the load and the drain, and counts nothing still in flight at shutdown. "
+        "The checks and the figures above come from the history."
+    )
+
+
+def process_logs(run: RunDir, verdict: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each process's log (``logs/<instance>.log``, linked from the report) with its role and exits."""
+    roles = {p.get("instance"): p.get("role") for p in verdict.get("processes") or []}
+    exits: dict[str, int] = {}
+    for p in verdict.get("processes") or []:
+        exits[p.get("instance")] = exits.get(p.get("instance"), 0) + 1
+    logs = sorted(run.logs.glob("*.log")) if run.logs.is_dir() else []
+    return [
+        {
+            "instance": log.stem,
+            "href": f"logs/{log.name}",
+            "role": roles.get(log.stem) or "",
+            "size": _size(log.stat().st_size),
+            "exits": exits.get(log.stem, 0),
+        }
+        for log in logs
+    ]
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    return f"{n / 1024:.1f} kB" if n < 1024**2 else f"{n / 1024**2:.1f} MB"
 
 
 def _rel_s(ts: Any, t0: int) -> str:
@@ -284,7 +370,7 @@ def render_html(verdict: dict[str, Any], meta: dict[str, Any], run: RunDir) -> s
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(rel_s=_rel_s, utc=_utc, fmt=_fmt, details=_details)
+    env.filters.update(rel_s=_rel_s, utc=_utc, fmt=_fmt, details=_details, count=_count, ms=_ms)
     metrics = verdict.get("metrics") or {}
     t0 = metrics.get("t0_ns") or meta.get("load_started_ns") or 0
     promises = (meta.get("manifest") or {}).get("promises") or {}
@@ -301,6 +387,7 @@ def render_html(verdict: dict[str, Any], meta: dict[str, Any], run: RunDir) -> s
         metrics.get("servers"),
     )
     scenario = meta.get("scenario") or {}
+    locust = locust_stats(run)
     return env.get_template("report.html.j2").render(
         v=verdict,
         scenario=scenario,
@@ -308,7 +395,9 @@ def render_html(verdict: dict[str, Any], meta: dict[str, Any], run: RunDir) -> s
         promises=promises,
         t0=t0,
         chart=chart,
-        locust=locust_stats(run),
+        locust=locust,
+        count_difference=count_difference(verdict, locust),
+        logs=process_logs(run, verdict),
         example_columns=EXAMPLE_COLUMNS,
         generated=_utc(verdict.get("generated_ns")),
     )

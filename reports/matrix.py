@@ -42,7 +42,9 @@ class Cell:
 
     @property
     def problem_checks(self) -> str:
-        return ", ".join(p.split(":", 1)[0] for p in self.problems)
+        """The checks that did not pass, but the baseline's, which ``regressed`` shows."""
+        names = [p.split(":", 1)[0] for p in self.problems]
+        return ", ".join(n for n in names if not n.startswith(f"{BASELINE} "))
 
     @property
     def rank(self) -> int:

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
-import shutil
-import signal
-import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -23,6 +19,7 @@ from reports.history_frame import parquet_is_current
 from reports.junit import junit_tree
 from reports.pipeline import build_report
 from reports.verdict import build_verdict
+from tests.browser import dom, measure, screenshot, shots_dir
 
 NS = 1_000_000_000
 T0 = 1_763_726_400 * NS
@@ -374,40 +371,25 @@ def test_empty_history_names_the_folder(spark, tmp_path):
 
 def test_report_renders_offline_in_chromium(built, tmp_path):
     """The page, opened by a real headless browser with no network, has its SVG bands and table."""
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        pytest.skip("chromium is not installed (./dev tests installs it)")
     run, _, _ = built
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path / 'profile'}",
-        "--window-size=1100,1600",
-    ]
-    url = run.report_html.as_uri()
-    shot = tmp_path / "report.png"
-    dom = _browse([browser, *flags, "--dump-dom", url]).decode()
-    assert dom.count('class="fault-band"') == 1
-    assert '<rect class="band"' in dom and "kill worker-2" in dom
-    assert 'id="violations-no_unexpected_exit"' in dom
-    _browse([browser, *flags, f"--screenshot={shot}", url])
-    png = shot.read_bytes()
-    assert png.startswith(b"\x89PNG") and len(png) > 50_000  # a blank page of this size is ~10 kB
+    text = dom(run.report_html, tmp_path / "profile")
+    assert text.count('class="fault-band"') == 1
+    assert '<rect class="band"' in text and "kill worker-2" in text
+    assert 'id="violations-no_unexpected_exit"' in text
+    png = screenshot(run.report_html, tmp_path / "profile", 1100, tmp_path / "report.png", 1600)
+    assert len(png) > 50_000  # a blank page of this size is ~10 kB
 
 
-def _browse(argv: list[str], timeout: float = 90) -> bytes:
-    """Run headless Chromium in its own process group; nothing of it outlives the call."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        assert proc.returncode == 0, f"chromium exited with {proc.returncode}"
-        return out
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+@pytest.mark.parametrize("width", [1400, 800])
+def test_every_table_fits_its_card(built, tmp_path, width):
+    """At 1400 and 800 px nothing scrolls the page sideways: a wide table scrolls inside its card."""
+    run, _, _ = built
+    figures, text = measure(run.report_html, tmp_path / "profile", width)
+    assert figures["viewport"] == width
+    assert figures["page_overflow"] == 0 and figures["overflowing_tables"] == []
+    assert '<a href="logs/worker-3.log"><code>worker-3</code></a>' in text
+    assert "Locust counted 1,234 requests, the history" in text
+    assert "221.36872" not in text
+    screenshot(
+        run.report_html, tmp_path / "profile", width, shots_dir(tmp_path) / f"report-{width}.png", 3000
+    )

@@ -358,7 +358,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label", required=True, help="the baseline's name, e.g. v1.4")
     p.set_defaults(func=_cmd_baseline)
 
-    p = sub.add_parser("compare", help="what got worse in a run against a baseline (exit 1 if anything did)")
+    p = sub.add_parser(
+        "compare",
+        help="what got worse in a run against a baseline (exit 1: a check did, or a figure broke [baseline])",
+    )
     p.add_argument("run", help="a run folder with a report")
     p.add_argument("--baseline", required=True, help="a run folder, or a label given with zchaos baseline")
     p.set_defaults(func=_cmd_compare)

@@ -94,10 +94,12 @@ def compare(
     (verdict, meta), (base_verdict, base_meta) = now, base
     rows: list[dict[str, Any]] = []
     checks, base_checks = verdict.get("checks") or {}, base_verdict.get("checks") or {}
-    for name in [*base_checks, *(n for n in checks if n not in base_checks)]:
+    outcome = {"outcome": verdict.get("outcome")}, {"outcome": base_verdict.get("outcome")}
+    for name in ["the run", *base_checks, *(n for n in checks if n not in base_checks)]:
         if name == CHECK:
             continue
-        b, n = (base_checks.get(name) or {}).get("outcome"), (checks.get(name) or {}).get("outcome")
+        now_entry, base_entry = outcome if name == "the run" else (checks.get(name), base_checks.get(name))
+        b, n = (base_entry or {}).get("outcome"), (now_entry or {}).get("outcome")
         worse = b is not None and n is not None and ORDER.get(n, 1) > ORDER.get(b, 1)
         change = "same" if b == n else f"{b or 'not checked'} → {n or 'not checked'}"
         rows.append(
@@ -151,7 +153,7 @@ def _fmt(value: float | None, unit: str) -> str:
 def describe(row: dict[str, Any]) -> str:
     """One line of the comparison, as the terminal prints it."""
     if row["kind"] == "check":
-        return f"check {row['what']}: {row['change']}"
+        return f"{'' if row['what'] == 'the run' else 'check '}{row['what']}: {row['change']}"
     then, now = _fmt(row["baseline"], row["unit"]), _fmt(row["now"], row["unit"])
     text = f"{row['what']}: {then} → {now} ({row['change']})"
     if "limit" in row:

@@ -258,7 +258,13 @@ def test_compare_says_what_got_worse_check_by_check_and_figure_by_figure(tmp_pat
         (json.loads(base.verdict_json.read_text()), base.read_meta()),
     )
     worse = {r["what"] for r in rows if r["worse"]}
-    assert worse == {"no_lost", "p99_ms", "min_availability", "availability (fault 1: kill worker-1)"}
+    assert worse == {
+        "the run",
+        "no_lost",
+        "p99_ms",
+        "min_availability",
+        "availability (fault 1: kill worker-1)",
+    }
     assert main(["compare", str(now.root), "--baseline", str(base.root)]) == 1
     out = capsys.readouterr().out
     assert "WORSE check no_lost: passed → violated" in out and "WORSE p99_ms: 10 ms → 30 ms (3.00×)" in out

@@ -40,6 +40,8 @@ STORE_NAME = "results.sqlite"
 BASELINE_FILE = "baseline.json"
 #: How long a writer waits for another's transaction before it gives up (a run's rows take ms).
 BUSY_TIMEOUT_S = 60.0
+#: How deep run folders lie under the runs folder: RUN, suite-*/RUN, suite-*/seeds-*/RUN.
+RUN_DEPTH = 3
 SCHEMA_VERSION = 1
 #: The key figures of a run, with their units (a figure that a run does not have is left out).
 FIGURES: dict[str, str] = {
@@ -109,10 +111,11 @@ def store_path(runs_dir: str | Path) -> Path:
 
 
 def store_for_run(run_root: Path) -> Path:
-    """The store a run folder belongs to: the nearest of its parent and grandparent that has
-    one (a suite's runs are in ``RUNS_DIR/suite-*/``), else a new one in its parent."""
+    """The store a run folder belongs to: the nearest of its ancestors up to RUN_DEPTH that
+    has one (a suite's runs are in ``RUNS_DIR/suite-*/``, its many-seeds runs one deeper),
+    else a new one in its parent."""
     run_root = run_root.resolve()
-    for folder in (run_root.parent, run_root.parent.parent):
+    for folder in run_root.parents[:RUN_DEPTH]:
         if store_path(folder).exists():
             return store_path(folder)
     return store_path(run_root.parent)
@@ -317,8 +320,10 @@ def record_run(run_root: Path, store: Path | None = None) -> Path:
 
 
 def run_folders(runs_dir: Path) -> list[Path]:
-    """The run folders under ``runs_dir`` (``RUN/`` and ``suite-*/RUN/``), oldest first."""
-    found = [p.parent for pattern in ("*/run.json", "*/*/run.json") for p in runs_dir.glob(pattern)]
+    """The run folders under ``runs_dir`` down to RUN_DEPTH (``RUN/``, ``suite-*/RUN/``,
+    ``suite-*/seeds-*/RUN/``), oldest first."""
+    patterns = ["/".join(["*"] * depth + ["run.json"]) for depth in range(1, RUN_DEPTH + 1)]
+    found = [p.parent for pattern in patterns for p in runs_dir.glob(pattern)]
     return sorted(set(found), key=lambda p: p.name)
 
 

@@ -185,7 +185,7 @@ def test_concurrent_writers_all_land(tmp_path):
 
 def test_a_damaged_store_is_named_and_rebuilt_from_the_run_folders(tmp_path, capsys):
     base = synthetic_run(tmp_path, "kill-worker", "pirate", 1, recovery_s=(0.3,))
-    other = synthetic_run(tmp_path / "suite-x", "kill-worker", "pirate", 2)
+    other = synthetic_run(tmp_path / "suite-x" / "seeds-y", "kill-worker", "pirate", 2)  # suite --seeds
     record_run(base.root)
     assert main(["baseline", str(base.root), "--label", "v1"]) == 0
     record_run(other.root, store_path(tmp_path))
@@ -204,7 +204,7 @@ def test_a_damaged_store_is_named_and_rebuilt_from_the_run_folders(tmp_path, cap
     assert "damaged store was moved aside" in out and "2 run(s) indexed, 1 folder(s) skipped" in out
     assert "no-verdict/verdict.json" in out
     runs = read_runs(store)
-    assert sorted(r["run"] for r in runs) == sorted([base.root.name, f"suite-x/{other.root.name}"])
+    assert sorted(r["run"] for r in runs) == sorted([base.root.name, f"suite-x/seeds-y/{other.root.name}"])
     # The baseline label came back from the run folder.
     meta = {"scenario": {"name": "kill-worker", "baseline": {"label": "v1", "recovery_ratio": 1.5}}}
     now = json.loads(other.verdict_json.read_text())

@@ -415,14 +415,14 @@ def build_report_for(run: RunDir, progress: Progress, store: Path | None = None)
     results store (``store``: default the one of its runs folder, reports/store.py). A store
     that cannot take it is named in a warning; the verdict stands."""
     from reports.pipeline import build_report
-    from reports.store import StoreDamaged, record_run
+    from reports.store import record_run
 
     progress.phase("report")
     verdict = build_report(run.root, progress=progress.note)
     progress.verdict(verdict, run)
     try:
         progress.note(f"added to the results store {record_run(run.root, store)}")
-    except (StoreDamaged, sqlite3.OperationalError) as exc:
+    except (SetupError, sqlite3.OperationalError) as exc:  # StoreDamaged among them
         progress.warn(f"this run is not in the results store: {exc}")
     return verdict
 

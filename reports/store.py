@@ -140,6 +140,8 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise
+            if "unable to open" in str(exc) or "readonly" in str(exc):  # not damaged: out of reach
+                raise SetupError(f"cannot open the results store: {exc}", where=path) from None
             raise StoreDamaged(path, str(exc)) from None
         except sqlite3.DatabaseError as exc:
             raise StoreDamaged(path, str(exc)) from None

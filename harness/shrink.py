@@ -403,6 +403,9 @@ def shrink_run(
     check = violated_check(run, check)
     data = copy.deepcopy(scenario.source)
     data["seed"] = scenario.seed
+    # The candidates' runs go by a name of their own: in the results store (a rebuild indexes
+    # shrink-*/RUN too) they must not stand for the scenario they were cut from.
+    data["name"] = f"{scenario.name}-shrink"
     data["faults"] = planned_faults(run.read_meta())
     try:
         reparse(scenario, data, where="the run's fault plan")

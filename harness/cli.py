@@ -22,7 +22,7 @@ examples:
   zchaos shrink runs/20261121T120000Z-paranoid-pirate-kill-worker --budget 20
   zchaos check scenarios/paranoid-pirate-kill-worker.toml
   zchaos suite scenarios/ci/
-  zchaos report runs/20261121T120000Z-paranoid-pirate-kill-worker
+  zchaos report runs/20261121T120000Z-paranoid-pirate-kill-worker [RUN...]
   zchaos matrix runs                      # systems x scenarios of every stored run
   zchaos baseline runs/RUN --label v1.4   # make RUN the baseline v1.4 of its scenario
   zchaos compare runs/RUN --baseline v1.4 # what got worse since the baseline
@@ -191,13 +191,29 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    from contract.outcomes import BAD_INPUT, combine_outcomes, exit_code
     from contract.rundir import RunDir
     from harness.progress import Progress
     from harness.runner import build_report_for
+    from reports.pipeline import expected_events
 
-    run = RunDir(_run_folder(args.run))
-    verdict = build_report_for(run, Progress())
-    return int(verdict["exit_code"])
+    runs = [RunDir(_run_folder(path)) for path in args.runs]  # all checked before Spark starts
+    if len(runs) == 1:
+        return int(build_report_for(runs[0], Progress())["exit_code"])
+    # One Spark session for all of them, sized for the largest history.
+    largest = max((n for run in runs if (n := expected_events(run)) is not None), default=None)
+    outcomes = []
+    for n, run in enumerate(runs, start=1):
+        progress = Progress()
+        progress.phase(f"run {n}/{len(runs)}: {run.root}")
+        try:
+            outcomes.append(build_report_for(run, progress, events=largest)["outcome"])
+        except SetupError as exc:
+            print(f"zchaos: error: {exc}", file=sys.stderr)
+            outcomes.append(BAD_INPUT)
+    if BAD_INPUT in outcomes:
+        return exit_code(BAD_INPUT)
+    return exit_code(combine_outcomes(outcomes))
 
 
 def _cmd_load(args: argparse.Namespace) -> int:
@@ -386,8 +402,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="where the shrink folder goes (default: beside the run)")
     p.set_defaults(func=_cmd_shrink)
 
-    p = sub.add_parser("report", help="(re)build the verdict and report of a stored run")
-    p.add_argument("run", help="a run folder, e.g. runs/20261121T120000Z-NAME")
+    p = sub.add_parser(
+        "report",
+        help="(re)build the verdict and report of stored runs, all in one Spark session",
+        description="(Re)build the verdict, JUnit file and report of each run folder. Several runs are "
+        "checked one after the other in one Spark session (one JVM start); the exit code is their "
+        "outcomes combined (2 if any is not a run or holds no event).",
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN", help="a run folder, e.g. runs/20261121T120000Z-NAME")
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("load", help="load-test an implementation (no faults)")
@@ -441,18 +463,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _end_spark(code: int) -> int:
-    """The end of a command that started Spark: if the JVM is the one making the class
-    archive (the first report of an install, reports/cds.py), let it write the archive (or
-    drop it if the command was interrupted), so that no JVM outlives this process."""
+    """The end of a command that started Spark: the session stopped and its JVM waited for,
+    so that none outlives this process (reports/spark.py stop_spark); if the JVM is the one
+    making the class archive (the first report of an install, reports/cds.py), it writes the
+    archive first. An interrupted command ends its JVM at once and writes no archive."""
     spark = sys.modules.get("reports.spark")
+    if spark is None:
+        return code
     try:
-        if spark is not None and code == EXIT_INTERRUPTED:
-            spark.drop_class_archive()
-        elif spark is not None:
+        if code == EXIT_INTERRUPTED:
+            spark.kill_spark()
+        else:
             from harness.progress import Progress
 
-            spark.save_class_archive(Progress().note)
+            spark.stop_spark(Progress().note)
     except KeyboardInterrupt:  # while the archive was written: dropped, the JVM killed
+        spark.kill_spark()
         print("zchaos: interrupted", file=sys.stderr)
         code = EXIT_INTERRUPTED
     return code

@@ -410,15 +410,20 @@ class Runner:
         return RunResult(self.run, int(verdict["exit_code"]), verdict)
 
 
-def build_report_for(run: RunDir, progress: Progress, store: Path | None = None) -> dict[str, Any]:
-    """Run the Spark pipeline over a run folder, print the verdict, and add the run to the
-    results store (``store``: default the one of its runs folder, reports/store.py). A store
-    that cannot take it is named in a warning; the verdict stands."""
+def build_report_for(
+    run: RunDir, progress: Progress, store: Path | None = None, events: int | None = None
+) -> dict[str, Any]:
+    """Run the Spark pipeline over a run folder, print the verdict and how long it took, and
+    add the run to the results store (``store``: default the one of its runs folder,
+    reports/store.py). A store that cannot take it is named in a warning; the verdict stands.
+    ``events``: what a Spark session started here is sized for (reports/pipeline.py build_report)."""
     from reports.pipeline import build_report
     from reports.store import record_run
 
     progress.phase("report")
-    verdict = build_report(run.root, progress=progress.note)
+    started = time.monotonic()
+    verdict = build_report(run.root, progress=progress.note, events=events)
+    progress.note(f"report built in {time.monotonic() - started:.1f} s")
     progress.verdict(verdict, run)
     try:
         progress.note(f"added to the results store {record_run(run.root, store)}")

@@ -784,15 +784,20 @@ def _check_history(
     return verdict
 
 
-def build_report(run_dir: Path, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def build_report(
+    run_dir: Path, *, progress: Callable[[str], None] | None = None, events: int | None = None
+) -> dict[str, Any]:
     """Check a run directory's history and write its verdict.json, junit.xml and report.html.
 
-    Returns the verdict (the content of verdict.json). Raises SetupError, naming the file,
-    when the directory is not a run or its history holds no event.
+    Uses the process's Spark session, started here if none runs (sized for ``events`` events,
+    by default this run's; a command that reports several runs in one session passes the
+    largest), and left running for the next report: whoever owns the process stops it
+    (harness/cli.py). Returns the verdict (the content of verdict.json). Raises SetupError,
+    naming the file, when the directory is not a run or its history holds no event.
     """
     from reports.html import write_html
     from reports.junit import write_junit
-    from reports.spark import FITTED, get_spark
+    from reports.spark import FITTED, get_spark, running
 
     say = progress or (lambda _message: None)
     run = RunDir(Path(run_dir))
@@ -802,8 +807,8 @@ def build_report(run_dir: Path, *, progress: Callable[[str], None] | None = None
     # The JSON lines go to Parquet (pyarrow, its own threads) while the JVM starts (one core).
     pending = start_conversion(run, say)
     try:
-        say("starting Spark")
-        spark = get_spark(events=expected_events(run))
+        say("Spark: reusing this process's session" if running() else "starting Spark")
+        spark = get_spark(events=expected_events(run) if events is None else events)
         saved = {key: spark.conf.get(key) for key in FITTED}
         try:
             verdict = check_run(spark, run, meta, say, pending)

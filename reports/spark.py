@@ -171,6 +171,11 @@ def get_spark(events: int | None = None) -> SparkSession:
             _archive = plan
             atexit.register(_save_at_exit)
     _session.sparkContext.setLogLevel("ERROR")
+    jvm = _jvm_process()
+    _log(
+        f"driver JVM started (pid {jvm.pid if jvm else '?'}), heap {driver_memory(events)} for about "
+        f"{events if events is not None else 'an unknown number of'} events"
+    )
     return _session
 
 
@@ -282,9 +287,12 @@ def _jvm_output_to(path: Path) -> Iterator[None]:
 
 
 def stop_spark(say: Callable[[str], None] | None = None) -> None:
-    """Stop the session and the JVM behind it (PySpark keeps the JVM until Python exits).
-    If this JVM makes the class archive (the first report of an install), it is written
-    now, about 15 s: ``say`` tells the user why they wait."""
+    """Stop the session and wait for the JVM behind it to exit (STOP_DEADLINE_S, then it is
+    killed). Left to itself, PySpark's JVM exits only once it reads the end of its stdin,
+    after the Python process has gone: ``zchaos report`` left it running about half a second
+    past its own exit (and it then lingered as a zombie nobody waited for). If this JVM makes
+    the class archive (the first report of an install), it is written now, about 15 s: ``say``
+    tells the user why they wait."""
     global _session, _archive
     if _session is None:
         return
@@ -292,14 +300,14 @@ def stop_spark(say: Callable[[str], None] | None = None) -> None:
 
     plan, _archive = _archive, None
     jvm = _jvm_process()
+    session, _session = _session, None
     try:
         if plan is not None and say is not None:
             say(
                 f"saving Spark's class archive, once (about 15 s on an idle machine), so that later "
                 f"reports start faster ({cds.SWITCH}=0 turns it off)"
             )
-        _session.stop()
-        _session = None
+        session.stop()
         gateway = SparkContext._gateway
         if gateway is not None:
             gateway.shutdown()
@@ -310,12 +318,47 @@ def stop_spark(say: Callable[[str], None] | None = None) -> None:
         if plan is not None:
             cds.finish(plan, jvm, _log)
         else:
-            jvm.terminate()
-            jvm.wait(timeout=30)
+            _end_jvm(jvm)
     except BaseException:
         if plan is not None:
             cds.abandon(plan, jvm)
+        elif jvm is not None:
+            _end_jvm(jvm, deadline_s=0)
         raise
+
+
+#: How long a JVM asked to exit may take (its shutdown hooks delete its scratch folders).
+STOP_DEADLINE_S = 30.0
+
+
+def _end_jvm(jvm: subprocess.Popen, deadline_s: float = STOP_DEADLINE_S) -> None:
+    """End the JVM: its stdin closed and SIGTERM (either runs its shutdown hooks, which delete
+    its scratch folders), waited for up to ``deadline_s``, then SIGKILL."""
+    with contextlib.suppress(OSError):
+        if jvm.stdin is not None:
+            jvm.stdin.close()
+    if jvm.poll() is None:
+        jvm.terminate()
+    try:
+        jvm.wait(timeout=deadline_s)
+    except subprocess.TimeoutExpired:
+        jvm.kill()
+        jvm.wait()
+
+
+def kill_spark() -> None:
+    """At the end of an interrupted command: the JVM ended now, no archive written, and no
+    clean stop of the session (a check may still be running in it, or the JVM still starting)."""
+    global _session, _archive
+    if "pyspark" not in sys.modules:
+        return
+    plan, _archive = _archive, None
+    jvm = _jvm_process()
+    _session = None
+    if plan is not None:
+        cds.abandon(plan, jvm)
+    elif jvm is not None:
+        _end_jvm(jvm, deadline_s=10)
 
 
 def running() -> bool:
@@ -324,18 +367,9 @@ def running() -> bool:
 
 
 def save_class_archive(say: Callable[[str], None] | None = None) -> None:
-    """At the end of a command: if this process's JVM makes the class archive, stop the
-    session and write it (stop_spark); otherwise leave the JVM to exit with the process."""
+    """If this process's JVM makes the class archive, stop the session and write it (stop_spark)."""
     if _archive is not None:
         stop_spark(say)
-
-
-def drop_class_archive() -> None:
-    """At the end of an interrupted command: no archive from this JVM, and no JVM left."""
-    global _archive
-    plan, _archive = _archive, None
-    if plan is not None:
-        cds.abandon(plan, _jvm_process())
 
 
 def _save_at_exit() -> None:

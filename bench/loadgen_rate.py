@@ -1,9 +1,19 @@
-"""How many requests per second one Locust process makes with the Lazy Pirate user, with
-the history recorded and without, against a C-speed echo (a ROUTER proxied onto itself).
+"""How many requests per second one Locust process makes with zchaos's Lazy Pirate user,
+with the history recorded and without, against a bare ``zmq.green`` REQ user measured in
+the same run, all against a C-speed echo (a ROUTER proxied onto itself).
 
-    python bench/loadgen_rate.py [--seconds 15] [--users 50]
+    python bench/loadgen_rate.py [--seconds 15] [--users 50] [--rounds 3] [--profile]
 
-Prints requests/s of each variant and the cost of recording as a fraction of the rate.
+The anchor, "bare", is the least a Locust user of a REQ server does: one green REQ socket
+per user, send a payload of the same size, receive, fire Locust's request event (Locust's
+statistics are how every variant is counted). zchaos's user does what a run needs on top:
+request ids and seeded payloads, a timeout on every receive (the Lazy Pirate rule), the
+reply checked against the request, and with history on a ``send`` and a ``reply`` event per
+request written to its JSON-lines file. Each round runs the three variants one after the
+other (in a rotated order); the ratios are taken within a round, so that the machine's
+other load moves anchor and subject together, and their median is printed.
+``--profile`` runs zchaos's user (history on) once more under cProfile and prints where
+its time goes.
 """
 
 from __future__ import annotations
@@ -11,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import pstats
 import statistics
 import subprocess
 import sys
@@ -24,6 +35,43 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from loadtests.config import ENV_LOAD, ClientLoad, LoadConfig  # noqa: E402
+
+PAYLOAD_BYTES = LoadConfig([], "").payload_bytes
+
+#: The anchor's locustfile (written to a temp folder: Locust takes a file).
+BARE_USER = """
+import os, time
+import zmq.green as zmq
+from locust import User, constant, task
+
+PAYLOAD = b"x" * int(os.environ["BENCH_PAYLOAD_BYTES"])
+ENDPOINT = os.environ["BENCH_ENDPOINT"]
+_context = zmq.Context()
+
+
+class BareUser(User):
+    wait_time = constant(0)
+
+    def on_start(self):
+        self.socket = _context.socket(zmq.REQ)
+        self.socket.linger = 0
+        self.socket.connect(ENDPOINT)
+
+    def on_stop(self):
+        self.socket.close()
+
+    @task
+    def one_request(self):
+        started = time.perf_counter()
+        self.socket.send(PAYLOAD)
+        reply = self.socket.recv()
+        self.environment.events.request.fire(
+            request_type="bare", name="request", response_time=(time.perf_counter() - started) * 1000,
+            response_length=len(reply), exception=None, context={},
+        )
+"""
+
+VARIANTS = ("bare", "history off", "history on")
 
 
 def start_echo(ctx: zmq.Context) -> str:
@@ -41,18 +89,30 @@ def start_echo(ctx: zmq.Context) -> str:
     return f"tcp://127.0.0.1:{port}"
 
 
-def run_locust(endpoint: str, history_dir: str, seconds: int, users: int, work: Path, tag: str) -> float:
+def run_locust(
+    variant: str, endpoint: str, args: argparse.Namespace, work: Path, tag: str, profile: Path | None = None
+) -> float:
+    """Requests/s of one Locust process running ``variant``'s user for ``args.seconds``."""
     prefix = work / f"stats-{tag}"
-    client = ClientLoad(name="lazy_pirate", adapter="lazy_pirate", endpoints=[endpoint])
-    config = LoadConfig(clients=[client], history_dir=history_dir, wait_ms=0)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if variant == "bare":
+        locustfile = work / "bare_user.py"
+        locustfile.write_text(BARE_USER)
+        env.update(BENCH_ENDPOINT=endpoint, BENCH_PAYLOAD_BYTES=str(PAYLOAD_BYTES))
+    else:
+        locustfile = ROOT / "loadtests" / "locustfile.py"
+        history = str(work / f"history-{tag}") if variant == "history on" else ""
+        client = ClientLoad(name="lazy_pirate", adapter="lazy_pirate", endpoints=[endpoint])
+        env[ENV_LOAD] = LoadConfig(clients=[client], history_dir=history, wait_ms=0).to_env()
+    python = [sys.executable, *(["-m", "cProfile", "-o", str(profile)] if profile else [])]
     subprocess.run(
         [
-            sys.executable, "-m", "locust", "-f", str(ROOT / "loadtests" / "locustfile.py"), "--headless",
-            "--users", str(users), "--spawn-rate", str(users), "--run-time", f"{seconds}s",
+            *python, "-m", "locust", "-f", str(locustfile), "--headless",
+            "--users", str(args.users), "--spawn-rate", str(args.users), "--run-time", f"{args.seconds}s",
             "--csv", str(prefix), "--only-summary", "--loglevel", "ERROR", "--exit-code-on-error", "0",
         ],
-        env={**os.environ, ENV_LOAD: config.to_env(), "PYTHONPATH": str(ROOT)},
-        check=True, cwd=ROOT, timeout=seconds + 60, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env, check=True, cwd=ROOT, timeout=args.seconds + 60,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     with open(f"{prefix}_stats.csv") as fh:
         total = next(row for row in csv.DictReader(fh) if row["Name"] == "Aggregated")
@@ -66,27 +126,39 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=15, help="length of each measurement")
     parser.add_argument("--users", type=int, default=50)
     parser.add_argument(
-        "--rounds", type=int, default=3, help="off/on pairs, alternated (noise on shared cores)"
+        "--rounds", type=int, default=3, help="rounds of the three variants (noise on shared cores)"
     )
+    parser.add_argument("--profile", action="store_true", help="profile zchaos's user, history on (cProfile)")
     args = parser.parse_args()
     ctx = zmq.Context()
     endpoint = start_echo(ctx)
-    off: list[float] = []
-    on: list[float] = []
-    with tempfile.TemporaryDirectory() as tmp:
+    rates: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    with tempfile.TemporaryDirectory(prefix="zchaos-loadgen-") as tmp:
         work = Path(tmp)
         for n in range(args.rounds):
-            off.append(run_locust(endpoint, "", args.seconds, args.users, work, f"off{n}"))
-            on.append(
-                run_locust(endpoint, str(work / f"history{n}"), args.seconds, args.users, work, f"on{n}")
+            for variant in VARIANTS[n % 3 :] + VARIANTS[: n % 3]:
+                rates[variant].append(
+                    run_locust(variant, endpoint, args, work, f"{n}-{variant.replace(' ', '-')}")
+                )
+        print(
+            f"loadgen rate, one Locust process, {args.users} users, {args.seconds} s x {args.rounds} rounds, "
+            f"echo in C, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}:"
+        )
+        bare = rates["bare"]
+        for variant in VARIANTS:
+            got = rates[variant]
+            ratio = statistics.median(r / b for r, b in zip(got, bare, strict=True))
+            print(
+                f"  {variant:<12} {statistics.median(got):8.0f} requests/s  x{ratio:.2f} bare"
+                f"  (rounds: {', '.join(f'{r:.0f}' for r in got)})"
             )
-    off_rate, on_rate = statistics.median(off), statistics.median(on)
-    print(
-        f"loadgen rate, one Locust process, {args.users} users, {args.seconds} s x {args.rounds}, echo in C:"
-    )
-    print(f"  history off: {off_rate:10.0f} requests/s (median of {', '.join(f'{r:.0f}' for r in off)})")
-    print(f"  history on:  {on_rate:10.0f} requests/s (median of {', '.join(f'{r:.0f}' for r in on)})")
-    print(f"  recording costs {1 - on_rate / off_rate:.1%} of the rate (aim: at most 20%)")
+        off, on = (statistics.median(rates[v]) for v in ("history off", "history on"))
+        print(f"  recording costs {1 - on / off:.1%} of zchaos's rate; target: history on >= x0.80 bare")
+        if args.profile:
+            prof = work / "user.prof"
+            rate = run_locust("history on", endpoint, args, work, "profile", profile=prof)
+            print(f"\nzchaos's user, history on, under cProfile: {rate:.0f} requests/s; by own time:")
+            pstats.Stats(str(prof)).sort_stats("tottime").print_stats(25)
 
 
 if __name__ == "__main__":

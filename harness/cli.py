@@ -72,6 +72,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+SHOWN_TIMES = 8  # fault times `zchaos check` prints per fault line
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     from harness.scenario import load_scenario
 
@@ -94,8 +97,14 @@ def _describe(scenario) -> int:
         if kind.command:
             print(f"    command: {' '.join(kind.command)}")
     for fault in scenario.faults:
-        times = ", ".join(f"{t:g}" for t in fault.times_s)
-        print(f"  fault {fault.kind} on {fault.target} at {times} s")
+        # A summary: a fault line may fire thousands of times.
+        shown = ", ".join(f"{t:g}" for t in fault.times_s[:SHOWN_TIMES])
+        more = (
+            f" ... ({len(fault.times_s)} times, the last at {fault.times_s[-1]:g})"
+            if len(fault.times_s) > SHOWN_TIMES
+            else ""
+        )
+        print(f"  fault {fault.kind} on {fault.target} at {shown}{more} s")
     return 0
 
 

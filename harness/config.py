@@ -21,6 +21,19 @@ from contract.errors import SetupError, key_path
 REQUIRED: Any = object()
 _REQUIRED = REQUIRED
 
+#: The documented bounds (README: "Bounds on numbers"). Every number in a scenario or a
+#: manifest is finite and at most MAX_NUMBER in size, unless its key gives its own bound;
+#: the keys that size work get smaller ones, so that an absurd value is refused before it
+#: costs minutes (a random fault count of 1e8 once took `zchaos check` 209 s and 11.7 GB).
+MAX_NUMBER = 1_000_000_000
+MAX_INSTANCES = 256  # processes of one role
+MAX_USERS = 10_000  # load users (of a kind, a phase, or in all)
+MAX_FAULT_TIMES = 10_000  # times one [[faults]] line fires
+MAX_DURATION_S = 7 * 86_400  # a run's load, a phase
+MAX_SEED = 2**63 - 1
+MAX_PROCESSES = 64  # Locust processes
+MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
+
 _TYPE_NAMES = {
     str: "a string",
     int: "an integer",
@@ -55,6 +68,10 @@ def _type_ok(value: Any, expected: type | tuple[type, ...]) -> bool:
         if isinstance(value, t):
             return True
     return False
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _describe(expected: type | tuple[type, ...]) -> str:
@@ -101,6 +118,10 @@ class Table:
             raise self.error(key, f"expected {_describe(expected)}, got {value!r}")
         if isinstance(expected, type) and expected is float:
             value = float(value)
+        if _is_number(value):
+            self._check_number(key, value, maximum)
+        elif isinstance(value, dict | list):
+            self._check_numbers_in(value, (key,))
         if minimum is not None and value < minimum:
             raise self.error(key, f"must be at least {minimum:g}, got {value!r}")
         if maximum is not None and value > maximum:
@@ -108,6 +129,24 @@ class Table:
         if choices is not None and value not in choices:
             raise self.error(key, f"must be one of {', '.join(map(str, choices))}; got {value!r}")
         return value
+
+    def _check_number(self, key: str | int, value: float, maximum: float | None = None) -> None:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.error(key, f"must be a finite number, got {value!r}")
+        if maximum is None and abs(value) > MAX_NUMBER:
+            raise self.error(key, f"must be at most {MAX_NUMBER:g} in size, got {value!r} (README: bounds)")
+
+    def _check_numbers_in(self, data: dict | list, path: tuple[str | int, ...]) -> None:
+        """Every number inside a table or list (free-form options too) within the bounds."""
+        items = data.items() if isinstance(data, dict) else enumerate(data)
+        for k, v in items:
+            if _is_number(v):
+                try:
+                    self._check_number(k, v)
+                except SetupError as exc:
+                    raise SetupError(exc.message, where=key_path(self.file, *self.path, *path, k)) from None
+            elif isinstance(v, dict | list):
+                self._check_numbers_in(v, (*path, k))
 
     def table(self, key: str, *, required: bool = False) -> Table:
         value = self.get(key, dict, _REQUIRED if required else {})

@@ -157,7 +157,7 @@ from contract.promises import (
     expiry_s,
     survive_rule,
 )
-from harness.config import Table, load_toml
+from harness.config import MAX_INSTANCES, MAX_USERS, Table, load_toml
 from implementations import probes
 
 IMPLEMENTATIONS_DIR = Path(__file__).resolve().parent.parent / "implementations"
@@ -465,7 +465,7 @@ def _parse_client(
         endpoints=tuple(names),
         options=options,
         weight=ct.get("weight", int, 1, minimum=1),
-        users=ct.get("users", int, 0, minimum=0),
+        users=ct.get("users", int, 0, minimum=0, maximum=MAX_USERS),
         in_order=ct.get("in_order", bool, in_order),
         command=tuple(command),
     )
@@ -528,7 +528,7 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
                 raise rt.error("command", "is empty")
             _check_placeholders(rt, command, endpoints, options)
             probe_name, service, default_ready = None, rt.get("service", str, None), "none"
-        count = rt.get("count", int, 1, minimum=0)
+        count = rt.get("count", int, 1, minimum=0, maximum=MAX_INSTANCES)
         scalable = rt.get("scalable", bool, False)
         ready = Readiness.parse(rt.get("ready", str, default_ready), rt, endpoints, role_name)
         env = rt.get("env", dict, {})

@@ -74,7 +74,18 @@ from chaos.faults import SELECTORS, ParamProblem
 from chaos.kinds import FAULT_KINDS
 from contract.errors import SetupError
 from contract.links import CLIENTS
-from harness.config import REQUIRED, Table, load_toml
+from harness.config import (
+    MAX_DURATION_S,
+    MAX_FAULT_TIMES,
+    MAX_INSTANCES,
+    MAX_PAYLOAD_BYTES,
+    MAX_PROCESSES,
+    MAX_SEED,
+    MAX_USERS,
+    REQUIRED,
+    Table,
+    load_toml,
+)
 from harness.manifest import (
     ClientKind,
     Manifest,
@@ -216,6 +227,8 @@ def _schedule_times(ft: Table, rng: random.Random, duration_s: float) -> tuple[f
         every = ft.get("every_s", float, minimum=0.1)
         start = ft.get("start_s", float, every, minimum=0)
         until = ft.get("until_s", float, duration_s, minimum=0)
+        if (until - start) / every > MAX_FAULT_TIMES:
+            raise ft.error("every_s", f"fires more than {MAX_FAULT_TIMES} times from start_s to until_s")
         times = []
         t = start
         while t < until:
@@ -223,7 +236,7 @@ def _schedule_times(ft: Table, rng: random.Random, duration_s: float) -> tuple[f
             t += every
     else:
         rt = ft.table("random")
-        count = rt.get("count", int, minimum=1)
+        count = rt.get("count", int, minimum=1, maximum=MAX_FAULT_TIMES)
         between = rt.list_of("between", float)
         if len(between) != 2 or between[0] > between[1]:
             raise rt.error("between", f"expected [earliest_s, latest_s], got {between!r}")
@@ -243,13 +256,13 @@ def _phases(lt: Table, users: int, spawn_rate: float, wait_ms: float) -> tuple[L
         name = pt.get("name", str, f"phase-{i}")
         if any(p.name == name for p in phases):
             raise pt.error("name", f"a phase named {name!r} comes earlier: give each phase its own name")
-        duration = pt.get("duration_s", float, minimum=0.1)
+        duration = pt.get("duration_s", float, minimum=0.1, maximum=MAX_DURATION_S)
         phase = LoadPhase(
             name=name,
             start_s=start,
             duration_s=duration,
             # 0 users: no load at all for a while (the users stop and new ones start after)
-            users=pt.get("users", int, users, minimum=0),
+            users=pt.get("users", int, users, minimum=0, maximum=MAX_USERS),
             spawn_rate=pt.get("spawn_rate", float, spawn_rate, minimum=0.1),
             wait_ms=pt.get("wait_ms", float, wait_ms, minimum=0),
         )
@@ -321,7 +334,7 @@ def _client_overrides(top: Table, lt: Table, manifest: Manifest) -> tuple[Client
             if kt.has("weight") and kt.has("users"):
                 raise kt.error(None, "give weight (a share of the users) or users (a fixed number), not both")
             weight = kt.get("weight", int, weight, minimum=1)
-            users = kt.get("users", int, 0 if kt.has("weight") else users, minimum=0)
+            users = kt.get("users", int, 0 if kt.has("weight") else users, minimum=0, maximum=MAX_USERS)
             kt.done()
         kinds.append(replace(kind, options={**kind.options, **applied}, weight=weight, users=users))
     ct.done()
@@ -370,15 +383,15 @@ def parse_scenario(
         except SetupError as exc:
             raise top.error("implementation", str(exc)) from None
     base_manifest = manifest
-    seed = top.get("seed", int, 1)
+    seed = top.get("seed", int, 1, maximum=MAX_SEED)
     duration_given = top.has("duration_s")
-    duration_s = top.get("duration_s", float, 60.0, minimum=1)
+    duration_s = top.get("duration_s", float, 60.0, minimum=1, maximum=MAX_DURATION_S)
     drain_s = top.get("drain_s", float, manifest.promises.recovery_bound_s, minimum=0)
 
     tt = top.table("topology")
     topology = {name: role.count for name, role in manifest.roles.items()}
     for role_name in list(tt.data):
-        count = tt.get(role_name, int, minimum=0)
+        count = tt.get(role_name, int, minimum=0, maximum=MAX_INSTANCES)
         role = manifest.roles.get(role_name)
         if role is None:
             raise tt.error(role_name, f"no such role in {manifest.name} (roles: {sorted(manifest.roles)})")
@@ -400,7 +413,7 @@ def parse_scenario(
     clients = _client_overrides(top, lt, manifest)
     promises = _override_promises(top, manifest.promises, options)
     manifest = replace(manifest, clients=clients, promises=promises)
-    users = lt.get("users", int, defaults.users, minimum=1)
+    users = lt.get("users", int, defaults.users, minimum=1, maximum=MAX_USERS)
     spawn_rate = lt.get("spawn_rate", float, defaults.spawn_rate, minimum=0.1)
     wait_ms = lt.get("wait_ms", float, defaults.wait_ms, minimum=0)
     phases = _phases(lt, users, spawn_rate, wait_ms)
@@ -417,8 +430,10 @@ def parse_scenario(
         users=max((p.users for p in phases), default=users),
         spawn_rate=spawn_rate,
         wait_ms=wait_ms,
-        payload_bytes=lt.get("payload_bytes", int, defaults.payload_bytes, minimum=16),
-        processes=lt.get("processes", int, defaults.processes, minimum=1),
+        payload_bytes=lt.get(
+            "payload_bytes", int, defaults.payload_bytes, minimum=16, maximum=MAX_PAYLOAD_BYTES
+        ),
+        processes=lt.get("processes", int, defaults.processes, minimum=1, maximum=MAX_PROCESSES),
         clients=clients,
         phases=phases,
     )

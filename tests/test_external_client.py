@@ -168,6 +168,23 @@ def test_a_program_that_never_says_init_ok(tmp_path: Path, history: HistoryWrite
     assert client.proc is None  # killed, not left behind
 
 
+def test_a_program_that_keeps_crashing_is_started_again_with_back_off(
+    tmp_path: Path, history: HistoryWriter
+) -> None:
+    """Before: started again at once for every request (178 starts in 8 s)."""
+    import time
+
+    path = tmp_path / "crash.py"
+    path.write_text("raise SystemExit('crashed at start')\n")
+    client = make(tmp_path, [sys.executable, str(path)], history)
+    outcomes = drive(client, history, 4)
+    assert [type(o) for _, o in outcomes] == [Abandoned] * 4
+    assert client.starts == 5 and client.failures == 5
+    # The next start waits 0.1 s x 2^4 = 1.6 s (at most 5 s), a reply resets it.
+    assert 1.0 < client.next_start - time.monotonic() <= 5.0
+    assert "crashed at start" in (tmp_path / "client-1.log").read_text()
+
+
 def test_a_reply_to_a_request_never_sent_and_a_second_reply(tmp_path: Path, history: HistoryWriter) -> None:
     body = """print(json.dumps({"type": "reply", "rid": "nobody:1", "body": "x"}), flush=True)
     if n == 2:

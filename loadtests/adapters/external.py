@@ -13,7 +13,8 @@ the client and the line; an ``error`` line from the program is one too (reason `
 a program that exits early is one (reason ``exit``, with its exit code), its requests in
 flight are abandoned and it is started again for the next request. One that says nothing
 about a request for ``request_timeout_ms`` is killed (its requests abandoned) and started
-again; one not ready within ``init_timeout_ms`` likewise (reason ``init``). Its stderr goes
+again; one not ready within ``init_timeout_ms`` likewise (reason ``init``). Starts after a
+failure back off (BACKOFF_S doubling to BACKOFF_MAX_S until a reply). Its stderr goes
 to ``logs/<client>.log`` of the run.
 """
 
@@ -61,6 +62,11 @@ stdin (from zchaos) and stdout (to zchaos); its stderr goes to the run's logs/<c
 REMEMBER = 1000
 STOP_GRACE_S = 3.0
 EXIT_GRACE_S = 1.0
+#: A program that fails again and again (exits, is not ready) is started again after a
+#: back-off doubling from BACKOFF_S to BACKOFF_MAX_S, reset by a reply: a client crashing at
+#: start was once started 178 times in 8 s.
+BACKOFF_S = 0.1
+BACKOFF_MAX_S = 5.0
 LINE_SHOWN = 200
 
 
@@ -101,6 +107,8 @@ class ExternalClient(AsyncClientAdapter):
         self.pending: dict[str, _InFlight] = {}
         self.finished: OrderedDict[str, RequestLog] = OrderedDict()
         self.starts = 0
+        self.failures = 0  # in a row, since the last reply
+        self.next_start = 0.0  # time.monotonic() before which it is not started again
         # Started with the Locust user, so that its start-up is not charged to a request.
         self._start()
 
@@ -153,7 +161,12 @@ class ExternalClient(AsyncClientAdapter):
             else:
                 self._error("protocol", f"expected init_ok first, got: {_shown(line)}")
 
+    def _failed(self) -> None:
+        self.failures += 1
+        self.next_start = time.monotonic() + min(BACKOFF_MAX_S, BACKOFF_S * 2 ** (self.failures - 1))
+
     def _not_ready(self, why: str, grace_s: float = 0.0) -> bool:
+        self._failed()
         code = self._kill(grace_s)
         fields = {"code": code} if code is not None else {}
         self._error("init", f"client program {' '.join(self.command)!r} not ready: {why}", **fields)
@@ -223,6 +236,7 @@ class ExternalClient(AsyncClientAdapter):
         flight = self.pending.pop(rid, None)
         if flight is not None:
             self._finish(flight.log)
+            self.failures = 0
             endpoint = message.get("endpoint")
             done.append((flight.log, Reply([message["body"].encode()], endpoint=endpoint)))
         elif rid in self.finished:
@@ -266,6 +280,7 @@ class ExternalClient(AsyncClientAdapter):
 
     def _exited(self, done: list) -> None:
         code = self._kill(EXIT_GRACE_S)  # its output ended: it is exiting
+        self._failed()
         self._error("exit", f"client program exited early (code {code}); started again for the next request",
                     code=code if code is not None else -1)  # fmt: skip
         self._abandon_all(f"client program exited (code {code})", done)
@@ -274,8 +289,12 @@ class ExternalClient(AsyncClientAdapter):
 
     def submit(self, body: list[bytes], log: RequestLog) -> None:
         self.pending[log.rid] = _InFlight(log, time.monotonic() + self.options["request_timeout_ms"] / 1000)
-        if self.proc is None and not self._start():
-            return  # poll abandons it: the program is not there
+        if self.proc is None:
+            wait = self.next_start - time.monotonic()
+            if wait > 0:  # backing off (a cooperative sleep: Locust patches time.sleep)
+                time.sleep(wait)
+            if not self._start():
+                return  # poll abandons it: the program is not there
         log.sent()
         if not self._write({"type": "request", "rid": log.rid, "body": body[0].decode("ascii", "replace")}):
             self.pending[log.rid].deadline = time.monotonic()  # its stdin is gone: poll sees the exit

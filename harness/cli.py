@@ -292,8 +292,12 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print(f"  {checker.name:<20} {checker.doc}")
         if checker.needs:
             print(f"  {'':<20} needs: {checker.needs_text()}")
-    print("\nscenarios:")
-    for path in sorted(Path("scenarios").rglob("*.toml")) if Path("scenarios").is_dir() else []:
+    found = sorted(Path("scenarios").rglob("*.toml")) if Path("scenarios").is_dir() else []
+    if not found:  # outside the checkout: say so rather than print an empty heading
+        print("\nscenarios: none in ./scenarios (run from the zchaos checkout to list the stock ones)")
+    else:
+        print("\nscenarios:")
+    for path in found:
         print(f"  {path}")
     return 0
 

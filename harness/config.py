@@ -111,7 +111,10 @@ class Table:
         self._seen.add(key)
         if key not in self.data:
             if default is _REQUIRED:
-                raise self.error(key, f"missing; expected {_describe(expected)}")
+                unread = [k for k in self.data if isinstance(k, str) and k not in self._seen]
+                close = difflib.get_close_matches(key, unread, n=1)
+                hint = f" (is {close[0]!r} a misspelling of it?)" if close else ""
+                raise self.error(key, f"missing; expected {_describe(expected)}{hint}")
             return default
         value = self.data[key]
         if not _type_ok(value, expected):

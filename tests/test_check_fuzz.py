@@ -187,3 +187,22 @@ def test_check_prints_a_summary_of_many_fault_times(tmp_path: Path) -> None:
     assert code == 0, err
     line = next(line for line in out.splitlines() if "fault freeze" in line)
     assert "(5000 times, the last at" in line and len(line) < 200
+
+
+def test_a_misspelt_required_key_is_named_with_the_spelling_given(tmp_path: Path) -> None:
+    """Before: `comand =` said only "command: missing" (while `redy =` got a did-you-mean)."""
+    manifest = tmp_path / "m.toml"
+    manifest.write_text(
+        'name = "x"\n[client]\nadapter = "lazy_pirate"\nendpoint = "frontend"\n[endpoints]\n'
+        'frontend = "server"\n[roles.server]\ncomand = ["true"]\n[promises]\nchecks = ["no_lost"]\n'
+    )
+    code, _, err, _ = _check(_scenario_for(manifest, tmp_path))
+    assert code == 2 and "roles.server.command: missing" in err and "'comand' a misspelling" in err, err
+
+
+def test_list_outside_the_checkout_says_there_are_no_scenarios(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["list"]) == 0
+    assert out.getvalue().rstrip().endswith("(run from the zchaos checkout to list the stock ones)")

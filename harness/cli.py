@@ -226,11 +226,18 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_load(args: argparse.Namespace) -> int:
+    import re
+
+    from harness.manifest import load_manifest
     from harness.runner import run_scenario
     from harness.scenario import parse_scenario
 
+    try:  # the run is named after the manifest's name, not its file's (often "manifest")
+        name = re.sub(r"[^A-Za-z0-9_.-]", "-", load_manifest(args.implementation).name)
+    except SetupError as exc:
+        raise SetupError(str(exc), where="zchaos load: implementation") from None
     data: dict = {
-        "name": f"load-{Path(args.implementation).stem}",
+        "name": f"load-{name}",
         "implementation": args.implementation,
         "duration_s": args.duration,
         "seed": args.seed,

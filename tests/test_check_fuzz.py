@@ -206,3 +206,22 @@ def test_list_outside_the_checkout_says_there_are_no_scenarios(tmp_path: Path, m
     with contextlib.redirect_stdout(out):
         assert main(["list"]) == 0
     assert out.getvalue().rstrip().endswith("(run from the zchaos checkout to list the stock ones)")
+
+
+def test_load_names_the_run_after_the_manifest_not_its_file(monkeypatch) -> None:
+    """Before: `zchaos load .../manifest.toml` named the run load-manifest."""
+    import types
+
+    import harness.runner
+
+    seen: list[str] = []
+
+    def run_scenario(scenario, **_kw):  # the run itself is not what is tested here
+        seen.append(scenario.name)
+        return types.SimpleNamespace(exit_code=0)
+
+    monkeypatch.setattr(harness.runner, "run_scenario", run_scenario)
+    manifest = ROOT / "tests" / "external_clients" / "manifest.toml"
+    assert main(["load", str(manifest), "--no-report"]) == 0
+    name = tomllib.loads(manifest.read_text())["name"]
+    assert seen == [f"load-{name}"] and name != "manifest"

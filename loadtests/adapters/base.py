@@ -48,10 +48,28 @@ def received(frames: list[bytes]) -> dict[str, Any]:
     return fields
 
 
+def recv_within(socket: zmq.Socket, timeout_ms: float) -> list[bytes] | None:
+    """The next message on ``socket`` if one comes within ``timeout_ms``, else None.
+
+    Under Locust the socket is a ``zmq.green`` one, and its ``poll`` builds a poller, a
+    green ``select`` and two timers on every call: zchaos's Lazy Pirate user spent more in it
+    than in anything else of its own (bench/loadgen_rate.py --profile). A gevent timeout
+    around the green receive waits on the socket's own watcher instead. A multipart message
+    arrives whole, so the timeout can only strike before its first frame.
+    """
+    if type(socket).__module__.startswith("zmq.green"):
+        import gevent
+
+        with gevent.Timeout(timeout_ms / 1000, False):
+            return socket.recv_multipart()
+        return None
+    return socket.recv_multipart() if socket.poll(timeout_ms, zmq.POLLIN) else None
+
+
 class RequestLog:
     """What an adapter records about the request it is working on."""
 
-    __slots__ = ("attempts", "cid", "kind", "names", "rid", "seq", "writer")
+    __slots__ = ("attempts", "cid", "kind", "names", "rid", "seq", "shared", "writer")
 
     def __init__(
         self,
@@ -69,6 +87,11 @@ class RequestLog:
         self.kind = kind  # the manifest's client kind, recorded on every event
         self.names = names  # endpoint address -> the manifest's name of it (None: the address)
         self.attempts = 0
+        # What every event of this request carries, encoded once for all of them.
+        head: dict[str, Any] = {"cid": cid, "seq": seq, "rid": rid}
+        if kind is not None:
+            head["kind"] = kind
+        self.shared = writer.shared(head, src=cid)
 
     def endpoint_name(self, address: str) -> str:
         """The manifest's name of an endpoint address (the address when it has none)."""
@@ -80,9 +103,7 @@ class RequestLog:
 
     def emit(self, ev: str, **fields: Any) -> None:
         """One client event about this request (its client, kind, seq and id filled in)."""
-        if self.kind is not None:
-            fields["kind"] = self.kind
-        self.writer.emit(ev, src=self.cid, cid=self.cid, seq=self.seq, rid=self.rid, **fields)
+        self.writer.emit_shared(ev, self.shared, fields)
 
     def sent(self, endpoint: str | None = None) -> None:
         """An attempt left (the first send, or a resend after ``retried``), to ``endpoint``

@@ -22,7 +22,7 @@ from typing import Any
 import zmq
 
 from contract.history import rid_of
-from loadtests.adapters.base import Abandoned, ClientAdapter, Reply, RequestLog
+from loadtests.adapters.base import Abandoned, ClientAdapter, Reply, RequestLog, recv_within
 
 
 class LazyPirateClient(ClientAdapter):
@@ -69,8 +69,8 @@ class LazyPirateClient(ClientAdapter):
                 socket = self._reopen(fail_over=True)
             socket.send_multipart(body)
             log.sent()
-            if socket.poll(timeout_ms, zmq.POLLIN):
-                frames = socket.recv_multipart()
+            frames = recv_within(socket, timeout_ms)
+            if frames is not None:
                 if frames and rid_of(frames[0]) == log.rid:
                     return Reply(frames, endpoint=self.endpoints[self.current])
                 log.unexpected(frames, "reply to another request")

@@ -52,10 +52,9 @@ def recv_within(socket: zmq.Socket, timeout_ms: float) -> list[bytes] | None:
     """The next message on ``socket`` if one comes within ``timeout_ms``, else None.
 
     Under Locust the socket is a ``zmq.green`` one, and its ``poll`` builds a poller, a
-    green ``select`` and two timers on every call: zchaos's Lazy Pirate user spent more in it
-    than in anything else of its own (bench/loadgen_rate.py --profile). A gevent timeout
-    around the green receive waits on the socket's own watcher instead. A multipart message
-    arrives whole, so the timeout can only strike before its first frame.
+    green ``select`` and two timers on every call (bench/loadgen_rate.py --profile); a gevent
+    timeout around the green receive waits on the socket's own watcher instead. A multipart
+    message arrives whole, so the timeout can only strike before its first frame.
     """
     if type(socket).__module__.startswith("zmq.green"):
         import gevent

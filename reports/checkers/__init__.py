@@ -230,27 +230,22 @@ def nothing_to_judge(
     reason: str,
     *,
     on: set[str] | None = None,
-    kinds: tuple[str, ...] | None = None,
     which: Callable[[FaultWindow], bool] | None = None,
     figures: dict[str, Any] | None = None,
 ) -> CheckResult:
     """The result of a check that found nothing to judge.
 
     When the fault plan gave it nothing (no fault planned or recorded on the instances
-    ``on`` (None: any; a link fault counts for the instance that connects over the link),
-    of the ``kinds`` (None: any), for which ``which`` holds (None: any; it sees each
-    planned fault as a FaultWindow without times, with its class)), the check holds: a
+    ``on`` (None: any; a link fault counts for the instance that connects over the link)
+    for which ``which`` holds (None: any; it sees each planned fault as a FaultWindow
+    without times, with its class: ``lambda f: f.outage``)), the check holds: a
     baseline without faults has nothing to recover from, which is no doubt about the
     system. When such a fault was planned and still nothing showed, it is unknown, with
     ``reason``.
     """
 
     def relevant(f: FaultWindow) -> bool:
-        return (
-            (kinds is None or f.fault in kinds)
-            and (which is None or which(f))
-            and (on is None or target_instance(f.target) in on)
-        )
+        return (which is None or which(f)) and (on is None or target_instance(f.target) in on)
 
     if any(map(relevant, planned_faults(ctx))) or any(map(relevant, ctx.faults)):
         return CheckResult(name, UNKNOWN, summary=summary, figures=figures or {}, reason=reason)

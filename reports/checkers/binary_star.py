@@ -345,9 +345,13 @@ def single_active(ctx: CheckContext) -> CheckResult:
 # --- failover ----------------------------------------------------------------------------
 
 
+def _process_outage(fault: FaultWindow) -> bool:
+    """A process fault after which the target cannot serve (kill, restart, freeze ...)."""
+    return not fault.on_link and fault.outage
+
+
 def _outage_faults(ctx: CheckContext) -> list[FaultWindow]:
-    """Process faults after which the target cannot serve (kill, restart, freeze ...)."""
-    return [f for f in ctx.faults if not f.on_link and f.outage]
+    return [f for f in ctx.faults if _process_outage(f)]
 
 
 def _failovers(ctx: CheckContext, ans: DataFrame) -> list[dict[str, Any]]:
@@ -393,7 +397,7 @@ def failover_time(ctx: CheckContext) -> CheckResult:
             "no process fault hit the server that was answering",
             "the plan's faults hit no server while it was the one answering (or no reply came before "
             "them): target the active server (the primary at first) with a kill, restart or freeze",
-            kinds=tuple(f.fault for f in _outage_faults(ctx)) or ("kill", "restart", "freeze"),
+            which=_process_outage,
         )
     load_stop = run_time(ctx, "load_stopped_ns")
     bad, undecided, times = [], [], []
@@ -459,7 +463,7 @@ def no_lost_failover(ctx: CheckContext) -> CheckResult:
             name,
             "no failover to judge",
             "no process fault hit the server that was answering (see bstar_failover_time)",
-            kinds=tuple(f.fault for f in _outage_faults(ctx)) or ("kill", "restart", "freeze"),
+            which=_process_outage,
         )
     end = history_end(ctx)
     budget_ns = int(tk.timers(ctx).client_budget_s * NS)

@@ -32,7 +32,7 @@ from typing import Any
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from reports.checkers import MAX_EXAMPLES, CheckContext, CheckResult, checker, nothing_to_judge
+from reports.checkers import MAX_EXAMPLES, CheckContext, CheckResult, FaultWindow, checker, nothing_to_judge
 from reports.checkers.toolkit import (
     MS,
     NS,
@@ -386,6 +386,11 @@ def reconnect(ctx: CheckContext) -> CheckResult:
 # --- workers come back after a broker restart ------------------------------------------
 
 
+def _restarts_process(fault: FaultWindow) -> bool:
+    """A process fault with no duration of its own: a kill or a restart (the process starts again)."""
+    return not fault.on_link and not fault.lasting
+
+
 @checker(
     "pingpong_workers_return",
     "after the broker is restarted, every running worker is registered again within return_bound_s",
@@ -413,7 +418,7 @@ def workers_return(ctx: CheckContext) -> CheckResult:
         return nothing_to_judge(
             ctx, "pingpong_workers_return", "the broker was not restarted",
             "a broker kill or restart was planned but the broker did not start again during the run",
-            on=brokers, kinds=("kill", "restart"), figures=figures,
+            on=brokers, which=_restarts_process, figures=figures,
         )  # fmt: skip
     end = history_end(ctx)
     workers = worker_instances(ctx)

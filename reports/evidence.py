@@ -15,8 +15,9 @@ query over the history:
 - ``faults``: the faults active over the request's life (or at the example's time);
 - ``processes`` and ``logs``: the processes involved (the client, the workers that ran it,
   the processes that bind the clients' endpoints, a fault's target, the process a check
-  names) and, for the first EXAMPLES_WITH_LOGS examples of each check, their log lines
-  within LOG_WINDOW_S of the example, copied from ``logs/<instance>.log``.
+  names) and, for the EXAMPLES_WITH_LOGS examples of each check shown first (``shown_first``:
+  the first of each kind of problem, then the earliest), their log lines within
+  LOG_WINDOW_S of the example, copied from ``logs/<instance>.log``.
 
 A log line's time is read from its start (an ISO date and time, or a time of day as the
 built-in implementations write, taken in the report machine's time zone); a line without
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 NS = 1_000_000_000
 #: Events of one request kept in its evidence (a request resent many times has more).
 MAX_REQUEST_EVENTS = 40
-#: Examples of each check whose processes' log lines are copied (the report shows these first).
+#: Examples of each check shown first, whose processes' log lines are copied (shown_first).
 EXAMPLES_WITH_LOGS = 3
 #: Log lines are copied from this long before the example to this long after it.
 LOG_WINDOW_S = 1.0
@@ -51,7 +52,7 @@ MAX_LOG_LINES = 30
 LOG_LINE_CHARS = 300
 #: Fields of an event the evidence keeps, besides its time, source and kind.
 EVENT_FIELDS = (
-    "cid", "seq", "rid", "attempt", "ok", "worker", "reason", "got_rid", "endpoint", "service",
+    "cid", "seq", "rid", "kind", "attempt", "ok", "worker", "reason", "got_rid", "endpoint", "service",
     "latency_us", "body", "body_len", "detail",
 )  # fmt: skip
 
@@ -64,6 +65,20 @@ def example_request(ex: dict[str, Any]) -> str | None:
     if ex.get("cid") is not None and isinstance(ex.get("seq"), int):
         return request_id(str(ex["cid"]), ex["seq"])
     return None
+
+
+def shown_first(examples: list[dict[str, Any]], n: int = EXAMPLES_WITH_LOGS) -> list[int]:
+    """Which ``n`` examples of a check to show first (their indices, in time order): the
+    first of each kind of problem, so that every way the check broke is shown, then the
+    earliest others."""
+    picked: list[int] = []
+    labels: set[Any] = set()
+    for i, ex in enumerate(examples):
+        if ex.get("problem") not in labels:
+            labels.add(ex.get("problem"))
+            picked.append(i)
+    picked += [i for i in range(len(examples)) if i not in picked]
+    return sorted(picked[:n])
 
 
 def attach_evidence(ctx: CheckContext, results: list[CheckResult], t0_ns: int) -> None:
@@ -103,10 +118,11 @@ def attach_evidence(ctx: CheckContext, results: list[CheckResult], t0_ns: int) -
     instances = set((ctx.meta.get("processes") or {}).keys())
     logs_dir = ctx.run_dir / "logs" if ctx.run_dir is not None else None
     windows: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-    for _, index, ex in examples:
+    first = {id(r): set(shown_first(r.examples)) for r in results}
+    for result, index, ex in examples:
         evidence = _evidence(ex, by_request, ctx.faults, t0_ns, servers, instances)
         ex["evidence"] = evidence
-        if logs_dir is not None and index < EXAMPLES_WITH_LOGS and isinstance(ex.get("ts"), int):
+        if logs_dir is not None and index in first[id(result)] and isinstance(ex.get("ts"), int):
             for name in evidence["processes"]:
                 log = logs_dir / f"{name}.log"
                 if log.is_file() and log.stat().st_size:
@@ -138,7 +154,7 @@ def _evidence(
     mine = next(
         (e for e in own if e["ts"] == ts and e["src"] == ex.get("src") and e["ev"] == ex.get("ev")), None
     )
-    for key in ("body", "body_len"):
+    for key in ("kind", "body", "body_len"):
         value = ex.get(key, (mine or {}).get(key))
         if value is not None:
             evidence[key] = value

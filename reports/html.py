@@ -16,6 +16,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from contract.rundir import RunDir
+from reports.evidence import EXAMPLES_WITH_LOGS, shown_first
 
 NS = 1_000_000_000
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -67,10 +68,12 @@ def timeline_chart(
     grace_s: float,
     load_s: float | None,
     servers: dict[str, Any] | None = None,
+    marks: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any] | None:
-    """Coordinates of the timeline SVG: throughput and latency per second, fault bands, and
-    a band per server (which endpoint answered, in which state it was) when ``servers``
-    (the metrics' ``servers``) has any."""
+    """Coordinates of the timeline SVG: throughput and latency per second, fault bands, a
+    band per server (which endpoint answered, in which state it was) when ``servers`` (the
+    metrics' ``servers``) has any, and a marker for each of ``marks`` (``id``, ``t`` in
+    seconds, ``label``, ``title``: the examples of "what broke")."""
     if not timeline:
         return None
     t_min = min(0.0, timeline[0]["t"])
@@ -161,6 +164,9 @@ def timeline_chart(
                 "title": f"fault {f.get('fault_id')}: {label}, {healed}",
             }
         )
+    shown_marks = [
+        {**m, "x": x(m["t"])} for m in marks or [] if m.get("t") is not None and t_min <= m["t"] <= t_max
+    ]
     lanes = server_lanes(servers or {}, x, t_min, t_max)
     bottom = HEIGHT if not lanes else LANES_TOP + 14 + len(lanes) * (LANE_H + LANE_GAP) + 30
     legend_y = bottom - 8
@@ -184,6 +190,7 @@ def timeline_chart(
         "lat_lines": lat_lines,
         "bands": bands,
         "load_stop_x": x(load_s) if load_s is not None and t_min <= load_s <= t_max else None,
+        "marks": shown_marks,
         "legend_y": legend_y,
     }
 
@@ -358,8 +365,43 @@ def _fmt(v: Any, digits: int = 2) -> str:
 
 
 def _details(ex: dict[str, Any]) -> list[tuple[str, str]]:
-    skip = {"ts", "log_tail", *EXAMPLE_COLUMNS}
+    skip = {"ts", "log_tail", "evidence", *EXAMPLE_COLUMNS}
     return [(k, _fmt(v)) for k, v in ex.items() if k not in skip and v is not None]
+
+
+#: Examples of each violated check shown in "what broke" (those with log lines, reports/evidence.py).
+BROKE_EXAMPLES = EXAMPLES_WITH_LOGS
+#: Fields of an event of a request not repeated in its line of details (shown in their own
+#: columns, or above the table: what was received).
+EVENT_SHOWN_ELSEWHERE = {"ts", "t_s", "src", "ev", "body", "body_len"}
+
+
+def what_broke(verdict: dict[str, Any]) -> list[dict[str, Any]]:
+    """The violated checks, each with the BROKE_EXAMPLES examples shown first (the first of
+    each kind of problem, then the earliest) and their evidence, numbered in the order shown
+    (their markers on the timeline)."""
+    broke = []
+    for name, check in (verdict.get("checks") or {}).items():
+        if check.get("status") != "violated":
+            continue
+        shown = []
+        examples = check.get("examples") or []
+        for i in shown_first(examples, BROKE_EXAMPLES):
+            ex = examples[i]
+            evidence = ex.get("evidence") or {}
+            shown.append({"id": f"{name}-{i + 1}", "ex": ex, "evidence": evidence, "t": evidence.get("t_s")})
+        broke.append({"name": name, "check": check, "examples": shown})
+    number = 0
+    for entry in broke:
+        for item in entry["examples"]:
+            number += 1
+            item["number"] = number
+    return broke
+
+
+def _event_details(event: dict[str, Any]) -> str:
+    """An event of a request's evidence in one line: every field but its time, source and kind."""
+    return ", ".join(f"{k}={_fmt(v)}" for k, v in event.items() if k not in EVENT_SHOWN_ELSEWHERE)
 
 
 def render_html(verdict: dict[str, Any], meta: dict[str, Any], run: RunDir) -> str:
@@ -370,7 +412,9 @@ def render_html(verdict: dict[str, Any], meta: dict[str, Any], run: RunDir) -> s
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(rel_s=_rel_s, utc=_utc, fmt=_fmt, details=_details, count=_count, ms=_ms)
+    env.filters.update(
+        rel_s=_rel_s, utc=_utc, fmt=_fmt, details=_details, count=_count, ms=_ms, event_details=_event_details
+    )
     metrics = verdict.get("metrics") or {}
     t0 = metrics.get("t0_ns") or meta.get("load_started_ns") or 0
     promises = (meta.get("manifest") or {}).get("promises") or {}
@@ -378,6 +422,17 @@ def render_html(verdict: dict[str, Any], meta: dict[str, Any], run: RunDir) -> s
     load_s = (load_stop - t0) / NS if isinstance(load_stop, int) and t0 else None
     # The band after each fault: how long its requests are excused (the steady-state check's timers).
     steady = ((verdict.get("checks") or {}).get("steady_state") or {}).get("figures") or {}
+    broke = what_broke(verdict)
+    marks = [
+        {
+            "id": item["id"],
+            "t": item["t"],
+            "label": str(item["number"]),
+            "title": f"{item['number']}: {entry['name']}, {item['ex'].get('problem') or 'violation'}",
+        }
+        for entry in broke
+        for item in entry["examples"]
+    ]
     chart = timeline_chart(
         metrics.get("timeline") or [],
         verdict.get("faults") or [],
@@ -385,6 +440,7 @@ def render_html(verdict: dict[str, Any], meta: dict[str, Any], run: RunDir) -> s
         float(steady.get("after_stop_s", promises.get("steady_grace_s")) or 0.0),
         load_s,
         metrics.get("servers"),
+        marks,
     )
     scenario = meta.get("scenario") or {}
     locust = locust_stats(run)
@@ -399,6 +455,7 @@ def render_html(verdict: dict[str, Any], meta: dict[str, Any], run: RunDir) -> s
         count_difference=count_difference(verdict, locust),
         logs=process_logs(run, verdict),
         example_columns=EXAMPLE_COLUMNS,
+        broke=broke,
         generated=_utc(verdict.get("generated_ns")),
     )
 

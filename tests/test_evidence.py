@@ -4,13 +4,17 @@ was, and what the verdict and the report show of it."""
 from __future__ import annotations
 
 import datetime as dt
+from html import escape as html_escape
 from typing import Any
+
+import pytest
 
 from contract.history import BODY_SHOWN, FRAME_SEPARATOR, owner_of, request_id, rid_in, shown_body
 from loadtests.adapters.base import received
 from reports.checkers import VIOLATED, CheckContext, FaultWindow, registry
 from reports.evidence import attach_evidence, line_time
 from reports.history_frame import events_frame
+from tests.browser import measure, screenshot, shots_dir
 
 
 def test_a_body_is_kept_bounded_and_escaped() -> None:
@@ -119,3 +123,93 @@ def test_a_log_without_times_is_named_not_copied(tmp_path) -> None:
     _copy_log_lines(tmp_path / "plain.log", [(t(2.0), entry)], T0)
     assert entry["lines"] == [] and "no time" in entry["note"]
     assert line_time("12:34:56.789 x", t(0)) is not None and line_time("99:99:99 x", t(0)) is None
+
+
+# --- a whole run: a broker that sends replies to the wrong client --------------------------
+
+#: What "what broke" looks like as laid out (tests/browser.py's probe adds it to its figures).
+MEASURE = """
+var top = function (el) { return el.getBoundingClientRect().top + window.scrollY; };
+var broke = document.getElementById("what-broke");
+out.broke_top = broke ? top(broke) : null;
+out.checks_top = top(document.getElementById("checks"));
+out.examples = [];
+document.querySelectorAll("article.example").forEach(function (a) {
+  var widest = 0;
+  a.querySelectorAll("code.body, table, pre").forEach(function (el) {
+    widest = Math.max(widest, el.getBoundingClientRect().right);
+  });
+  out.examples.push({id: a.id, right: a.getBoundingClientRect().right, widest: widest,
+                     mark: !!document.getElementById("mark-" + a.id.slice(3))});
+});
+"""
+
+
+@pytest.fixture(scope="module")
+def mixup(tmp_path_factory, spark):
+    """One run of the misrouting broker (tests/blackbox/mixup_broker.py), loaded by a built-in
+    Lazy Pirate client and a user's client program at once."""
+    from harness.runner import run_scenario
+    from harness.scenario import load_scenario
+    from tests.procs import ROOT
+
+    scenario = load_scenario(ROOT / "tests" / "blackbox" / "mixup-misroute.toml")
+    return run_scenario(scenario, runs_dir=tmp_path_factory.mktemp("mixup") / "runs")
+
+
+def _wrong(examples: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    return next(ex for ex in examples if (ex.get("evidence") or {}).get("kind") == kind)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_misrouted_reply_shows_what_came_back_and_whose_request_it_was(mixup) -> None:
+    check = mixup.verdict["checks"]["correct_reply"]
+    assert mixup.exit_code == 1 and check["status"] == VIOLATED, check["summary"]
+    for kind, problem in (
+        ("builtin", "reply meant for another client"),
+        ("program", "reply not as expected"),
+    ):
+        ex = _wrong(check["examples"], kind)
+        evidence = ex["evidence"]
+        assert ex["problem"].startswith(problem)
+        owner = evidence["belongs_to"]
+        # The body is another client's request, and the evidence says whose.
+        assert owner["cid"] != ex["cid"] and evidence["body"].startswith(owner["rid"] + "|")
+        assert evidence["body_len"] == 32  # the payload's size, all of it shown
+        assert evidence["request"]["events"][0]["ev"] == "send"
+        assert "reply" in [e["ev"] for e in owner["events"]]  # its owner got it at last, by a resend
+        assert "broker" in evidence["processes"]
+    # The broker's own log says when it misrouted, and the report copied those lines.
+    logged = [
+        line["text"]
+        for ex in check["examples"]
+        for line in (ex["evidence"].get("logs") or {}).get("broker", {}).get("lines", [])
+    ]
+    assert any("sent to" in text for text in logged), logged
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("width", [1400, 800])
+def test_what_broke_opens_the_report_in_a_browser(mixup, tmp_path, width: int) -> None:
+    """Headless Chromium at two widths: "what broke" comes before the checks, within the first
+    screen; each example shows the body and its owner, links to its timeline marker, and
+    nothing sticks out of the page."""
+    report, profile = mixup.run.report_html, tmp_path / "profile"
+    figures, text = measure(report, profile, width, MEASURE)
+    assert text.index('id="what-broke"') < text.index('id="checks"')
+    examples = mixup.verdict["checks"]["correct_reply"]["examples"]
+    for kind in ("builtin", "program"):
+        ex = _wrong(examples, kind)
+        at = text.index(f'<article class="example" id="ex-correct_reply-{examples.index(ex) + 1}"')
+        article = text[at : text.index("</article>", at)]
+        assert html_escape(ex["evidence"]["body"]) in article and f"client kind {kind}" in article
+        assert f'<strong class="owner">{ex["evidence"]["belongs_to"]["cid"]}</strong>' in article
+    assert text.count('class="example-mark"') == text.count('<article class="example"') >= 2
+    assert figures["page_overflow"] == 0 and figures["overflowing_tables"] == [], figures
+    assert figures["broke_top"] < min(figures["checks_top"], 600), figures  # on the first screen
+    for example in figures["examples"]:
+        assert example["mark"] and example["widest"] <= example["right"] + 1, example
+    png = screenshot(report, profile, width, shots_dir(tmp_path) / f"what-broke-{width}.png", 2400)
+    assert len(png) > 50_000  # a blank page of this size is ~10 kB

@@ -7,7 +7,6 @@ tests/faulty_binary_star (both servers active after a freeze, writing no history
 from __future__ import annotations
 
 import random
-import shutil
 import signal
 import time
 from pathlib import Path
@@ -275,7 +274,7 @@ def test_the_timeline_has_a_band_per_server_in_a_real_browser(tmp_path: Path) ->
     under it only where a server records one (``freelance-2`` records none)."""
     from contract.rundir import RunDir
     from reports.html import render_html, timeline_chart
-    from tests.test_report import _browse
+    from tests import browser
 
     servers = {
         "answered": {"primary": [[0, 40], [1, 38]], "backup": [[4, 20], [5, 41]], "freelance-2": [[3, 5]]},
@@ -304,9 +303,7 @@ def test_the_timeline_has_a_band_per_server_in_a_real_browser(tmp_path: Path) ->
     assert [s["cls"] for s in primary["segments"]] == ["state-active", "state-passive"]
     assert primary["segments"][0]["x"] < backup["marks"][0]["x"]  # the primary served first
     assert timeline_chart(timeline, [], 0, 0.0, 6.0, {})["lanes"] == []
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        pytest.skip("chromium is not installed (./dev tests installs it)")
+    browser.chromium()  # skips where there is none
     run = RunDir.create(tmp_path, "bands")
     verdict = {
         "status": "passed",
@@ -317,13 +314,6 @@ def test_the_timeline_has_a_band_per_server_in_a_real_browser(tmp_path: Path) ->
         "metrics": {"t0_ns": 1, "timeline": timeline, "servers": servers, "events": {}, "sources": {}},
     }
     run.report_html.write_text(render_html(verdict, {"load_started_ns": 1}, run))
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path / 'p'}",
-    ]
-    dom = _browse([browser, *flags, "--dump-dom", run.report_html.as_uri()]).decode()
+    dom = browser.dom(run.report_html, tmp_path / "p")
     assert dom.count('class="endpoint-band"') == 3
     assert 'data-server="freelance-2"' in dom and 'class="state-active"' in dom

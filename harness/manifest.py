@@ -138,6 +138,7 @@ its init line).
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -409,16 +410,46 @@ def adapter_of(adapter: str, table: Table) -> Any:
         ) from None
 
 
+def _check_runnable(table: Table, command: list[str], directory: Path) -> None:
+    """The program ``command`` starts exists and may be run: a missing or non-executable
+    file would only show when the run starts it. A path is taken as the process would take
+    it (``{manifest_dir}/`` from the manifest's folder, else from the current one); a
+    command of other placeholders is left to the run."""
+    program = command[0]
+    if program == "{python}":  # then its script, when it is one of the manifest's files
+        script = command[1] if len(command) > 1 else ""
+        file = directory / script.removeprefix("{manifest_dir}/")
+        if script.startswith("{manifest_dir}/") and not file.is_file():
+            raise table.error("command", f"{script!r}: no such file {file}")
+        return
+    if "{" in program and not program.startswith("{manifest_dir}/"):
+        return
+    nearby = directory / Path(program).name
+    beside = f' (there is {nearby}: write "{{manifest_dir}}/{nearby.name}")' if nearby.is_file() else ""
+    if "/" not in program:
+        if shutil.which(program) is None:
+            raise table.error("command", f"program {program!r} is not on PATH{beside}")
+        return
+    path = directory / program.removeprefix("{manifest_dir}/") if program.startswith("{") else Path(program)
+    if not path.is_file():
+        raise table.error("command", f"{program!r}: no such file {path}{'' if path == nearby else beside}")
+    if not os.access(path, os.X_OK):
+        run_it = (
+            f'run it with the interpreter, ["{{python}}", "{program}", ...], or '
+            if path.suffix == ".py"
+            else ""
+        )
+        raise table.error("command", f"{path} is not executable: {run_it}chmod +x {path}")
+
+
 def _check_program(ct: Table, command: list[str], directory: Path) -> None:
-    """The program of an external client must exist (a missing file would only show in the run)."""
+    """The program of an external client and the files it is given must exist."""
     for arg in command:
         for m in PLACEHOLDER.finditer(arg):
             if m.group(2) is not None or m.group(1) not in CLIENT_PLACEHOLDERS:
                 known = ", ".join(f"{{{p}}}" for p in CLIENT_PLACEHOLDERS)
                 raise ct.error("command", f"unknown placeholder {m.group(0)} (known here: {known})")
-    program = command[0]
-    if "{" not in program and shutil.which(program) is None and not (directory / program).is_file():
-        raise ct.error("command", f"program {program!r} is neither on PATH nor a file")
+    _check_runnable(ct, command, directory)
     for arg in command:
         if arg.startswith("{manifest_dir}/"):
             file = directory / arg.removeprefix("{manifest_dir}/")
@@ -527,6 +558,7 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
             if not command:
                 raise rt.error("command", "is empty")
             _check_placeholders(rt, command, endpoints, options)
+            _check_runnable(rt, command, path.parent)
             probe_name, service, default_ready = None, rt.get("service", str, None), "none"
         count = rt.get("count", int, 1, minimum=0, maximum=MAX_INSTANCES)
         scalable = rt.get("scalable", bool, False)

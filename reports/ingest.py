@@ -270,7 +270,10 @@ def convert(
             "bad_examples": [],
             "truncated": [],
             "damaged_files": {},
-            "damaged_clients": {},
+            "attributed_requests": {},
+            "attributed_clients": {},
+            "unattributed": [],
+            "file_writers": {},
         }
         (tmp / account_file).write_text(json.dumps({**account, "profile": profile.as_dict()}))
         shutil.rmtree(target, ignore_errors=True)

@@ -7,9 +7,10 @@ no history, nothing in it).
 
 A damaged history is named, not blamed on the system: every line that is not an event is
 left out and located (file and line number), a file that ends mid-line is flagged as
-truncated, and the requests of a client whose history is damaged are left out of the
-checks that read client events, which then say UNKNOWN for that client rather than
-counting what is missing (its sends, say) as violations of the system.
+truncated, and what each bad line names (a request, a client, or every writer of its file:
+history_damage, damage_scope) is left out of the checks that read client events, which
+keep only what still stands without it (Checker.on_fewer) and are UNKNOWN otherwise,
+rather than counting what is missing (its sends, say) as violations of the system.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import shutil
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
@@ -151,7 +152,7 @@ def read_events(
     if profile.events == 0:
         raw.unpersist()
         raise SetupError("the history holds no event", where=hist)
-    damage = history_damage(raw.filter(bad), lambda names: _senders(raw, names), files, n_bad)
+    damage = history_damage(raw.filter(bad), lambda names: _writers(raw, names), files, n_bad)
     fit_to(spark, profile.events)
     account = {"files": len(files), "events": profile.events, "bad_lines": n_bad, **damage}
     # Served from raw's cache: the JSON is parsed once, the bad lines stay out.
@@ -259,7 +260,7 @@ def compact_json(spark: SparkSession, run: RunDir, files: list[Path], say: Calla
             raise SetupError("the history holds no event", where=hist)
         fit_to(spark, profile.events)
         damage = history_damage(
-            bad_rows, lambda names: _senders_in(spark, [f for f in files if f.name in names]), files, n_bad
+            bad_rows, lambda names: _writers_in(spark, [f for f in files if f.name in names]), files, n_bad
         )
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -288,24 +289,25 @@ def _writers_per_kind(spark: SparkSession) -> Iterator[None]:
         spark.conf.set(key, saved)
 
 
-def _senders(raw: DataFrame, names: list[str]) -> DataFrame:
-    """(``_file``, ``cid``) of the client events of the files ``names``, from the parsed lines."""
+def _writers(raw: DataFrame, names: list[str]) -> DataFrame:
+    """(``_file``, ``src``, ``cid``, ``last``: its last event's time) of the events of the
+    files ``names``, from the parsed lines."""
     from pyspark.sql import functions as F
 
     return (
-        raw.filter(F.col("cid").isNotNull())
-        .select("_file", "cid")
-        .distinct()
+        raw.filter(F.col("ts").isNotNull() & F.col("ev").isNotNull())
         .filter(F.regexp_extract("_file", r"([^/]+)$", 1).isin(names))
+        .groupBy("_file", "src", "cid")
+        .agg(F.max("ts").alias("last"))
     )
 
 
-def _senders_in(spark: SparkSession, files: list[Path]) -> DataFrame:
-    """(``_file``, ``cid``) of the client events of ``files``, parsed again (only damaged files)."""
+def _writers_in(spark: SparkSession, files: list[Path]) -> DataFrame:
+    """_writers of ``files``, parsed again (only damaged files)."""
     from pyspark.sql import functions as F
 
     lines = json_lines(spark, files).withColumn("_file", F.input_file_name())
-    return _senders(lines, [f.name for f in files])
+    return _writers(lines, [f.name for f in files])
 
 
 def _file_name(uri: str) -> str:
@@ -348,22 +350,43 @@ def locate_bad_lines(path: Path, corrupt: set[str], check_json: bool, limit: int
     return found
 
 
+#: Unreadable lines attributed one by one (to the request or client their text names); past
+#: this many distinct ones, a file's damage is taken as naming nobody (its writers left out whole).
+MAX_ATTRIBUTED = 10_000
+
+
+def _text_field(name: str) -> Column:
+    """The value of ``"name": "..."`` in an unreadable line's text (a cut line keeps its start)."""
+    from pyspark.sql import functions as F
+
+    pattern = rf'"{name}"\s*:\s*"([^"\\]+)"'
+    return F.nullif(F.regexp_extract(F.col(CORRUPT), pattern, 1), F.lit(""))
+
+
 def history_damage(
     bad_rows: DataFrame | None,
-    senders: Callable[[list[str]], DataFrame],
+    writers: Callable[[list[str]], DataFrame],
     files: list[Path],
     n_bad: int,
 ) -> dict[str, Any]:
     """What is wrong with the history files: unreadable lines located (``bad_examples``: file,
-    line number, text), files that end mid-line (``truncated``), and the clients whose history
-    is damaged (``damaged_clients``: cid -> what is wrong). ``bad_rows``: the ``n_bad`` lines
-    that are not events (``_file``, CORRUPT); ``senders(names)``: (``_file``, ``cid``) of the
-    client events of those files. Only damaged files are read again."""
+    line number, text), files that end mid-line (``truncated``), and whose events may be
+    missing. Each unreadable line is attributed to what its text names: a request
+    (``attributed_requests``: rid -> what) or else a client (``attributed_clients``); a line
+    that names neither leaves its whole file in doubt (``unattributed``), as does a file
+    cut mid-line, whose writers may have lost more than that line (``file_writers``: name ->
+    its clients, its other sources and its last event's time; ``damage_scope`` decides).
+    ``bad_rows``: the ``n_bad`` lines that are not events (``_file``, CORRUPT, the parsed
+    columns); ``writers(names)``: (``_file``, ``src``, ``cid``, ``last``) of those files'
+    events. Only damaged files are read again."""
     from pyspark.sql import functions as F
 
     truncated = sorted(f.name for f in files if _ends_mid_line(f))
     located: list[dict[str, Any]] = []
     damaged: dict[str, str] = {name: "ends mid-line (truncated)" for name in truncated}
+    requests: dict[str, str] = {}
+    clients: dict[str, str] = {}
+    unattributed: set[str] = set()
     if n_bad and bad_rows is not None:
         per_file = (
             bad_rows.groupBy("_file")
@@ -389,16 +412,50 @@ def history_damage(
             )
             what = f"{r['n']} unreadable line(s){where}"
             damaged[name] = f"{damaged[name]}; {what}" if name in damaged else what
-    clients: dict[str, str] = {}
-    if damaged:
-        for r in senders(list(damaged)).collect():  # the clients that wrote into a damaged file
+        whose = (
+            bad_rows.select(
+                "_file",
+                F.coalesce(F.col("rid"), _text_field("rid")).alias("rid"),
+                F.coalesce(F.col("cid"), _text_field("cid")).alias("cid"),
+            )
+            .distinct()
+            .limit(MAX_ATTRIBUTED + 1)
+            .collect()
+        )
+        if len(whose) > MAX_ATTRIBUTED:
+            unattributed = {_file_name(r["_file"]) for r in per_file}
+        else:
+            for r in whose:
+                name = _file_name(r["_file"])
+                if r["rid"]:
+                    requests[r["rid"]] = f"history/{name}: an unreadable line of it"
+                elif r["cid"]:
+                    clients[r["cid"]] = f"history/{name}: an unreadable line of it"
+                else:
+                    unattributed.add(name)
+    file_writers: dict[str, dict[str, Any]] = {}
+    doubtful = sorted(unattributed | set(truncated))
+    if doubtful:
+        for r in writers(doubtful).collect():
             name = _file_name(r["_file"])
-            clients[r["cid"]] = f"history/{name}: {damaged[name]}"
+            entry = file_writers.setdefault(name, {"clients": [], "sources": [], "last_ns": None})
+            if r["cid"] is not None:
+                entry["clients"].append(r["cid"])
+            elif r["src"] is not None:
+                entry["sources"].append(r["src"])
+            if r["last"] is not None:
+                entry["last_ns"] = max(entry["last_ns"] or 0, int(r["last"]))
+        for entry in file_writers.values():
+            entry["clients"] = sorted(set(entry["clients"]))
+            entry["sources"] = sorted(set(entry["sources"]))
     return {
         "bad_examples": located,
         "truncated": truncated,
         "damaged_files": damaged,
-        "damaged_clients": dict(sorted(clients.items())),
+        "attributed_requests": dict(sorted(requests.items())),
+        "attributed_clients": dict(sorted(clients.items())),
+        "unattributed": sorted(unattributed),
+        "file_writers": file_writers,
     }
 
 
@@ -561,30 +618,149 @@ def completeness(
     return reasons, figures
 
 
-def without_clients(events: DataFrame, cids: list[str]) -> DataFrame:
-    """The events that are not about a request of one of ``cids``: neither the client's own
-    events nor a worker's or broker's events about its requests (request id ``cid:seq``)."""
+#: Sources whose events every check reads (the fault windows, the process starts and exits).
+HARNESS_SOURCES = ("nemesis", "runner")
+
+
+@dataclass
+class Damage:
+    """What a damaged history leaves in doubt (see damage_scope): the requests of ``clients``
+    (cid -> what is wrong) and the ``requests`` (rid -> what), left out of the checks that
+    read client events; and ``sources`` (src -> what), non-client writers whose events may
+    be missing, which make the checks that read them unknown."""
+
+    clients: dict[str, str] = field(default_factory=dict)
+    requests: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.clients or self.requests or self.sources)
+
+    def left_out(self) -> str:
+        """``client-2, request client-1:7`` (at most a few named)."""
+        names = [*sorted(self.clients), *(f"request {rid}" for rid in sorted(self.requests))]
+        more = f" and {len(names) - 6} more" if len(names) > 6 else ""
+        return ", ".join(names[:6]) + more
+
+    def why(self) -> str:
+        whats = sorted({*self.clients.values(), *self.requests.values()})
+        return "; ".join(whats[:3]) + ("; ..." if len(whats) > 3 else "")
+
+    def sources_read_by(self, checker: Checker, profile: Profile | None) -> list[str]:
+        """The damaged sources whose events ``checker`` reads: a harness source's (fault
+        windows, process exits) are read by every check; another's when the check needs a
+        kind it wrote (every kind, when the history was not profiled)."""
+
+        def reads(src: str) -> bool:
+            if src in HARNESS_SOURCES or src == "?" or profile is None:
+                return True
+            return bool(set(checker.needs) & set(profile.sources.get(src, {})))
+
+        return [src for src in sorted(self.sources) if reads(src)]
+
+
+#: A file cut mid-line whose last event came this long before the load stopped had its writer
+#: cut off early (a whole file's last events come within half a second of it, measured on the
+#: CI runs: Locust stops its users first).
+CUT_OFF_SLACK_NS = 2_000_000_000
+
+
+def damage_scope(account: dict[str, Any], meta: dict[str, Any]) -> Damage:
+    """What the damage ``account`` (history_damage's) leaves in doubt. A line naming a request
+    leaves that request out; one naming only a client, that client; one naming neither, every
+    writer of its file. A file cut mid-line lost its last line (attributed as any other), and
+    more when its last event came well before the load stopped (CUT_OFF_SLACK_NS): its writer
+    was cut off, and every writer of the file is in doubt."""
+    damage = Damage(
+        dict(account.get("attributed_clients") or {}), dict(account.get("attributed_requests") or {})
+    )
+    if "file_writers" not in account:  # compacted by an older zchaos: its clients as it named them
+        damage.clients.update(account.get("damaged_clients") or {})
+        return damage
+    files = account.get("damaged_files") or {}
+    stopped = meta.get("load_stopped_ns")
+    for name, writers in (account.get("file_writers") or {}).items():
+        what = f"history/{name}: {files.get(name, 'damaged')}"
+        if name in (account.get("unattributed") or []):
+            what += " naming no request"
+        elif stopped is not None and (writers.get("last_ns") or 0) >= stopped - CUT_OFF_SLACK_NS:
+            continue  # cut at the very end: only its last line is lost, attributed above
+        else:
+            what += ", its writer cut off before the load ended"
+        for cid in writers.get("clients", []):
+            damage.clients[cid] = what
+        for src in writers.get("sources", []):
+            damage.sources[src] = what
+    # A client left out whole needs none of its requests named.
+    owner = {rid: rid.rpartition(":")[0] for rid in damage.requests}
+    damage.requests = {rid: w for rid, w in damage.requests.items() if owner[rid] not in damage.clients}
+    return damage
+
+
+def without_clients(events: DataFrame, cids: list[str], rids: list[str] | None = None) -> DataFrame:
+    """The events that are not about a request of one of ``cids`` nor one of ``rids``: neither
+    the client's own events nor a worker's or broker's events about its requests (request id
+    ``cid:seq``)."""
     from pyspark.sql import functions as F
 
     owner = F.regexp_extract("rid", RID_PATTERN, 1)
     theirs = F.coalesce(F.col("cid").isin(cids), F.lit(False)) | F.coalesce(owner.isin(cids), F.lit(False))
+    if rids:
+        theirs = theirs | F.coalesce(F.col("rid").isin(rids), F.lit(False))
     return events.filter(~theirs)
 
 
-def damaged_result(result: CheckResult, damaged: dict[str, str]) -> CheckResult:
-    """A check judged without the damaged clients' requests: what it found among the others
-    stands; where it found nothing wrong it cannot vouch for the damaged clients (unknown)."""
-    clients = ", ".join(sorted(damaged))
-    if result.status != HELD:
-        result.summary += f" (clients with a damaged history left out: {clients})"
+def damaged_result(result: CheckResult, damage: Damage, checker: Checker, ctx: CheckContext) -> CheckResult:
+    """A check judged without the damaged clients' and requests' events. What stands depends on
+    the check (``Checker.on_fewer``): a violation of a check of each request stands (found
+    among the others), and so does a pass of a check that some reply shows (recovery); the
+    rest cannot vouch for what was left out (unknown). An unknown that only leaving them out
+    caused says so, instead of blaming the subject for events it wrote."""
+    gone = damage.left_out()
+    left = f"the history of {gone} is damaged ({damage.why()}); "
+    if result.status == UNKNOWN:
+        missing = result.figures.get("missing_events") or []
+        if (missing and all(k in ctx.event_kinds() for k in missing)) or not clean_has_requests(result):
+            result.reason = left + "with them left out nothing was left to judge. Rerun, or restore the file."
         return result
-    where = "; ".join(f"{cid}: {what}" for cid, what in sorted(damaged.items()))
-    result.status = UNKNOWN
-    result.summary += f"; unknown for {clients} (damaged history)"
-    result.reason = (
-        f"the history of client(s) {clients} is damaged ({where}); their requests were left out and "
-        "the check held for the other clients. Rerun, or restore the file."
+    stands = (result.status == HELD and checker.on_fewer == "holds") or (
+        result.status != HELD and checker.on_fewer == "violations"
     )
+    if stands:
+        result.summary += f" (left out, damaged history: {gone})"
+        return result
+    found = "held" if result.status == HELD else f"was violated ({result.violations})"
+    result.status, result.violations, result.examples = UNKNOWN, 0, []
+    result.summary += f"; unknown: {gone} left out (damaged history)"
+    result.reason = (
+        f"{left}they were left out and the check {found} for the rest, which cannot decide it for "
+        "the whole run. Rerun, or restore the file."
+    )
+    return result
+
+
+def clean_has_requests(result: CheckResult) -> bool:
+    """False when a check's figures say it saw no request at all."""
+    for key in ("requests", "judged_requests", "replies"):
+        if key in result.figures and not result.figures[key]:
+            return False
+    return True
+
+
+def sources_result(result: CheckResult, damage: Damage, hit: list[str]) -> CheckResult:
+    """A check that reads events of damaged non-client sources: unknown, whatever it found."""
+    if result.status == UNKNOWN and "damaged" in (result.reason or ""):
+        return result
+    where = "; ".join(f"{src}: {damage.sources[src]}" for src in hit)
+    found = {HELD: "held", UNKNOWN: "was unknown"}.get(result.status, f"was violated ({result.violations})")
+    result.reason = (
+        f"it reads events of {', '.join(hit)}, whose history is damaged ({where}); on what was left "
+        f"it {found}"
+        + (f" ({result.reason})" if result.status == UNKNOWN and result.reason else "")
+        + ". Rerun, or restore the file."
+    )
+    result.status, result.violations, result.examples = UNKNOWN, 0, []
+    result.summary += f"; unknown: damaged history of {', '.join(hit)}"
     return result
 
 
@@ -592,7 +768,7 @@ def run_checks(
     ctx: CheckContext,
     names: list[str],
     say: Callable[[str], None],
-    damaged: dict[str, str] | None = None,
+    damage: Damage | None = None,
     also: dict[str, Callable[[], Any]] | None = None,
     pool: Tasks | None = None,
 ) -> tuple[list[CheckResult], list[str], dict[str, Any]]:
@@ -602,17 +778,22 @@ def run_checks(
     metrics: name -> function), started first; results come back in the order of ``names``,
     ``also``'s values by name (an exception of ``also`` is raised, after every task ended).
     ``pool``: where to run them, which may already run other work (its tasks count as
-    ``also``'s); by default a new one. ``damaged``: clients (cid -> what is wrong with their
-    history file) whose requests are left out of every check that reads client events (see
-    ``damaged_result``).
+    ``also``'s); by default a new one. ``damage``: what a damaged history leaves in doubt:
+    its clients' and requests' events are left out of every check that reads client events
+    (see ``damaged_result``), and a check reading a damaged source's events is unknown.
     """
     from reports.parallel import Task, Tasks, report_threads
 
     checkers = registry()
     clean = ctx
-    if damaged:
+    leave_out = bool(damage and (damage.clients or damage.requests))
+    if damage and leave_out:
         clean = CheckContext(
-            ctx.spark, without_clients(ctx.events, list(damaged)), ctx.meta, ctx.faults, ctx.run_dir
+            ctx.spark,
+            without_clients(ctx.events, list(damage.clients), list(damage.requests)),
+            ctx.meta,
+            ctx.faults,
+            ctx.run_dir,
         )
     errors: dict[int, str] = {}
 
@@ -624,15 +805,18 @@ def run_checks(
                 name, UNKNOWN, summary="no such checker", reason="no checker has this name (zchaos list)"
             )
         try:
-            if damaged and found.reads_clients:
-                return damaged_result(found.run(clean), damaged)
-            return found.run(ctx)
+            if damage and leave_out and found.reads_clients:
+                result = damaged_result(found.run(clean), damage, found, ctx)
+            else:
+                result = found.run(ctx)
+            hit = damage.sources_read_by(found, ctx.profile) if damage else []
+            return sources_result(result, damage, hit) if damage and hit else result
         except Exception as exc:  # a checker's bug must not hide the other results
             failed = f"checker failed: {type(exc).__name__}: {exc}"
             errors[i] = f"checker {name} failed:\n{traceback.format_exc(limit=8)}"
             return CheckResult(name, UNKNOWN, summary=failed, reason=f"{failed} (see errors)")
 
-    _prepare_shared(ctx, clean, damaged, [checkers[name] for name in names if name in checkers])
+    _prepare_shared(ctx, clean, leave_out, [checkers[name] for name in names if name in checkers])
     checks = [Task(name, lambda i=i, name=name: check(i, name)) for i, name in enumerate(names)]
     try:
         with contextlib.ExitStack() as stack:
@@ -656,9 +840,7 @@ def run_checks(
     return [t.value for t in checks], [errors[i] for i in sorted(errors)], {t.name: t.value for t in extra}
 
 
-def _prepare_shared(
-    ctx: CheckContext, clean: CheckContext, damaged: dict[str, str] | None, checks: list[Checker]
-) -> None:
+def _prepare_shared(ctx: CheckContext, clean: CheckContext, leave_out: bool, checks: list[Checker]) -> None:
     """Plan the shared aggregates the checks read (toolkit.prepare) on the context each runs
     with, before any runs: the setting they are planned with is the session's."""
     from reports.checkers import toolkit
@@ -666,7 +848,7 @@ def _prepare_shared(
     kinds = ctx.event_kinds()
     runnable = [c for c in checks if all(k in kinds for k in c.needs)]
     for target in [ctx] if clean is ctx else [ctx, clean]:
-        on_target = [c for c in runnable if (clean if damaged and c.reads_clients else ctx) is target]
+        on_target = [c for c in runnable if (clean if leave_out and c.reads_clients else ctx) is target]
         names = {name for c in on_target for name in c.shares}
         # A frame that cannot be planned fails again in the check that reads it, which then
         # reports the error as that check's (run_checks); nothing to report here.
@@ -731,8 +913,16 @@ def _check_history(
     faults, warnings = fault_windows(events, history.profile, control)
     for name in account.get("truncated", []):
         warnings.append(f"history/{name} ends mid-line: its writer was cut off (truncated file)")
-    for cid, what in (account.get("damaged_clients") or {}).items():
-        warnings.append(f"client {cid}: damaged history ({what}); checks of its requests are unknown")
+    damage = damage_scope(account, meta)
+    account["damaged_clients"], account["damaged_requests"] = damage.clients, damage.requests
+    account["damaged_sources"] = damage.sources
+    for cid, what in damage.clients.items():
+        warnings.append(f"client {cid}: damaged history ({what}); its requests are left out")
+    if damage.requests:
+        named = f"{len(damage.requests)} request(s) named by unreadable lines"
+        warnings.append(f"{named} left out: {damage.left_out()}")
+    for src, what in damage.sources.items():
+        warnings.append(f"{src}: damaged history ({what}); the checks reading its events are unknown")
     if "compaction_error" in account:
         warnings.append(f"could not write history/{PARQUET}: {account.pop('compaction_error')}")
     for key, fallback in (("load_started_ns", "min"), ("load_stopped_ns", "max"), ("ended_ns", "max")):
@@ -741,10 +931,8 @@ def _check_history(
     account["warnings"] = warnings
     incomplete, completion = completeness(events, meta, control, history.profile.last_ts)
     ctx = CheckContext(spark, events, meta, faults, run.root, history.profile)
-    damaged = account.get("damaged_clients") or {}
-    results, errors, computed = run_checks(
-        ctx, list(meta["manifest"]["promises"]["checks"]), say, damaged, pool=pool
-    )
+    checks = list(meta["manifest"]["promises"]["checks"])
+    results, errors, computed = run_checks(ctx, checks, say, damage, pool=pool)
     metrics = computed["metrics"]
     try:
         attach_evidence(ctx, results, metrics.get("t0_ns") or run_time(ctx, "load_started_ns"))

@@ -186,7 +186,7 @@ def test_a_damaged_history_is_read_by_spark_as_before(spark, tmp_path, damage):
     assert "writing the history's columnar form (events.parquet)" in messages
     assert_same(by_arrow, by_spark)
     assert by_arrow.account["bad_lines"] == 1
-    assert list(by_arrow.account["damaged_clients"]) == ["client-2"]
+    assert list(pipeline.damage_scope(by_arrow.account, {}).clients) == ["client-2"]
 
 
 def test_a_failed_write_leaves_nothing_half_written(spark, tmp_path, monkeypatch):

@@ -284,6 +284,10 @@ class Checker:
     reads_clients: bool = True
     #: the toolkit's shared aggregates it reads (toolkit.SHARED), planned before the checks start
     shares: tuple[str, ...] = ()
+    #: what still stands when some requests are left out (a damaged history): "violations"
+    #: for a check of each request (one found among the others is one), "holds" for one
+    #: that some reply satisfies (recovery), "neither" for one of shares or of whole sequences
+    on_fewer: str = "violations"
 
     def run(self, ctx: CheckContext) -> CheckResult:
         """The check's result; UNKNOWN without running it when the history lacks what it needs."""
@@ -350,12 +354,17 @@ def checker(
     needs: tuple[str, ...] = (),
     reads_clients: bool = True,
     shares: tuple[str, ...] = (),
+    on_fewer: str = "violations",
 ) -> Callable[[Callable[[CheckContext], CheckResult]], Callable]:
     """Register ``fn`` as the checker ``name`` (documented by ``doc``), needing ``needs``;
     ``reads_clients=False`` for one that reads only the subject's, probes' and harness's
     events, which a damaged client history leaves whole; ``shares``: the toolkit's shared
-    aggregates it reads (``toolkit.SHARED``: per_request, per_rid)."""
+    aggregates it reads (``toolkit.SHARED``: per_request, per_rid); ``on_fewer``: what stands
+    of its result with requests left out (``Checker.on_fewer``)."""
     from contract.history import EVENTS
+
+    if on_fewer not in ("violations", "holds", "neither"):
+        raise ValueError(f"checker {name!r}: on_fewer must be violations, holds or neither")
 
     unknown = [k for k in needs if k not in EVENTS]
     if unknown:
@@ -364,7 +373,7 @@ def checker(
     def register(fn: Callable[[CheckContext], CheckResult]) -> Callable[[CheckContext], CheckResult]:
         if name in _REGISTRY and _REGISTRY[name].fn is not fn:
             raise ValueError(f"checker {name!r} registered twice")
-        _REGISTRY[name] = Checker(name, doc, fn, tuple(needs), reads_clients, tuple(shares))
+        _REGISTRY[name] = Checker(name, doc, fn, tuple(needs), reads_clients, tuple(shares), on_fewer)
         return fn
 
     return register

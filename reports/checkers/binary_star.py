@@ -272,6 +272,7 @@ def _minus(span: tuple[int, int], cuts: list[tuple[int, int]]) -> list[tuple[int
     "bstar_single_active",
     "never two servers answering as active at once: from which endpoint answered when (client history), "
     "handovers the fault plan explains, and the servers' own state events where they write them",
+    on_fewer="neither",
 )
 def single_active(ctx: CheckContext) -> CheckResult:
     name = "bstar_single_active"
@@ -382,6 +383,7 @@ def _bound_s(ctx: CheckContext) -> float:
 @checker(
     "bstar_failover_time",
     "after the answering server dies or stalls, another one (or it, back) answers within failover_bound_s",
+    on_fewer="neither",
 )
 def failover_time(ctx: CheckContext) -> CheckResult:
     name = "bstar_failover_time"

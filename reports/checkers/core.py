@@ -487,6 +487,7 @@ def execution_count(ctx: CheckContext) -> CheckResult:
     "abandon, no lost request, reply latency p99 within latency_p99_ms; unknown when that "
     "judged under a fifth of the load time",
     shares=("per_request",),
+    on_fewer="neither",
 )
 def steady_state(ctx: CheckContext) -> CheckResult:
     t = tk.timers(ctx)
@@ -679,6 +680,7 @@ def _first_after(ctx: CheckContext, faults: DataFrame) -> tuple[dict[int, int], 
     "recovery",
     "after each fault stops, the system serves an ok reply again within recovery_bound_s "
     "(and, as a figure, when the target worker executes again)",
+    on_fewer="holds",
 )
 def recovery(ctx: CheckContext) -> CheckResult:
     bound_s = float(ctx.promises.get("recovery_bound_s", 10.0))

@@ -967,6 +967,12 @@ def _check_history(
     regression = baseline_check(meta, verdict, store_for_run(run.root))
     if regression is not None:
         verdict = verdict_of([*results, regression])
+    client_errors = history.profile.kinds.get("client_error", 0)
+    if client_errors:  # the load's own faults, not the system's: said, never silent
+        verdict["reasons"].append(
+            f"{client_errors} client program error(s) (client_error events): see the report's "
+            "'Client program errors' and the run's logs/client-*.log"
+        )
     ctx.release()
     history.release()
     return verdict

@@ -268,6 +268,7 @@ def test_a_bad_line_and_a_program_dying_mid_run_show_in_the_report(tmp_path: Pat
         "violated",
         "unknown",
     )  # judged
+    assert any("client program error(s)" in r for r in result.verdict["reasons"])  # said, not silent
     errors = result.verdict["metrics"]["client_errors"]
     assert errors["by_reason"].get("malformed", 0) >= 4  # each of the 4 programs wrote one
     assert errors["by_reason"].get("exit", 0) >= 4

@@ -648,13 +648,13 @@ class Damage:
 
     def sources_read_by(self, checker: Checker, profile: Profile | None) -> list[str]:
         """The damaged sources whose events ``checker`` reads: a harness source's (fault
-        windows, process exits) are read by every check; another's when the check needs a
-        kind it wrote (every kind, when the history was not profiled)."""
+        windows, process exits) are read by every check; another's when the check needs
+        or reads a kind it wrote (every kind, when the history was not profiled)."""
 
         def reads(src: str) -> bool:
             if src in HARNESS_SOURCES or src == "?" or profile is None:
                 return True
-            return bool(set(checker.needs) & set(profile.sources.get(src, {})))
+            return bool(set(checker.needs + checker.reads) & set(profile.sources.get(src, {})))
 
         return [src for src in sorted(self.sources) if reads(src)]
 

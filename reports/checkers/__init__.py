@@ -288,6 +288,9 @@ class Checker:
     #: for a check of each request (one found among the others is one), "holds" for one
     #: that some reply satisfies (recovery), "neither" for one of shares or of whole sequences
     on_fewer: str = "violations"
+    #: event kinds it reads when the history has them, judging more (titanic_durable counts
+    #: executions where workers record exec): a damaged writer of one makes it unknown too
+    reads: tuple[str, ...] = ()
 
     def run(self, ctx: CheckContext) -> CheckResult:
         """The check's result; UNKNOWN without running it when the history lacks what it needs."""
@@ -355,25 +358,29 @@ def checker(
     reads_clients: bool = True,
     shares: tuple[str, ...] = (),
     on_fewer: str = "violations",
+    reads: tuple[str, ...] = (),
 ) -> Callable[[Callable[[CheckContext], CheckResult]], Callable]:
     """Register ``fn`` as the checker ``name`` (documented by ``doc``), needing ``needs``;
     ``reads_clients=False`` for one that reads only the subject's, probes' and harness's
     events, which a damaged client history leaves whole; ``shares``: the toolkit's shared
     aggregates it reads (``toolkit.SHARED``: per_request, per_rid); ``on_fewer``: what stands
-    of its result with requests left out (``Checker.on_fewer``)."""
+    of its result with requests left out (``Checker.on_fewer``); ``reads``: kinds it reads
+    when present (``Checker.reads``)."""
     from contract.history import EVENTS
 
     if on_fewer not in ("violations", "holds", "neither"):
         raise ValueError(f"checker {name!r}: on_fewer must be violations, holds or neither")
 
-    unknown = [k for k in needs if k not in EVENTS]
+    unknown = [k for k in (*needs, *reads) if k not in EVENTS]
     if unknown:
         raise ValueError(f"checker {name!r} needs undeclared event kind(s) {unknown}")
 
     def register(fn: Callable[[CheckContext], CheckResult]) -> Callable[[CheckContext], CheckResult]:
         if name in _REGISTRY and _REGISTRY[name].fn is not fn:
             raise ValueError(f"checker {name!r} registered twice")
-        _REGISTRY[name] = Checker(name, doc, fn, tuple(needs), reads_clients, tuple(shares), on_fewer)
+        _REGISTRY[name] = Checker(
+            name, doc, fn, tuple(needs), reads_clients, tuple(shares), on_fewer, tuple(reads)
+        )
         return fn
 
     return register

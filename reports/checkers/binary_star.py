@@ -273,6 +273,7 @@ def _minus(span: tuple[int, int], cuts: list[tuple[int, int]]) -> list[tuple[int
     "never two servers answering as active at once: from which endpoint answered when (client history), "
     "handovers the fault plan explains, and the servers' own state events where they write them",
     on_fewer="neither",
+    reads=("bstar_state",),
 )
 def single_active(ctx: CheckContext) -> CheckResult:
     name = "bstar_single_active"

@@ -93,6 +93,7 @@ def _process_faults(ctx: CheckContext) -> list[tuple[int, int]]:
     "every acknowledged Titanic request (ticket) gets its reply: never 400 (unknown) for an "
     "acknowledged, unclosed uuid, never abandoned past the reply deadline, executed where workers "
     "record exec; across kills of the server, broker and workers (faults excuse nothing)",
+    reads=("exec",),
 )
 def titanic_durable(ctx: CheckContext) -> CheckResult:
     name = "titanic_durable"

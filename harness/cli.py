@@ -85,6 +85,8 @@ def _describe(scenario) -> int:
     """What a valid scenario would run (its manifest and client kinds were validated loading it)."""
     manifest = scenario.manifest
     print(f"{scenario.path}: valid")
+    for warning in manifest.warnings:
+        print(f"  warning: {warning}")
     print(f"  implementation {manifest.name} ({manifest.path})")
     print(f"  {scenario.duration_s:g} s of load, {scenario.load.users} users, seed {scenario.seed}")
     topology = ", ".join(f"{role} x{n}" for role, n in scenario.topology.items())

@@ -138,10 +138,11 @@ its init line).
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -263,6 +264,9 @@ class Manifest:
     roles: dict[str, Role]
     promises: Promises
     version: str = ""  # the version of the system under test, when the manifest gives one
+    #: what is valid but likely a mistake (a misspelt option passed to a client program):
+    #: ``zchaos check`` and the start of a run print them
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def directory(self) -> Path:
@@ -457,8 +461,30 @@ def _check_program(ct: Table, command: list[str], directory: Path) -> None:
                 raise ct.error("command", f"{arg!r}: no such file {file}")
 
 
+def _open_option_warnings(ct: Table, cls: Any, options: dict[str, Any]) -> list[str]:
+    """A client program takes any option, so a misspelt one would pass silently: each option
+    zchaos passes on whose name is close to an option some adapter knows (``retires``)."""
+    from loadtests.adapters import adapter_class, adapter_names
+
+    known = sorted({k for name in adapter_names() for k in adapter_class(name).DEFAULTS})
+    found = []
+    for key in options:
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.8) if key not in cls.DEFAULTS else []
+        if close and close[0] != key:
+            found.append(
+                f"{Table(options, ct.file, *ct.path, 'options').where(key)}: passed to the program as it is; "
+                f"did you mean {close[0]!r}? ({known_options(ct.get('adapter', str))})"
+            )
+    return found
+
+
 def _parse_client(
-    ct: Table, endpoints: dict[str, str], in_order: bool, default_name: bool, directory: Path
+    ct: Table,
+    endpoints: dict[str, str],
+    in_order: bool,
+    default_name: bool,
+    directory: Path,
+    warnings: list[str],
 ) -> ClientKind:
     adapter = ct.get("adapter", str)
     cls = adapter_of(adapter, ct)
@@ -480,6 +506,8 @@ def _parse_client(
         raise ct.error(key, f"adapter {adapter!r} uses {cls.MAX_ENDPOINTS} endpoint(s), got {len(names)}")
     options = ct.get("options", dict, {})
     check_client_options(adapter, options, ct)
+    if cls.OPEN_OPTIONS:
+        warnings += _open_option_warnings(ct, cls, options)
     command: list[str] = []
     if adapter == EXTERNAL:
         command = ct.list_of("command", str)
@@ -503,18 +531,18 @@ def _parse_client(
 
 
 def _parse_clients(
-    top: Table, endpoints: dict[str, str], in_order: bool, directory: Path
+    top: Table, endpoints: dict[str, str], in_order: bool, directory: Path, warnings: list[str]
 ) -> tuple[ClientKind, ...]:
     if top.has("client") and top.has("clients"):
         raise top.error("clients", "give either [client] or [[clients]] entries, not both")
     if top.has("client"):
         ct = top.table("client", required=True)
-        kinds = [_parse_client(ct, endpoints, in_order, default_name=False, directory=directory)]
+        kinds = [_parse_client(ct, endpoints, in_order, False, directory, warnings)]
         ct.done()
         return tuple(kinds)
     kinds = []
     for ct in top.tables("clients"):
-        kind = _parse_client(ct, endpoints, in_order, default_name=True, directory=directory)
+        kind = _parse_client(ct, endpoints, in_order, True, directory, warnings)
         if any(k.name == kind.name for k in kinds):
             raise ct.error("name", f"client kind {kind.name!r} is named twice (give each a name)")
         ct.done()
@@ -586,7 +614,8 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
             raise endpoints_table.error(endpoint, f"role {role_name!r} is not in [roles] {sorted(roles)}")
 
     promises = parse_promises(top.table("promises", required=True), options, check_names=check_names)
-    clients = _parse_clients(top, endpoints, promises.in_order, path.parent)
+    warnings: list[str] = []
+    clients = _parse_clients(top, endpoints, promises.in_order, path.parent, warnings)
     _check_reply_deadlines(top, clients, promises)
     top.done()
     return Manifest(
@@ -599,6 +628,7 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
         roles=roles,
         promises=promises,
         version=version,
+        warnings=tuple(warnings),
     )
 
 

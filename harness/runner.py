@@ -376,6 +376,8 @@ class Runner:
     def execute(self, *, report: bool = True) -> RunResult:
         """Run the scenario; teardown always happens, whatever goes wrong."""
         self.progress.header(self.scenario, self.run, self.plan)
+        for warning in self.scenario.manifest.warnings:
+            self.progress.warn(warning)
         try:
             with interrupts_raise():
                 try:

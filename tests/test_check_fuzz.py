@@ -225,3 +225,19 @@ def test_load_names_the_run_after_the_manifest_not_its_file(monkeypatch) -> None
     assert main(["load", str(manifest), "--no-report"]) == 0
     name = tomllib.loads(manifest.read_text())["name"]
     assert seen == [f"load-{name}"] and name != "manifest"
+
+
+def test_a_misspelt_external_client_option_is_warned_of(tmp_path: Path) -> None:
+    """Before: `retires = 3` went to the program silently (any option is passed on)."""
+    source = (ROOT / "tests" / "external_clients" / "manifest.toml").read_text()
+    manifest = ROOT / "tests" / "external_clients" / ".typo-manifest.toml"
+    try:
+        manifest.write_text(source.replace("retries = 5", "retires = 5"))
+        code, out, err, _ = _check(_scenario_for(manifest, tmp_path))
+    finally:
+        manifest.unlink(missing_ok=True)
+    assert code == 0, err
+    warning = ".typo-manifest.toml: clients[0].options.retires: passed to the program as it is"
+    assert warning in out and "did you mean 'retries'" in out, out
+    code, out, _, _ = _check(_scenario_for(ROOT / "tests" / "external_clients" / "manifest.toml", tmp_path))
+    assert code == 0 and "did you mean" not in out, out

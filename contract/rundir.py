@@ -44,6 +44,7 @@ class ReplayMeta(TypedDict, total=False):
 
     seed: int
     scenario_data: dict[str, Any]  # the scenario's TOML data as it ran, overrides included
+    sets: list[str]  # the --set KEY=VALUE given (already in scenario_data), for the commands
     scenario_path: str | None  # its file (relative paths in it are taken from its folder)
     scenario_text: str | None  # that file's text when the run started
     manifest_path: str

@@ -21,6 +21,8 @@ examples:
   zchaos run --replay runs/20261121T120000Z-paranoid-pirate-kill-worker
   zchaos shrink runs/20261121T120000Z-paranoid-pirate-kill-worker --budget 20
   zchaos check scenarios/paranoid-pirate-kill-worker.toml
+  zchaos run scenarios/majordomo-kill-busy-worker.toml --set implementation=../my-mdp.toml \
+      --set options.heartbeat_ms=500   # the scenario against your own system
   zchaos suite scenarios/ci/
   zchaos report runs/20261121T120000Z-paranoid-pirate-kill-worker [RUN...]
   zchaos matrix runs                      # systems x scenarios of every stored run
@@ -45,6 +47,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise SetupError(f"--seeds must be at least 1, got {args.seeds}", where="zchaos run")
     if args.until_violated and args.seeds is None:
         raise SetupError("--until-violated goes with --seeds N", where="zchaos run")
+    if args.set and args.replay is not None:
+        raise SetupError(
+            "--set goes with a scenario file; --replay runs what was recorded", where="zchaos run"
+        )
     if args.replay is not None:
         from harness.replay import scenario_of_run
 
@@ -52,7 +58,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         for note in notes:
             print(f"zchaos: note: {note}", file=sys.stderr)
     else:
-        scenario = load_scenario(args.scenario)
+        scenario = load_scenario(args.scenario, sets=args.set)
     if args.seed is not None:
         scenario = with_seed(scenario, args.seed)
     if args.check:
@@ -78,7 +84,7 @@ SHOWN_TIMES = 8  # fault times `zchaos check` prints per fault line
 def _cmd_check(args: argparse.Namespace) -> int:
     from harness.scenario import load_scenario
 
-    return _describe(load_scenario(args.scenario))
+    return _describe(load_scenario(args.scenario, sets=args.set))
 
 
 def _describe(scenario) -> int:
@@ -121,6 +127,7 @@ def _cmd_suite(args: argparse.Namespace) -> int:
         seeds=args.seeds,
         until_violated=args.until_violated,
         subject_version=args.subject_version,
+        sets=args.set,
     )
 
 
@@ -317,6 +324,18 @@ def _cmd_toxiproxy(args: argparse.Namespace, rest: list[str]) -> int:
     return server_main(rest)
 
 
+def _add_set(p: argparse.ArgumentParser, what: str = "the scenario") -> None:
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"override a key of {what}, as if its file said it: a dotted key, a TOML value "
+        "(implementation=../my-broker.toml, options.heartbeat_ms=500, faults.0.at_s=[5]); "
+        "repeat it for several; a run records them for --replay",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="zchaos",
@@ -350,6 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-report", action="store_true", help="record the run but skip the Spark report")
     p.add_argument("--check", action="store_true", help="validate the scenario and its manifest, run nothing")
+    _add_set(p)
     p.add_argument(
         "--subject-version",
         help="the version of the system under test, for the results store (default: its manifest's)",
@@ -358,6 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="validate a scenario and its manifest without running it")
     p.add_argument("scenario", help="a scenario file (TOML)")
+    _add_set(p)
     p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("suite", help="run every scenario of a folder (the CI suite)")
@@ -375,6 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --seeds: stop a scenario at its first violated seed",
     )
+    _add_set(p, "each scenario")
     p.set_defaults(func=_cmd_suite)
 
     p = sub.add_parser(

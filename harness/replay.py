@@ -1,11 +1,12 @@
 """Replaying a run: what ``run.json`` keeps of a run's plan, and the scenario it gives back.
 
 A run records (``run.json``, key ``replay``) the scenario's TOML data as it ran (overrides
-such as ``--seed`` included) and its file's text, the manifest's text and path, the seed
-and the zchaos version. ``zchaos run --replay RUN`` parses that data again, with the
-manifest text of the record (not today's file, which may have changed) at its old path,
-so relative commands (``{manifest_dir}/broker.py``) find the same programs: the same seed
-gives the same fault plan and the same client request streams.
+such as ``--seed`` and ``--set`` included, and the ``--set`` given) and its file's text,
+the manifest's text and path, the seed and the zchaos version. ``zchaos run --replay RUN``
+parses that data again, with the manifest text of the record (not today's file, which may
+have changed) at its old path, so relative commands (``{manifest_dir}/broker.py``) find
+the same programs: the same seed gives the same fault plan and the same client request
+streams.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ import functools
 import shlex
 import subprocess
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 from contract.errors import SetupError
 from contract.rundir import ReplayMeta, RunDir
 from harness.manifest import parse_manifest
-from harness.scenario import Scenario, parse_scenario
+from harness.scenario import Scenario, apply_sets, parse_scenario
 from harness.topology import PROJECT_ROOT
 
 
@@ -45,16 +47,18 @@ def _text(path: Path | None) -> str | None:
 
 
 def replay_commands(scenario: Scenario, run: RunDir) -> list[str]:
-    """The commands that reproduce a run: ``--replay`` always; ``SCENARIO --seed S`` too
-    when the scenario file still says what ran, but for its seed."""
+    """The commands that reproduce a run: ``--replay`` always; ``SCENARIO --seed S [--set
+    KEY=VALUE...]`` too when the scenario file with those overrides still says what ran, but
+    for its seed."""
     commands = [f"zchaos run --replay {shlex.quote(str(run.root))}"]
     if scenario.path is not None and scenario.path.exists():
         try:
-            on_file = tomllib.loads(scenario.path.read_text())
-        except (OSError, tomllib.TOMLDecodeError):
+            on_file = apply_sets(tomllib.loads(scenario.path.read_text()), scenario.sets, scenario.path)
+        except (OSError, tomllib.TOMLDecodeError, SetupError):
             on_file = None
         if on_file is not None and {**on_file, "seed": 0} == {**scenario.source, "seed": 0}:
-            commands.append(f"zchaos run {shlex.quote(_shown(scenario.path))} --seed {scenario.seed}")
+            sets = "".join(f" --set {shlex.quote(given)}" for given in scenario.sets)
+            commands.append(f"zchaos run {shlex.quote(_shown(scenario.path))} --seed {scenario.seed}{sets}")
     return commands
 
 
@@ -72,6 +76,7 @@ def replay_record(scenario: Scenario, run: RunDir) -> ReplayMeta:
     return {
         "seed": scenario.seed,
         "scenario_data": scenario.source,
+        "sets": list(scenario.sets),
         "scenario_path": str(scenario.path) if scenario.path else None,
         "scenario_text": _text(scenario.path),
         "manifest_path": str(manifest.path),
@@ -112,4 +117,4 @@ def scenario_of_run(run_dir: str | Path) -> tuple[Scenario, list[str]]:
     scenario = parse_scenario(
         dict(record["scenario_data"]), scenario_path, where=f"{where} (replay)", manifest=manifest
     )
-    return scenario, notes
+    return replace(scenario, sets=tuple(record.get("sets") or ())), notes

@@ -66,13 +66,15 @@ import copy
 import json
 import random
 import re
+import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from chaos.faults import SELECTORS, ParamProblem
 from chaos.kinds import FAULT_KINDS
-from contract.errors import SetupError
+from contract.errors import SetupError, key_path
 from contract.links import CLIENTS
 from harness.config import (
     MAX_DURATION_S,
@@ -182,6 +184,9 @@ class Scenario:
     # (another seed, a smaller variant) and to replay it (harness/replay.py).
     source: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     base_manifest: Manifest | None = field(default=None, compare=False, repr=False)
+    #: the ``--set KEY=VALUE`` overrides applied to its file (already in ``source``), for
+    #: the commands that reproduce a run
+    sets: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def instances(self, role: str) -> list[str]:
         return self.manifest.roles[role].instance_names(self.topology[role])
@@ -539,9 +544,10 @@ def _baseline(bt: Table) -> dict[str, Any] | None:
 def reparse(scenario: Scenario, data: dict[str, Any], *, where: str | Path = "") -> Scenario:
     """``scenario`` parsed again from other TOML data (another seed, a smaller variant),
     with the same manifest and the same folder for relative paths."""
-    return parse_scenario(
+    again = parse_scenario(
         data, scenario.path, where=where or scenario.path or "<scenario>", manifest=scenario.base_manifest
     )
+    return replace(again, sets=scenario.sets)
 
 
 def with_seed(scenario: Scenario, seed: int) -> Scenario:
@@ -549,6 +555,68 @@ def with_seed(scenario: Scenario, seed: int) -> Scenario:
     return reparse(scenario, {**scenario.source, "seed": seed})
 
 
-def load_scenario(path: str | Path) -> Scenario:
+def apply_sets(data: dict[str, Any], sets: Sequence[str], where: str | Path) -> dict[str, Any]:
+    """``data`` (a copy) with each ``--set KEY=VALUE`` applied: a dotted key into the
+    scenario's tables (a number picks an item of a list, ``faults.0.at_s``), the value read
+    as a TOML value (text that is not one is a string: ``implementation=my-broker``). Only
+    the way in: whether the key and the value fit is ``parse_scenario``'s to say."""
+    data = copy.deepcopy(data)
+    for given in sets:
+        key, eq, text = given.partition("=")
+        keys = key.strip().split(".")
+        if not eq or not all(keys):
+            raise SetupError(
+                f"expected KEY=VALUE (a dotted key: options.server=...), got {given!r}", where="--set"
+            )
+        try:
+            parsed = tomllib.loads(f"value = {text}")
+            value = parsed["value"] if len(parsed) == 1 else text
+        except tomllib.TOMLDecodeError:
+            value = text
+        node: Any = data
+        for depth, part in enumerate(keys):
+            last = depth == len(keys) - 1
+            here = key_path(where, *keys[: depth + 1])
+            if isinstance(node, list):
+                if not part.isdigit() or int(part) >= len(node):
+                    raise SetupError(
+                        f"no item {part} (there are {len(node)}; from --set {given})", where=here
+                    )
+                if last:
+                    node[int(part)] = value
+                else:
+                    node = node[int(part)]
+            elif isinstance(node, dict):
+                if last:
+                    node[part] = value
+                else:
+                    node = node.setdefault(part, {})
+            else:
+                where_above = key_path(where, *keys[:depth])
+                raise SetupError(
+                    f"is not a table, so it has no key {part!r} (from --set {given})", where=where_above
+                )
+    return data
+
+
+def _from_set(exc: SetupError, sets: Sequence[str], where: str | Path) -> SetupError:
+    """``exc`` saying which ``--set`` gave the key it names, when one did."""
+    for given in sets:
+        keys = given.partition("=")[0].strip().split(".")
+        for depth in range(len(keys), 0, -1):
+            if exc.where == key_path(where, *(int(k) if k.isdigit() else k for k in keys[:depth])):
+                return SetupError(f"{exc.message} (from --set {given})", where=exc.where)
+    return exc
+
+
+def load_scenario(path: str | Path, *, sets: Sequence[str] = ()) -> Scenario:
+    """The scenario of a file, with the ``--set KEY=VALUE`` overrides given."""
     path = Path(path)
-    return parse_scenario(load_toml(path, "scenario"), path.resolve(), where=path)
+    data = load_toml(path, "scenario")
+    if not sets:
+        return parse_scenario(data, path.resolve(), where=path)
+    try:
+        scenario = parse_scenario(apply_sets(data, sets, path), path.resolve(), where=path)
+    except SetupError as exc:
+        raise _from_set(exc, sets, path) from None
+    return replace(scenario, sets=tuple(sets))

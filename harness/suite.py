@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,14 +91,16 @@ def run_suite(
     subject_version: str | None = None,
     seeds: int = 1,
     until_violated: bool = False,
+    sets: Sequence[str] = (),
 ) -> int:
-    """Run every scenario of ``directory`` (on ``seeds`` seeds each); the suite's exit code."""
+    """Run every scenario of ``directory`` (on ``seeds`` seeds each, with the ``--set``
+    overrides ``sets``); the suite's exit code."""
     progress = progress or Progress()
     store = store_path(runs_dir)
     files = sorted(directory.glob("*.toml"))
     if not files:
         raise SetupError("no scenario files (*.toml) here", where=directory)
-    scenarios = [load_scenario(path) for path in files]  # all validated before any runs
+    scenarios = [load_scenario(path, sets=sets) for path in files]  # all validated before any runs
 
     suite_dir = runs_dir / f"suite-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     suite_dir.mkdir(parents=True, exist_ok=True)

@@ -251,3 +251,78 @@ def test_dump_toml_writes_what_tomllib_reads_back() -> None:
         "rows": [{"inline": {"a": 1}}, {"b": []}],
     }
     assert tomllib.loads(dump_toml(odd)) == odd
+
+
+# --- --set: a scenario pointed elsewhere from the command line (issue 22, item 8) ---------
+
+SET_BASE = """
+implementation = "paranoid-pirate"
+duration_s = 30
+
+[[faults]]
+kind = "kill"
+target = "worker:random"
+at_s = [10]
+"""
+
+
+def test_set_overrides_dotted_keys_with_toml_values(tmp_path: Path) -> None:
+    """Before: no way from the command line; running the stock scenarios against one's own
+    server took copied files."""
+    manifest = ROOT / "tests" / "faulty_impl" / "manifest.toml"
+    sets = (
+        f"implementation={manifest}",
+        "options.drop_every=7",
+        "load.users=3",
+        "load.client.timeout_ms=900",
+        "faults.0.at_s=[5, 12.5]",
+        "description=a bare word is a string",
+    )
+    scenario = load_scenario(write(tmp_path, SET_BASE), sets=sets)
+    assert scenario.manifest.name == "faulty-paranoid-pirate"
+    assert scenario.options["drop_every"] == 7
+    assert scenario.load.users == 3 and scenario.load.clients[0].options["timeout_ms"] == 900
+    assert scenario.faults[0].times_s == (5.0, 12.5)
+    assert scenario.description == "a bare word is a string"
+    assert scenario.source["options"] == {"drop_every": 7}  # what a replay parses again
+    assert scenario.sets == sets
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        ("optoins.drop_every=7", "s.toml: optoins"),
+        ("options.no_such=1", "s.toml: options.no_such"),
+        ("faults.3.at_s=[1]", "faults"),
+        ("duration_s.x=1", "duration_s"),
+        ("load.users='many'", "s.toml: load.users"),
+        ("no-equals-sign", "--set"),
+    ],
+)
+def test_a_set_that_does_not_fit_is_bad_input_naming_the_key(tmp_path: Path, given: str, named: str) -> None:
+    with pytest.raises(SetupError) as err:
+        load_scenario(write(tmp_path, SET_BASE), sets=(given,))
+    assert named in str(err.value) and "--set" in str(err.value), str(err.value)
+
+
+def test_set_is_recorded_for_replay_and_in_the_commands_printed(tmp_path: Path, monkeypatch) -> None:
+    from contract.rundir import RunDir
+    from harness.replay import replay_commands, replay_record, scenario_of_run
+
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path, SET_BASE)
+    scenario = load_scenario(path, sets=("load.users=3", "seed=11"))
+    run = RunDir.create(tmp_path / "runs", scenario.name)
+    run.write_meta({"manifest": scenario.manifest.as_dict(), "replay": replay_record(scenario, run)})
+    again, _ = scenario_of_run(run.root)
+    assert (again.load.users, again.seed, again.sets) == (3, 11, scenario.sets)
+    assert "zchaos run s.toml --seed 11 --set load.users=3 --set seed=11" in replay_commands(scenario, run)
+
+
+def test_check_suite_and_run_take_set(tmp_path: Path) -> None:
+    from harness.cli import build_parser
+
+    parser = build_parser()
+    for command in (["check", "s.toml"], ["run", "s.toml"], ["suite", "dir"]):
+        args = parser.parse_args([*command, "--set", "load.users=2", "--set", "seed=3"])
+        assert args.set == ["load.users=2", "seed=3"], command

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from chaos.toxiproxy_client import NotFound, ToxiproxyClient
-from contract.links import PREFIX
+from contract.links import PREFIX, covers
 
 if TYPE_CHECKING:
     from chaos.faults import FaultKind, FaultRun
@@ -69,15 +69,15 @@ class NetworkFaults:
     def __init__(self, client: ToxiproxyClient, prefix: str = "zchaos") -> None:
         self.client = client
         self.prefix = prefix
-        self.links: dict[str, tuple[str, str]] = {}  # link name -> (proxy name, instance)
+        self.links: dict[str, str] = {}  # link name -> proxy name
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
     def proxy_name(self, link: str) -> str:
         return f"{self.prefix}-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", link.removeprefix(PREFIX))
 
-    def add_link(self, link: str, instance: str, upstream_port: int, listen_port: int = 0) -> str:
-        """A proxy for ``link`` (whose connecting side is ``instance``) onto 127.0.0.1:upstream_port,
+    def add_link(self, link: str, upstream_port: int, listen_port: int = 0) -> str:
+        """A proxy for ``link`` (a ``link:`` name) onto 127.0.0.1:upstream_port,
         listening on ``listen_port`` (0: any free port); the ``tcp://`` address to connect to instead.
 
         Give it a port from the run's allocator: a port the OS picks now may be one the run
@@ -86,20 +86,18 @@ class NetworkFaults:
         if self.client.get_proxy(name) is not None:
             self.client.destroy(name)  # left over from an earlier run on an external server
         proxy = self.client.create(name, f"127.0.0.1:{upstream_port}", listen=f"127.0.0.1:{listen_port}")
-        self.links[link] = (name, instance)
+        self.links[link] = name
         return f"tcp://{proxy.listen}"
 
     def close(self) -> None:
         """Delete the proxies this object created."""
-        for name, _ in self.links.values():
+        for name in self.links.values():
             with contextlib.suppress(NotFound):
                 self.client.destroy(name)
         self.links.clear()
 
     def proxies_for(self, target: str) -> list[str]:
-        if target in self.links:
-            return [self.links[target][0]]
-        found = [name for name, instance in self.links.values() if instance == target]
+        found = [name for link, name in self.links.items() if covers(target, link)]
         if not found:
             known = ", ".join(sorted(self.links)) or "none"
             raise NetworkFaultError(f"no proxied link for target {target!r} (links: {known})")

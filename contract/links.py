@@ -4,9 +4,11 @@ A run's links are named by their connecting side (harness/topology.py): ``link:w
 for an instance that connects to one endpoint, ``link:worker-1:backend`` for one that
 connects to several, and ``link:clients`` (``link:clients:<endpoint>`` when the load's
 clients connect to several endpoints) for the load. A network fault names one link, or
-an instance (``worker-1``, ``clients``) meaning every link it connects over. The runner
-builds names with ``link_name``; the nemesis and the checkers read them with
-``parse_link`` / ``target_instance``, so a name is never split by hand.
+an instance (``worker-1``, ``clients``) meaning every link it connects over; so does a
+link name without the endpoint of an instance that connects to several (``link:clients``
+for ``link:clients:primary`` and ``link:clients:backup``). The runner builds names with
+``link_name``; the scenario reader, the nemesis and the checkers read them with
+``parse_link`` / ``target_instance`` / ``covers``, so a name is never split by hand.
 """
 
 from __future__ import annotations
@@ -58,3 +60,24 @@ def target_instance(target: str) -> str:
     and ``link:worker-1:backend`` alike (``clients`` for the load's links)."""
     link = parse_link(target)
     return target if link is None else link.instance
+
+
+def covers(target: str, link: str) -> bool:
+    """Whether a network fault on ``target`` acts on the link named ``link``: the link
+    itself; an instance (``clients``); or the instance's link named without its endpoint
+    (``link:clients`` covers ``link:clients:backup``: the whole client side).
+
+    >>> covers("link:clients", "link:clients:backup"), covers("clients", "link:clients:backup")
+    (True, True)
+    >>> covers("link:clients:primary", "link:clients:backup")
+    False
+    """
+    named = parse_link(link)
+    if named is None:
+        return False
+    if target == link:
+        return True
+    wanted = parse_link(target)
+    if wanted is None:
+        return target == named.instance
+    return wanted.endpoint is None and wanted.instance == named.instance

@@ -230,9 +230,7 @@ class Runner:
         self.network = NetworkFaults(info.client, prefix=self.run.root.name)
         self._proxy_stack.callback(self.network.close)
         for link in self.topology.links():
-            address = self.network.add_link(
-                link.name, link.instance, link.upstream_port, self.ports.allocate()
-            )
+            address = self.network.add_link(link.name, link.upstream_port, self.ports.allocate())
             self.topology.route(link.name, address)
         self.meta["fault_proxy"] = {"url": info.url, "kind": info.kind, "links": len(self.topology.links())}
         self.progress.note(f"fault proxy: {info.kind} at {info.url}, one proxy per link")

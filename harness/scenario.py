@@ -75,7 +75,7 @@ from typing import Any
 from chaos.faults import SELECTORS, ParamProblem
 from chaos.kinds import FAULT_KINDS
 from contract.errors import SetupError, key_path
-from contract.links import CLIENTS
+from contract.links import CLIENTS, covers
 from harness.config import (
     MAX_DURATION_S,
     MAX_FAULT_TIMES,
@@ -296,7 +296,8 @@ def check_target(
         return  # every link of the load's clients
     role, _, selector = target.partition(":")
     role = role[:-1] if role.endswith("s") and role[:-1] in roles else role
-    if target in instances or target in links or (role in roles and selector in ("", *SELECTORS)):
+    covered = any(covers(target, link) for link in links)
+    if target in instances or covered or (role in roles and selector in ("", *SELECTORS)):
         if role in roles and topology[role] == 0:
             raise ft.error("target", f"role {role!r} has no instances in this topology")
         return

@@ -34,9 +34,12 @@ def test_a_fault_names_one_client_link_or_all_of_them(tmp_path: Path) -> None:
     path = tmp_path / "s.toml"
     path.write_text(text.replace('"link:clients:primary"', '"clients"'))
     assert [f.target for f in load_scenario(path).faults] == ["clients"]  # every client link
+    # Before: refused ("unknown target 'link:clients'") when the clients have several endpoints.
     path.write_text(text.replace('"link:clients:primary"', '"link:clients"'))
+    assert [f.target for f in load_scenario(path).faults] == ["link:clients"]  # the whole client side
+    path.write_text(text.replace('"link:clients:primary"', '"link:clients:nowhere"'))
     with pytest.raises(
-        SetupError, match=r"faults\[0\]\.target: unknown target 'link:clients' .*link:clients:backup"
+        SetupError, match=r"faults\[0\]\.target: unknown target 'link:clients:nowhere' .*link:clients:backup"
     ):
         load_scenario(path)
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from contract.links import CLIENTS, Link, link_name, parse_link, target_instance
+from chaos.netfaults import NetworkFaultError, NetworkFaults
+from contract.links import CLIENTS, Link, covers, link_name, parse_link, target_instance
 from contract.ports import PortAllocator
 from contract.rundir import RunDir
 from harness.scenario import load_scenario
@@ -33,6 +34,30 @@ def test_a_target_parses_to_its_link_and_instance(target: str, link: Link | None
     if link is not None:
         assert str(link) == target == link_name(link.instance, link.endpoint)
         assert link.clients == (instance == CLIENTS)
+
+
+@pytest.mark.parametrize(
+    ("target", "covered"),
+    [
+        ("link:clients", ["link:clients:primary", "link:clients:backup"]),  # the whole client side
+        ("clients", ["link:clients:primary", "link:clients:backup"]),
+        ("link:clients:backup", ["link:clients:backup"]),
+        ("link:worker-1", ["link:worker-1"]),
+        ("worker-1", ["link:worker-1"]),
+        ("worker", []),
+    ],
+)
+def test_a_fault_target_covers_its_links(target: str, covered: list[str]) -> None:
+    links = ["link:clients:primary", "link:clients:backup", "link:worker-1", "link:worker-10"]
+    assert [link for link in links if covers(target, link)] == covered
+    # The nemesis's proxies for it (the proxies' table alone: no Toxiproxy server needed).
+    net = NetworkFaults(client=None)  # type: ignore[arg-type]
+    net.links = {link: f"proxy-{i}" for i, link in enumerate(links)}
+    if covered:
+        assert net.proxies_for(target) == [net.links[link] for link in covered]
+    else:
+        with pytest.raises(NetworkFaultError, match="no proxied link"):
+            net.proxies_for(target)
 
 
 def test_every_link_the_runner_names_parses_back(tmp_path: Path) -> None:

@@ -62,7 +62,7 @@ def link(ctx: zmq.Context, server: ServerInfo) -> Iterator[tuple[NetworkFaults, 
     """A REP echo, the link proxy in front of it, and a REQ client connected through it."""
     echo = RepEcho(ctx)
     net = NetworkFaults(server.client, prefix=f"t{id(echo) % 10**6}")
-    address = net.add_link("link:worker-1", "worker-1", echo.port)
+    address = net.add_link("link:worker-1", echo.port)
     req = ctx.socket(zmq.REQ)
     req.setsockopt(zmq.LINGER, 0)
     req.setsockopt(zmq.REQ_RELAXED, 1)  # a lost request must not wedge the socket

@@ -339,11 +339,17 @@ def _client_overrides(top: Table, lt: Table, manifest: Manifest) -> tuple[Client
             applied.update(own)
             if kt.has("weight") and kt.has("users"):
                 raise kt.error(None, "give weight (a share of the users) or users (a fixed number), not both")
+            if kt.data.get("weight") == 0:
+                raise kt.error("weight", "must be at least 1, got 0 (users = 0 switches the kind off)")
             weight = kt.get("weight", int, weight, minimum=1)
             users = kt.get("users", int, 0 if kt.has("weight") else users, minimum=0, maximum=MAX_USERS)
             kt.done()
+            if kt.has("users") and users == 0:
+                continue  # switched off: no user of this kind
         kinds.append(replace(kind, options={**kind.options, **applied}, weight=weight, users=users))
     ct.done()
+    if not kinds:
+        raise ct.error(None, "every client kind has users = 0: there would be no load at all")
     return tuple(kinds)
 
 

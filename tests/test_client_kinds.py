@@ -146,6 +146,18 @@ latency_p99_ms = 400
     assert scenario.manifest.clients == scenario.load.clients  # what the run records
 
 
+def test_a_scenario_switches_a_client_kind_off_with_users_0(tmp_path: Path) -> None:
+    """Before: users = 0 was read as "a share by weight" and the kind still ran."""
+    scenario = load_scenario(write(tmp_path, rest="[clients.async]\nusers = 0"))
+    assert [k.name for k in scenario.load.clients] == ["sync"]
+    assert [k.name for k in scenario.manifest.clients] == ["sync"]  # what the run records
+    both_off = "[clients.async]\nusers = 0\n[clients.sync]\nusers = 0"
+    with pytest.raises(SetupError, match=r"s\.toml: clients: every client kind has users = 0"):
+        load_scenario(write(tmp_path, rest=both_off))
+    with pytest.raises(SetupError, match=r"clients\.sync\.weight: .*users = 0 switches the kind off"):
+        load_scenario(write(tmp_path, rest="[clients.sync]\nweight = 0"))
+
+
 @pytest.mark.parametrize(
     ("load", "rest", "where", "message"),
     [

@@ -1,9 +1,12 @@
-"""nox sessions: tests, quick, lint, demo, chaos (the scenario suites), bench.
+"""nox sessions: tests, quick, lint, demo, chaos (the soak tests and the scenario suites), bench.
 
-``tests`` is what CI runs: every test. ``quick`` leaves out the tests marked ``slow`` (whole
-scenario runs, long integration tests) for the edit-test loop. A new test opts into the slow
-tier with ``@pytest.mark.slow`` (or ``pytestmark = pytest.mark.slow`` for a whole module);
-mark it when it runs a scenario through the runner or takes more than 3 seconds.
+``tests`` is what CI runs: every test but the soaks. ``quick`` also leaves out the tests
+marked ``slow`` (whole scenario runs, long integration tests) for the edit-test loop. A new
+test opts into the slow tier with ``@pytest.mark.slow`` (or ``pytestmark = pytest.mark.slow``
+for a whole module); mark it when it runs a scenario through the runner or takes more than 3
+seconds. ``@pytest.mark.soak`` is for a test of several minutes whose feature a faster test
+in ``tests`` also shows working (ten seeds where two show the summary, a Spark cluster where
+local Spark gives the verdict): ``chaos`` runs those, with the scenario suites.
 """
 
 from __future__ import annotations
@@ -35,14 +38,14 @@ def _parallel() -> list[str]:
 def tests(session: nox.Session) -> None:
     """The test suite: unit, integration, end to end, and the CI scenarios."""
     session.install("-e", ".[test]")
-    session.run("pytest", *_parallel(), *session.posargs)
+    session.run("pytest", *_parallel(), "-m", "not soak", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def quick(session: nox.Session) -> None:
     """Every test not marked slow."""
     session.install("-e", ".[test]")
-    session.run("pytest", *_parallel(), "-m", "not slow", *session.posargs)
+    session.run("pytest", *_parallel(), "-m", "not slow and not soak", *session.posargs)
 
 
 @nox.session(python=PYTHON)
@@ -62,8 +65,10 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def chaos(session: nox.Session) -> None:
-    """The CI scenario suite, then every longer scenario of scenarios/ (about an hour)."""
-    session.install("-e", ".")
+    """The soak tests, the CI scenario suite, then every longer scenario of scenarios/ (about
+    an hour and a half)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", *_parallel(), "-m", "soak")
     session.run("zchaos", "suite", "scenarios/ci/")
     session.run("zchaos", "suite", "scenarios/", *session.posargs)
 

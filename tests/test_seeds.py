@@ -81,8 +81,10 @@ def _violated_seeds(summary: dict, check: str) -> list[int]:
     return summary["checks"].get(check, {}).get("violated", [])
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(3600)  # 20 runs with their reports, on a machine shared with others
+# 20 runs with their reports (4-10 minutes): a soak. test_a_suite_on_two_seeds_runs_each_
+# scenario_twice and the summary tests show the per-seed summary on the default run.
+@pytest.mark.soak
+@pytest.mark.timeout(3600)
 def test_a_racy_bug_is_found_on_some_of_10_seeds_and_its_twin_on_none(
     tmp_path: Path, spark, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -62,7 +62,9 @@ def files(cache: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if not p.name.endswith(".lock") and p.name != "conf")
 
 
-@pytest.mark.slow  # six JVM starts and a dump (~1 min quiet, 4 at load 11): left out of `./dev quick`
+# Six JVM starts and a dump (~1 min quiet, 4 at load 11, up to 7 beside a test run): a soak.
+# The archive's use in every report is shown by each test's own Spark session (conftest).
+@pytest.mark.soak
 @pytest.mark.timeout(900)
 def test_the_archive_is_made_once_then_mapped_and_a_damaged_one_is_replaced(tmp_path: Path) -> None:
     cache, log = tmp_path / "cache", tmp_path / "spark.log"

@@ -20,7 +20,9 @@ from reports.pipeline import build_report
 from tests.procs import Proc, wait_for
 from tests.test_report import make_run
 
-pytestmark = pytest.mark.slow  # three more JVMs (master, worker, executor): left out of `./dev quick`
+# Three more JVMs (master, worker, executor), 2-5 minutes: a soak (`./dev chaos`). Every
+# other Spark test gives its verdicts on local Spark, the same code on one JVM.
+pytestmark = pytest.mark.soak
 ROOT = Path(__file__).resolve().parent.parent
 START_S = 120  # a JVM each, on a loaded 2-core machine
 

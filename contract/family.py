@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from contract.history import FAMILY_EVENTS, EventKind
+from contract.history import CORE_EVENTS, FAMILY_EVENTS, EventKind
 
 
 @dataclass(frozen=True)
@@ -90,3 +90,10 @@ class Family:
     def events(self) -> dict[str, EventKind]:
         """The event kinds only this family writes (contract/history.py FAMILY_EVENTS)."""
         return FAMILY_EVENTS.get(self.name, {})
+
+    @property
+    def probe_records(self) -> tuple[str, ...]:
+        """The event kinds its probe worker records: every worker's (``exec``, ``done``) and
+        the family's that a worker writes (contract/history.py says who writes each)."""
+        kinds = [k for k, e in CORE_EVENTS.items() if e.writer == "worker"]
+        return tuple(kinds + [k for k, e in self.events.items() if e.writer in ("worker", "any")])

@@ -113,7 +113,33 @@ def _describe(scenario) -> int:
             else ""
         )
         print(f"  fault {fault.kind} on {fault.target} at {shown}{more} s")
+    _describe_checks(scenario)
     return 0
+
+
+def _describe_checks(scenario) -> None:
+    """The checks a run would judge, with the promises as the scenario makes them, and those
+    that any run of it can only leave unknown, with why and what to change."""
+    import json
+
+    from harness.runner import forecast
+
+    promises = scenario.manifest.promises.as_dict()
+    shown = ", ".join(
+        f"{k} = {json.dumps(v)}" for k, v in promises.items() if k != "checks" and v is not None
+    )
+    print(f"  promises (the manifest's, with the scenario's overrides): {shown}")
+    foreseen = forecast(scenario)
+    width = max(map(len, foreseen), default=0)
+    print("  checks:")
+    for name, reason in foreseen.items():
+        print(f"    {name:<{width}}  " + (f"UNKNOWN (foreseen): {reason}" if reason else "judged"))
+    unknown = [name for name, reason in foreseen.items() if reason]
+    if unknown:
+        print(
+            f"  {len(unknown)} of {len(foreseen)} checks can only be unknown ({', '.join(unknown)}): "
+            "a run of this scenario ends unknown (exit 3) or violated, never passed"
+        )
 
 
 def _cmd_suite(args: argparse.Namespace) -> int:

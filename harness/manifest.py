@@ -50,6 +50,10 @@ ready = "log:ready"
 # count = 3                      # ready, count, scalable, env as for a command
 # service = "echo"               # (command roles) the Majordomo service its workers serve;
 #                                # a majordomo probe's is its `service` option
+# records = ["exec", "done"]     # (command roles) the history events a program of yours
+#                                # writes (contract/history.py; default none, and for
+#                                # zchaos's own `-m implementations.X` whatever it writes):
+#                                # `zchaos check` foresees from it the checks left unknown
 
 [promises]                       # what the report checks
 checks = ["no_lost", "no_duplicate", "in_order", "correct_reply", "execution_count",
@@ -139,6 +143,7 @@ its init line).
 from __future__ import annotations
 
 import difflib
+import itertools
 import os
 import re
 import shutil
@@ -218,6 +223,9 @@ class Role:
     connects: tuple[str, ...]  # endpoints its command connects to
     probe: str | None = None  # the probe worker it runs (its family's card), if it runs one
     service: str | None = None  # the Majordomo service its workers serve (for mmi_service)
+    #: the history event kinds its program records (a probe's, or what the manifest says of
+    #: a program of the user's); None: zchaos's own program, which records its family's
+    records: tuple[str, ...] | None = None
 
     def instance_names(self, count: int | None = None) -> list[str]:
         """``queue`` for a single instance; ``worker-1`` … ``worker-N`` otherwise."""
@@ -287,6 +295,7 @@ class Manifest:
                     "command": list(r.command),
                     "probe": r.probe,
                     "service": r.service,
+                    "records": None if r.records is None else list(r.records),
                 }
                 for name, r in self.roles.items()
             },
@@ -369,6 +378,27 @@ def _probe_command(
         values[key] = given.get(key, options.get(key, opt.default))
     service = str(values[probe.service_option]) if probe.service_option else None
     return command, name, service, probe.ready
+
+
+def _records(rt: Table, command: list[str], probe: str | None) -> tuple[str, ...] | None:
+    """What a role's program records in the history: a probe's kinds (its family's card);
+    for a command, what ``records`` says, else nothing for a program of the user's and
+    anything (None) for zchaos's own (``-m implementations.X``)."""
+    from contract.history import EVENTS
+    from implementations import families
+
+    if probe is not None:
+        return next(f.probe_records for f in families().values() if f.probe and f.probe.name == probe)
+    ours = any(a == "-m" and b.startswith("implementations.") for a, b in itertools.pairwise(command))
+    given = rt.list_of("records", str, None)
+    if given is None:
+        return None if ours else ()
+    for kind in given:
+        if kind not in EVENTS:
+            close = difflib.get_close_matches(kind, list(EVENTS), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else " (contract/history.py declares them)"
+            raise rt.error("records", f"{kind!r} is not an event kind{hint}")
+    return tuple(given)
 
 
 def client_endpoints(manifest: Manifest) -> list[str]:
@@ -588,6 +618,7 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
             _check_placeholders(rt, command, endpoints, options)
             _check_runnable(rt, command, path.parent)
             probe_name, service, default_ready = None, rt.get("service", str, None), "none"
+        records = _records(rt, command, probe_name)
         count = rt.get("count", int, 1, minimum=0, maximum=MAX_INSTANCES)
         scalable = rt.get("scalable", bool, False)
         ready = Readiness.parse(rt.get("ready", str, default_ready), rt, endpoints, role_name)
@@ -607,6 +638,7 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
             connects=tuple(e for e in endpoints if f"{{connect.{e}}}" in joined),
             probe=probe_name,
             service=service,
+            records=records,
         )
     roles_table.done()
     for endpoint, role_name in endpoints.items():

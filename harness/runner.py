@@ -107,6 +107,31 @@ def load_budget_s(kinds: tuple[ClientKind, ...]) -> float:
     return max((client_budget_s(k.options) for k in kinds), default=client_budget_s({}))
 
 
+def planned_meta(scenario: Scenario, plan: list[PlannedFault]) -> RunMeta:
+    """What run.json holds of a run before it starts: what will run and its fault plan."""
+    return {
+        "scenario": scenario.as_dict(),
+        "manifest": scenario.manifest.as_dict(),
+        "expect_violated": list(scenario.expect_violated),
+        "client_budget_s": load_budget_s(scenario.load.clients),
+        "plan": [f.as_dict() for f in plan],
+    }
+
+
+def forecast(scenario: Scenario) -> dict[str, str]:
+    """Each promised check, and the reason any run of this scenario can only leave it
+    unknown ('' when a run may judge it): the checks' own rules (``Checker.forecast``) on
+    the run.json the run would start with."""
+    from reports.checkers import registry
+
+    plan = plan_faults(
+        scenario.faults, {r: scenario.instances(r) for r in scenario.manifest.roles}, scenario.seed
+    )
+    meta = planned_meta(scenario, plan)
+    checkers = registry()
+    return {name: checkers[name].forecast(meta) for name in scenario.manifest.promises.checks}
+
+
 def _exited_within(managed: Managed, timeout: float) -> bool:
     try:
         managed.popen.wait(timeout)
@@ -167,11 +192,7 @@ class Runner:
             scenario.faults, {r: scenario.instances(r) for r in scenario.manifest.roles}, scenario.seed
         )
         self.meta: RunMeta = {
-            "scenario": scenario.as_dict(),
-            "manifest": scenario.manifest.as_dict(),
-            "expect_violated": list(scenario.expect_violated),
-            "client_budget_s": load_budget_s(scenario.load.clients),
-            "plan": [f.as_dict() for f in self.plan],
+            **planned_meta(scenario, self.plan),
             "ports": self.topology.ports,
             "processes": self.roles,
             "started_ns": time.time_ns(),

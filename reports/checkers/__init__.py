@@ -16,6 +16,11 @@ nothing, so on a run whose history has none of a needed kind the checker is not 
 is UNKNOWN, with a reason naming the missing events and how to get them (zchaos's probe
 workers write the worker-side ones; only the broker itself can write its own).
 ``zchaos list`` marks these checks.
+
+What the plan alone decides, ``zchaos check`` says before any run (``Checker.forecast``): a
+needed event that no role of the manifest records (run.json's roles say what each
+records), and a check's own rule for an unknown that run.json decides (``foresee``: the
+check applies the same function to a run), such as ``in_order`` listed but not promised.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import importlib
 import pkgutil
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +41,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 HELD, VIOLATED, UNKNOWN = "held", "violated", "unknown"
+NS = 1_000_000_000
 MAX_EXAMPLES = 10
 
 
@@ -256,20 +262,30 @@ def nothing_to_judge(
 
 def planned_faults(ctx: CheckContext) -> list[FaultWindow]:
     """The faults of run.json's plan, as windows with their class and no times (0, None)."""
-    return [
-        FaultWindow(
+    return planned_windows(ctx.meta, timed=False)
+
+
+def planned_windows(meta: dict[str, Any], *, timed: bool = True) -> list[FaultWindow]:
+    """The faults of a plan (run.json's ``plan``) as windows with their class: from their
+    time (``at_s`` after a load starting at 0) for their own ``duration_s`` (a fault with no
+    duration of its own, a kill, for none); ``timed=False``: no times (0, None)."""
+    windows = []
+    for f in meta.get("plan") or []:
+        start = int(float(f.get("at_s") or 0) * NS) if timed else 0
+        window = FaultWindow(
             int(f.get("fault_id") or 0),
             str(f.get("kind")),
             str(f.get("target")),
-            0,
-            None,
+            start,
+            start if timed else None,
             f.get("fault_scope"),
             f.get("fault_lossy"),
             f.get("fault_harm"),
             f.get("fault_lasting"),
         )
-        for f in ctx.meta.get("plan") or []
-    ]
+        lasts = (f.get("params") or {}).get("duration_s") if timed and window.lasting else None
+        windows.append(replace(window, stop_ns=start + int(float(lasts) * NS)) if lasts else window)
+    return windows
 
 
 @dataclass(frozen=True)
@@ -291,6 +307,30 @@ class Checker:
     #: event kinds it reads when the history has them, judging more (titanic_durable counts
     #: executions where workers record exec): a damaged writer of one makes it unknown too
     reads: tuple[str, ...] = ()
+    #: what the run's plan alone says of it, before any run (``zchaos check``): the reason a
+    #: run of that plan can only leave it unknown, else ''. It gets run.json as the runner
+    #: writes it before the load (scenario, manifest, plan) and applies the check's own rule
+    #: for that unknown, the one the check applies to a run.
+    foresee: Callable[[dict[str, Any]], str] | None = None
+
+    def forecast(self, meta: dict[str, Any]) -> str:
+        """Why a run of the plan ``meta`` can only leave this check unknown ('' when it may
+        be judged): events it needs that no role of the manifest records (run.json's roles
+        say what each records; a role without that word, zchaos's own program, may record
+        any), then its own rule (``foresee``)."""
+        roles = (meta.get("manifest") or {}).get("roles") or {}
+        recorded: set[str] = set()
+        for role in roles.values():
+            if role.get("records") is None:
+                return self.foresee(meta) if self.foresee is not None else ""
+            recorded.update(role["records"])
+        missing = [kind for kind in self.needs if kind not in recorded]
+        if missing:
+            return (
+                f"{missing_reason(missing)} (a program of yours that writes them into zchaos's history "
+                "says so: records = [...] in its [roles.NAME])"
+            )
+        return self.foresee(meta) if self.foresee is not None else ""
 
     def run(self, ctx: CheckContext) -> CheckResult:
         """The check's result; UNKNOWN without running it when the history lacks what it needs."""
@@ -359,13 +399,15 @@ def checker(
     shares: tuple[str, ...] = (),
     on_fewer: str = "violations",
     reads: tuple[str, ...] = (),
+    foresee: Callable[[dict[str, Any]], str] | None = None,
 ) -> Callable[[Callable[[CheckContext], CheckResult]], Callable]:
     """Register ``fn`` as the checker ``name`` (documented by ``doc``), needing ``needs``;
     ``reads_clients=False`` for one that reads only the subject's, probes' and harness's
     events, which a damaged client history leaves whole; ``shares``: the toolkit's shared
     aggregates it reads (``toolkit.SHARED``: per_request, per_rid); ``on_fewer``: what stands
     of its result with requests left out (``Checker.on_fewer``); ``reads``: kinds it reads
-    when present (``Checker.reads``)."""
+    when present (``Checker.reads``); ``foresee``: its rule for an unknown that the plan
+    alone decides (``Checker.foresee``)."""
     from contract.history import EVENTS
 
     if on_fewer not in ("violations", "holds", "neither"):
@@ -379,7 +421,7 @@ def checker(
         if name in _REGISTRY and _REGISTRY[name].fn is not fn:
             raise ValueError(f"checker {name!r} registered twice")
         _REGISTRY[name] = Checker(
-            name, doc, fn, tuple(needs), reads_clients, tuple(shares), on_fewer, tuple(reads)
+            name, doc, fn, tuple(needs), reads_clients, tuple(shares), on_fewer, tuple(reads), foresee
         )
         return fn
 

@@ -217,23 +217,35 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
 # --- in_order --------------------------------------------------------------------------
 
 
+def _order_kinds(meta: dict[str, Any]) -> tuple[list[str], list[str], bool]:
+    """(the client kinds that promise order, those that do not, whether anything does):
+    each kind promises it or not (default: the manifest's promise); a mixed load is checked
+    on the kinds that do."""
+    kinds = meta["manifest"].get("clients") or []
+    promised = meta["manifest"]["promises"].get("in_order", True)
+    ordered = [k["name"] for k in kinds if k.get("in_order", promised)]
+    unordered = [k["name"] for k in kinds if not k.get("in_order", promised)]
+    return ordered, unordered, bool(ordered if kinds else promised)
+
+
+def _order_not_promised(meta: dict[str, Any]) -> str:
+    """The reason in_order is unknown on any run of this plan, or ''."""
+    if _order_kinds(meta)[2]:
+        return ""
+    return "the manifest lists in_order among its checks but promises in_order = false: drop one"
+
+
 @checker(
     "in_order",
     "per client, replies arrive in strictly increasing seq (only where the manifest promises "
     "in_order; otherwise unknown, so CI shows it as skipped rather than as a pass)",
+    foresee=_order_not_promised,
 )
 def in_order(ctx: CheckContext) -> CheckResult:
-    # Each client kind promises order or not (default: the manifest's promise); a mixed
-    # load is checked on the kinds that promise it.
-    kinds = ctx.meta["manifest"].get("clients") or []
-    promised = ctx.promises.get("in_order", True)
-    ordered = [k["name"] for k in kinds if k.get("in_order", promised)]
-    unordered = [k["name"] for k in kinds if not k.get("in_order", promised)]
-    if not (ordered if kinds else promised):
-        return unknown(
-            "in_order", "not promised", {"promised": False},
-            reason="the manifest lists in_order among its checks but promises in_order = false: drop one",
-        )  # fmt: skip
+    ordered, unordered, _ = _order_kinds(ctx.meta)
+    reason = _order_not_promised(ctx.meta)
+    if reason:
+        return unknown("in_order", "not promised", {"promised": False}, reason=reason)
     order = Window.partitionBy("cid").orderBy("ts", "seq")
     replies = events_of(ctx, "reply")
     if unordered:
@@ -480,6 +492,13 @@ def execution_count(ctx: CheckContext) -> CheckResult:
 # --- steady_state ----------------------------------------------------------------------
 
 
+def _too_little_planned(meta: dict[str, Any]) -> str:
+    """The reason steady_state is unknown on any run of this plan: the rule of a run's
+    (``too_little_judged``) on the load the plan leaves it at most, or ''."""
+    t = tk.timers_of(meta)
+    return tk.too_little_judged(tk.planned_coverage(meta, t), t)
+
+
 @checker(
     "steady_state",
     "requests no fault excuses (see harness/manifest.py: in flight as a fault started, or sent "
@@ -488,6 +507,7 @@ def execution_count(ctx: CheckContext) -> CheckResult:
     "judged under a fifth of the load time",
     shares=("per_request",),
     on_fewer="neither",
+    foresee=_too_little_planned,
 )
 def steady_state(ctx: CheckContext) -> CheckResult:
     t = tk.timers(ctx)

@@ -30,6 +30,7 @@ from reports.checkers.toolkit import (
     events_of,
     examples,
     fault_spans,
+    options_of,
     small_frame,
     unknown,
 )
@@ -201,16 +202,63 @@ def alive_spans(ctx: CheckContext, roles: list[str], broker_roles: set[str]) -> 
     return alive, serving
 
 
-def mmi_tolerance_s(ctx: CheckContext) -> float | None:
+def mmi_tolerance_s(meta: dict[str, Any]) -> float | None:
     """How late an MMI answer may follow a worker's death or arrival: ``mmi_tolerance_s`` if
     promised, else the broker's expiry (heartbeat_ms x liveness) plus one heartbeat (its
-    timer's turn, or a worker's reconnect after a broker restart); None if neither is known."""
-    if ctx.promises.get("mmi_tolerance_s") is not None:
-        return float(ctx.promises["mmi_tolerance_s"])
-    options = {**ctx.meta["manifest"].get("options", {}), **ctx.meta.get("scenario", {}).get("options", {})}
-    if "heartbeat_ms" in options and "liveness" in options:
-        return float(options["heartbeat_ms"]) * (int(options["liveness"]) + 1) / 1000
+    timer's turn, or a worker's reconnect after a broker restart); None if neither is known
+    (a value that is not a number is not known)."""
+    tolerance = meta["manifest"]["promises"].get("mmi_tolerance_s")
+    if _number(tolerance):
+        return float(tolerance)
+    options = options_of(meta)
+    heartbeat, liveness = options.get("heartbeat_ms"), options.get("liveness")
+    if _number(heartbeat) and _number(liveness):
+        return float(heartbeat) * (int(liveness) + 1) / 1000
     return None
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+NO_MMI_ANSWERS = (
+    "no mmi.service answer was recorded: give the MDP client option mmi_every (ask every N "
+    "requests), e.g. [client] options = { mmi_every = 5 }"
+)
+NO_TOLERANCE = (
+    "the broker's expiry is unknown: give [options] heartbeat_ms and liveness, or "
+    "[promises] mmi_tolerance_s (how long the broker may take to notice a worker died or came)"
+)
+
+
+def _undeclared(services: list[str]) -> str:
+    return (
+        f"no role of the manifest says it serves {', '.join(services)}: run the workers as "
+        'probe = "majordomo" (its service option), or set service = "..." on the worker role'
+    )
+
+
+def _services_of(meta: dict[str, Any]) -> dict[str, list[str]]:
+    """Each Majordomo service the manifest's roles serve, and those roles."""
+    found: dict[str, list[str]] = {}
+    for name, role in meta["manifest"].get("roles", {}).items():
+        if role.get("service"):
+            found.setdefault(role["service"], []).append(name)
+    return found
+
+
+def _mmi_unknown_by_plan(meta: dict[str, Any]) -> str:
+    """The reason mmi_service is unknown on any run of this plan, or '': by the check's own
+    rules, no client asks (no ``mmi_every``), no role serves what they ask, no tolerance."""
+    asking = [k for k in meta["manifest"].get("clients") or [] if (k.get("options") or {}).get("mmi_every")]
+    if not asking:
+        return NO_MMI_ANSWERS
+    served = _services_of(meta)
+    # A kind that names no service asks about its adapter's default, which only a run shows.
+    named = sorted({str(k["options"]["service"]) for k in asking if k["options"].get("service")})
+    if not served or any(svc not in served for svc in named):
+        return _undeclared([svc for svc in named if svc not in served] or ["the clients' service"])
+    return NO_TOLERANCE if mmi_tolerance_s(meta) is None else ""
 
 
 @checker(
@@ -218,35 +266,22 @@ def mmi_tolerance_s(ctx: CheckContext) -> float | None:
     "every mmi.service answer a load client got (mmi_answer) agrees with the workers of that "
     "service the supervisor knew to be alive (started, not killed, frozen or cut off), give or "
     "take the broker's expiry: 200 only if one was alive, 404 only if none was alive throughout",
+    foresee=_mmi_unknown_by_plan,
 )
 def mmi_service(ctx: CheckContext) -> CheckResult:
     answers = events_of(ctx, "mmi_answer")
     row = answers.agg(F.count("*").alias("n"), F.collect_set("service").alias("services")).first()
     if not row["n"]:
-        reason = (
-            "no mmi.service answer was recorded: give the MDP client option mmi_every (ask every N "
-            "requests), e.g. [client] options = { mmi_every = 5 }"
-        )
-        return unknown("mmi_service", "no MMI answers recorded", reason=reason)
+        return unknown("mmi_service", "no MMI answers recorded", reason=NO_MMI_ANSWERS)
     manifest = ctx.meta["manifest"]
-    roles_of = {
-        svc: [name for name, r in manifest.get("roles", {}).items() if r.get("service") == svc]
-        for svc in row["services"]
-    }
+    served = _services_of(ctx.meta)
+    roles_of = {svc: served.get(svc, []) for svc in row["services"]}
     undeclared = sorted(svc for svc, roles in roles_of.items() if not roles)
     if undeclared:
-        reason = (
-            f"no role of the manifest says it serves {', '.join(undeclared)}: run the workers as "
-            'probe = "majordomo" (its service option), or set service = "..." on the worker role'
-        )
-        return unknown("mmi_service", "workers of the service unknown", reason=reason)
-    tolerance = mmi_tolerance_s(ctx)
+        return unknown("mmi_service", "workers of the service unknown", reason=_undeclared(undeclared))
+    tolerance = mmi_tolerance_s(ctx.meta)
     if tolerance is None:
-        reason = (
-            "the broker's expiry is unknown: give [options] heartbeat_ms and liveness, or "
-            "[promises] mmi_tolerance_s (how long the broker may take to notice a worker died or came)"
-        )
-        return unknown("mmi_service", "no tolerance for the MMI answers", reason=reason)
+        return unknown("mmi_service", "no tolerance for the MMI answers", reason=NO_TOLERANCE)
     # The brokers: the roles that bind an endpoint the load clients connect to.
     client_endpoints = {e for kind in manifest.get("clients", []) for e in kind.get("endpoints", [])}
     broker_roles = {r for e, r in manifest.get("endpoints", {}).items() if e in client_endpoints}

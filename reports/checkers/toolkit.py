@@ -46,15 +46,16 @@ from contract.promises import expiry_s
 from reports.checkers import (
     HELD,
     MAX_EXAMPLES,
+    NS,
     UNKNOWN,
     VIOLATED,
     CheckContext,
     CheckResult,
     FaultWindow,
     events_of,  # also offered here: a family module needs nothing but this toolkit
+    planned_windows,
 )
 
-NS = 1_000_000_000
 MS = 1_000_000
 DEFAULT_CLIENT_BUDGET_S = 10.0
 #: Later than any event: the end of a fault that never healed.
@@ -68,8 +69,13 @@ EVENT_KEYS = ("ts", "src", "ev", "cid", "seq", "rid")
 
 def options(ctx: CheckContext) -> dict[str, Any]:
     """The implementation options of the run (the manifest's, with the scenario's overrides)."""
-    merged = dict(ctx.meta.get("manifest", {}).get("options") or {})
-    merged.update(ctx.meta.get("scenario", {}).get("options") or {})
+    return options_of(ctx.meta)
+
+
+def options_of(meta: dict[str, Any]) -> dict[str, Any]:
+    """``options`` of a run.json (or of the plan ``zchaos check`` makes of one)."""
+    merged = dict(meta.get("manifest", {}).get("options") or {})
+    merged.update(meta.get("scenario", {}).get("options") or {})
     return merged
 
 
@@ -382,15 +388,21 @@ class Timers:
 
 def timers(ctx: CheckContext) -> Timers:
     """The excusing timers of this run, from the manifest's expiry and the client options."""
-    budget = float(ctx.meta.get("client_budget_s") or DEFAULT_CLIENT_BUDGET_S)
-    expr = ctx.promises.get("expiry_ms")
+    return timers_of(ctx.meta)
+
+
+def timers_of(meta: dict[str, Any]) -> Timers:
+    """``timers`` of a run.json (or of the plan ``zchaos check`` makes of one)."""
+    promises = meta["manifest"]["promises"]
+    budget = float(meta.get("client_budget_s") or DEFAULT_CLIENT_BUDGET_S)
+    expr = promises.get("expiry_ms")
     try:
-        expiry = expiry_s(expr, options(ctx))
+        expiry = expiry_s(expr, options_of(meta))
     except ValueError:
         expiry = None  # the manifest was checked when the run started; a scenario may have changed it
     if expiry is not None:
         return Timers(expiry, budget, f"expiry_ms = {expr}")
-    grace = float(ctx.promises.get("steady_grace_s", 10.0))
+    grace = float(promises.get("steady_grace_s", 10.0))
     return Timers(grace, budget, "steady_grace_s (the manifest gives no expiry_ms)")
 
 
@@ -406,11 +418,25 @@ def send_span(fault: FaultWindow, after_ns: int, end_ns: int) -> Span:
 
 def excused_send_spans(ctx: CheckContext, t: Timers) -> list[Span]:
     """The warm-up and each fault's excused send span, merged."""
-    load_start, load_stop = load_span(ctx)
-    end = max(load_stop, *(f.start_ns for f in ctx.faults)) if ctx.faults else load_stop
+    return excused_spans(load_span(ctx), ctx.faults, t)
+
+
+def excused_spans(load: Span, faults: list[FaultWindow], t: Timers) -> list[Span]:
+    """``excused_send_spans`` of a load span and fault windows (recorded, or planned)."""
+    load_start, load_stop = load
+    end = max(load_stop, *(f.start_ns for f in faults)) if faults else load_stop
     spans = [(load_start, load_start + WARMUP_NS)]
-    spans += [send_span(f, int(t.after_s * NS), end) for f in ctx.faults]
+    spans += [send_span(f, int(t.after_s * NS), end) for f in faults]
     return merge_spans(spans)
+
+
+def planned_coverage(meta: dict[str, Any], t: Timers) -> dict[str, Any]:
+    """``coverage`` as the plan foresees it, before any run (``zchaos check``): the load from
+    0 to ``duration_s``, each fault as ``planned_windows`` sets it. A run's faults last at
+    least that long (a restart waits for its process to be ready), so a run judges about as
+    much or less (its load may stop a little after ``duration_s``)."""
+    load_ns = int(float(meta["scenario"]["duration_s"]) * NS)
+    return coverage_of(0, load_ns, excused_spans((0, load_ns), planned_windows(meta), t))
 
 
 def judged_ns(spans: list[Span], lo: int, hi: int) -> int:
@@ -421,7 +447,11 @@ def judged_ns(spans: list[Span], lo: int, hi: int) -> int:
 
 def coverage(ctx: CheckContext, spans: list[Span]) -> dict[str, Any]:
     """How much of the load time lies outside the excused spans: figures for a CheckResult."""
-    lo, hi = load_span(ctx)
+    return coverage_of(*load_span(ctx), spans)
+
+
+def coverage_of(lo: int, hi: int, spans: list[Span]) -> dict[str, Any]:
+    """``coverage`` of the load span [lo, hi]."""
     load = max(0, hi - lo)
     judged = judged_ns(spans, lo, hi)
     return {

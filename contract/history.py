@@ -131,7 +131,8 @@ CORE_EVENTS: dict[str, EventKind] = {
         "client",
         ("cid", "seq", "rid", "reason"),
         ("kind",),
-        "a client that never resends (reply_deadline_s) waited its deadline out: no reply, counted lost",
+        "a client that never resends gave the request up (its reply_deadline_s ran out, or its program "
+        "said lost): no reply, counted lost",
     ),
     "unexpected": EventKind(
         "client",

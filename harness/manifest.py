@@ -123,9 +123,10 @@ no fault the promise covers holds the check: it had nothing to judge.
 
 ``requeue = true`` promises that a request held by a worker that dies (or expires) is
 handed to another worker by the broker itself, so it is answered without any resend.
-Asynchronous clients that never resend (client option ``reply_deadline_s``, which must
-be at least ``recovery_bound_s``: a request answered within the recovery bound must not
-count as lost) record a request still unanswered after the deadline as ``lost``; with
+Clients that never resend (client option ``reply_deadline_s`` of the ``lazy_pirate`` and
+``mdp_async`` adapters, which must be at least ``recovery_bound_s``: a request answered
+within the recovery bound must not count as lost; a client program says ``lost``) record
+a request still unanswered after the deadline as ``lost``; with
 the promise every such loss fails ``no_lost``, without it a loss during a fault is only
 reported (nothing but a resend could have saved it).
 

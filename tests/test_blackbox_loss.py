@@ -1,8 +1,9 @@
-"""Loss that retries cannot hide, on a black box: the stock scenario that kills a busy
-Majordomo worker under clients that never resend, run on a user's MDP broker
-(tests/blackbox/mdp_broker.py: pyzmq only, no history, by path, behind zchaos's Majordomo
-probe workers) that drops a dead worker's request. It must fail ``no_lost`` and nothing
-else; the same broker without the bug, and ours, pass the same scenario.
+"""Loss that retries cannot hide, on a black box: the stock scenarios that kill busy
+workers under clients that never resend, run on a user's broker or queue (pyzmq only, no
+history, by path, behind zchaos's probe workers) that drops a dead worker's request. It
+must fail ``no_lost`` and nothing else; the same subject without the bug, and ours, pass
+the same scenario. Majordomo: tests/blackbox/mdp_broker.py; Paranoid Pirate (Lazy Pirate
+clients in their no-resend mode): tests/blackbox/pirate_queue.py, the guide's queue.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from contract.history import read_events
 from harness.config import load_toml
 from harness.runner import RunResult, run_scenario
 from harness.scenario import parse_scenario
@@ -19,6 +21,8 @@ from tests.procs import ROOT
 
 STOCK = ROOT / "scenarios" / "majordomo-noresend-kill-busy-worker.toml"
 BLACKBOX_MDP = ROOT / "tests" / "blackbox" / "mdp-broker-noresend.toml"
+PIRATE_STOCK = ROOT / "scenarios" / "paranoid-pirate-noresend-kill-worker.toml"
+PIRATE_QUEUE = ROOT / "tests" / "blackbox" / "pirate-queue.toml"
 #: A run is 15-20 s of load, but its Spark report can take minutes on a shared machine.
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]  # whole scenario runs
 
@@ -70,3 +74,38 @@ def test_our_broker_requeues_and_passes_the_same_scenario(tmp_path: Path, spark)
     assert result.exit_code == 0, summary
     assert statuses(result)["no_lost"] == "held"
     assert result.verdict["checks"]["no_lost"]["figures"]["lost"] == 0
+
+
+# --- Paranoid Pirate: Lazy Pirate clients that never resend --------------------------------
+
+
+def test_the_guides_pirate_queue_that_forgets_a_dead_workers_request_fails_no_lost(
+    tmp_path: Path, spark
+) -> None:
+    result = run_on(PIRATE_QUEUE, tmp_path, PIRATE_STOCK, bug="forget-dead-workers-request")
+    summary = json.dumps({n: c["summary"] for n, c in result.verdict["checks"].items()}, indent=1)
+    assert result.exit_code == 1, summary
+    assert {n for n, s in statuses(result).items() if s == "violated"} == {"no_lost"}, summary
+    no_lost = result.verdict["checks"]["no_lost"]
+    assert no_lost["violations"] >= 1 and no_lost["figures"]["abandoned"] == 0  # nothing resent
+    assert no_lost["figures"]["lost_past_deadline"] == no_lost["violations"]
+    assert no_lost["examples"][0]["problem"].startswith("lost: no reply within the 12 s")
+    kills = [f["start_ns"] for f in result.verdict["faults"] if f["fault"] == "kill"]
+    assert all(min(abs(e["ts"] - k) for k in kills) < 4e9 for e in no_lost["examples"])  # around a kill
+    assert not (result.run.history / "queue.jsonl").exists()  # judged from zchaos's side only
+
+
+def test_the_same_pirate_queue_handing_them_on_passes(tmp_path: Path, spark) -> None:
+    result = run_on(PIRATE_QUEUE, tmp_path, PIRATE_STOCK, bug="none")
+    summary = json.dumps({n: c["summary"] for n, c in result.verdict["checks"].items()}, indent=1)
+    assert result.exit_code == 0, summary
+    assert result.verdict["checks"]["no_lost"]["figures"]["lost"] == 0
+
+
+def test_our_paranoid_pirate_queue_hands_a_dead_workers_request_on(tmp_path: Path, spark) -> None:
+    result = run_on("paranoid-pirate", tmp_path, PIRATE_STOCK)
+    summary = json.dumps({n: c["summary"] for n, c in result.verdict["checks"].items()}, indent=1)
+    assert result.exit_code == 0, summary
+    assert result.verdict["checks"]["no_lost"]["figures"]["lost"] == 0
+    handed_on = [e for e in read_events(result.run.history / "queue.jsonl") if e["ev"] == "worker_expired"]
+    assert any("busy" in e["reason"] for e in handed_on)  # a kill caught a request in hand

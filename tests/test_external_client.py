@@ -22,8 +22,8 @@ import zmq
 from contract.history import HistoryWriter, read_events
 from harness.runner import run_scenario
 from harness.scenario import load_scenario
-from loadtests.adapters.base import Abandoned, Reply, RequestLog
-from loadtests.adapters.external import ExternalClient
+from loadtests.adapters.base import Abandoned, Lost, Reply, RequestLog
+from loadtests.adapters.external import MESSAGES, PROTOCOL, ExternalClient
 from tests.procs import ROOT
 
 CLIENTS = ROOT / "tests" / "external_clients"
@@ -197,6 +197,31 @@ def test_a_reply_to_a_request_never_sent_and_a_second_reply(tmp_path: Path, hist
     (late,) = [e for e in events if e["ev"] == "unexpected"]
     assert late["rid"] == "client-1:1" and late["kind"] == "mine"
     assert late["body"] == "again" and late["body_len"] == 5
+
+
+def test_a_lost_line_records_the_request_lost_not_abandoned(tmp_path: Path, history: HistoryWriter) -> None:
+    """Before: a client that never resends could only say abandon, which no_lost does not count."""
+    body = """if n == 1:
+        print(json.dumps({"type": "lost", "rid": m["rid"], "reason": "no reply in 5 s"}), flush=True)
+        continue
+    if n == 2:
+        print(json.dumps({"type": "lost", "rid": "client-1:1"}), flush=True)"""
+    client = make(tmp_path, program(tmp_path, body), history)
+    outcomes = drive(client, history, 2)
+    client.close()
+    assert [type(o) for _, o in outcomes] == [Lost, Reply]
+    assert outcomes[0][1].reason == "no reply in 5 s"
+    (error,) = errors(tmp_path)  # a lost for a request no longer in flight is a protocol error
+    assert error["reason"] == "protocol" and error["detail"].startswith("lost of a request not in flight")
+
+
+def test_the_protocol_is_declared_once_and_every_message_is_documented() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for kind, (fields, _) in MESSAGES.items():
+        assert f'"type": "{kind}"' in PROTOCOL, kind
+        assert f'`{{"type": "{kind}"' in readme, f"README's external client protocol lacks {kind}"
+        for field in fields:
+            assert f'"{field}"' in PROTOCOL.split(f'"type": "{kind}"')[1].split("\n")[0], (kind, field)
 
 
 # --- whole runs ---------------------------------------------------------------------------

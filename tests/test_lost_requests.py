@@ -1,5 +1,6 @@
-"""Loss that retries cannot hide: the no-resend client mode (reply_deadline_s), the
-``lost`` event, the ``requeue`` promise and how ``no_lost`` and ``steady_state`` judge them.
+"""Loss that retries cannot hide: the no-resend client mode (reply_deadline_s, of the
+asynchronous MDP and of the Lazy Pirate client), the ``lost`` event, the ``requeue``
+promise and how ``no_lost`` and ``steady_state`` judge them.
 
 Checker tests run on small hand-made histories (real Spark); the adapter test runs
 against a ROUTER in the test that never answers.
@@ -7,6 +8,7 @@ against a ROUTER in the test that never answers.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from harness.manifest import load_manifest
 from harness.runner import client_budget_s
 from harness.scenario import load_scenario
 from loadtests.adapters.base import Lost, RequestLog
+from loadtests.adapters.lazy_pirate import LazyPirateClient
 from loadtests.adapters.mdp_async import MdpAsyncClient
 from reports.checkers import VIOLATED, FaultWindow
 from tests.procs import ROOT, wait_for
@@ -129,4 +132,39 @@ def test_a_noresend_client_sends_once_and_records_lost_after_its_deadline(zctx, 
                  read_events(writer.path)), 10, "the late reply recorded")  # fmt: skip
         sends = [e for e in read_events(writer.path) if e["ev"] == "send"]
         assert [e["attempt"] for e in sends] == [1]
+        client.close()
+
+
+def test_a_noresend_lazy_pirate_client_waits_past_a_late_reply_and_never_resends(
+    zctx, tmp_path: Path
+) -> None:
+    """Before: the Lazy Pirate client always resent, so a request a queue forgot was never lost."""
+    server = zctx.socket(zmq.ROUTER)  # a queue that answers the first request too late
+    server.linger = 0
+    endpoint = f"tcp://127.0.0.1:{server.bind_to_random_port('tcp://127.0.0.1')}"
+    options = {"reply_deadline_s": 0.5, "timeout_ms": 100, "retries": 3}
+    with HistoryWriter(tmp_path / "c.jsonl", "client-1") as writer:
+        client = LazyPirateClient(endpoint, options, "client-1", zctx)
+        with pytest.raises(Lost, match=r"0\.5 s reply deadline"):
+            client.request([b"client-1:1|x"], RequestLog(writer, "client-1", 1, "client-1:1"))
+        assert server.poll(5000)
+        first = server.recv_multipart()  # sent once, as a REQ socket frames it
+        assert first[1:] == [b"", b"client-1:1|x"]
+        assert not server.poll(200), "a no-resend client resent"
+        server.send_multipart(first)  # the late reply, then the next request's own
+        answered: list = []
+
+        def answer() -> None:
+            request = server.recv_multipart()
+            server.send_multipart(request)
+            answered.append(request)
+
+        helper = threading.Thread(target=lambda: server.poll(5000) and answer())
+        helper.start()
+        reply = client.request([b"client-1:2|y"], RequestLog(writer, "client-1", 2, "client-1:2"))
+        helper.join(10)
+        assert reply.frames == [b"client-1:2|y"]
+        events = list(read_events(writer.path))
+        assert [(e["ev"], e["seq"]) for e in events] == [("send", 1), ("send", 2), ("unexpected", 2)]
+        assert events[2]["got_rid"] == "client-1:1"  # the late reply, named
         client.close()

@@ -9,7 +9,13 @@ that loses its queue starts over with READY). A HEARTBEAT, a reply or junk from 
 queue does not know registers nobody: the guide's queue listed any sender, so a stranger's
 ``[x, '', y]`` took requests it would never answer. A reply from an unknown peer (a worker
 expired while busy, or one of the previous queue's) still goes to the client its envelope
-names; that worker comes back once it notices the queue's silence and sends READY. Run alone:
+names; that worker comes back once it notices the queue's silence and sends READY.
+
+A request handed to a worker that dies is not lost with it, as it is in the guide's queue
+(which forgets what it handed out, so only the client's resend brings it back): the queue
+remembers the request each worker holds and gives it to the next idle worker, ahead of new
+requests, when that worker expires or says READY again (restarted, it lost what it held).
+A client that never resends is then answered too (``requeue = true``, README). Run alone:
 
     python -m implementations.paranoid_pirate.queue --frontend tcp://127.0.0.1:5555 \
         --backend tcp://127.0.0.1:5556
@@ -19,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 
 import zmq
 
@@ -64,11 +70,13 @@ def main(argv: list[str] | None = None) -> None:
     # guide's queue forgets them): a worker cut off with a request in hand is as dead
     # as an idle one; it registers again with READY.
     known: dict[bytes, float] = {}
+    held: dict[bytes, list[bytes]] = {}  # worker -> the request it is working on
+    waiting: deque[list[bytes]] = deque()  # to dispatch: dead workers' requests first
     heartbeat_at = time.monotonic() + interval
     announce_ready(log, f"frontend {args.frontend} backend {args.backend}")
     try:
         while True:
-            poller = both if idle else workers_only
+            poller = both if idle and not waiting else workers_only
             timeout_ms = max(0.0, heartbeat_at - time.monotonic()) * 1000
             events = dict(poller.poll(timeout_ms))
 
@@ -83,14 +91,22 @@ def main(argv: list[str] | None = None) -> None:
                     history.emit("malformed", worker=name, detail=f"{exc}: {describe(rest)}")
                     # Junk proves a known worker alive, but makes no stranger a worker.
                     command, message = "MALFORMED", None
+                if message is not None or (command == "READY" and worker in held):
+                    # Its reply, or READY from a worker restarted with its request lost.
+                    request = held.pop(worker, None)
+                    if request is not None and message is None:
+                        log.info("worker %s restarted holding a request: handed on", name)
+                        waiting.appendleft(request)
                 if command == "READY" or worker in known:
                     if worker not in known:
                         log.info("worker %s registered (%s)", name, command)
                         history.emit("worker_ready", worker=name, detail=command)
-                    # Any message is a sign of life, and a worker that sent one is idle again.
+                    # Any message is a sign of life; a worker that holds no request is idle
+                    # again (a heartbeat that crossed its request does not make it idle).
                     known[worker] = time.monotonic() + expiry_after
                     idle.pop(worker, None)
-                    idle[worker] = None
+                    if worker not in held:
+                        idle[worker] = None
                 if message is not None:
                     frontend.send_multipart(message.frames())
 
@@ -100,11 +116,16 @@ def main(argv: list[str] | None = None) -> None:
                     log.warning("malformed request from a client: %s", describe(frames))
                     history.emit("malformed", detail=f"client request: {describe(frames)}")
                 else:
-                    worker, _ = idle.popitem(last=False)
-                    backend.send_multipart([worker, *frames])
-                    rid = rid_of(frames[2])
-                    if rid is not None and history.enabled:
-                        history.emit("dispatch", worker=worker.decode(errors="replace"), rid=rid)
+                    waiting.append(frames)
+
+            while idle and waiting:
+                frames = waiting.popleft()
+                worker, _ = idle.popitem(last=False)
+                backend.send_multipart([worker, *frames])
+                held[worker] = frames
+                rid = rid_of(frames[2])
+                if rid is not None and history.enabled:
+                    history.emit("dispatch", worker=worker.decode(errors="replace"), rid=rid)
 
             now = time.monotonic()
             if now >= heartbeat_at:
@@ -113,6 +134,9 @@ def main(argv: list[str] | None = None) -> None:
                     del known[worker]
                     busy = worker not in idle
                     idle.pop(worker, None)
+                    request = held.pop(worker, None)
+                    if request is not None:
+                        waiting.appendleft(request)
                     name = worker.decode(errors="replace")
                     log.info(
                         "worker %s expired (silent for %.1f s%s)",

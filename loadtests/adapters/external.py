@@ -3,7 +3,7 @@
 zchaos starts the manifest's client ``command`` once per Locust user and speaks JSON
 lines with it (``PROTOCOL`` below, also printed by ``zchaos list`` and in the README).
 The program speaks its own protocol to the system under test; zchaos records ``send``,
-``retry``, ``reply`` and ``abandon`` in the history from what the program says, checks
+``retry``, ``reply``, ``abandon`` and ``lost`` in the history from what the program says, checks
 each reply's body (echo) and fires Locust's request event, so the user's client needs no
 zchaos code.
 
@@ -16,6 +16,10 @@ about a request for ``request_timeout_ms`` is killed (its requests abandoned) an
 again; one not ready within ``init_timeout_ms`` likewise (reason ``init``). Starts after a
 failure back off (BACKOFF_S doubling to BACKOFF_MAX_S until a reply). Its stderr goes
 to ``logs/<client>.log`` of the run.
+
+The protocol is declared once, here: ``PROTOCOL`` is its text (``zchaos list``; the
+README's list follows it, which tests/test_external_client.py keeps true) and ``MESSAGES``
+what zchaos accepts from the program, each type with its required fields and its handler.
 """
 
 from __future__ import annotations
@@ -27,14 +31,14 @@ import subprocess
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
 import zmq
 
 from contract.history import HistoryWriter, NullWriter
-from loadtests.adapters.base import Abandoned, AsyncClientAdapter, Reply, RequestLog
+from loadtests.adapters.base import Abandoned, AsyncClientAdapter, Lost, Reply, RequestLog
 
 PROTOCOL = """\
 external client protocol (adapter = "external"): one JSON object per line on the program's
@@ -53,6 +57,9 @@ stdin (from zchaos) and stdout (to zchaos); its stderr goes to the run's logs/<c
         endpoint (optional): which of the endpoints answered
     {"type": "retry", "rid": "...", "attempt": 2, "reason": "timeout"}   when it resends
     {"type": "abandon", "rid": "...", "reason": "..."}                 when it gives up
+    {"type": "lost", "rid": "...", "reason": "..."}
+        when a client that never resends gave the request up: it counts as lost (no_lost; inside
+        a fault only where the manifest promises requeue), an abandon does not
     {"type": "error", "text": "..."}                                  anything worth a line in the report
   Request bodies are ASCII text: the request id, '|', then filler letters (payload_bytes long);
   a correct system echoes the body. A bad line, an error line or an early exit is recorded
@@ -217,10 +224,10 @@ class ExternalClient(AsyncClientAdapter):
         except ValueError:
             self._error("malformed", f"not a JSON line: {_shown(line)}")
             return None
-        if not isinstance(message, dict) or message.get("type") not in HANDLERS:
+        if not isinstance(message, dict) or message.get("type") not in MESSAGES:
             self._error("protocol", f"not a message of the protocol: {_shown(line)}")
             return None
-        need = REQUIRED[message["type"]]
+        need = MESSAGES[message["type"]][0]
         if any(not isinstance(message.get(key), str) for key in need):
             self._error("protocol", f"{message['type']} needs {', '.join(need)} (text): {_shown(line)}")
             return None
@@ -229,7 +236,7 @@ class ExternalClient(AsyncClientAdapter):
     def _on_line(self, line: bytes, done: list[tuple[RequestLog, Reply | Abandoned]]) -> None:
         message = self._parse(line)
         if message is not None:
-            HANDLERS[message["type"]](self, message, line, done)
+            MESSAGES[message["type"]][1](self, message, line, done)
 
     def _on_reply(self, message: dict[str, Any], line: bytes, done: list) -> None:
         rid = message["rid"]
@@ -254,12 +261,19 @@ class ExternalClient(AsyncClientAdapter):
         flight.deadline = time.monotonic() + self.options["request_timeout_ms"] / 1000
 
     def _on_abandon(self, message: dict[str, Any], line: bytes, done: list) -> None:
+        self._give_up(message, line, done, Abandoned)
+
+    def _on_lost(self, message: dict[str, Any], line: bytes, done: list) -> None:
+        self._give_up(message, line, done, Lost)
+
+    def _give_up(self, message: dict[str, Any], line: bytes, done: list, how: type[Abandoned | Lost]) -> None:
         flight = self.pending.pop(message["rid"], None)
         if flight is None:
-            self._error("protocol", f"abandon of a request not in flight: {_shown(line)}", rid=message["rid"])
+            what = message["type"]
+            self._error("protocol", f"{what} of a request not in flight: {_shown(line)}", rid=message["rid"])
             return
         self._finish(flight.log)
-        done.append((flight.log, Abandoned(str(message.get("reason", "the client program gave up")))))
+        done.append((flight.log, how(str(message.get("reason", "the client program gave up")))))
 
     def _on_error(self, message: dict[str, Any], line: bytes, done: list) -> None:
         self._error("error", str(message.get("text", "")))
@@ -302,8 +316,8 @@ class ExternalClient(AsyncClientAdapter):
     def in_flight(self) -> int:
         return len(self.pending)
 
-    def poll(self, timeout_s: float) -> list[tuple[RequestLog, Reply | Abandoned]]:
-        done: list[tuple[RequestLog, Reply | Abandoned]] = []
+    def poll(self, timeout_s: float) -> list[tuple[RequestLog, Reply | Abandoned | Lost]]:
+        done: list[tuple[RequestLog, Reply | Abandoned | Lost]] = []
         if self.proc is None:
             self._abandon_all("the client program did not start (see the client errors)", done)
             return done
@@ -363,19 +377,14 @@ def _shown(line: bytes) -> str:
     return text if len(text) <= LINE_SHOWN else text[:LINE_SHOWN] + "..."
 
 
-HANDLERS = {
-    "reply": ExternalClient._on_reply,
-    "retry": ExternalClient._on_retry,
-    "abandon": ExternalClient._on_abandon,
-    "error": ExternalClient._on_error,
-    "init_ok": ExternalClient._on_init_ok,
-}
-REQUIRED: dict[str, tuple[str, ...]] = {
-    "init_ok": (),
-    "reply": ("rid", "body"),
-    "retry": ("rid",),
-    "abandon": ("rid",),
-    "error": (),
+#: What the program may say: each type, the fields it must carry (text), its handler.
+MESSAGES: dict[str, tuple[tuple[str, ...], Callable[..., None]]] = {
+    "init_ok": ((), ExternalClient._on_init_ok),
+    "reply": (("rid", "body"), ExternalClient._on_reply),
+    "retry": (("rid",), ExternalClient._on_retry),
+    "abandon": (("rid",), ExternalClient._on_abandon),
+    "lost": (("rid",), ExternalClient._on_lost),
+    "error": ((), ExternalClient._on_error),
 }
 
 ADAPTER = ExternalClient

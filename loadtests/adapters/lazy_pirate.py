@@ -11,6 +11,17 @@ the passive server after the silent active one has expired there and counts as a
 A reply that carries another request's id (a stale or duplicated reply) cannot be waited
 past on a REQ socket, which allows one receive per send; it is recorded as ``unexpected``
 and the request is resent on a fresh socket like after a timeout.
+
+``reply_deadline_s`` > 0 makes a client that never resends (as ``mdp_async``'s option of
+that name): each request is sent once and waited for up to that many seconds; with no
+reply by then it is recorded as ``lost`` (not abandoned). Retries cannot hide a request
+the server side dropped, so ``no_lost`` sees it (the manifest's ``requeue`` promise says
+whether a loss during a fault counts). ``timeout_ms``, ``retries`` and ``settle_ms`` are
+then unused, and only the current endpoint is used (failover needs a resend). The socket is
+a DEALER that sends and receives what a REQ socket does (an empty frame, then the body),
+because it must wait past a reply that is not its request's (recorded as ``unexpected``,
+such as a late reply to a request it recorded lost) instead of resending; it is kept from
+one request to the next.
 """
 
 from __future__ import annotations
@@ -22,15 +33,16 @@ from typing import Any
 import zmq
 
 from contract.history import rid_of
-from loadtests.adapters.base import Abandoned, ClientAdapter, Reply, RequestLog, recv_within
+from loadtests.adapters.base import Abandoned, ClientAdapter, Lost, Reply, RequestLog, recv_within
 
 
 class LazyPirateClient(ClientAdapter):
-    DEFAULTS: dict[str, Any] = {"timeout_ms": 2500, "retries": 3, "settle_ms": 0}
+    DEFAULTS: dict[str, Any] = {"timeout_ms": 2500, "retries": 3, "settle_ms": 0, "reply_deadline_s": 0.0}
     MAX_ENDPOINTS = None
     SUMMARY = (
         "Lazy Pirate client (REQ, timeout, new socket, resend); fails over across several endpoints "
-        "(settle_ms: a pause before each resend, as Binary Star's client)"
+        "(settle_ms: a pause before each resend, as Binary Star's client); reply_deadline_s > 0: "
+        "never resends, records a request unanswered by then as lost"
     )
 
     @classmethod
@@ -48,6 +60,7 @@ class LazyPirateClient(ClientAdapter):
         super().__init__(endpoints, options, cid, context)
         self.socket: zmq.Socket | None = None
         self.current = 0  # index of the endpoint the socket is connected to
+        self.deadline_s = float(self.options["reply_deadline_s"])  # > 0: never resend
 
     def _reopen(self, *, fail_over: bool = False) -> zmq.Socket:
         if self.socket is not None:
@@ -60,6 +73,8 @@ class LazyPirateClient(ClientAdapter):
         return self.socket
 
     def request(self, body: list[bytes], log: RequestLog) -> Reply:
+        if self.deadline_s:
+            return self._request_once(body, log)
         timeout_ms = self.options["timeout_ms"]
         socket = self.socket or self._reopen()
         for attempt in range(self.options["retries"] + 1):
@@ -82,6 +97,25 @@ class LazyPirateClient(ClientAdapter):
         # The socket may still get the late reply: never reuse it.
         self._reopen(fail_over=True)
         raise Abandoned(f"no reply after {self.options['retries'] + 1} attempts ({reason})")
+
+    def _request_once(self, body: list[bytes], log: RequestLog) -> Reply:
+        """Send once, wait for this request's reply until the deadline, else raise Lost."""
+        if self.socket is None:
+            self.socket = self.context.socket(zmq.DEALER)
+            self.socket.linger = 0
+            self.socket.connect(self.endpoints[self.current])
+        self.socket.send_multipart([b"", *body])
+        log.sent()
+        deadline = time.monotonic() + self.deadline_s
+        while (left := deadline - time.monotonic()) > 0:
+            frames = recv_within(self.socket, left * 1000)
+            if frames is None:
+                break
+            frames = frames[1:] if frames and frames[0] == b"" else frames
+            if frames and rid_of(frames[0]) == log.rid:
+                return Reply(frames, endpoint=self.endpoints[self.current])
+            log.unexpected(frames, "reply to another request")
+        raise Lost(f"no reply within the {self.deadline_s:g} s reply deadline")
 
     def close(self) -> None:
         if self.socket is not None:

@@ -51,6 +51,25 @@ def test_availability_holds_through_one_worker_of_three_killed(spark):
     assert row["ok_share_before"] == 1.0 and row["ratio"] > 0.9
 
 
+def test_an_ok_reply_counts_with_its_own_attempt_never_as_a_share_above_one(spark):
+    """Before: ok replies were counted by their own time and attempts by theirs, so replies to
+    requests sent before the baseline made it 1219 ok of 1217 attempts (a share of 1.0016)."""
+    fault = FaultWindow(1, "kill", "worker-2", t(20), t(22))
+    events = steady_load(0, 60)
+    # A backlog sent at 14.5 s, before the baseline [15, 20], answered inside it at 16 s.
+    for seq in range(1, 31):
+        events += request("client-9", seq, at=14.5, latency_ms=1500)
+    result = check("availability", ctx_for(spark, events, [fault], expiry_ms=1000))
+    row = result.figures["faults"][0]
+    assert row["before_ns"] == [t(15), t(20)]
+    assert (row["attempts_before"], row["ok_before"]) == (150, 150), row
+    assert row["ok_share_before"] == 1.0 and row["ok_share_during"] <= 1.0
+    # An attempt sent while the fault acts and answered after it counts in the fault's window.
+    events = steady_load(0, 60) + request("client-9", 1, at=22.9, latency_ms=800)
+    row = check("availability", ctx_for(spark, events, [fault], expiry_ms=1000)).figures["faults"][0]
+    assert row["attempts_during"] == row["ok_during"] == 91, row
+
+
 def test_availability_is_violated_when_service_collapses_during_a_slow_link(spark):
     # Every link slowed (a slowdown, survivable on any target): almost nothing answered.
     faults = [FaultWindow(i, "latency", f"link:worker-{i}", t(20) + i, t(28)) for i in (1, 2, 3)]

@@ -3,8 +3,9 @@
 Decided from the clients' history and the fault plan alone (a black box). For each fault
 the manifest's ``survives`` promise covers (harness/manifest.py; what a fault does is its
 ``harm``, recorded in its ``fault_start`` from its kind's card), the share of request
-attempts answered ok while the fault acts (from its start to its stop + the manifest's
-expiry, see toolkit: excusing whole requests) must stay at least ``availability_floor``
+attempts sent while the fault acts (from its start to its stop + the manifest's expiry,
+see toolkit: excusing whole requests) that were answered ok (each ok reply counted with
+the attempt it answered, so a share never exceeds 1) must stay at least ``availability_floor``
 times the share just before it (up to BEFORE_NS of time no other fault excuses).
 
 Why a share of attempts and not replies per second: the load's users are closed loops (a
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from contract.links import target_instance
@@ -81,6 +83,27 @@ def baseline(
     return lo, hi
 
 
+def answered_attempts(ctx: CheckContext) -> DataFrame:
+    """One row per attempt (``sent`` 1 at its send's time) and one per request answered ok
+    (``ok`` 1 at the time of the attempt that reply answered: the request's last send
+    before it). A window counts an ok with its own attempt, never an attempt sent before
+    it (once 1219 ok of 1217 attempts: a share above 1)."""
+    events = events_of(ctx, "send", "reply")
+    ev, ts = F.col("ev"), F.col("ts")
+    sends = events.filter(ev == "send").select("ts", F.lit(1).alias("sent"), F.lit(0).alias("ok"))
+    answered = (
+        events.groupBy("rid")
+        .agg(
+            F.min(F.when((ev == "reply") & F.coalesce("ok", F.lit(False)), ts)).alias("ok_ts"),
+            F.collect_list(F.when(ev == "send", ts)).alias("sends"),
+        )
+        .filter(F.col("ok_ts").isNotNull())
+        .select(F.array_max(F.filter("sends", lambda s: s <= F.col("ok_ts"))).alias("ts"))
+        .filter(F.col("ts").isNotNull())  # a reply whose send is not in the history counts nowhere
+    )
+    return sends.unionByName(answered.select("ts", F.lit(0).alias("sent"), F.lit(1).alias("ok")))
+
+
 @checker(
     "availability",
     "through each fault the manifest promises to survive (survives, e.g. one worker of several "
@@ -126,18 +149,12 @@ def availability(ctx: CheckContext) -> CheckResult:
         # Literals in the plan (toolkit.small_frame): a createDataFrame would start a Python worker.
         columns = {"fault_id": "int", "part": "string", "lo": "long", "hi": "long"}
         frame = tk.small_frame(ctx, windows, columns)
-        attempts = events_of(ctx, "send", "reply").select(
-            "ts",
-            (F.col("ev") == "send").cast("int").alias("sent"),
-            F.coalesce("ok", F.lit(False)).alias("ok"),
+        joined = answered_attempts(ctx).join(
+            F.broadcast(frame), F.col("ts").between(frame["lo"], frame["hi"])
         )
-        joined = attempts.join(F.broadcast(frame), attempts["ts"].between(frame["lo"], frame["hi"]))
         for r in (
             joined.groupBy("fault_id", "part")
-            .agg(
-                F.sum("sent").alias("sent"),
-                F.sum(((F.col("sent") == 0) & F.col("ok")).cast("int")).alias("ok"),
-            )
+            .agg(F.sum("sent").alias("sent"), F.sum("ok").alias("ok"))
             .collect()
         ):
             counts[(r["fault_id"], r["part"])] = (int(r["sent"] or 0), int(r["ok"] or 0))

@@ -110,6 +110,16 @@ def test_durable_unknown_without_tickets_or_without_a_crossing(spark) -> None:
     assert result.status == UNKNOWN and "outstanding" in result.summary and result.reason
 
 
+def test_durable_counts_a_ticket_stored_during_a_worker_outage_and_answered_after_it(spark) -> None:
+    """Before: only a ticket acknowledged before a fault began counted as crossing it, so this
+    run was unknown ("none was outstanding while a fault struck")."""
+    # The worker is down from 8 s to 10 s; the request is stored at 9.2 s, answered at 12 s.
+    history = cycle(1, 1.0) + cycle(2, 9.0, got=3.0) + cycle(3, 20.0)
+    result = run(spark, "titanic_durable", history, [kill(8.0, "worker-1")])
+    assert result.status == HELD, (result.summary, result.reason)
+    assert result.figures["obtained_across_a_fault"] == 1
+
+
 # --- titanic_executed_once ------------------------------------------------------------------
 
 

@@ -11,8 +11,9 @@ nothing, so a user's server is judged the same way.
   client's ``reply_deadline_s``, and (where workers record ``exec``) executed. A ticket
   still waiting when the load ended is indeterminate. Faults excuse nothing: surviving
   kills of the server, the broker and the workers is the promise. A run whose plan has
-  faults but where no acknowledged request was outstanding while one struck (acknowledged
-  before, reply obtained after) shows nothing about durability: unknown.
+  faults but where no acknowledged request was outstanding while one acted (acknowledged
+  before it ended, reply obtained after it began: stored before a kill, or while a worker
+  was down) shows nothing about durability: unknown.
 - ``titanic_executed_once``: how many times the request behind each ticket was executed
   (``exec`` of its request id). A request submitted once (one ``send``) and executed twice
   ran its uuid twice; a request resent after a lost answer may be stored twice, so its
@@ -118,10 +119,23 @@ def titanic_durable(ctx: CheckContext) -> CheckResult:
         (UNEXECUTED, offenders(unexecuted, "got_ts")),
     )
     spans = _process_faults(ctx)
-    # Obtained across a fault: a fault began between the ticket and the reply (one array of
-    # the few fault starts, tested per row; no join).
-    starts = F.array(*(F.lit(lo).cast("long") for lo, _ in spans)) if spans else F.array().cast("array<long>")
-    crossing = F.exists(starts, lambda lo: lo.between(F.col("ack_ts"), F.col("got_ts"))).cast("int")
+    # Obtained across a fault: a fault acted while the request waited between its ticket
+    # and its reply, whether it began before the ticket (stored while a worker was down)
+    # or after it (one array of the few fault spans, tested per row; no join).
+    span_type = "array<struct<lo:long,hi:long>>"
+    outages = (
+        F.array(
+            *(
+                F.struct(F.lit(lo).cast("long").alias("lo"), F.lit(hi).cast("long").alias("hi"))
+                for lo, hi in spans
+            )
+        )
+        if spans
+        else F.array().cast(span_type)
+    )
+    crossing = F.exists(outages, lambda s: (s["lo"] <= F.col("got_ts")) & (s["hi"] >= F.col("ack_ts"))).cast(
+        "int"
+    )
     row = tickets.agg(
         F.count("*").alias("tickets"),
         F.sum(F.col("got_ts").isNotNull().cast("int")).alias("obtained"),
@@ -159,9 +173,9 @@ def titanic_durable(ctx: CheckContext) -> CheckResult:
     result = judged_problems(name, found, (FORGOTTEN, ABANDONED, UNEXECUTED), summary, **figures)
     if result.violations == 0 and spans and figures["obtained_across_a_fault"] == 0:
         return unknown(
-            name, summary + "; none was outstanding while a fault struck", figures,
+            name, summary + "; none was outstanding while a fault acted", figures,
             reason="the plan has faults on processes but no acknowledged request was waiting for its reply "
-            "when one began, so durability across them was not exercised: more load, longer work_ms or a "
+            "while one acted, so durability across them was not exercised: more load, longer work_ms or a "
             "fault while requests are stored",
         )  # fmt: skip
     return result

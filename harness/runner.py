@@ -8,6 +8,7 @@ error) -> report (the Spark pipeline). Progress goes to the terminal while it ru
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import sqlite3
 import subprocess
@@ -392,6 +393,33 @@ class Runner:
             self._phase_done("load")
         self._phase_done("drain")
 
+    def _check_client_programs(self) -> None:
+        """Bad input when a client program of the user's completed no request (its adapter
+        records it: loadtests/adapters/external.py): such a run measured the program, not
+        the system, so it gets no verdict; the program's own log says why."""
+        from loadtests.adapters import adapter_class
+        from loadtests.adapters.external import NO_REQUEST
+
+        if not any(adapter_class(k.adapter).RUNS_PROGRAM for k in self.scenario.load.clients):
+            return
+        marks = (b'"ev":"client_error"', f'"reason":"{NO_REQUEST}"'.encode())
+        failed: list[dict[str, Any]] = []
+        for path in sorted(self.run.history.glob("locust-*.jsonl")):
+            with path.open("rb") as fh:
+                for line in fh:
+                    if all(mark in line for mark in marks):
+                        with contextlib.suppress(ValueError):
+                            failed.append(json.loads(line))
+        if not failed:
+            return
+        first = failed[0]
+        log = self.run.log(str(first.get("cid")))
+        also = f" (and {len(failed) - 1} more of its clients)" if len(failed) > 1 else ""
+        raise SetupError(
+            f"client kind {first.get('kind')!r}: {first.get('detail')} as {first.get('cid')}{also}; "
+            f"see the client errors in {self.run.history} and the last lines of {log}:\n{log_tail(log)}"
+        )
+
     def execute(self, *, report: bool = True) -> RunResult:
         """Run the scenario; teardown always happens, whatever goes wrong."""
         self.progress.header(self.scenario, self.run, self.plan)
@@ -417,6 +445,7 @@ class Runner:
                         self.run.write_meta(self.meta)
                         self.history.close()
                         self.nemesis_history.close()
+                self._check_client_programs()
         except Interrupted as exc:
             self.progress.warn(
                 f"interrupted ({exc}); every process of the run was stopped. Run folder: {self.run.root}"

@@ -83,11 +83,15 @@ class ZchaosUser(User):
         self.starts: dict[str, tuple[list[bytes], float]] = {}
 
     def on_stop(self) -> None:
-        # An asynchronous client collects what it has in flight before it goes (the
-        # adapter's own deadlines bound the wait; Locust's --stop-timeout cuts it short).
+        # An asynchronous client collects what it has in flight before it goes, for the
+        # drain at most (Locust's --stop-timeout). The adapter's own deadline is no bound:
+        # Locust waits without a limit for a user it stopped between two tasks, and a hung
+        # external program is given up only after its request_timeout_ms (a minute), so
+        # the run once ended with "Locust did not stop" and no verdict.
+        deadline = time.monotonic() + (self.environment.stop_timeout or 0.0)
         try:
             if isinstance(self.adapter, AsyncClientAdapter):
-                while self.adapter.in_flight():
+                while self.adapter.in_flight() and time.monotonic() < deadline:
                     self._collect()
         finally:
             self.adapter.close()

@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from pathlib import Path
 
 import psutil
 import pytest
 import zmq
 
+from contract.errors import SetupError
 from contract.history import HistoryWriter, read_events
 from harness.runner import run_scenario
 from harness.scenario import load_scenario
 from loadtests.adapters.base import Abandoned, Lost, Reply, RequestLog
-from loadtests.adapters.external import MESSAGES, PROTOCOL, ExternalClient
+from loadtests.adapters.external import MESSAGES, NO_REQUEST, PROTOCOL, ExternalClient
 from tests.procs import ROOT
 
 CLIENTS = ROOT / "tests" / "external_clients"
@@ -130,7 +132,7 @@ def test_a_bad_line_is_recorded_and_the_request_goes_on(tmp_path: Path, history:
     assert [type(o) for _, o in outcomes] == [Reply] * 3  # the replies after the bad lines still count
     found = errors(tmp_path)
     assert [e["reason"] for e in found] == ["malformed", "protocol", "protocol"]
-    assert found[0]["detail"] == "not a JSON line: garbage {" and found[0]["cid"] == "client-1"
+    assert found[0]["detail"].startswith("not a JSON line: garbage { (") and found[0]["cid"] == "client-1"
     assert found[0]["kind"] == "mine" and "bogus" in found[1]["detail"]
 
 
@@ -224,6 +226,67 @@ def test_the_protocol_is_declared_once_and_every_message_is_documented() -> None
             assert f'"{field}"' in PROTOCOL.split(f'"type": "{kind}"')[1].split("\n")[0], (kind, field)
 
 
+def test_a_program_that_crashes_at_start_is_recorded_as_completing_no_request(
+    tmp_path: Path, history: HistoryWriter
+) -> None:
+    """The runner makes such a load bad input (reason no_request); one that replied is not."""
+    crash = tmp_path / "crash.py"
+    crash.write_text("raise SystemExit('crashed at start')\n")
+    client = make(tmp_path, [sys.executable, str(crash)], history)
+    drive(client, history, 2)
+    client.close()
+    (never,) = [e for e in errors(tmp_path) if e["reason"] == NO_REQUEST]
+    assert "completed no request (3 starts" in never["detail"] and never["cid"] == "client-1"
+    fine = make(tmp_path, program(tmp_path, "if n == 2:\n        print('junk', flush=True)"), history)
+    drive(fine, history, 2)
+    fine.close()
+    assert [e["reason"] for e in errors(tmp_path)].count(NO_REQUEST) == 1
+
+
+@pytest.mark.parametrize("own_fd", [0, 1])
+def test_a_library_printing_to_stdout_and_the_protocol_on_its_own_descriptor(
+    tmp_path: Path, history: HistoryWriter, own_fd: int
+) -> None:
+    """lazy_pirate.py with chatty = 1 says "I: connecting to ..." on stdout, as the guide's
+    flcliapi does: each such line is a client error, named with the fix; with own_fd = 1
+    the program keeps the protocol on a copy of stdout and its stdout goes to its log."""
+    ctx = zmq.Context.instance()
+    echo = ctx.socket(zmq.REP)
+    echo.linger = 0
+    port = echo.bind_to_random_port("tcp://127.0.0.1")
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            if echo.poll(50):
+                echo.send(echo.recv())
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    try:
+        client = ExternalClient(
+            [f"tcp://127.0.0.1:{port}"], {"window": 1, "init_timeout_ms": 10000, "request_timeout_ms": 10000,
+            "timeout_ms": 2000, "retries": 1, "chatty": 1, "own_fd": own_fd}, "client-1", ctx,
+            command=[sys.executable, str(CLIENTS / "lazy_pirate.py")],
+            log_path=str(tmp_path / "client-1.log"), writer=history, kind="mine",
+        )  # fmt: skip
+        outcomes = drive(client, history, 3)
+        client.close()
+    finally:
+        stop.set()
+        server.join(5)
+        echo.close()
+    assert [type(o) for _, o in outcomes] == [Reply] * 3  # the requests themselves went through
+    found = errors(tmp_path)
+    if own_fd:
+        assert found == []
+        assert "I: connecting to tcp://127.0.0.1:" in (tmp_path / "client-1.log").read_text()
+    else:
+        (chatter,) = found  # one socket opened, one line
+        assert chatter["reason"] == "malformed" and "I: connecting to" in chatter["detail"]
+        assert "keep the protocol on a descriptor of its own" in chatter["detail"]
+
+
 # --- whole runs ---------------------------------------------------------------------------
 
 KILL_WORKERS = """
@@ -298,7 +361,7 @@ def test_a_bad_line_and_a_program_dying_mid_run_show_in_the_report(tmp_path: Pat
     assert errors["by_reason"].get("malformed", 0) >= 4  # each of the 4 programs wrote one
     assert errors["by_reason"].get("exit", 0) >= 4
     shown = {e["reason"]: e for e in errors["first"]}
-    assert shown["malformed"]["detail"] == "not a JSON line: this is not JSON"
+    assert shown["malformed"]["detail"].startswith("not a JSON line: this is not JSON (does something")
     assert shown["exit"]["code"] == 3 and shown["exit"]["cid"].startswith("client-")
     mine = result.verdict["metrics"]["client_kinds"]["mine"]
     assert mine["abandons"] >= 4 and mine["replies"] > 4 * 40  # started again after each exit
@@ -308,3 +371,66 @@ def test_a_bad_line_and_a_program_dying_mid_run_show_in_the_report(tmp_path: Pat
     program = str(CLIENTS / "lazy_pirate.py")
     left = [p for p in psutil.process_iter(["cmdline"]) if program in (p.info["cmdline"] or [])]
     assert left == []
+
+
+HUNG = """
+implementation = "{manifest}"
+seed = 4
+duration_s = 6
+drain_s = 3
+[topology]
+worker = 2
+[load]
+users = 3
+spawn_rate = 3
+wait_ms = 400
+client = {{ hang_at = 4 }}
+"""
+
+
+@pytest.mark.slow
+def test_a_program_that_hangs_and_ignores_stop_is_killed_and_the_run_judged(tmp_path: Path, spark) -> None:
+    """Before: Locust waited a minute for the hung program (its request_timeout_ms) and the
+    run ended with "Locust did not stop within 39 s", exit 2, no verdict.json."""
+    path = tmp_path / "scenario.toml"
+    path.write_text(HUNG.format(manifest=CLIENTS / "manifest.toml"))
+    result = run_scenario(load_scenario(path), runs_dir=tmp_path / "runs")
+    assert result.verdict is not None and result.run.verdict_json.exists()
+    meta = json.loads(result.run.run_json.read_text())
+    drained_s = (meta["phases_done"]["drain"] - meta["load_stopped_ns"]) / 1e9
+    assert drained_s < 30  # the drain (3 s) and the stop's grace, not the program's minute
+    errors = result.verdict["metrics"]["client_errors"]
+    assert errors["count"] >= 3, errors  # each of the 3 programs: still running after stop
+    assert any("still ran 3 s after stop" in e["detail"] for e in errors["first"]), errors
+    program = str(CLIENTS / "lazy_pirate.py")
+    left = [p for p in psutil.process_iter(["cmdline"]) if program in (p.info["cmdline"] or [])]
+    assert left == []
+
+
+CRASHING = """
+implementation = "{manifest}"
+seed = 4
+duration_s = 4
+drain_s = 2
+[load]
+users = 2
+spawn_rate = 2
+client = {{ crash_at_start = 1 }}
+"""
+
+
+@pytest.mark.slow
+def test_a_program_that_crashes_at_start_is_bad_input_with_its_own_log(tmp_path: Path) -> None:
+    """Before: UNKNOWN (exit 3) with reasons pointing at logs/locust.log, the traceback being
+    in logs/client-1.log; restarted at every request."""
+    path = tmp_path / "scenario.toml"
+    path.write_text(CRASHING.format(manifest=CLIENTS / "manifest.toml"))
+    with pytest.raises(SetupError) as info:
+        run_scenario(load_scenario(path), runs_dir=tmp_path / "runs")
+    message = str(info.value)
+    assert "completed no request" in message and "(and 1 more of its clients)" in message
+    assert "/logs/client-" in message and "RuntimeError: crashed at start" in message  # its own log's tail
+    (run,) = (tmp_path / "runs").iterdir()
+    assert not (run / "verdict.json").exists()
+    starts = [e for e in read_events(run / "history") if e["ev"] == "client_error" and e["reason"] == "init"]
+    assert 2 <= len(starts) <= 2 * 8  # backing off: a few starts in 4 s, not one per request

@@ -14,8 +14,11 @@ a program that exits early is one (reason ``exit``, with its exit code), its req
 flight are abandoned and it is started again for the next request. One that says nothing
 about a request for ``request_timeout_ms`` is killed (its requests abandoned) and started
 again; one not ready within ``init_timeout_ms`` likewise (reason ``init``). Starts after a
-failure back off (BACKOFF_S doubling to BACKOFF_MAX_S until a reply). Its stderr goes
-to ``logs/<client>.log`` of the run.
+failure back off (BACKOFF_S doubling to BACKOFF_MAX_S until a reply). At the end a program
+that ignores ``stop`` is killed after STOP_GRACE_S (the Locust user waits for requests in
+flight for the drain at most), and one that completed no request and failed is recorded
+(reason ``no_request``) for the runner to make the run bad input. Its stderr goes to
+``logs/<client>.log`` of the run.
 
 The protocol is declared once, here: ``PROTOCOL`` is its text (``zchaos list``; the
 README's list follows it, which tests/test_external_client.py keeps true) and ``MESSAGES``
@@ -63,7 +66,9 @@ stdin (from zchaos) and stdout (to zchaos); its stderr goes to the run's logs/<c
     {"type": "error", "text": "..."}                                  anything worth a line in the report
   Request bodies are ASCII text: the request id, '|', then filler letters (payload_bytes long);
   a correct system echoes the body. A bad line, an error line or an early exit is recorded
-  as a client_error in the history and the report; the program is started again if it exited."""
+  as a client_error in the history and the report; the program is started again if it exited.
+  Nothing else may print to stdout: a library that does corrupts the protocol. Keep the
+  protocol on a copy of stdout and point stdout at stderr first (dup(1), then dup2(2, 1))."""
 
 #: finished requests remembered, to tell a second reply to a request from a made-up id
 REMEMBER = 1000
@@ -75,6 +80,13 @@ EXIT_GRACE_S = 1.0
 BACKOFF_S = 0.1
 BACKOFF_MAX_S = 5.0
 LINE_SHOWN = 200
+STDOUT_HINT = (
+    " (does something in the program print to stdout? keep the protocol on a descriptor of its "
+    "own: README, 'Your own client program')"
+)
+#: The client_error reason of a program that completed no request (no reply, no abandon of
+#: its own) and failed: bad input for the runner, which reads it from the history.
+NO_REQUEST = "no_request"
 
 
 @dataclass
@@ -115,6 +127,8 @@ class ExternalClient(AsyncClientAdapter):
         self.finished: OrderedDict[str, RequestLog] = OrderedDict()
         self.starts = 0
         self.failures = 0  # in a row, since the last reply
+        self.completed = 0  # requests it answered or gave up itself
+        self.errors = 0  # client_error events recorded
         self.next_start = 0.0  # time.monotonic() before which it is not started again
         # Started with the Locust user, so that its start-up is not charged to a request.
         self._start()
@@ -122,6 +136,7 @@ class ExternalClient(AsyncClientAdapter):
     # -- the program ---------------------------------------------------------------------
 
     def _error(self, reason: str, detail: str, **fields: Any) -> None:
+        self.errors += 1
         if self.kind is not None:
             fields["kind"] = self.kind
         self.writer.emit(
@@ -222,7 +237,7 @@ class ExternalClient(AsyncClientAdapter):
         try:
             message = json.loads(line)
         except ValueError:
-            self._error("malformed", f"not a JSON line: {_shown(line)}")
+            self._error("malformed", f"not a JSON line: {_shown(line)}{STDOUT_HINT}")
             return None
         if not isinstance(message, dict) or message.get("type") not in MESSAGES:
             self._error("protocol", f"not a message of the protocol: {_shown(line)}")
@@ -244,6 +259,7 @@ class ExternalClient(AsyncClientAdapter):
         if flight is not None:
             self._finish(flight.log)
             self.failures = 0
+            self.completed += 1
             endpoint = message.get("endpoint")
             done.append((flight.log, Reply([message["body"].encode()], endpoint=endpoint)))
         elif rid in self.finished:
@@ -273,6 +289,7 @@ class ExternalClient(AsyncClientAdapter):
             self._error("protocol", f"{what} of a request not in flight: {_shown(line)}", rid=message["rid"])
             return
         self._finish(flight.log)
+        self.completed += 1
         done.append((flight.log, how(str(message.get("reason", "the client program gave up")))))
 
     def _on_error(self, message: dict[str, Any], line: bytes, done: list) -> None:
@@ -350,25 +367,45 @@ class ExternalClient(AsyncClientAdapter):
         return done
 
     def close(self) -> None:
-        """Ask the program to stop, give it STOP_GRACE_S to exit, then kill it."""
+        """Stop the program; then, if it completed no request and failed (client errors),
+        record that (reason ``no_request``): the runner makes it bad input, with the
+        program's log, instead of judging the system on a load that never ran."""
+        try:
+            self._stop_program()
+        finally:
+            if self.completed == 0 and self.errors:
+                self._error(
+                    NO_REQUEST,
+                    f"client program {' '.join(self.command)!r} completed no request "
+                    f"({self.starts} starts, {self.errors} client errors)",
+                )
+
+    def _stop_program(self) -> None:
+        """Ask the program to stop, give it STOP_GRACE_S to exit, then kill it (also when
+        Locust cuts the wait short)."""
         proc = self.proc
         if proc is None:
             return
-        self._write({"type": "stop"})
-        with contextlib.suppress(OSError, ValueError):
-            if proc.stdin is not None:
-                proc.stdin.close()
+        code = None
         try:
-            code = proc.wait(STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            code = None
-        self._kill()
+            self._write({"type": "stop"})
+            with contextlib.suppress(OSError, ValueError):
+                if proc.stdin is not None:
+                    proc.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = proc.wait(STOP_GRACE_S)
+        finally:
+            self._kill()
         if code != 0:
             how = (
                 f"exited with code {code}" if code is not None else f"still ran {STOP_GRACE_S:g} s after stop"
             )
+            left = len(self.pending)
+            unanswered = f" ({left} requests in flight it never answered)" if left else ""
             self._error(
-                "exit", f"client program {how} at the end of the load", code=code if code is not None else -1
+                "exit",
+                f"client program {how} at the end of the load{unanswered}",
+                code=code if code is not None else -1,
             )
 
 

@@ -135,7 +135,7 @@ MANIFEST = {
     "client": {"adapter": "lazy_pirate", "endpoint": "frontend", "options": {"timeout_ms": 1000}},
     "options": {"heartbeat_ms": 1000, "liveness": 3},
     "endpoints": {"frontend": "queue"},
-    "roles": {"queue": {"command": ["x"]}},
+    "roles": {"queue": {"command": ["{python}", "-c", "pass"]}},
 }
 
 

@@ -1,9 +1,10 @@
 """Loss that retries cannot hide, on a black box: the stock scenarios that kill busy
 workers under clients that never resend, run on a user's broker or queue (pyzmq only, no
 history, by path, behind zchaos's probe workers) that drops a dead worker's request. It
-must fail ``no_lost`` and nothing else; the same subject without the bug, and ours, pass
-the same scenario. Majordomo: tests/blackbox/mdp_broker.py; Paranoid Pirate (Lazy Pirate
-clients in their no-resend mode): tests/blackbox/pirate_queue.py, the guide's queue.
+must fail ``no_lost`` (and, where every worker is killed, ``recovery``) and nothing else;
+the same subject without the bug, and ours, pass the same scenario. Majordomo:
+tests/blackbox/mdp_broker.py; Paranoid Pirate (Lazy Pirate clients in their no-resend
+mode): tests/blackbox/pirate_queue.py, the guide's queue.
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ from contract.history import read_events
 from harness.config import load_toml
 from harness.runner import RunResult, run_scenario
 from harness.scenario import parse_scenario
+from harness.seeds import run_seeds
 from tests.procs import ROOT
 
 STOCK = ROOT / "scenarios" / "majordomo-noresend-kill-busy-worker.toml"
 BLACKBOX_MDP = ROOT / "tests" / "blackbox" / "mdp-broker-noresend.toml"
+#: the same broker under resending clients mixed with no-resend ones, as majordomo-noresend's
+BLACKBOX_MIXED = ROOT / "tests" / "blackbox" / "mdp-broker-mixed.toml"
 PIRATE_STOCK = ROOT / "scenarios" / "paranoid-pirate-noresend-kill-worker.toml"
 PIRATE_QUEUE = ROOT / "tests" / "blackbox" / "pirate-queue.toml"
 #: A run is 15-20 s of load, but its Spark report can take minutes on a shared machine.
@@ -48,9 +52,11 @@ def test_a_broker_that_drops_a_dead_workers_request_fails_no_lost(drop_broker_ru
     result = drop_broker_run
     summary = json.dumps({n: c["summary"] for n, c in result.verdict["checks"].items()}, indent=1)
     assert result.exit_code == 1, summary
-    assert {n for n, s in statuses(result).items() if s == "violated"} == {"no_lost"}, summary
+    # Every worker is killed holding a request, so every client waits its dropped request
+    # out (deadline or timeout) before any reply: recovery fails too, rightly.
+    assert {n for n, s in statuses(result).items() if s == "violated"} <= {"no_lost", "recovery"}, summary
     no_lost = result.verdict["checks"]["no_lost"]
-    assert no_lost["violations"] >= 1
+    assert no_lost["status"] == "violated" and no_lost["violations"] >= 1
     assert no_lost["figures"]["lost_past_deadline"] == no_lost["violations"]
     assert no_lost["figures"]["requeue_promised"] is True
     example = no_lost["examples"][0]
@@ -74,6 +80,22 @@ def test_our_broker_requeues_and_passes_the_same_scenario(tmp_path: Path, spark)
     assert result.exit_code == 0, summary
     assert statuses(result)["no_lost"] == "held"
     assert result.verdict["checks"]["no_lost"]["figures"]["lost"] == 0
+
+
+# Five runs with their reports (5-10 minutes): a soak. The one-seed tests above show the same
+# on the default run; this one shows the catch does not hang on the seed's choice of worker.
+@pytest.mark.soak
+@pytest.mark.timeout(3600)
+def test_the_stock_scenario_catches_the_dropping_broker_on_all_5_seeds(tmp_path: Path, spark) -> None:
+    """Before: one random busy worker killed, the broker was caught on some seeds only (on the
+    others the killed worker had held the resending client's request)."""
+    data = load_toml(STOCK, "scenario")
+    data["implementation"] = str(BLACKBOX_MIXED)
+    data["options"] = {**data.get("options", {}), "bug": "drop-dead-workers-request"}
+    result = run_seeds(parse_scenario(data, STOCK), 5, runs_dir=tmp_path)
+    by_status = result.checks()["no_lost"]
+    assert sorted(by_status.get("violated", [])) == sorted(result.seeds), result.lines()
+    assert [r.outcome for r in result.runs] == ["violated"] * 5, result.lines()
 
 
 # --- Paranoid Pirate: Lazy Pirate clients that never resend --------------------------------

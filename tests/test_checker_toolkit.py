@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from reports.checkers import CheckContext, FaultWindow
-from reports.checkers import toolkit as tk
+from reports.checkers import CheckContext, FaultWindow, toolkit
+from reports.checkers.core import aggregates
 from reports.history_frame import events_frame
 
 NS = 1_000_000_000
-CHECKERS_DIR = Path(tk.__file__).parent
+CHECKERS_DIR = Path(toolkit.__file__).parent.parent
 META = {
     "manifest": {"endpoints": {"frontend": "broker", "backend": "broker"}, "promises": {"checks": []}},
     "processes": {"broker": "broker", "worker-1": "worker", "worker-10": "worker"},
@@ -27,14 +27,14 @@ def ctx_with(faults: list[FaultWindow], spark: Any = None, events: Any = None) -
 
 def test_instance_kinds_come_from_the_manifest_endpoints() -> None:
     ctx = ctx_with([])
-    assert tk.broker_instances(ctx) == {"broker"}
-    assert tk.worker_instances(ctx) == {"worker-1", "worker-10"}
+    assert toolkit.broker_instances(ctx) == {"broker"}
+    assert toolkit.worker_instances(ctx) == {"worker-1", "worker-10"}
     # A role named "server" that binds the client endpoint serves it: not a worker.
     lazy = {
         "manifest": {"endpoints": {"frontend": "server"}, "promises": {"checks": []}},
         "processes": {"server": "server"},
     }
-    assert tk.worker_instances(CheckContext(None, None, lazy, [])) == set()
+    assert toolkit.worker_instances(CheckContext(None, None, lazy, [])) == set()
 
 
 def test_one_fault_excuse_for_every_family() -> None:
@@ -46,17 +46,17 @@ def test_one_fault_excuse_for_every_family() -> None:
         FaultWindow(5, "kill", "worker-10", 90, None),
     ]
     ctx = ctx_with(faults)
-    assert tk.fault_spans(ctx, "worker-1") == [(10, 20), (30, 40), (70, 80)]
+    assert toolkit.fault_spans(ctx, "worker-1") == [(10, 20), (30, 40), (70, 80)]
     # worker-1 is not worker-10: a prefix does not make a fault its own.
-    assert tk.fault_spans(ctx, "worker-10") == [(30, 40), (50, 60), (90, tk.END_OF_TIME)]
-    assert tk.fault_spans(ctx, "worker-1", broker=False, link=False) == [(10, 20)]
-    assert tk.fault_spans(ctx, "worker-1", own=False, link=False) == [(30, 40)]
-    assert tk.fault_spans(ctx, "worker-10", lossy_only=True) == [(50, 60)]
-    assert tk.fault_spans(ctx, "worker-1", grace_ns=15, lead_ns=5) == [(5, 55), (65, 95)]
+    assert toolkit.fault_spans(ctx, "worker-10") == [(30, 40), (50, 60), (90, toolkit.END_OF_TIME)]
+    assert toolkit.fault_spans(ctx, "worker-1", broker=False, link=False) == [(10, 20)]
+    assert toolkit.fault_spans(ctx, "worker-1", own=False, link=False) == [(30, 40)]
+    assert toolkit.fault_spans(ctx, "worker-10", lossy_only=True) == [(50, 60)]
+    assert toolkit.fault_spans(ctx, "worker-1", grace_ns=15, lead_ns=5) == [(5, 55), (65, 95)]
     # No instance: every fault, whatever its target.
-    assert len(tk.fault_spans(ctx)) == 5
-    assert tk.overlaps(tk.fault_spans(ctx, "worker-1"), 21, 29) is False
-    assert tk.overlaps(tk.fault_spans(ctx, "worker-1"), 21, 30) is True
+    assert len(toolkit.fault_spans(ctx)) == 5
+    assert toolkit.overlaps(toolkit.fault_spans(ctx, "worker-1"), 21, 29) is False
+    assert toolkit.overlaps(toolkit.fault_spans(ctx, "worker-1"), 21, 30) is True
 
 
 def test_the_excuse_as_a_broadcast_range_join(spark: Any) -> None:
@@ -75,7 +75,7 @@ def test_the_excuse_as_a_broadcast_range_join(spark: Any) -> None:
         ],
     )
     ctx = ctx_with(faults, spark, events)
-    marked = tk.with_excused(events, ctx, instance="src", grace_ns=2 * NS)
+    marked = toolkit.with_excused(events, ctx, instance="src", grace_ns=2 * NS)
     got = {(r["ts"] // NS, r["src"]): r["excused"] for r in marked.collect()}
     assert got == {
         (15, "worker-1"): True,
@@ -84,7 +84,7 @@ def test_the_excuse_as_a_broadcast_range_join(spark: Any) -> None:
         (21, "worker-1"): True,
         (60, "worker-10"): True,
     }
-    kept = tk.outside(events, ctx, [(14 * NS, 22 * NS)])
+    kept = toolkit.outside(events, ctx, [(14 * NS, 22 * NS)])
     assert sorted(r["ts"] // NS for r in kept.collect()) == [25, 60]
 
 
@@ -113,18 +113,21 @@ def test_prepared_shared_aggregates_skip_the_partial_aggregation(spark: Any) -> 
     events = _requests(spark)
     # Built on first use, as Spark plans any aggregation: a partial one before the shuffle.
     lazy = ctx_with([], spark, events)
-    assert all("partial_" in _plan(lazy.shared(name, tk.SHARED[name])) for name in tk.SHARED)
-    built = {f.__name__: sorted(map(tuple, f(lazy).collect())) for f in (tk.per_request, tk.per_rid)}
+    assert all("partial_" in _plan(lazy.shared(name, aggregates.SHARED[name])) for name in aggregates.SHARED)
+    shared = (aggregates.per_request, aggregates.per_rid)
+    built = {f.__name__: sorted(map(tuple, f(lazy).collect())) for f in shared}
     lazy.release()
     prepared = ctx_with([], spark, events)
-    before = spark.conf.get(tk.BYPASS_PARTIAL, "false")
-    tk.prepare(prepared, ["per_request", "per_rid"])
-    assert spark.conf.get(tk.BYPASS_PARTIAL, "false") == before  # the session's setting put back
-    assert not any("partial_" in _plan(prepared.shared(name, tk.SHARED[name])) for name in tk.SHARED)
+    before = spark.conf.get(aggregates.BYPASS_PARTIAL, "false")
+    aggregates.prepare(prepared, ["per_request", "per_rid"])
+    assert spark.conf.get(aggregates.BYPASS_PARTIAL, "false") == before  # the session's setting put back
+    assert not any(
+        "partial_" in _plan(prepared.shared(name, aggregates.SHARED[name])) for name in aggregates.SHARED
+    )
     # The same rows either way; each client's last request from its sends.
-    for f in (tk.per_request, tk.per_rid):
+    for f in shared:
         assert sorted(map(tuple, f(prepared).collect())) == built[f.__name__]
-    rows = {(r["cid"], r["seq"]): r for r in tk.per_request(prepared).collect()}
+    rows = {(r["cid"], r["seq"]): r for r in aggregates.per_request(prepared).collect()}
     assert {k: (r["last_seq"], r["replied"], r["retries"]) for k, r in rows.items()} == {
         ("client-1", 1): (3, 1, 0),
         ("client-1", 2): (3, 1, 1),
@@ -152,12 +155,12 @@ def test_each_dispatch_finds_the_registration_state_it_was_sent_in(spark: Any) -
     events.append(broker(100, "dispatch", worker="w-b", rid="never"))  # a worker never registered
     frame = events_frame(spark, events)
     ctx = ctx_with([], spark, frame)
-    got = tk.with_state(ctx, frame.filter("ev = 'dispatch'")).collect()
+    got = toolkit.with_state(ctx, frame.filter("ev = 'dispatch'")).collect()
     assert {r["rid"]: r["state"] for r in got} == {f"r{at}": state for at, state in sent.items()} | {
         "never": None
     }
     assert {r["rid"]: r["state_reason"] for r in got}["r2100"] == "silent"
-    result = tk.registered_dispatch(ctx, "dispatch_rule")
+    result = toolkit.registered_dispatch(ctx)
     assert (result.status, result.violations) == ("violated", 3)
     assert [e["rid"] for e in result.examples] == ["r5", "never", "r2100"]
 
@@ -177,7 +180,7 @@ def test_each_mark_finds_the_latest_event_before_it(spark: Any) -> None:
     marks += [{"ts": 1000 * NS, "src": "w-1", "ev": "ping"}, {"ts": 1000 * NS, "src": "w-1", "ev": "ping"}]
     frame = events_frame(spark, events + marks)
     ctx = ctx_with([], spark, frame)
-    got = tk.last_before(ctx, frame.filter("ev = 'ping'"), frame.filter("ev = 'exec'"), "src", "before")
+    got = toolkit.last_before(ctx, frame.filter("ev = 'ping'"), frame.filter("ev = 'exec'"), "src", "before")
     found = sorted((r["src"], r["ts"], r["before"]) for r in got.collect())
 
     def latest(src: str, ts: int) -> int | None:
@@ -196,21 +199,21 @@ def test_totals_and_the_first_offenders(spark: Any, monkeypatch: Any, one_aggreg
     from reports.checkers import Profile
 
     # A history counted at 200 events: one aggregation from ONE_PASS_MIN_EVENTS on.
-    monkeypatch.setattr(tk, "ONE_PASS_MIN_EVENTS", 200 if one_aggregation else 201)
+    monkeypatch.setattr(aggregates, "ONE_PASS_MIN_EVENTS", 200 if one_aggregation else 201)
     times = random.Random(3).sample(range(10_000), 200)
     frame = spark.createDataFrame([(ts, ts % 3 == 0) for ts in times], "ts long, bad boolean")
     ctx = CheckContext(spark, frame, META, [], profile=Profile({"client": {"send": 200}}, 0, 10_000))
     plans: list[str] = []
     monkeypatch.setattr(type(frame), "agg", _recording(type(frame).agg, plans))
-    row, firsts = tk.totals_and_firsts(
+    row, firsts = aggregates.totals_and_firsts(
         ctx, frame, [F.count("*").alias("n"), F.sum(F.col("bad").cast("int")).alias("bad")], F.col("bad")
     )
     assert any("min_by" in p for p in plans) == one_aggregation
     offenders = sorted(ts for ts in times if ts % 3 == 0)
     assert (row["n"], row["bad"]) == (200, len(offenders))
-    assert [r["ts"] for r in firsts] == offenders[: tk.MAX_EXAMPLES]
+    assert [r["ts"] for r in firsts] == offenders[: toolkit.MAX_EXAMPLES]
     assert set(firsts[0]) == {"ts", "bad"}
-    none, shown = tk.totals_and_firsts(
+    none, shown = aggregates.totals_and_firsts(
         ctx, frame.filter(~F.col("bad")), [F.count("*").alias("n")], F.col("bad")
     )
     assert (none["n"], shown) == (200 - len(offenders), [])
@@ -226,20 +229,17 @@ def _recording(agg: Any, plans: list[str]) -> Any:
     return recorded
 
 
-#: Modules of shared helpers, not of checks.
-HELPERS = {"__init__", "toolkit"}
-
-
-def test_no_family_module_imports_another_family() -> None:
-    allowed = {f"reports.checkers.{name}" for name in HELPERS - {"__init__"}} | {"reports.checkers"}
-    for path in sorted(CHECKERS_DIR.glob("*.py")):
-        if path.stem in HELPERS:
+def test_check_modules_import_through_the_toolkit_alone() -> None:
+    """One door: a check module imports from reports.checkers only the toolkit (the generic
+    checks also their own package), never another family's module."""
+    for path in sorted(CHECKERS_DIR.rglob("*.py")):
+        if path.parent.name == "toolkit" or path == CHECKERS_DIR / "__init__.py":
             continue
+        own = "reports.checkers.core" if path.parent.name == "core" else None
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("reports.checkers"):
-                assert node.module in allowed, f"{path.name} imports {node.module}"
-                if node.module == "reports.checkers":
-                    names = {a.name for a in node.names}
-                    families = {p.stem for p in CHECKERS_DIR.glob("*.py")} - HELPERS
-                    assert not names & families, f"{path.name} imports a family module {names & families}"
+                allowed = node.module == "reports.checkers.toolkit" or (own and node.module.startswith(own))
+                assert allowed, f"{path.relative_to(CHECKERS_DIR)} imports {node.module}"
+                renamed = [a.name for a in node.names if a.asname]
+                assert not renamed, f"{path.relative_to(CHECKERS_DIR)} renames {renamed} on import"

@@ -1,11 +1,12 @@
 """The checkers: one function per invariant, registered by name.
 
 A checker takes a ``CheckContext`` (the run's history as a Spark DataFrame, the run's
-metadata, the fault windows) and returns a ``CheckResult``. Manifests name the checks an
-implementation promises (``[promises] checks``); the pipeline runs exactly those. Every
-module of this package is imported by ``registry()``, so a protocol family adds its own
-checkers in ``reports/checkers/<family>.py`` with the ``@checker`` decorator and nothing
-else to edit.
+metadata, the fault windows) and returns a ``CheckResult`` built by ``toolkit.result``
+(the registry fills in its name). Manifests name the checks an implementation promises
+(``[promises] checks``); the pipeline runs exactly those. Every module of this package is
+imported by ``registry()``, so a protocol family adds its own checkers in
+``reports/checkers/<family>.py`` with the ``@checker`` decorator and nothing else to edit;
+a check module imports from ``reports.checkers.toolkit`` alone.
 
 Outcomes follow Jepsen: ``held``, ``violated`` or ``unknown`` (the history cannot say,
 e.g. no requests at all); results combine as violated > unknown > held.
@@ -231,7 +232,6 @@ class CheckResult:
 
 def nothing_to_judge(
     ctx: CheckContext,
-    name: str,
     summary: str,
     reason: str,
     *,
@@ -239,7 +239,7 @@ def nothing_to_judge(
     which: Callable[[FaultWindow], bool] | None = None,
     figures: dict[str, Any] | None = None,
 ) -> CheckResult:
-    """The result of a check that found nothing to judge.
+    """The result of a check that found nothing to judge (the registry fills in its name).
 
     When the fault plan gave it nothing (no fault planned or recorded on the instances
     ``on`` (None: any; a link fault counts for the instance that connects over the link)
@@ -254,9 +254,9 @@ def nothing_to_judge(
         return (which is None or which(f)) and (on is None or target_instance(f.target) in on)
 
     if any(map(relevant, planned_faults(ctx))) or any(map(relevant, ctx.faults)):
-        return CheckResult(name, UNKNOWN, summary=summary, figures=figures or {}, reason=reason)
+        return CheckResult("", UNKNOWN, summary=summary, figures=figures or {}, reason=reason)
     return CheckResult(
-        name, HELD, summary=f"{summary}: the plan has no fault that would give it any", figures=figures or {}
+        "", HELD, summary=f"{summary}: the plan has no fault that would give it any", figures=figures or {}
     )
 
 
@@ -298,7 +298,7 @@ class Checker:
     #: whether it reads the load clients' events (directly or through requests they sent):
     #: a damaged client history then makes it judge without that client's requests
     reads_clients: bool = True
-    #: the toolkit's shared aggregates it reads (toolkit.SHARED), planned before the checks start
+    #: the shared aggregates it reads (core.aggregates.SHARED), planned before the checks start
     shares: tuple[str, ...] = ()
     #: what still stands when some requests are left out (a damaged history): "violations"
     #: for a check of each request (one found among the others is one), "holds" for one
@@ -333,7 +333,8 @@ class Checker:
         return self.foresee(meta) if self.foresee is not None else ""
 
     def run(self, ctx: CheckContext) -> CheckResult:
-        """The check's result; UNKNOWN without running it when the history lacks what it needs."""
+        """The check's result, named; UNKNOWN without running it when the history lacks what it
+        needs."""
         if self.needs:
             missing = [kind for kind in self.needs if kind not in ctx.event_kinds()]
             if missing:
@@ -344,7 +345,7 @@ class Checker:
                     reason=missing_reason(missing),
                     figures={"missing_events": missing},
                 )
-        return self.fn(ctx)
+        return replace(self.fn(ctx), name=self.name)
 
     def needs_text(self) -> str:
         """``exec (workers: probe workers write it), dispatch (broker)`` for `zchaos list`."""
@@ -403,11 +404,13 @@ def checker(
 ) -> Callable[[Callable[[CheckContext], CheckResult]], Callable]:
     """Register ``fn`` as the checker ``name`` (documented by ``doc``), needing ``needs``;
     ``reads_clients=False`` for one that reads only the subject's, probes' and harness's
-    events, which a damaged client history leaves whole; ``shares``: the toolkit's shared
-    aggregates it reads (``toolkit.SHARED``: per_request, per_rid); ``on_fewer``: what stands
-    of its result with requests left out (``Checker.on_fewer``); ``reads``: kinds it reads
-    when present (``Checker.reads``); ``foresee``: its rule for an unknown that the plan
-    alone decides (``Checker.foresee``)."""
+    events, which a damaged client history leaves whole; ``shares``: the shared
+    aggregates it reads (``core.aggregates.SHARED``: per_request, per_rid); ``on_fewer``: what
+    stands of its result with requests left out (``Checker.on_fewer``); ``reads``: kinds it
+    reads when present (``Checker.reads``); ``foresee``: its rule for an unknown that the plan
+    alone decides (``Checker.foresee``).
+
+    The check returns ``toolkit.result(...)``; the registry names it ``name``."""
     from contract.history import EVENTS
 
     if on_fewer not in ("violations", "holds", "neither"):
@@ -429,10 +432,10 @@ def checker(
 
 
 def registry() -> dict[str, Checker]:
-    """Every checker, by name (imports each module of this package once)."""
+    """Every checker, by name (imports each module of this package and its packages once)."""
     global _LOADED
     if not _LOADED:
-        for module in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{module.name}")
+        for module in pkgutil.walk_packages(__path__, f"{__name__}."):
+            importlib.import_module(module.name)
         _LOADED = True
     return dict(_REGISTRY)

@@ -23,20 +23,21 @@ from pyspark.sql import functions as F
 
 from contract.links import target_instance
 from contract.promises import DEFAULT_SURVIVES, survive_rule
-from reports.checkers import (
-    HELD,
-    MAX_EXAMPLES,
-    UNKNOWN,
-    VIOLATED,
+from reports.checkers.toolkit import (
+    NS,
+    WARMUP_NS,
     CheckContext,
     CheckResult,
     FaultWindow,
     checker,
     events_of,
+    load_span,
+    result,
+    send_span,
+    small_frame,
+    timers,
 )
-from reports.checkers import toolkit as tk
 
-NS = tk.NS
 #: How much time before a fault gives its baseline (less when another fault or the warm-up is nearer).
 BEFORE_NS = 5 * NS
 #: A baseline shorter than this, or with fewer attempts, cannot judge a fault.
@@ -75,7 +76,7 @@ def baseline(
     apart: ``worker:all``) that no other fault nor the warm-up excuses."""
     together = [o for o in faults if fault.start_ns - TOGETHER_NS <= o.start_ns <= fault.start_ns]
     hi = min(o.start_ns for o in together)
-    lo = max(hi - BEFORE_NS, load_start + tk.WARMUP_NS)
+    lo = max(hi - BEFORE_NS, load_start + WARMUP_NS)
     for other in faults:
         start, end = spans[other.fault_id]
         if other not in together and start < hi and end > lo:
@@ -113,11 +114,11 @@ def answered_attempts(ctx: CheckContext) -> DataFrame:
 )
 def availability(ctx: CheckContext) -> CheckResult:
     floor = float(ctx.promises.get("availability_floor", 0.5))
-    t = tk.timers(ctx)
-    load_start, load_stop = tk.load_span(ctx)
+    t = timers(ctx)
+    load_start, load_stop = load_span(ctx)
     end = max(load_stop, *(f.start_ns for f in ctx.faults)) if ctx.faults else load_stop
     after_ns = int(t.after_s * NS)
-    spans = {f.fault_id: tk.send_span(f, after_ns, end) for f in ctx.faults}
+    spans = {f.fault_id: send_span(f, after_ns, end) for f in ctx.faults}
     rows: list[dict[str, Any]] = []
     windows: list[tuple[int, str, int, int]] = []  # fault_id, "before"/"during", lo, hi
     for f in ctx.faults:
@@ -148,7 +149,7 @@ def availability(ctx: CheckContext) -> CheckResult:
     if windows:
         # Literals in the plan (toolkit.small_frame): a createDataFrame would start a Python worker.
         columns = {"fault_id": "int", "part": "string", "lo": "long", "hi": "long"}
-        frame = tk.small_frame(ctx, windows, columns)
+        frame = small_frame(ctx, windows, columns)
         joined = answered_attempts(ctx).join(
             F.broadcast(frame), F.col("ts").between(frame["lo"], frame["hi"])
         )
@@ -225,17 +226,17 @@ def availability(ctx: CheckContext) -> CheckResult:
         + (f"; lowest ratio {worst:.2f}" if worst is not None else "")
     )
     if found:
-        return CheckResult("availability", VIOLATED, len(found), found[:MAX_EXAMPLES], summary, figures)
+        return result(summary, figures, violations=len(found), examples=found)
     if not promised:
         # As for every check about faults (reports.checkers.nothing_to_judge): a plan that gave
         # it nothing to judge leaves no doubt about the system.
         summary = (
             f"no fault of the plan is one the manifest promises to survive (survives = {figures['survives']})"
         )
-        return CheckResult("availability", HELD, 0, [], summary, figures)
+        return result(summary, figures)
     if undecided:
         reason = "; ".join(
             f"fault {r['fault_id']} ({r['fault']} {r['target']}): {r['reason']}" for r in undecided
         )
-        return CheckResult("availability", UNKNOWN, 0, [], summary, figures, reason)
-    return CheckResult("availability", HELD, 0, [], summary, figures)
+        return result(summary, figures, unknown=reason)
+    return result(summary, figures)

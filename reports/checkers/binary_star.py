@@ -50,23 +50,27 @@ from typing import Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from reports.checkers import MAX_EXAMPLES, CheckContext, CheckResult, FaultWindow, checker, nothing_to_judge
-from reports.checkers import toolkit as tk
 from reports.checkers.toolkit import (
     END_OF_TIME,
+    MAX_EXAMPLES,
     NS,
+    CheckContext,
+    CheckResult,
+    FaultWindow,
     Found,
+    checker,
     count,
     events_of,
     example,
     history_end,
-    judged,
     merge_spans,
     ms,
+    nothing_to_judge,
     problems,
+    result,
     run_time,
     small_frame,
-    unknown,
+    timers,
 )
 
 BOTH, TAKEOVER = "both answering", "takeover without cause"
@@ -104,7 +108,7 @@ def endpoint_instances(ctx: CheckContext) -> dict[str, set[str]]:
 
 def peer_timeout_ns(ctx: CheckContext) -> int:
     """The pair's peer timeout: the manifest's expiry_ms (0 when it gives none)."""
-    t = tk.timers(ctx)
+    t = timers(ctx)
     return int(t.after_s * NS) if t.source.startswith("expiry_ms") else 0
 
 
@@ -276,16 +280,15 @@ def _minus(span: tuple[int, int], cuts: list[tuple[int, int]]) -> list[tuple[int
     reads=("bstar_state",),
 )
 def single_active(ctx: CheckContext) -> CheckResult:
-    name = "bstar_single_active"
     ans = ctx.shared("bstar_answers", answers)  # one shuffle for the three checks
     per_endpoint = {
         r["endpoint"]: r["n"] for r in ans.groupBy("endpoint").agg(F.count("*").alias("n")).collect()
     }
     timeout_ns = peer_timeout_ns(ctx)
-    grace_ns = timeout_ns + int(tk.timers(ctx).client_budget_s * NS)
+    grace_ns = timeout_ns + int(timers(ctx).client_budget_s * NS)
     has_states = "bstar_state" in ctx.event_kinds()
     if not per_endpoint and not has_states:
-        return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
+        return result("no reply names the endpoint that answered it", unknown=NO_ENDPOINT)
     labelled = []
     if timeout_ns and len(per_endpoint) > 1:
         labelled.append((BOTH, _both_answering(ctx, ans, sorted(per_endpoint), timeout_ns)))
@@ -341,7 +344,7 @@ def single_active(ctx: CheckContext) -> CheckResult:
     )
     if not timeout_ns and len(per_endpoint) > 1:
         summary += " (no expiry_ms: the both-answering rule was not applied)"
-    return judged(name, violations, both + takeovers + states, summary, figures)
+    return result(summary, figures, violations=violations, examples=both + takeovers + states)
 
 
 # --- failover ----------------------------------------------------------------------------
@@ -387,16 +390,14 @@ def _bound_s(ctx: CheckContext) -> float:
     on_fewer="neither",
 )
 def failover_time(ctx: CheckContext) -> CheckResult:
-    name = "bstar_failover_time"
     ans = ctx.shared("bstar_answers", answers)  # one shuffle for the three checks
     if ans.limit(1).count() == 0:
-        return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
+        return result("no reply names the endpoint that answered it", unknown=NO_ENDPOINT)
     found = _failovers(ctx, ans)
     bound_ns = int(_bound_s(ctx) * NS)
     if not found:
         return nothing_to_judge(
             ctx,
-            name,
             "no process fault hit the server that was answering",
             "the plan's faults hit no server while it was the one answering (or no reply came before "
             "them): target the active server (the primary at first) with a kill, restart or freeze",
@@ -439,14 +440,13 @@ def failover_time(ctx: CheckContext) -> CheckResult:
         + (f"; slowest {ms(max(times)) / 1000:.2f} s" if times else "")
     )
     if undecided and not bad:
-        return unknown(
-            name,
+        return result(
             summary,
             figures,
-            reason="the load stopped before the failover bound had passed after a fault: "
+            unknown="the load stopped before the failover bound had passed after a fault: "
             "schedule the fault earlier or lengthen the load",
         )
-    return judged(name, len(bad), bad, summary, figures)
+    return result(summary, figures, violations=len(bad), examples=bad)
 
 
 @checker(
@@ -455,21 +455,19 @@ def failover_time(ctx: CheckContext) -> CheckResult:
     "(at-least-once; resends and executions on both servers counted)",
 )
 def no_lost_failover(ctx: CheckContext) -> CheckResult:
-    name = "bstar_no_lost_failover"
     ans = ctx.shared("bstar_answers", answers)  # one shuffle for the three checks
     if ans.limit(1).count() == 0:
-        return unknown(name, "no reply names the endpoint that answered it", reason=NO_ENDPOINT)
+        return result("no reply names the endpoint that answered it", unknown=NO_ENDPOINT)
     found = _failovers(ctx, ans)
     if not found:
         return nothing_to_judge(
             ctx,
-            name,
             "no failover to judge",
             "no process fault hit the server that was answering (see bstar_failover_time)",
             which=_process_outage,
         )
     end = history_end(ctx)
-    budget_ns = int(tk.timers(ctx).client_budget_s * NS)
+    budget_ns = int(timers(ctx).client_budget_s * NS)
     windows = [
         (item["fault"].start_ns, item["resumed"] if item["resumed"] is not None else end) for item in found
     ]
@@ -538,7 +536,5 @@ def no_lost_failover(ctx: CheckContext) -> CheckResult:
         + (f", {twice} executed on two servers" if twice is not None else "")
     )
     if not figures["requests_across"]:
-        return unknown(
-            name, summary, figures, reason="no request was in flight across a failover: raise the load"
-        )
-    return judged(name, n_lost, shown, summary, figures)
+        return result(summary, figures, unknown="no request was in flight across a failover: raise the load")
+    return result(summary, figures, violations=n_lost, examples=shown)

@@ -10,9 +10,18 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from reports.checkers import CheckContext, CheckResult, checker, nothing_to_judge
-from reports.checkers.toolkit import NS, events_of, history_end, problems, unknown, worker_instances
-from reports.checkers.toolkit import judged_problems as verdict
+from reports.checkers.toolkit import (
+    NS,
+    CheckContext,
+    CheckResult,
+    checker,
+    events_of,
+    history_end,
+    nothing_to_judge,
+    problems,
+    result,
+    worker_instances,
+)
 
 #: Requeued tasks are handed out again, and Exit's requeues happen, within this (ns).
 REQUEUE_SLACK_NS = 5 * NS
@@ -63,18 +72,19 @@ def complete_once(ctx: CheckContext) -> CheckResult:
         (CREATED, created), (TWICE, twice), (RERUN, rerun), (NOT_ASSIGNED, wrong), (RUN_AGAIN, allowed)
     )
     if not found.n(CREATED):
-        return unknown("dwork_complete_once", "no task was created")
-    return verdict(
-        "dwork_complete_once",
-        found,
-        (TWICE, RERUN, NOT_ASSIGNED),
+        return result("no task was created", unknown="")
+    return result(
         f"{found.n(CREATED)} tasks; {found.n(TWICE)} completed twice, {found.n(RERUN)} run again unasked, "
         f"{found.n(NOT_ASSIGNED)} by the wrong worker; {found.n(RUN_AGAIN)} re-run after Exit/Transfer",
-        tasks=found.n(CREATED),
-        completed_twice=found.n(TWICE),
-        rerun_unasked=found.n(RERUN),
-        wrong_worker=found.n(NOT_ASSIGNED),
-        rerun_after_requeue=found.n(RUN_AGAIN),
+        {
+            "tasks": found.n(CREATED),
+            "completed_twice": found.n(TWICE),
+            "rerun_unasked": found.n(RERUN),
+            "wrong_worker": found.n(NOT_ASSIGNED),
+            "rerun_after_requeue": found.n(RUN_AGAIN),
+        },
+        violations=found.n(TWICE, RERUN, NOT_ASSIGNED),
+        examples=found.shown(TWICE, RERUN, NOT_ASSIGNED),
     )
 
 
@@ -109,16 +119,17 @@ def deps_first(ctx: CheckContext) -> CheckResult:
         (EDGES, edges), (EARLY_ASSIGN, too_early("task_assign")), (EARLY_RUN, too_early("task_run"))
     )
     if not found.n(EDGES):
-        return unknown("dwork_deps_first", "no task had dependencies")
-    return verdict(
-        "dwork_deps_first",
-        found,
-        (EARLY_ASSIGN, EARLY_RUN),
+        return result("no task had dependencies", unknown="")
+    return result(
         f"{found.n(EDGES)} dependencies; {found.n(EARLY_ASSIGN)} assignments and {found.n(EARLY_RUN)} runs "
         "before a dependency completed",
-        dependencies=found.n(EDGES),
-        early_assignments=found.n(EARLY_ASSIGN),
-        early_runs=found.n(EARLY_RUN),
+        {
+            "dependencies": found.n(EDGES),
+            "early_assignments": found.n(EARLY_ASSIGN),
+            "early_runs": found.n(EARLY_RUN),
+        },
+        violations=found.n(EARLY_ASSIGN, EARLY_RUN),
+        examples=found.shown(EARLY_ASSIGN, EARLY_RUN),
     )
 
 
@@ -144,16 +155,13 @@ def all_complete(ctx: CheckContext) -> CheckResult:
         (RECENT, open_.where(F.col("ts") >= cutoff)),
     )
     if not found.n(CREATED):
-        return unknown("dwork_all_complete", "no task was created")
-    return verdict(
-        "dwork_all_complete",
-        found,
-        (UNFINISHED,),
+        return result("no task was created", unknown="")
+    return result(
         f"{found.n(CREATED)} tasks; {found.n(UNFINISHED)} never completed, {found.n(RECENT)} created in the "
         f"last {_settle_ns(ctx) / NS:.0f} s still open",
-        tasks=found.n(CREATED),
-        never_completed=found.n(UNFINISHED),
-        open_at_end=found.n(RECENT),
+        {"tasks": found.n(CREATED), "never_completed": found.n(UNFINISHED), "open_at_end": found.n(RECENT)},
+        violations=found.n(UNFINISHED),
+        examples=found.shown(UNFINISHED),
     )
 
 
@@ -196,18 +204,20 @@ def exit_requeues(ctx: CheckContext) -> CheckResult:
     found = problems((EXPIRED, expired), (RETURNED, back), (KEPT, kept), (NOT_AGAIN, not_again))
     if not found.n(EXPIRED):
         return nothing_to_judge(
-            ctx, "dwork_exit_requeues", "no worker was marked down (no Exit)",
+            ctx,
+            "no worker was marked down (no Exit)",
             "a fault on a worker was planned but the scheduler marked no worker down",
             on=worker_instances(ctx),
-        )  # fmt: skip
-    return verdict(
-        "dwork_exit_requeues",
-        found,
-        (KEPT, NOT_AGAIN),
+        )
+    return result(
         f"{found.n(EXPIRED)} workers marked down, {found.n(RETURNED)} tasks put back; {found.n(KEPT)} kept, "
         f"{found.n(NOT_AGAIN)} never handed out again",
-        exits=found.n(EXPIRED),
-        returned=found.n(RETURNED),
-        kept=found.n(KEPT),
-        not_handed_out_again=found.n(NOT_AGAIN),
+        {
+            "exits": found.n(EXPIRED),
+            "returned": found.n(RETURNED),
+            "kept": found.n(KEPT),
+            "not_handed_out_again": found.n(NOT_AGAIN),
+        },
+        violations=found.n(KEPT, NOT_AGAIN),
+        examples=found.shown(KEPT, NOT_AGAIN),
     )

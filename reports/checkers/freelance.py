@@ -35,21 +35,24 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from contract.links import CLIENTS
-from reports.checkers import CheckContext, CheckResult, FaultWindow, checker, nothing_to_judge
 from reports.checkers.toolkit import (
     END_OF_TIME,
     MS,
     NS,
     WARMUP_NS,
+    CheckContext,
+    CheckResult,
+    FaultWindow,
+    checker,
     client_budget_ns,
     count,
     events_of,
     examples,
-    judged,
     merge_spans,
+    nothing_to_judge,
+    result,
     run_time,
     small_frame,
-    unknown,
 )
 
 #: The freelance adapter's ping timeout, for a client kind that gives no server_ttl_ms.
@@ -164,13 +167,12 @@ def _span_rows(spans: dict[str, list[tuple[int, int]]]) -> list[tuple[str, int, 
     "(default: the client budget); requests no server could serve are excused and counted",
 )
 def freelance_failover_served(ctx: CheckContext) -> CheckResult:
-    name = "freelance_failover_served"
     servers = _servers(ctx)
     if not servers:
-        return unknown(
-            name, "no server endpoint known",
-            reason="the run's manifest names no endpoint its clients use that one instance serves",
-        )  # fmt: skip
+        return result(
+            "no server endpoint known",
+            unknown="the run's manifest names no endpoint its clients use that one instance serves",
+        )
     bound = int(float(ctx.promises.get("serve_bound_s") or 0) * NS) or client_budget_ns(ctx)
     settle = ping_timeout_ns(ctx) or 0
     budget = client_budget_ns(ctx)
@@ -233,11 +235,12 @@ def freelance_failover_served(ctx: CheckContext) -> CheckResult:
     )
     if figures["judged"] == 0:
         return nothing_to_judge(
-            ctx, name, summary,
+            ctx,
+            summary,
             "no request was sent while at least one server was up (after the warm-up): "
             "a longer load, or faults that leave a server up",
             which=puts_out,
-        )  # fmt: skip
+        )
     found = []
     if figures["violations"]:
         bad = checked.filter(F.col("due") & ~F.col("open") & F.col("problem").isNotNull())
@@ -255,7 +258,7 @@ def freelance_failover_served(ctx: CheckContext) -> CheckResult:
                 "problem",
             )
         )
-    return judged(name, figures["violations"], found, summary, figures)
+    return result(summary, figures, violations=figures["violations"], examples=found)
 
 
 # --- freelance_dead_server_avoided -----------------------------------------------------
@@ -267,14 +270,13 @@ def freelance_failover_served(ctx: CheckContext) -> CheckResult:
     "it died, froze or was cut off from them, until it is back (from the sends' endpoint)",
 )
 def freelance_dead_server_avoided(ctx: CheckContext) -> CheckResult:
-    name = "freelance_dead_server_avoided"
     detect = ping_timeout_ns(ctx)
     if detect is None:
-        return unknown(
-            name, "no ping timeout known",
-            reason="no client kind gives server_ttl_ms in its options: give it, or "
+        return result(
+            "no ping timeout known",
+            unknown="no client kind gives server_ttl_ms in its options: give it, or "
             "dead_server_bound_ms in [promises]",
-        )  # fmt: skip
+        )
     sends = events_of(ctx, "send").select("ts", "src", "ev", "cid", "seq", "rid", "endpoint", "kind")
     row = sends.agg(F.count("*").alias("sends"), F.count("endpoint").alias("named")).first()
     spans = out_spans(ctx)
@@ -292,19 +294,21 @@ def freelance_dead_server_avoided(ctx: CheckContext) -> CheckResult:
     )
     if figures["sends_naming_endpoint"] == 0:
         if figures["sends"] == 0:
-            return unknown(name, summary, figures, reason="no request was sent")
-        return unknown(
-            name, summary, figures,
-            reason="no send event says which server it went to: the clients (an external program's "
+            return result(summary, figures, unknown="no request was sent")
+        return result(
+            summary,
+            figures,
+            unknown="no send event says which server it went to: the clients (an external program's "
             "sends, say) do not record their endpoint, so where requests went cannot be told",
-        )  # fmt: skip
+        )
     if not late:
         return nothing_to_judge(
-            ctx, name, summary,
+            ctx,
+            summary,
             f"no server was out longer than the {detect / NS:g} s ping timeout: longer faults",
             on=set(_servers(ctx).values()) | {CLIENTS},
             which=puts_out,
-        )  # fmt: skip
+        )
     frame = F.broadcast(small_frame(ctx, late, {"_e": "string", "_lo": "long", "_hi": "long"}))
     bad = sends.join(
         frame, (F.col("endpoint") == F.col("_e")) & F.col("ts").between(F.col("_lo"), F.col("_hi"))
@@ -330,4 +334,4 @@ def freelance_dead_server_avoided(ctx: CheckContext) -> CheckResult:
         if violations
         else []
     )
-    return judged(name, violations, found, summary, figures)
+    return result(summary, figures, violations=violations, examples=found)

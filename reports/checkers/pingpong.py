@@ -32,29 +32,33 @@ from typing import Any
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from reports.checkers import MAX_EXAMPLES, CheckContext, CheckResult, FaultWindow, checker, nothing_to_judge
 from reports.checkers.toolkit import (
+    MAX_EXAMPLES,
     MS,
     NS,
+    CheckContext,
+    CheckResult,
+    FaultWindow,
     broker_instances,
+    checker,
     count,
     events_of,
     example,
     fault_spans,
     history_end,
     instance_column,
-    judged,
     last_before,
     ms,
+    nothing_to_judge,
     options,
     overlaps,
     registered_dispatch,
+    result,
     rows,
     small_frame,
     split_excused,
     spread,
     spreads,
-    unknown,
     with_excused,
     worker_instances,
 )
@@ -123,7 +127,7 @@ def pings_answered(ctx: CheckContext) -> CheckResult:
         "pong_max_ms": ms(agg["max"]) if agg["max"] is not None else None,
     }
     if total == 0:
-        return unknown("pingpong_pings_answered", "no PING outside faults", figures)
+        return result("no PING outside faults", figures, unknown="")
     found = [
         example(r, problem="no PONG" if r["pong_ts"] is None else f"PONG after {ms(r['answer_ns'])} ms")
         for r in rows(
@@ -134,7 +138,7 @@ def pings_answered(ctx: CheckContext) -> CheckResult:
         f"{total - unanswered} of {total} PINGs answered within {ms(bound_ns):g} ms "
         f"(p99 {figures['pong_p99_ms']} ms); {excused} excused by faults"
     )
-    return judged("pingpong_pings_answered", unanswered, found, summary, figures)
+    return result(summary, figures, violations=unanswered, examples=found)
 
 
 # --- no job to an expired worker -------------------------------------------------------
@@ -147,7 +151,7 @@ def pings_answered(ctx: CheckContext) -> CheckResult:
     reads_clients=False,
 )
 def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
-    return registered_dispatch(ctx, "pingpong_no_dispatch_to_expired")
+    return registered_dispatch(ctx)
 
 
 # --- silent idle workers expire on time ------------------------------------------------
@@ -271,13 +275,15 @@ def expiry(ctx: CheckContext) -> CheckResult:
         summary = (
             f"no idle worker fell silent; {silent_busy} silent worker(s) held a job, which the broker keeps"
         )
-        return judged("pingpong_expiry", 0, [], summary, figures)
+        return result(summary, figures)
     if not silent["count"] and not gone["count"] and not violations:
         return nothing_to_judge(
-            ctx, "pingpong_expiry", "no worker fell silent",
+            ctx,
+            "no worker fell silent",
             "a fault on a worker was planned but no worker fell silent, so expiry could not be timed",
-            on=worker_instances(ctx), figures=figures,
-        )  # fmt: skip
+            on=worker_instances(ctx),
+            figures=figures,
+        )
     summary = f"{silent['count']} silent workers expired"
     if silent["count"]:
         summary += f" {silent['min_ms']:.0f}-{silent['max_ms']:.0f} ms after their last message"
@@ -287,7 +293,7 @@ def expiry(ctx: CheckContext) -> CheckResult:
             f"; {gone['count']} removed as unreachable {gone['min_ms']:.0f}-{gone['max_ms']:.0f} ms after"
         )
     summary += f"; {violations} violations"
-    return judged("pingpong_expiry", violations, found, summary, figures)
+    return result(summary, figures, violations=violations, examples=found)
 
 
 # --- a worker that hears nothing reconnects --------------------------------------------
@@ -374,13 +380,13 @@ def reconnect(ctx: CheckContext) -> CheckResult:
         "ready_registered_after": spread(returns),
     }
     if not by_src and not worker_events.take(1):
-        return unknown("pingpong_reconnect", "no worker events", figures)
+        return result("no worker events", figures, unknown="")
     quiet = figures["silence_before_reconnect"]
     summary = f"{len(silences)} reconnects"
     if silences:
         summary += f" after {quiet['min_ms']:.0f}-{quiet['max_ms']:.0f} ms of silence"
     summary += f" (N_TIMEOUTS x BROKER_TIMEOUT = {ms(silence_ns):g} ms); {len(found)} violations"
-    return judged("pingpong_reconnect", len(found), found, summary, figures)
+    return result(summary, figures, violations=len(found), examples=found)
 
 
 # --- workers come back after a broker restart ------------------------------------------
@@ -416,10 +422,13 @@ def workers_return(ctx: CheckContext) -> CheckResult:
     figures: dict[str, Any] = {"broker_restarts": len(restarts), "bound_s": bound_ns / NS}
     if not restarts:
         return nothing_to_judge(
-            ctx, "pingpong_workers_return", "the broker was not restarted",
+            ctx,
+            "the broker was not restarted",
             "a broker kill or restart was planned but the broker did not start again during the run",
-            on=brokers, which=_restarts_process, figures=figures,
-        )  # fmt: skip
+            on=brokers,
+            which=_restarts_process,
+            figures=figures,
+        )
     end = history_end(ctx)
     workers = worker_instances(ctx)
     # One row per (restart, worker instance) to judge; the worker's first READY after the
@@ -470,7 +479,7 @@ def workers_return(ctx: CheckContext) -> CheckResult:
         f"{len(restarts)} broker restarts: workers back after {back_ms['min_ms']}-{back_ms['max_ms']} ms "
         f"(bound {bound_ns / NS:g} s); {n_missing} late or missing"
     )
-    return judged("pingpong_workers_return", n_missing, found, summary, figures)
+    return result(summary, figures, violations=n_missing, examples=found)
 
 
 # --- resend (pingpong-resend) ----------------------------------------------------------
@@ -487,7 +496,7 @@ def resend(ctx: CheckContext) -> CheckResult:
     margin_ns = int(float(ctx.promises.get("resend_margin_s", 1.0)) * NS)
     figures: dict[str, Any] = {"resend_ms": ms(resend_ns)}
     if resend_ns <= 0:
-        return unknown("pingpong_resend", "resend is off in this run", figures)
+        return result("resend is off in this run", figures, unknown="")
     dispatch = (
         events_of(ctx, "dispatch").filter(F.col("rid") != "").select("ts", "src", "worker", "rid", "detail")
     )
@@ -557,14 +566,16 @@ def resend(ctx: CheckContext) -> CheckResult:
     )
     if not resent_after["count"] and not violations:
         return nothing_to_judge(
-            ctx, "pingpong_resend", "no job was left unfinished",
+            ctx,
+            "no job was left unfinished",
             "a fault on a worker was planned but no job was left unfinished; kill busy workers "
             "(work_ms > 0, wait_ms = 0) to see resends",
-            on=worker_instances(ctx), figures=figures,
-        )  # fmt: skip
+            on=worker_instances(ctx),
+            figures=figures,
+        )
     after = figures["resend_after"]
     summary = (
         f"{resent_after['count']} jobs resent {after['min_ms']}-{after['max_ms']} ms after dispatch "
         f"(resend_ms {ms(resend_ns):g}); {violations} violations"
     )
-    return judged("pingpong_resend", violations, found, summary, figures)
+    return result(summary, figures, violations=violations, examples=found)

@@ -23,18 +23,19 @@ from typing import Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from reports.checkers import CheckContext, CheckResult, checker
 from reports.checkers.toolkit import (
     END_OF_TIME,
+    CheckContext,
+    CheckResult,
+    checker,
     count,
     events_of,
     examples,
     fault_spans,
     options_of,
+    result,
     small_frame,
-    unknown,
 )
-from reports.checkers.toolkit import judged as result_of
 
 
 def _restarts(ctx: CheckContext) -> DataFrame:
@@ -73,7 +74,7 @@ def stale_execution(ctx: CheckContext) -> CheckResult:
     n_execs, n, requests = count(row["execs"]), count(row["n"]), count(row["requests"])
     figures = {"policy": policy, "stale_executions": n, "requests": requests, "exec_events": n_execs}
     if n_execs == 0:
-        return unknown("stale_execution", "no exec events recorded", figures)
+        return result("no exec events recorded", figures, unknown="")
     summary = f"{n} execution(s) of {requests} request(s) after their client abandoned them ({policy})"
     found = []
     if n:
@@ -83,7 +84,7 @@ def stale_execution(ctx: CheckContext) -> CheckResult:
                 F.lit("executed after its client abandoned it").alias("problem"),
             )
         )  # fmt: skip
-    return result_of("stale_execution", n if policy == "forbidden" else 0, found, summary, figures)
+    return result(summary, figures, violations=n if policy == "forbidden" else 0, examples=found)
 
 
 # --- no_dispatch_to_expired ------------------------------------------------------------
@@ -131,13 +132,13 @@ def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
     counts = {r["problem"]: r["n"] for r in judged.groupBy("problem").agg(F.count("*").alias("n")).collect()}
     total = sum(counts.values())
     if total == 0:
-        return unknown("no_dispatch_to_expired", "no dispatch events recorded")
+        return result("no dispatch events recorded", unknown="")
     kinds = {k: v for k, v in counts.items() if k is not None}
     n = sum(kinds.values())
     summary = f"{total} dispatches, {n} to workers the broker did not hold" + (f" {kinds}" if kinds else "")
     found = examples(judged.filter(F.col("problem").isNotNull())) if n else []
     figures = {"dispatches": total, "offending": n, "by_problem": kinds}
-    return result_of("no_dispatch_to_expired", n, found, summary, figures)
+    return result(summary, figures, violations=n, examples=found)
 
 
 # --- mmi_service -----------------------------------------------------------------------
@@ -272,16 +273,16 @@ def mmi_service(ctx: CheckContext) -> CheckResult:
     answers = events_of(ctx, "mmi_answer")
     row = answers.agg(F.count("*").alias("n"), F.collect_set("service").alias("services")).first()
     if not row["n"]:
-        return unknown("mmi_service", "no MMI answers recorded", reason=NO_MMI_ANSWERS)
+        return result("no MMI answers recorded", unknown=NO_MMI_ANSWERS)
     manifest = ctx.meta["manifest"]
     served = _services_of(ctx.meta)
     roles_of = {svc: served.get(svc, []) for svc in row["services"]}
     undeclared = sorted(svc for svc, roles in roles_of.items() if not roles)
     if undeclared:
-        return unknown("mmi_service", "workers of the service unknown", reason=_undeclared(undeclared))
+        return result("workers of the service unknown", unknown=_undeclared(undeclared))
     tolerance = mmi_tolerance_s(ctx.meta)
     if tolerance is None:
-        return unknown("mmi_service", "no tolerance for the MMI answers", reason=NO_TOLERANCE)
+        return result("no tolerance for the MMI answers", unknown=NO_TOLERANCE)
     # The brokers: the roles that bind an endpoint the load clients connect to.
     client_endpoints = {e for kind in manifest.get("clients", []) for e in kind.get("endpoints", [])}
     broker_roles = {r for e, r in manifest.get("endpoints", {}).items() if e in client_endpoints}
@@ -333,9 +334,9 @@ def mmi_service(ctx: CheckContext) -> CheckResult:
         )
         .when(~F.col("code").isin(200, 404), F.lit("mmi.service must answer 200 or 404"))
     )
-    result = counted.withColumn("problem", problem).drop("w0", "answer_id")
+    answers = counted.withColumn("problem", problem).drop("w0", "answer_id")
     rows = (
-        result.groupBy("code", F.col("problem").isNotNull().alias("bad"))
+        answers.groupBy("code", F.col("problem").isNotNull().alias("bad"))
         .agg(F.count("*").alias("n"))
         .collect()
     )
@@ -345,6 +346,6 @@ def mmi_service(ctx: CheckContext) -> CheckResult:
         codes[str(r["code"])] = codes.get(str(r["code"]), 0) + r["n"]
     n = sum(r["n"] for r in rows if r["bad"])
     summary = f"{total} MMI answers {codes}, {n} disagree with the workers alive (tolerance {tolerance:g} s)"
-    found: list[dict[str, Any]] = examples(result.filter(F.col("problem").isNotNull())) if n else []
+    found: list[dict[str, Any]] = examples(answers.filter(F.col("problem").isNotNull())) if n else []
     figures = {"answers": total, "codes": codes, "wrong": n, "tolerance_s": tolerance}
-    return result_of("mmi_service", n, found, summary, figures)
+    return result(summary, figures, violations=n, examples=found)

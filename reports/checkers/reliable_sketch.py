@@ -16,19 +16,22 @@ from __future__ import annotations
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from reports.checkers import MAX_EXAMPLES, CheckContext, CheckResult, checker, nothing_to_judge
 from reports.checkers.toolkit import (
+    MAX_EXAMPLES,
     NS,
+    CheckContext,
+    CheckResult,
+    checker,
     count,
     events_of,
     example,
     history_end,
     instance_column,
-    judged,
+    nothing_to_judge,
     registered_dispatch,
+    result,
     rows,
     split_excused,
-    unknown,
     worker_instances,
 )
 
@@ -53,7 +56,7 @@ def no_repeat_exec(ctx: CheckContext) -> CheckResult:
         "cache_replays": replays,
     }
     if not figures["executions"]:
-        return unknown("sketch_no_repeat_exec", "no request was executed", figures)
+        return result("no request was executed", figures, unknown="")
     found = [
         example(r, problem="executed again right after executing it")
         for r in rows(repeats, "ts", "src", "ev", "worker", "rid", limit=MAX_EXAMPLES)
@@ -62,7 +65,7 @@ def no_repeat_exec(ctx: CheckContext) -> CheckResult:
         f"{figures['executions']} executions of {figures['requests_executed']} requests, "
         f"{replays} answered from a server's cache; {violations} repeated executions"
     )
-    return judged("sketch_no_repeat_exec", violations, found, summary, figures)
+    return result(summary, figures, violations=violations, examples=found)
 
 
 @checker(
@@ -131,11 +134,13 @@ def disabled_discarded(ctx: CheckContext) -> CheckResult:
     )
     if not disabled:
         return nothing_to_judge(
-            ctx, "sketch_disabled_discarded", "no server was disabled",
+            ctx,
+            "no server was disabled",
             "a fault on a server was planned but the queue disabled none; stall a server for longer",
-            on=worker_instances(ctx), figures=figures,
-        )  # fmt: skip
-    return judged("sketch_disabled_discarded", not_discarded, found, summary, figures)
+            on=worker_instances(ctx),
+            figures=figures,
+        )
+    return result(summary, figures, violations=not_discarded, examples=found)
 
 
 @checker(
@@ -145,4 +150,4 @@ def disabled_discarded(ctx: CheckContext) -> CheckResult:
     reads_clients=False,
 )
 def no_dispatch_to_disabled(ctx: CheckContext) -> CheckResult:
-    return registered_dispatch(ctx, "sketch_no_dispatch_to_disabled")
+    return registered_dispatch(ctx)

@@ -32,15 +32,16 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from reports.checkers import CheckContext, CheckResult, checker
 from reports.checkers.toolkit import (
+    CheckContext,
+    CheckResult,
+    checker,
     client_budget_ns,
     count,
     events_of,
-    judged_problems,
     problems,
+    result,
     run_time,
-    unknown,
 )
 
 REPLY, CLOSE = "titanic.reply", "titanic.close"
@@ -97,7 +98,6 @@ def _process_faults(ctx: CheckContext) -> list[tuple[int, int]]:
     reads=("exec",),
 )
 def titanic_durable(ctx: CheckContext) -> CheckResult:
-    name = "titanic_durable"
     tickets = _tickets(ctx)
     cutoff = run_time(ctx, "load_stopped_ns") - client_budget_ns(ctx)
     forgot = F.col("forgot_ts").isNotNull() & (
@@ -165,20 +165,23 @@ def titanic_durable(ctx: CheckContext) -> CheckResult:
     if not has_exec:
         summary += "; executions not checked (no exec events)"
     if figures["tickets"] == 0:
-        return unknown(
-            name, "no request was acknowledged", figures,
-            reason="no ticket event: no titanic.request was answered 200 (see logs/ of the titanic role "
+        return result(
+            "no request was acknowledged",
+            figures,
+            unknown="no ticket event: no titanic.request was answered 200 (see logs/ of the titanic role "
             "and logs/locust.log)",
-        )  # fmt: skip
-    result = judged_problems(name, found, (FORGOTTEN, ABANDONED, UNEXECUTED), summary, **figures)
-    if result.violations == 0 and spans and figures["obtained_across_a_fault"] == 0:
-        return unknown(
-            name, summary + "; none was outstanding while a fault acted", figures,
-            reason="the plan has faults on processes but no acknowledged request was waiting for its reply "
+        )
+    bad = (FORGOTTEN, ABANDONED, UNEXECUTED)
+    judged = result(summary, figures, violations=found.n(*bad), examples=found.shown(*bad))
+    if judged.violations == 0 and spans and figures["obtained_across_a_fault"] == 0:
+        return result(
+            summary + "; none was outstanding while a fault acted",
+            figures,
+            unknown="the plan has faults on processes but no acknowledged request was waiting for its reply "
             "while one acted, so durability across them was not exercised: more load, longer work_ms or a "
             "fault while requests are stored",
-        )  # fmt: skip
-    return result
+        )
+    return judged
 
 
 @checker(
@@ -189,7 +192,6 @@ def titanic_durable(ctx: CheckContext) -> CheckResult:
     needs=("exec",),
 )
 def titanic_executed_once(ctx: CheckContext) -> CheckResult:
-    name = "titanic_executed_once"
     mode = str(ctx.promises.get("titanic_execution", "at_least_once"))
     per_rid = _tickets(ctx).withColumn("ts", F.col("ack_ts"))
     twice = F.col("execs") > F.col("sends")
@@ -215,11 +217,12 @@ def titanic_executed_once(ctx: CheckContext) -> CheckResult:
         f"({mode})"
     )
     if figures["ticketed_requests"] == 0:
-        return unknown(name, "no request was acknowledged", figures, reason="no ticket event in the history")
-    return judged_problems(name, found, (RAN_AGAIN,) if mode == "exactly_once" else (), summary, **figures)
+        return result("no request was acknowledged", figures, unknown="no ticket event in the history")
+    bad = (RAN_AGAIN,) if mode == "exactly_once" else ()
+    return result(summary, figures, violations=found.n(*bad), examples=found.shown(*bad))
 
 
-def _probe_check(ctx: CheckContext, name: str, probe: str, what: str) -> CheckResult:
+def _probe_check(ctx: CheckContext, probe: str, what: str) -> CheckResult:
     answers = events_of(ctx, "ticket_answer").filter((F.col("probe") == probe) & (F.col("service") == REPLY))
     bad = answers.filter(~F.col("code").isin(UNKNOWN_UUID, SERVER_ERROR)).select(
         "ts", "src", "cid", "uuid", "code", "detail"
@@ -240,12 +243,13 @@ def _probe_check(ctx: CheckContext, name: str, probe: str, what: str) -> CheckRe
         f"({figures['answered_500']} answered 500, not judged)"
     )
     if figures["probes_answered"] == figures["answered_500"]:
-        return unknown(
-            name, summary, figures,
-            reason=f"no titanic.reply question about {what} was answered: give the titanic client option "
+        return result(
+            summary,
+            figures,
+            unknown=f"no titanic.reply question about {what} was answered: give the titanic client option "
             "probe_every (ask every N requests), e.g. [client] options = { probe_every = 5 }",
-        )  # fmt: skip
-    return judged_problems(name, found, (label,), summary, **figures)
+        )
+    return result(summary, figures, violations=found.n(label), examples=found.shown(label))
 
 
 @checker(
@@ -254,7 +258,7 @@ def _probe_check(ctx: CheckContext, name: str, probe: str, what: str) -> CheckRe
     "never a reply or pending",
 )
 def titanic_no_phantom_reply(ctx: CheckContext) -> CheckResult:
-    return _probe_check(ctx, "titanic_no_phantom_reply", "forged", "a uuid never issued")
+    return _probe_check(ctx, "forged", "a uuid never issued")
 
 
 @checker(
@@ -263,4 +267,4 @@ def titanic_no_phantom_reply(ctx: CheckContext) -> CheckResult:
     "answers 400, also after restarts",
 )
 def titanic_closed_stay_closed(ctx: CheckContext) -> CheckResult:
-    return _probe_check(ctx, "titanic_closed_stay_closed", "closed", "a closed uuid")
+    return _probe_check(ctx, "closed", "a closed uuid")

@@ -21,9 +21,17 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from reports.checkers import CheckContext, CheckResult, checker
-from reports.checkers.toolkit import events_of, history_end, options, problems, split_excused, unknown
-from reports.checkers.toolkit import judged_problems as verdict
+from reports.checkers.toolkit import (
+    CheckContext,
+    CheckResult,
+    checker,
+    events_of,
+    history_end,
+    options,
+    problems,
+    result,
+    split_excused,
+)
 
 #: How long a result may take to get through (devices, a loaded machine) before it counts as lost.
 DELIVERY_SLACK_NS = 2_000_000_000
@@ -62,7 +70,7 @@ def single_take(ctx: CheckContext) -> CheckResult:
     accepted = _worker_side(takes)
     n_given = given.count()
     if n_given == 0:
-        return unknown("wmp_single_take", "no job was given (no manager-side wmp_take)")
+        return result("no job was given (no manager-side wmp_take)", unknown="")
     twice = (
         given.groupBy("manager", "job")
         .agg(F.count("*").alias("times"), F.min("ts").alias("ts"))
@@ -81,17 +89,18 @@ def single_take(ctx: CheckContext) -> CheckResult:
     found = problems(
         (GIVEN_TWICE, twice), (ACCEPTED_TWICE, many), (PHANTOM, phantom), (NEVER_ACCEPTED, unaccepted)
     )
-    return verdict(
-        "wmp_single_take",
-        found,
-        (GIVEN_TWICE, ACCEPTED_TWICE, PHANTOM),
+    return result(
         f"{n_given} jobs given; {found.n(GIVEN_TWICE)} given twice, {found.n(ACCEPTED_TWICE)} accepted "
         f"more than once, {found.n(PHANTOM)} by another worker; {found.n(NEVER_ACCEPTED)} never accepted",
-        given=n_given,
-        given_twice=found.n(GIVEN_TWICE),
-        accepted_twice=found.n(ACCEPTED_TWICE),
-        phantom=found.n(PHANTOM),
-        never_accepted=found.n(NEVER_ACCEPTED),
+        {
+            "given": n_given,
+            "given_twice": found.n(GIVEN_TWICE),
+            "accepted_twice": found.n(ACCEPTED_TWICE),
+            "phantom": found.n(PHANTOM),
+            "never_accepted": found.n(NEVER_ACCEPTED),
+        },
+        violations=found.n(GIVEN_TWICE, ACCEPTED_TWICE, PHANTOM),
+        examples=found.shown(GIVEN_TWICE, ACCEPTED_TWICE, PHANTOM),
     )
 
 
@@ -133,17 +142,18 @@ def capacity(ctx: CheckContext) -> CheckResult:
     full = peaks.where(F.col("peak") >= F.col("cap"))
     found = problems((OVER, over), (UNLOCKED_TAKE, unlocked), (FULL, full), ("worker process", peaks))
     if not found.n("worker process"):
-        return unknown("wmp_capacity", "no worker locked a slot")
-    return verdict(
-        "wmp_capacity",
-        found,
-        (OVER, UNLOCKED_TAKE),
+        return result("no worker locked a slot", unknown="")
+    return result(
         f"{found.n('worker process')} worker processes, {found.n(FULL)} reached their capacity; "
         f"{found.n(OVER)} events over capacity, {found.n(UNLOCKED_TAKE)} jobs without a lock",
-        workers=found.n("worker process"),
-        reached_capacity=found.n(FULL),
-        over_capacity=found.n(OVER),
-        taken_without_lock=found.n(UNLOCKED_TAKE),
+        {
+            "workers": found.n("worker process"),
+            "reached_capacity": found.n(FULL),
+            "over_capacity": found.n(OVER),
+            "taken_without_lock": found.n(UNLOCKED_TAKE),
+        },
+        violations=found.n(OVER, UNLOCKED_TAKE),
+        examples=found.shown(OVER, UNLOCKED_TAKE),
     )
 
 
@@ -201,19 +211,20 @@ def no_releases(ctx: CheckContext) -> CheckResult:
         (NO_TOO_LATE, joined.where(F.col("how") == "timeout")),
     )
     if not found.n(NO_ANSWER):
-        return unknown("wmp_no_releases", "no manager answered NO")
-    return verdict(
-        "wmp_no_releases",
-        found,
-        (NO_TAKEN, NO_STUCK),
+        return result("no manager answered NO", unknown="")
+    return result(
         f"{found.n(NO_ANSWER)} NO answers: {found.n(NO_RELEASED)} released their lock, "
         f"{found.n(NO_TOO_LATE)} came after its timeout; {found.n(NO_TAKEN)} became jobs, "
         f"{found.n(NO_STUCK)} never released",
-        no=found.n(NO_ANSWER),
-        released_by_no=found.n(NO_RELEASED),
-        released_by_timeout=found.n(NO_TOO_LATE),
-        became_job=found.n(NO_TAKEN),
-        never_released=found.n(NO_STUCK),
+        {
+            "no": found.n(NO_ANSWER),
+            "released_by_no": found.n(NO_RELEASED),
+            "released_by_timeout": found.n(NO_TOO_LATE),
+            "became_job": found.n(NO_TAKEN),
+            "never_released": found.n(NO_STUCK),
+        },
+        violations=found.n(NO_TAKEN, NO_STUCK),
+        examples=found.shown(NO_TAKEN, NO_STUCK),
     )
 
 
@@ -251,19 +262,20 @@ def lock_timeout(ctx: CheckContext) -> CheckResult:
         (LATE_IN_FAULT, late_excused.drop("held_until")),
     )
     if not found.n(LOCK):
-        return unknown("wmp_lock_timeout", "no worker locked a slot")
-    return verdict(
-        "wmp_lock_timeout",
-        found,
-        (EARLY, LATE),
+        return result("no worker locked a slot", unknown="")
+    return result(
         f"{found.n(LOCK)} locks, {found.n(TIMED_OUT)} released by timeout ({timeout / 1e6:.0f} ms); "
         f"{found.n(EARLY)} too early, {found.n(LATE)} held too long "
         f"({found.n(LATE_IN_FAULT)} during faults)",
-        locks=found.n(LOCK),
-        timed_out=found.n(TIMED_OUT),
-        early=found.n(EARLY),
-        late=found.n(LATE),
-        late_in_faults=found.n(LATE_IN_FAULT),
+        {
+            "locks": found.n(LOCK),
+            "timed_out": found.n(TIMED_OUT),
+            "early": found.n(EARLY),
+            "late": found.n(LATE),
+            "late_in_faults": found.n(LATE_IN_FAULT),
+        },
+        violations=found.n(EARLY, LATE),
+        examples=found.shown(EARLY, LATE),
     )
 
 
@@ -305,15 +317,16 @@ def result_routing(ctx: CheckContext) -> CheckResult:
         (LOST_IN_FAULT, lost_in_fault.drop("_from", "_to")),
     )
     if not found.n(SENT):
-        return unknown("wmp_result_routing", "no worker finished a job")
-    return verdict(
-        "wmp_result_routing",
-        found,
-        (MISROUTED, LOST),
+        return result("no worker finished a job", unknown="")
+    return result(
         f"{found.n(SENT)} results sent; {found.n(MISROUTED)} misrouted, {found.n(LOST)} lost outside "
         f"faults, {found.n(LOST_IN_FAULT)} lost during faults",
-        sent=found.n(SENT),
-        misrouted=found.n(MISROUTED),
-        lost=found.n(LOST),
-        lost_in_faults=found.n(LOST_IN_FAULT),
+        {
+            "sent": found.n(SENT),
+            "misrouted": found.n(MISROUTED),
+            "lost": found.n(LOST),
+            "lost_in_faults": found.n(LOST_IN_FAULT),
+        },
+        violations=found.n(MISROUTED, LOST),
+        examples=found.shown(MISROUTED, LOST),
     )

@@ -1,49 +1,32 @@
-"""The generic checkers: invariants every request-reply system under test is held to.
-
-Each checker is a handful of Spark DataFrame operations over the whole history (nothing
-but counts and the first offending events comes back to Python), and reports exact
-counts, up to MAX_EXAMPLES offending events (earliest first), a one-line summary and
-figures. The helpers they use are the toolkit's (reports/checkers/toolkit.py).
-"""
+"""Delivery: every request sent is answered once, in order, with its own reply, and
+executed as often as the manifest promises (no_lost, no_duplicate, in_order, correct_reply,
+execution_count)."""
 
 from __future__ import annotations
 
 import json
-from collections import deque
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from contract.history import RID_PATTERN
-from reports.checkers import (
-    HELD,
+from reports.checkers.core import aggregates
+from reports.checkers.toolkit import (
+    EVENT_KEYS,
     MAX_EXAMPLES,
-    UNKNOWN,
-    VIOLATED,
     CheckContext,
     CheckResult,
     checker,
-    nothing_to_judge,
-)
-from reports.checkers import toolkit as tk
-from reports.checkers.toolkit import (
-    EVENT_KEYS,
-    NS,
     client_budget_ns,
     count,
     events_of,
-    example,
     examples,
-    judged,
+    result,
     run_time,
     small_frame,
-    unknown,
+    with_excused,
 )
-
-LOG_TAIL_LINES = 10
-
 
 # --- no_lost ---------------------------------------------------------------------------
 
@@ -58,7 +41,7 @@ LOG_TAIL_LINES = 10
 )
 def no_lost(ctx: CheckContext) -> CheckResult:
     # Every send, reply, abandon and lost of a request met in one group (shared with steady_state).
-    sends = tk.per_request(ctx).filter(F.col("cid").isNotNull())
+    sends = aggregates.per_request(ctx).filter(F.col("cid").isNotNull())
     cutoff = run_time(ctx, "load_stopped_ns") - client_budget_ns(ctx)
     # Without the requeue promise the broker may drop what a dead worker held; only a
     # resend recovers it, which a no-resend client never does: such a loss inside a fault
@@ -66,7 +49,7 @@ def no_lost(ctx: CheckContext) -> CheckResult:
     requeue = bool(ctx.promises.get("requeue", False))
     declared = (F.col("replied") == 0) & F.col("lost_ts").isNotNull()
     # A declared loss between the first send and the `lost` event meets some fault's window.
-    in_fault = tk.with_excused(sends, ctx, "in_fault", ts="ts", until="lost_ts")
+    in_fault = with_excused(sends, ctx, "in_fault", ts="ts", until="lost_ts")
     excused = declared & F.lit(not requeue) & F.col("in_fault")
     requests = (
         in_fault.withColumn(
@@ -80,7 +63,7 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         .withColumn("lost", (declared & ~F.col("excused")) | (F.col("open") & ~F.col("indeterminate")))
     )
     # The counts and the earliest lost requests (the examples).
-    row, firsts = tk.totals_and_firsts(
+    row, firsts = aggregates.totals_and_firsts(
         ctx,
         requests,
         [
@@ -117,16 +100,19 @@ def no_lost(ctx: CheckContext) -> CheckResult:
             "requeue is not promised"
         )
     if total == 0:
-        return unknown(
-            "no_lost", "no request was sent", figures,
-            reason="no send event in the history: the load clients recorded nothing (see logs/locust.log)",
-        )  # fmt: skip
+        return result(
+            "no request was sent",
+            figures,
+            unknown="no send event in the history: the load clients recorded nothing (see logs/locust.log)",
+        )
     found = []
     if lost:
-        # The texts of the requests shown only (tk.request_details).
+        # The texts of the requests shown only (aggregates.request_details).
         kept = {"cid": "string", "seq": "long", "ts": "long", "sends": "long", "last_send_ts": "long",
                 "lost_ts": "long"}  # fmt: skip
-        shown = tk.request_details(ctx, small_frame(ctx, [tuple(r[k] for k in kept) for r in firsts], kept))
+        shown = aggregates.request_details(
+            ctx, small_frame(ctx, [tuple(r[k] for k in kept) for r in firsts], kept)
+        )
         offenders = shown.select(
             "ts",
             "src",
@@ -145,7 +131,7 @@ def no_lost(ctx: CheckContext) -> CheckResult:
             .alias("problem"),
         )
         found = examples(offenders)
-    return judged("no_lost", lost, found, summary, figures)
+    return result(summary, figures, violations=lost, examples=found)
 
 
 # --- no_duplicate ----------------------------------------------------------------------
@@ -168,7 +154,7 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
         )
     )
     per_rid = (
-        tk.per_rid(ctx)
+        aggregates.per_rid(ctx)
         .filter(F.col("deliveries") > 0)
         .select(F.col("rid").alias("delivered_rid"), F.col("deliveries").alias("n"))
     )
@@ -192,10 +178,11 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
         f"{figures['duplicated_requests']} delivered more than once ({extra} extra)"
     )
     if figures["deliveries"] == 0:
-        return unknown(
-            "no_duplicate", "no reply was delivered", figures,
-            reason="no reply reached a client, so no delivery could be counted",
-        )  # fmt: skip
+        return result(
+            "no reply was delivered",
+            figures,
+            unknown="no reply reached a client, so no delivery could be counted",
+        )
     found = []
     if extra:
         dup = per_rid.filter(F.col("n") > 1).select("delivered_rid", F.col("n").alias("deliveries"))
@@ -211,7 +198,7 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
             )
         )
         found = examples(second)
-    return judged("no_duplicate", extra, found, summary, figures)
+    return result(summary, figures, violations=extra, examples=found)
 
 
 # --- in_order --------------------------------------------------------------------------
@@ -245,7 +232,7 @@ def in_order(ctx: CheckContext) -> CheckResult:
     ordered, unordered, _ = _order_kinds(ctx.meta)
     reason = _order_not_promised(ctx.meta)
     if reason:
-        return unknown("in_order", "not promised", {"promised": False}, reason=reason)
+        return result("not promised", {"promised": False}, unknown=reason)
     order = Window.partitionBy("cid").orderBy("ts", "seq")
     replies = events_of(ctx, "reply")
     if unordered:
@@ -260,7 +247,7 @@ def in_order(ctx: CheckContext) -> CheckResult:
         .withColumn("bad", F.col("seq") <= F.col("prev_seq"))
     )
     # The counts and the first offenders (at 10M events from one aggregation: one window).
-    row, firsts = tk.totals_and_firsts(
+    row, firsts = aggregates.totals_and_firsts(
         ctx,
         marked,
         [
@@ -284,10 +271,9 @@ def in_order(ctx: CheckContext) -> CheckResult:
     if unordered:
         summary += f" (kinds {', '.join(ordered)}; {', '.join(unordered)} promise no order)"
     if figures["replies"] == 0:
-        return unknown(
-            "in_order", "no reply arrived", figures,
-            reason="no reply reached a client, so no order could be seen",
-        )  # fmt: skip
+        return result(
+            "no reply arrived", figures, unknown="no reply reached a client, so no order could be seen"
+        )
     found = []
     if bad:
         keys = {"cid": "string", "ts": "long", "seq": "long", "prev_seq": "long", "prev_ts": "long"}
@@ -304,7 +290,7 @@ def in_order(ctx: CheckContext) -> CheckResult:
             .dropDuplicates()
         )
         found = examples(offenders)
-    return judged("in_order", bad, found, summary, figures)
+    return result(summary, figures, violations=bad, examples=found)
 
 
 # --- correct_reply ---------------------------------------------------------------------
@@ -347,12 +333,13 @@ def correct_reply(ctx: CheckContext) -> CheckResult:
         f"{figures['stale_own_replies']} stale own replies"
     )
     if figures["replies"] == 0 and bad == 0:
-        return unknown(
-            "correct_reply", "no reply arrived", figures,
-            reason="no reply reached a client, so none could be compared with its request",
-        )  # fmt: skip
+        return result(
+            "no reply arrived",
+            figures,
+            unknown="no reply reached a client, so none could be compared with its request",
+        )
     found = examples(checked.filter(F.col("problem").isNotNull())) if bad else []
-    return judged("correct_reply", bad, found, summary, figures)
+    return result(summary, figures, violations=bad, examples=found)
 
 
 # --- execution_count -------------------------------------------------------------------
@@ -373,7 +360,7 @@ def execution_count(ctx: CheckContext) -> CheckResult:
     # and its executions are of no sent request.
     sent_ = (F.col("sends") > 0) & F.col("rid").isNotNull()
     shared = (
-        tk.per_rid(ctx)
+        aggregates.per_rid(ctx)
         .withColumn("sent", sent_)
         .withColumn("n", F.when(sent_, F.col("execs")).otherwise(0))
         .withColumn("answered", F.when(sent_ & F.col("answered"), F.lit(1)))
@@ -415,11 +402,12 @@ def execution_count(ctx: CheckContext) -> CheckResult:
         f"{n_unsent} executions of unsent requests"
     )
     if figures["exec_events"] == 0:
-        return unknown(
-            "execution_count", "no exec events: the implementation does not record executions", figures,
-            reason="needs exec events from the workers, which this subject does not write: run it with "
+        return result(
+            "no exec events: the implementation does not record executions",
+            figures,
+            unknown="needs exec events from the workers, which this subject does not write: run it with "
             "zchaos's probe workers, or drop execution_count from the manifest's checks",
-        )  # fmt: skip
+        )
     offenders: list[DataFrame] = []
     violations = n_unsent
     ex_cols = [
@@ -446,7 +434,7 @@ def execution_count(ctx: CheckContext) -> CheckResult:
             execs.join(F.broadcast(multi), "rid")
             .groupBy("rid", "times")
             .agg(F.sort_array(F.collect_list(F.struct("ts", "src", "worker"))).alias("runs"))
-            .join(tk.rid_senders(ctx, multi), "rid", "left")
+            .join(aggregates.rid_senders(ctx, multi), "rid", "left")
         )
         offenders.append(
             runs.select(
@@ -486,302 +474,4 @@ def execution_count(ctx: CheckContext) -> CheckResult:
     for ex in found:
         if "executions" in ex:
             ex["executions"] = json.loads(ex["executions"])
-    return judged("execution_count", violations, found, summary, figures)
-
-
-# --- steady_state ----------------------------------------------------------------------
-
-
-def _too_little_planned(meta: dict[str, Any]) -> str:
-    """The reason steady_state is unknown on any run of this plan: the rule of a run's
-    (``too_little_judged``) on the load the plan leaves it at most, or ''."""
-    t = tk.timers_of(meta)
-    return tk.too_little_judged(tk.planned_coverage(meta, t), t)
-
-
-@checker(
-    "steady_state",
-    "requests no fault excuses (see harness/manifest.py: in flight as a fault started, or sent "
-    "before its stop + the manifest's expiry_ms) and sent after the warm-up: no retry, no "
-    "abandon, no lost request, reply latency p99 within latency_p99_ms; unknown when that "
-    "judged under a fifth of the load time",
-    shares=("per_request",),
-    on_fewer="neither",
-    foresee=_too_little_planned,
-)
-def steady_state(ctx: CheckContext) -> CheckResult:
-    t = tk.timers(ctx)
-    spans = tk.excused_send_spans(ctx, t)
-    bound_ms = float(ctx.promises.get("latency_p99_ms", 500.0))
-    # Each request's events met in one group (shared with no_lost): judged or excused whole.
-    # ``lost``: a no-resend client's, past its deadline.
-    per_request = tk.per_request(ctx).select(
-        F.col("ts").alias("first_send"),
-        "last_ts", "cid", "seq",
-        "retries", "abandons", "lost", "problem_ts", "latency_us", "reply_ts",
-    )  # fmt: skip
-    requests = tk.with_excused_requests(per_request, ctx, t)
-    judged = requests.filter(~F.col("excused"))
-    row = requests.agg(
-        F.sum((~F.col("excused")).cast("int")).alias("judged"),
-        F.sum(F.col("excused").cast("int")).alias("excused"),
-        F.sum(F.when(~F.col("excused"), F.col("reply_ts").isNotNull().cast("int"))).alias("replies"),
-        F.sum(F.when(~F.col("excused"), F.col("retries"))).alias("retries"),
-        F.sum(F.when(~F.col("excused"), F.col("abandons"))).alias("abandons"),
-        F.sum(F.when(~F.col("excused"), F.col("lost"))).alias("lost"),
-        F.percentile(F.when(~F.col("excused"), F.col("latency_us")), F.lit(0.99)).alias("p99_us"),
-        F.max(F.when(~F.col("excused"), F.col("latency_us"))).alias("max_us"),
-    ).first()
-    retries, abandons, replies = count(row["retries"]), count(row["abandons"]), count(row["replies"])
-    lost = count(row["lost"])
-    p99_ms = None if row["p99_us"] is None else row["p99_us"] / 1000.0
-    slow = p99_ms is not None and p99_ms > bound_ms
-    cover = tk.coverage(ctx, spans)
-    figures = {
-        "judged_requests": count(row["judged"]),
-        "excused_requests": count(row["excused"]),
-        "replies": replies,
-        "retries": retries,
-        "abandons": abandons,
-        "lost": lost,
-        "p99_ms": p99_ms,
-        "max_ms": None if row["max_us"] is None else row["max_us"] / 1000.0,
-        "latency_p99_bound_ms": bound_ms,
-        **t.figures(),
-        **cover,
-    }
-    p99_text = "n/a" if p99_ms is None else f"{p99_ms:.1f} ms"
-    summary = (
-        f"judged {cover['judged_s']:.1f} of {cover['load_s']:.1f} s of load "
-        f"({100 * cover['judged_fraction']:.0f}%), {figures['judged_requests']} requests: "
-        f"{retries} retries, {abandons} abandons, p99 {p99_text} (bound {bound_ms:g} ms)"
-    )
-    if lost:
-        summary += f", {lost} lost"
-    violations = retries + abandons + lost + int(slow)
-    found: list[dict[str, Any]] = []
-    if retries or abandons or lost:
-        troubled = judged.filter((F.col("retries") + F.col("abandons") + F.col("lost")) > 0)
-        found = examples(
-            tk.request_details(ctx, troubled.orderBy("problem_ts").limit(MAX_EXAMPLES)).select(
-                F.col("problem_ts").alias("ts"),
-                "src",
-                F.when(F.col("retries") > 0, "retry")
-                .when(F.col("abandons") > 0, "abandon")
-                .otherwise("lost")
-                .alias("ev"),
-                "cid",
-                "seq",
-                F.col("any_rid").alias("rid"),
-                F.col("first_send").alias("first_send_ts"),
-                "retries",
-                "abandons",
-                "lost",
-                F.lit("retried, abandoned or lost, though no fault excuses it").alias("problem"),
-            )
-        )
-    if slow:
-        slowest = judged.filter(F.col("latency_us").isNotNull()).orderBy(F.col("latency_us").desc()).limit(1)
-        found += examples(
-            tk.request_details(ctx, slowest)
-            .select(
-                F.col("reply_ts").alias("ts"),
-                "src",
-                F.lit("reply").alias("ev"),
-                "cid",
-                "seq",
-                F.col("any_rid").alias("rid"),
-                "latency_us",
-            )
-            .withColumn(
-                "problem", F.lit(f"p99 latency {p99_ms:.1f} ms above {bound_ms:g} ms (slowest reply)")
-            )
-        )
-        found = sorted(found, key=lambda e: e["ts"])[:MAX_EXAMPLES]
-    if violations:
-        return CheckResult("steady_state", VIOLATED, violations, found, summary, figures)
-    if figures["judged_requests"] == 0:
-        return CheckResult(
-            "steady_state",
-            UNKNOWN,
-            summary="no request outside fault windows",
-            figures=figures,
-            reason="every request was excused by a fault or the warm-up: schedule fewer or shorter "
-            "faults, or a longer load",
-        )
-    reason = tk.too_little_judged(cover, t)
-    if reason:
-        return CheckResult("steady_state", UNKNOWN, 0, [], summary, figures, reason)
-    return CheckResult("steady_state", HELD, 0, [], summary, figures)
-
-
-# --- no_unexpected_exit ----------------------------------------------------------------
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_bytes: int = 64 * 1024) -> list[str]:
-    """The last ``lines`` lines of a log file (empty if there is none)."""
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, 2)
-            size = fh.tell()
-            fh.seek(max(0, size - max_bytes))
-            data = fh.read()
-    except OSError:
-        return []
-    tail = deque(data.decode("utf-8", "replace").splitlines(), maxlen=lines)
-    return list(tail)
-
-
-@checker(
-    "no_unexpected_exit",
-    "no process ends unless the harness ended it (a fault or the teardown); a crash shows "
-    "with the tail of its log",
-    reads_clients=False,
-)
-def no_unexpected_exit(ctx: CheckContext) -> CheckResult:
-    procs = events_of(ctx, "proc_start", "proc_exit")
-    unexpected = (F.col("ev") == "proc_exit") & ~F.coalesce("expected", F.lit(False))
-    row = procs.agg(
-        F.sum((F.col("ev") == "proc_start").cast("int")).alias("starts"),
-        F.sum((F.col("ev") == "proc_exit").cast("int")).alias("exits"),
-        F.sum(unexpected.cast("int")).alias("bad"),
-    ).first()
-    bad = count(row["bad"])
-    figures = {"starts": count(row["starts"]), "exits": count(row["exits"]), "unexpected_exits": bad}
-    summary = f"{figures['starts']} process starts, {figures['exits']} exits, {bad} unexpected"
-    if figures["starts"] == 0 and figures["exits"] == 0:
-        return unknown(
-            "no_unexpected_exit", "no process events recorded", figures,
-            reason="history/runner.jsonl holds no proc_start or proc_exit: the runner's history is missing",
-        )  # fmt: skip
-    found = []
-    if bad:
-        found = examples(
-            procs.filter(unexpected).select(
-                "ts", "src", "ev", "cid", "seq", "rid", "instance", "role", "pid", "code", "signal", "detail"
-            )
-        )
-        for ex in found:
-            how = f"signal {ex['signal']}" if ex.get("signal") is not None else f"code {ex.get('code')}"
-            ex["problem"] = f"{ex.get('role')} {ex.get('instance')} exited with {how}"
-            if ctx.run_dir is not None and ex.get("instance"):
-                ex["log_tail"] = log_tail(ctx.run_dir / "logs" / f"{ex['instance']}.log")
-    return judged("no_unexpected_exit", bad, found, summary, figures)
-
-
-# --- recovery --------------------------------------------------------------------------
-
-
-def _first_after(ctx: CheckContext, faults: DataFrame) -> tuple[dict[int, int], dict[int, int]]:
-    """fault_id -> the first ok reply at or after the fault's stop, and fault_id -> the first
-    ``exec`` by the fault's target at or after it: one range join over the small fault frame."""
-    ev = F.col("ev")
-    found = events_of(ctx, "reply", "exec").filter((ev == "exec") | F.col("ok")).select("ts", "ev", "worker")
-    on_target = (found["worker"] == faults["target"]) | found["worker"].startswith(
-        F.concat(faults["target"], F.lit("-"))
-    )
-    cond = (found["ts"] >= faults["stop_ns"]) & ((found["ev"] == "reply") | on_target)
-    rows = (
-        found.join(F.broadcast(faults), cond)
-        .groupBy("fault_id")
-        .agg(
-            F.min(F.when(ev == "reply", F.col("ts"))).alias("ok"),
-            F.min(F.when(ev == "exec", F.col("ts"))).alias("exec"),
-        )
-        .collect()
-    )
-    return (
-        {r["fault_id"]: r["ok"] for r in rows if r["ok"] is not None},
-        {r["fault_id"]: r["exec"] for r in rows if r["exec"] is not None},
-    )
-
-
-@checker(
-    "recovery",
-    "after each fault stops, the system serves an ok reply again within recovery_bound_s "
-    "(and, as a figure, when the target worker executes again)",
-    on_fewer="holds",
-)
-def recovery(ctx: CheckContext) -> CheckResult:
-    bound_s = float(ctx.promises.get("recovery_bound_s", 10.0))
-    load_stop = run_time(ctx, "load_stopped_ns")
-    healed = [f for f in ctx.faults if f.stop_ns is not None]
-    rows: list[dict[str, Any]] = []
-    first_ok: dict[int, int] = {}
-    first_exec: dict[int, int] = {}
-    if healed:
-        faults = small_frame(
-            ctx,
-            [(f.fault_id, f.stop_ns, f.target) for f in healed],
-            {"fault_id": "int", "stop_ns": "long", "target": "string"},
-        )
-        first_ok, first_exec = _first_after(ctx, faults)
-    violations, undecided = 0, 0
-    found = []
-    for f in ctx.faults:
-        rec = tgt = None
-        within: bool | None = None
-        if f.stop_ns is not None:
-            if f.fault_id in first_ok:
-                rec = (first_ok[f.fault_id] - f.stop_ns) / NS
-                within = rec <= bound_s
-            elif f.stop_ns + bound_s * NS < load_stop:
-                within = False
-            if f.fault_id in first_exec:
-                tgt = (first_exec[f.fault_id] - f.stop_ns) / NS
-        rows.append(
-            {
-                "fault_id": f.fault_id,
-                "fault": f.fault,
-                "target": f.target,
-                "start_ns": f.start_ns,
-                "stop_ns": f.stop_ns,
-                "recovery_s": rec,
-                "target_recovery_s": tgt,
-                "within_bound": within,
-            }
-        )
-        if within is False:
-            violations += 1
-            problem = (
-                "no ok reply after the fault" if rec is None else f"recovered in {rec:.2f} s > {bound_s:g} s"
-            )
-            found.append(
-                example(
-                    {
-                        "ts": f.stop_ns,
-                        "src": "nemesis",
-                        "ev": "fault_stop",
-                        "fault_id": f.fault_id,
-                        "fault": f.fault,
-                        "target": f.target,
-                        "recovery_s": rec,
-                        "problem": problem,
-                    }
-                )
-            )
-        elif f.stop_ns is not None and within is None:
-            undecided += 1
-    times = [r["recovery_s"] for r in rows if r["recovery_s"] is not None]
-    figures = {"bound_s": bound_s, "faults": rows, "max_recovery_s": max(times) if times else None}
-    worst = f", slowest {max(times):.2f} s" if times else ""
-    summary = (
-        f"{len(healed)} healed faults: {len(healed) - violations - undecided} recovered within "
-        f"{bound_s:g} s, {violations} not, {undecided} undecided{worst}"
-    )
-    if violations:
-        return judged("recovery", violations, found, summary, figures)
-    if not healed:
-        return nothing_to_judge(
-            ctx, "recovery", "no fault healed during the run",
-            "no planned fault ended before the run did, so no recovery could be timed; let each fault "
-            "end (duration_s, restart_after_s) at least recovery_bound_s before the load stops",
-            figures=figures,
-        )  # fmt: skip
-    if undecided:
-        reason = (
-            f"{undecided} fault(s) ended less than recovery_bound_s ({bound_s:g} s) before the load "
-            "stopped and no ok reply came after them; schedule faults earlier or the load longer"
-        )
-        return unknown("recovery", summary, figures, reason=reason)
-    return judged("recovery", 0, [], summary, figures)
+    return result(summary, figures, violations=violations, examples=found)

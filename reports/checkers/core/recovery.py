@@ -1,0 +1,139 @@
+"""recovery: after each fault stops, the system serves an ok reply again within the bound."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from reports.checkers.toolkit import (
+    NS,
+    CheckContext,
+    CheckResult,
+    checker,
+    events_of,
+    example,
+    nothing_to_judge,
+    result,
+    run_time,
+    small_frame,
+)
+
+# --- recovery --------------------------------------------------------------------------
+
+
+def _first_after(ctx: CheckContext, faults: DataFrame) -> tuple[dict[int, int], dict[int, int]]:
+    """fault_id -> the first ok reply at or after the fault's stop, and fault_id -> the first
+    ``exec`` by the fault's target at or after it: one range join over the small fault frame."""
+    ev = F.col("ev")
+    found = events_of(ctx, "reply", "exec").filter((ev == "exec") | F.col("ok")).select("ts", "ev", "worker")
+    on_target = (found["worker"] == faults["target"]) | found["worker"].startswith(
+        F.concat(faults["target"], F.lit("-"))
+    )
+    cond = (found["ts"] >= faults["stop_ns"]) & ((found["ev"] == "reply") | on_target)
+    rows = (
+        found.join(F.broadcast(faults), cond)
+        .groupBy("fault_id")
+        .agg(
+            F.min(F.when(ev == "reply", F.col("ts"))).alias("ok"),
+            F.min(F.when(ev == "exec", F.col("ts"))).alias("exec"),
+        )
+        .collect()
+    )
+    return (
+        {r["fault_id"]: r["ok"] for r in rows if r["ok"] is not None},
+        {r["fault_id"]: r["exec"] for r in rows if r["exec"] is not None},
+    )
+
+
+@checker(
+    "recovery",
+    "after each fault stops, the system serves an ok reply again within recovery_bound_s "
+    "(and, as a figure, when the target worker executes again)",
+    on_fewer="holds",
+)
+def recovery(ctx: CheckContext) -> CheckResult:
+    bound_s = float(ctx.promises.get("recovery_bound_s", 10.0))
+    load_stop = run_time(ctx, "load_stopped_ns")
+    healed = [f for f in ctx.faults if f.stop_ns is not None]
+    rows: list[dict[str, Any]] = []
+    first_ok: dict[int, int] = {}
+    first_exec: dict[int, int] = {}
+    if healed:
+        faults = small_frame(
+            ctx,
+            [(f.fault_id, f.stop_ns, f.target) for f in healed],
+            {"fault_id": "int", "stop_ns": "long", "target": "string"},
+        )
+        first_ok, first_exec = _first_after(ctx, faults)
+    violations, undecided = 0, 0
+    found = []
+    for f in ctx.faults:
+        rec = tgt = None
+        within: bool | None = None
+        if f.stop_ns is not None:
+            if f.fault_id in first_ok:
+                rec = (first_ok[f.fault_id] - f.stop_ns) / NS
+                within = rec <= bound_s
+            elif f.stop_ns + bound_s * NS < load_stop:
+                within = False
+            if f.fault_id in first_exec:
+                tgt = (first_exec[f.fault_id] - f.stop_ns) / NS
+        rows.append(
+            {
+                "fault_id": f.fault_id,
+                "fault": f.fault,
+                "target": f.target,
+                "start_ns": f.start_ns,
+                "stop_ns": f.stop_ns,
+                "recovery_s": rec,
+                "target_recovery_s": tgt,
+                "within_bound": within,
+            }
+        )
+        if within is False:
+            violations += 1
+            problem = (
+                "no ok reply after the fault" if rec is None else f"recovered in {rec:.2f} s > {bound_s:g} s"
+            )
+            found.append(
+                example(
+                    {
+                        "ts": f.stop_ns,
+                        "src": "nemesis",
+                        "ev": "fault_stop",
+                        "fault_id": f.fault_id,
+                        "fault": f.fault,
+                        "target": f.target,
+                        "recovery_s": rec,
+                        "problem": problem,
+                    }
+                )
+            )
+        elif f.stop_ns is not None and within is None:
+            undecided += 1
+    times = [r["recovery_s"] for r in rows if r["recovery_s"] is not None]
+    figures = {"bound_s": bound_s, "faults": rows, "max_recovery_s": max(times) if times else None}
+    worst = f", slowest {max(times):.2f} s" if times else ""
+    summary = (
+        f"{len(healed)} healed faults: {len(healed) - violations - undecided} recovered within "
+        f"{bound_s:g} s, {violations} not, {undecided} undecided{worst}"
+    )
+    if violations:
+        return result(summary, figures, violations=violations, examples=found)
+    if not healed:
+        return nothing_to_judge(
+            ctx,
+            "no fault healed during the run",
+            "no planned fault ended before the run did, so no recovery could be timed; let each fault "
+            "end (duration_s, restart_after_s) at least recovery_bound_s before the load stops",
+            figures=figures,
+        )
+    if undecided:
+        reason = (
+            f"{undecided} fault(s) ended less than recovery_bound_s ({bound_s:g} s) before the load "
+            "stopped and no ok reply came after them; schedule faults earlier or the load longer"
+        )
+        return result(summary, figures, unknown=reason)
+    return result(summary, figures)

@@ -1,0 +1,142 @@
+"""steady_state: outside the fault windows and the warm-up, no request is retried,
+abandoned or lost, and the p99 latency stays under the bound."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import functions as F
+
+from reports.checkers.core import aggregates
+from reports.checkers.toolkit import (
+    MAX_EXAMPLES,
+    CheckContext,
+    CheckResult,
+    checker,
+    count,
+    examples,
+    result,
+    timers,
+    timers_of,
+)
+
+# --- steady_state ----------------------------------------------------------------------
+
+
+def _too_little_planned(meta: dict[str, Any]) -> str:
+    """The reason steady_state is unknown on any run of this plan: the rule of a run's
+    (``too_little_judged``) on the load the plan leaves it at most, or ''."""
+    t = timers_of(meta)
+    return aggregates.too_little_judged(aggregates.planned_coverage(meta, t), t)
+
+
+@checker(
+    "steady_state",
+    "requests no fault excuses (see harness/manifest.py: in flight as a fault started, or sent "
+    "before its stop + the manifest's expiry_ms) and sent after the warm-up: no retry, no "
+    "abandon, no lost request, reply latency p99 within latency_p99_ms; unknown when that "
+    "judged under a fifth of the load time",
+    shares=("per_request",),
+    on_fewer="neither",
+    foresee=_too_little_planned,
+)
+def steady_state(ctx: CheckContext) -> CheckResult:
+    t = timers(ctx)
+    spans = aggregates.excused_send_spans(ctx, t)
+    bound_ms = float(ctx.promises.get("latency_p99_ms", 500.0))
+    # Each request's events met in one group (shared with no_lost): judged or excused whole.
+    # ``lost``: a no-resend client's, past its deadline.
+    per_request = aggregates.per_request(ctx).select(
+        F.col("ts").alias("first_send"),
+        "last_ts", "cid", "seq",
+        "retries", "abandons", "lost", "problem_ts", "latency_us", "reply_ts",
+    )  # fmt: skip
+    requests = aggregates.with_excused_requests(per_request, ctx, t)
+    judged = requests.filter(~F.col("excused"))
+    row = requests.agg(
+        F.sum((~F.col("excused")).cast("int")).alias("judged"),
+        F.sum(F.col("excused").cast("int")).alias("excused"),
+        F.sum(F.when(~F.col("excused"), F.col("reply_ts").isNotNull().cast("int"))).alias("replies"),
+        F.sum(F.when(~F.col("excused"), F.col("retries"))).alias("retries"),
+        F.sum(F.when(~F.col("excused"), F.col("abandons"))).alias("abandons"),
+        F.sum(F.when(~F.col("excused"), F.col("lost"))).alias("lost"),
+        F.percentile(F.when(~F.col("excused"), F.col("latency_us")), F.lit(0.99)).alias("p99_us"),
+        F.max(F.when(~F.col("excused"), F.col("latency_us"))).alias("max_us"),
+    ).first()
+    retries, abandons, replies = count(row["retries"]), count(row["abandons"]), count(row["replies"])
+    lost = count(row["lost"])
+    p99_ms = None if row["p99_us"] is None else row["p99_us"] / 1000.0
+    slow = p99_ms is not None and p99_ms > bound_ms
+    cover = aggregates.coverage(ctx, spans)
+    figures = {
+        "judged_requests": count(row["judged"]),
+        "excused_requests": count(row["excused"]),
+        "replies": replies,
+        "retries": retries,
+        "abandons": abandons,
+        "lost": lost,
+        "p99_ms": p99_ms,
+        "max_ms": None if row["max_us"] is None else row["max_us"] / 1000.0,
+        "latency_p99_bound_ms": bound_ms,
+        **t.figures(),
+        **cover,
+    }
+    p99_text = "n/a" if p99_ms is None else f"{p99_ms:.1f} ms"
+    summary = (
+        f"judged {cover['judged_s']:.1f} of {cover['load_s']:.1f} s of load "
+        f"({100 * cover['judged_fraction']:.0f}%), {figures['judged_requests']} requests: "
+        f"{retries} retries, {abandons} abandons, p99 {p99_text} (bound {bound_ms:g} ms)"
+    )
+    if lost:
+        summary += f", {lost} lost"
+    violations = retries + abandons + lost + int(slow)
+    found: list[dict[str, Any]] = []
+    if retries or abandons or lost:
+        troubled = judged.filter((F.col("retries") + F.col("abandons") + F.col("lost")) > 0)
+        found = examples(
+            aggregates.request_details(ctx, troubled.orderBy("problem_ts").limit(MAX_EXAMPLES)).select(
+                F.col("problem_ts").alias("ts"),
+                "src",
+                F.when(F.col("retries") > 0, "retry")
+                .when(F.col("abandons") > 0, "abandon")
+                .otherwise("lost")
+                .alias("ev"),
+                "cid",
+                "seq",
+                F.col("any_rid").alias("rid"),
+                F.col("first_send").alias("first_send_ts"),
+                "retries",
+                "abandons",
+                "lost",
+                F.lit("retried, abandoned or lost, though no fault excuses it").alias("problem"),
+            )
+        )
+    if slow:
+        slowest = judged.filter(F.col("latency_us").isNotNull()).orderBy(F.col("latency_us").desc()).limit(1)
+        found += examples(
+            aggregates.request_details(ctx, slowest)
+            .select(
+                F.col("reply_ts").alias("ts"),
+                "src",
+                F.lit("reply").alias("ev"),
+                "cid",
+                "seq",
+                F.col("any_rid").alias("rid"),
+                "latency_us",
+            )
+            .withColumn(
+                "problem", F.lit(f"p99 latency {p99_ms:.1f} ms above {bound_ms:g} ms (slowest reply)")
+            )
+        )
+        found = sorted(found, key=lambda e: e["ts"])[:MAX_EXAMPLES]
+    if violations:
+        return result(summary, figures, violations=violations, examples=found)
+    if figures["judged_requests"] == 0:
+        return result(
+            "no request outside fault windows",
+            figures,
+            unknown="every request was excused by a fault or the warm-up: schedule fewer or shorter "
+            "faults, or a longer load",
+        )
+    reason = aggregates.too_little_judged(cover, t)
+    return result(summary, figures, unknown=reason or None)

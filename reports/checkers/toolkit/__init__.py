@@ -1,0 +1,125 @@
+"""The checker toolkit: the one door a check module imports from (``from
+reports.checkers.toolkit import ...``), never from another family's module.
+
+- **The check**: ``checker`` (register one; the registry fills in its name),
+  ``CheckContext``, ``CheckResult``, ``FaultWindow``, ``events_of(ctx, kind, ...)``.
+- **Run facts** (``facts``): ``options`` (``options_of`` a run.json), ``run_time`` /
+  ``history_end`` / ``load_span`` / ``client_budget_ns`` (when things happened),
+  ``worker_instances`` / ``broker_instances`` / ``instance_column`` (which instance is what).
+- **Fault excuses** (``excuses``): ``fault_spans`` (when the faults that concern an instance
+  were under way), ``split_excused`` / ``with_excused`` / ``outside`` (applied to a frame),
+  ``timers`` / ``timers_of`` (how long after a fault's stop its requests stay excused),
+  ``small_frame``; ``planned_windows`` (the plan's faults as windows, before any run).
+- **Result building** (``results``): ``result`` (the one builder), ``nothing_to_judge`` (a
+  check the plan gave nothing to judge), ``example`` / ``examples`` / ``rows`` (offending
+  events), ``problems`` (labelled offender frames in one Spark action), ``spread`` / ``ms``.
+- **Rules several families share** (``dispatch``): ``registered_dispatch``, ``with_state``,
+  ``last_before``.
+
+The generic checks' own helpers (one row per request, the whole-request excuse) are in
+``reports.checkers.core.requests``.
+"""
+
+from reports.checkers import (
+    MAX_EXAMPLES,
+    CheckContext,
+    CheckResult,
+    FaultWindow,
+    checker,
+    events_of,
+    nothing_to_judge,
+    planned_windows,
+)
+from reports.checkers.toolkit.dispatch import last_before, registered_dispatch, with_state
+from reports.checkers.toolkit.excuses import (
+    WARMUP_NS,
+    Timers,
+    fault_spans,
+    merge_spans,
+    outside,
+    overlaps,
+    send_span,
+    small_frame,
+    split_excused,
+    timers,
+    timers_of,
+    with_excused,
+)
+from reports.checkers.toolkit.facts import (
+    END_OF_TIME,
+    MS,
+    NS,
+    Span,
+    broker_instances,
+    client_budget_ns,
+    history_end,
+    instance_column,
+    load_span,
+    options,
+    options_of,
+    run_time,
+    worker_instances,
+)
+from reports.checkers.toolkit.results import (
+    EVENT_KEYS,
+    Found,
+    count,
+    example,
+    examples,
+    ms,
+    problems,
+    result,
+    rows,
+    spread,
+    spreads,
+)
+
+__all__ = [
+    "END_OF_TIME",
+    "EVENT_KEYS",
+    "MAX_EXAMPLES",
+    "MS",
+    "NS",
+    "WARMUP_NS",
+    "CheckContext",
+    "CheckResult",
+    "FaultWindow",
+    "Found",
+    "Span",
+    "Timers",
+    "broker_instances",
+    "checker",
+    "client_budget_ns",
+    "count",
+    "events_of",
+    "example",
+    "examples",
+    "fault_spans",
+    "history_end",
+    "instance_column",
+    "last_before",
+    "load_span",
+    "merge_spans",
+    "ms",
+    "nothing_to_judge",
+    "options",
+    "options_of",
+    "outside",
+    "overlaps",
+    "planned_windows",
+    "problems",
+    "registered_dispatch",
+    "result",
+    "rows",
+    "run_time",
+    "send_span",
+    "small_frame",
+    "split_excused",
+    "spread",
+    "spreads",
+    "timers",
+    "timers_of",
+    "with_excused",
+    "with_state",
+    "worker_instances",
+]

@@ -1,0 +1,295 @@
+"""Fault excuses: which faults concern an instance (its own, its broker's, its link's), as
+merged [lo, hi] spans for Python-side logic (``fault_spans``), and applied to a DataFrame
+as a small broadcast frame joined by time range (``split_excused``, ``with_excused``, and
+``outside`` for spans of one's own), never as a chain of conditions per fault. A fault's
+class (on a process or on a link, lossy or not, an outage or a slowdown) comes from its
+kind's card through ``fault_start`` (``FaultWindow``). ``timers`` says how long after a
+fault's stop its requests stay excused."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from contract.promises import expiry_s
+from reports.checkers import CheckContext, FaultWindow
+from reports.checkers.toolkit.facts import (
+    DEFAULT_CLIENT_BUDGET_S,
+    END_OF_TIME,
+    NS,
+    Span,
+    broker_instances,
+    options_of,
+)
+
+# --- excusing faults -------------------------------------------------------------------
+
+
+def _concerned(
+    fault: FaultWindow, brokers: set[str], *, own: bool, broker: bool, link: bool, broker_links: bool
+) -> tuple[bool, str | None]:
+    """Whether the fault excuses anything under these flags, and for which instance (None: all).
+
+    own: a process fault on the instance itself; broker: a process fault on a broker (every
+    instance depends on it); link: a fault on the instance's links; broker_links: a fault on
+    a broker's links.
+    """
+    if fault.link is not None:
+        target = fault.link.instance
+        if target in brokers:
+            return broker_links, None
+        return link, target
+    if fault.target in brokers:
+        return broker, None
+    return own, fault.target
+
+
+def fault_spans(
+    ctx: CheckContext,
+    instance: str | None = None,
+    *,
+    own: bool = True,
+    broker: bool = True,
+    link: bool = True,
+    broker_links: bool | None = None,
+    lossy_only: bool = False,
+    outage_only: bool = False,
+    lasting_only: bool = False,
+    lead_ns: int = 0,
+    grace_ns: int = 0,
+) -> list[tuple[int, int]]:
+    """[start - lead_ns, stop + grace_ns] of the faults that concern ``instance``, merged, in order.
+
+    ``instance`` None: every fault of the run, whatever its target (the flags do not
+    apply). A fault that never healed lasts to END_OF_TIME. ``broker_links`` (default:
+    as ``link``): faults on a broker's links. ``lossy_only``: only the faults that lose
+    what is sent (their ``lossy``); ``outage_only``: only those during which
+    their target cannot serve (its ``harm``), not the slowdowns; ``lasting_only``: not a
+    kill or restart (no duration of its own: its window lasts until the restarted process
+    is ready, after which it may already have served; proc_exit/proc_start say when it ran).
+    """
+    flags = _flags(own, broker, link, broker_links, lossy_only, outage_only)
+    spans = _excusing(ctx, instance is not None, lead_ns, grace_ns, lasting_only=lasting_only, **flags)
+    return merge_spans([(lo, hi) for lo, hi, who in spans if who is None or who == instance])
+
+
+_FLAG_DEFAULTS: dict[str, Any] = {
+    "own": True,
+    "broker": True,
+    "link": True,
+    "broker_links": None,
+    "lossy_only": False,
+    "outage_only": False,
+}
+
+
+def _flags(
+    own: bool, broker: bool, link: bool, broker_links: bool | None, lossy_only: bool, outage_only: bool
+) -> dict[str, bool]:
+    return {
+        "own": own,
+        "broker": broker,
+        "link": link,
+        "broker_links": link if broker_links is None else broker_links,
+        "lossy_only": lossy_only,
+        "outage_only": outage_only,
+    }
+
+
+def _excusing(
+    ctx: CheckContext,
+    targeted: bool,
+    lead_ns: int,
+    grace_ns: int,
+    *,
+    own: bool,
+    broker: bool,
+    link: bool,
+    broker_links: bool,
+    lossy_only: bool,
+    outage_only: bool,
+    lasting_only: bool = False,
+) -> list[tuple[int, int, str | None]]:
+    """(lo, hi, the instance it excuses or None for every one) of each fault that counts."""
+    brokers = broker_instances(ctx) if targeted else set()
+    out = []
+    for f in ctx.faults:
+        if (lossy_only and not f.lossy) or (outage_only and not f.outage):
+            continue
+        if lasting_only and not f.lasting:
+            continue
+        lo, hi = f.start_ns - lead_ns, END_OF_TIME if f.stop_ns is None else f.stop_ns + grace_ns
+        if not targeted:
+            out.append((lo, hi, None))
+            continue
+        applies, who = _concerned(f, brokers, own=own, broker=broker, link=link, broker_links=broker_links)
+        if applies:
+            out.append((lo, hi, who))
+    return out
+
+
+def merge_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans, sorted, with the ones that meet merged into one."""
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def overlaps(spans: list[tuple[int, int]], lo: int, hi: int) -> bool:
+    """Whether [lo, hi] meets one of the spans."""
+    return any(start <= hi and lo <= end for start, end in spans)
+
+
+def split_excused(
+    df: DataFrame,
+    ctx: CheckContext,
+    *,
+    ts: str = "ts",
+    until: str | None = None,
+    instance: str | None = None,
+    own: bool = True,
+    broker: bool = True,
+    link: bool = True,
+    broker_links: bool | None = None,
+    lossy_only: bool = False,
+    outage_only: bool = False,
+    lead_ns: int = 0,
+    grace_ns: int = 0,
+) -> tuple[DataFrame, DataFrame]:
+    """(kept, excused): the rows of ``df`` no fault touches, and those one does.
+
+    A row is excused when its time ``ts`` (or its interval [ts, until]) meets the span of a
+    fault that concerns the instance in column ``instance`` (None: any fault, whatever its
+    target), under the flags of ``fault_spans``. The faults are a small broadcast frame
+    joined by range: one pass over ``df``, whatever the number of faults.
+    """
+    flags = _flags(own, broker, link, broker_links, lossy_only, outage_only)
+    spans = _excusing(ctx, instance is not None, lead_ns, grace_ns, **flags)
+    if not spans:
+        return df, df.filter(F.lit(False))
+    faults = F.broadcast(small_frame(ctx, spans, {"_f_lo": "long", "_f_hi": "long", "_f_inst": "string"}))
+    cond = _meets(ts, until)
+    if instance is not None:
+        cond = cond & (F.col("_f_inst").isNull() | (F.col("_f_inst") == F.col(instance)))
+    return df.join(faults, cond, "left_anti"), df.join(faults, cond, "left_semi")
+
+
+def outside(df: DataFrame, ctx: CheckContext, spans: list[tuple[int, int]], ts: str = "ts") -> DataFrame:
+    """The rows of ``df`` whose time ``ts`` is in none of the [lo, hi] spans (a broadcast range join)."""
+    if not spans:
+        return df
+    frame = F.broadcast(small_frame(ctx, spans, {"_f_lo": "long", "_f_hi": "long"}))
+    return df.join(frame, _meets(ts, None), "left_anti")
+
+
+def small_frame(ctx: CheckContext, rows: list[tuple[Any, ...]], columns: dict[str, str]) -> DataFrame:
+    """A DataFrame of a few rows made of literals in the plan (fault windows...): unlike
+    ``createDataFrame`` it needs no Python worker process to serve it."""
+    structs = [
+        F.struct(*(F.lit(v).cast(t).alias(c) for v, (c, t) in zip(row, columns.items(), strict=True)))
+        for row in rows
+    ]
+    return ctx.spark.range(1).select(F.inline(F.array(*structs)))
+
+
+def _meets(ts: str, until: str | None, outer: bool = False) -> Column:
+    """The fault span [_f_lo, _f_hi] meets [ts, until] (``outer``: columns of the frame a
+    subquery of the faults is asked about)."""
+    start = F.col(ts).outer() if outer else F.col(ts)
+    end = (F.col(until).outer() if outer else F.col(until)) if until is not None else start
+    return (F.col("_f_lo") <= end) & (start <= F.col("_f_hi"))
+
+
+def with_excused(
+    df: DataFrame,
+    ctx: CheckContext,
+    name: str = "excused",
+    *,
+    ts: str = "ts",
+    until: str | None = None,
+    instance: str | None = None,
+    **flags: Any,
+) -> DataFrame:
+    """``df`` with a boolean column ``name``: whether a fault excuses the row (the rule and the
+    flags of split_excused). One pass over ``df``: an EXISTS over the small fault frame,
+    which Spark runs as a broadcast existence join."""
+    spans = _excusing(ctx, instance is not None, flags.pop("lead_ns", 0), flags.pop("grace_ns", 0),
+                      **_flags(**{**_FLAG_DEFAULTS, **flags}))  # fmt: skip
+    if not spans:
+        return df.withColumn(name, F.lit(False))
+    faults = small_frame(ctx, spans, {"_f_lo": "long", "_f_hi": "long", "_f_inst": "string"})
+    cond = _meets(ts, until, outer=True)
+    if instance is not None:
+        cond = cond & (F.col("_f_inst").isNull() | (F.col("_f_inst") == F.col(instance).outer()))
+    return df.withColumn(name, faults.where(cond).exists())
+
+
+# --- excusing whole requests ----------------------------------------------------------
+#
+# The rule (harness/manifest.py documents it for users): a fault excuses a request that was
+# in flight as the fault started, or was first sent between the fault's start and its
+# stop + ``after`` (the manifest's ``expiry_ms``: how long the system takes to notice a
+# dead peer; ``steady_grace_s`` where it gives none), with all that request's retries,
+# abandon and latency, however late they come. A request first sent later is judged, even
+# while another's retries are still under way, so a fault excuses what it caused and not
+# the time around it. The first WARMUP_NS of load excuse their requests too.
+# ``excused_send_spans`` are those send-time spans; the load time outside them is what a
+# check judged (``coverage``), reported by every check that excuses whole requests.
+
+#: Clients connect, brokers learn their workers and sockets warm up during the first
+#: seconds of load; a retry or a slow reply then says nothing about steady state.
+WARMUP_NS = 2 * NS
+
+
+@dataclass(frozen=True)
+class Timers:
+    """How long after a fault's stop its requests are excused, and where that comes from."""
+
+    after_s: float  # sends up to the fault's stop + after_s are excused
+    client_budget_s: float  # a client's timeout x attempts: how late an excused request may end
+    source: str  # "expiry_ms = heartbeat_ms * liveness" or "steady_grace_s (no expiry_ms)"
+
+    @property
+    def grace_s(self) -> float:
+        """How long after a fault's stop its excused requests may still retry or abandon."""
+        return self.after_s + self.client_budget_s
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "after_stop_s": self.after_s,
+            "client_budget_s": self.client_budget_s,
+            "grace_s": self.grace_s,
+            "grace_from": self.source,
+        }
+
+
+def timers(ctx: CheckContext) -> Timers:
+    """The excusing timers of this run, from the manifest's expiry and the client options."""
+    return timers_of(ctx.meta)
+
+
+def timers_of(meta: dict[str, Any]) -> Timers:
+    """``timers`` of a run.json (or of the plan ``zchaos check`` makes of one)."""
+    promises = meta["manifest"]["promises"]
+    budget = float(meta.get("client_budget_s") or DEFAULT_CLIENT_BUDGET_S)
+    expr = promises.get("expiry_ms")
+    try:
+        expiry = expiry_s(expr, options_of(meta))
+    except ValueError:
+        expiry = None  # the manifest was checked when the run started; a scenario may have changed it
+    if expiry is not None:
+        return Timers(expiry, budget, f"expiry_ms = {expr}")
+    grace = float(promises.get("steady_grace_s", 10.0))
+    return Timers(grace, budget, "steady_grace_s (the manifest gives no expiry_ms)")
+
+
+def send_span(fault: FaultWindow, after_ns: int, end_ns: int) -> Span:
+    """The send times a fault excuses: [start, stop + after] (to ``end_ns`` if it never healed)."""
+    return fault.start_ns, end_ns if fault.stop_ns is None else fault.stop_ns + after_ns

@@ -1,0 +1,89 @@
+"""Run facts a check reads: the implementation options, when things happened, and which
+instances are brokers and which workers (a role that binds an endpoint of the manifest
+serves it, a broker or a queue; a role that only connects is a worker)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from reports.checkers import NS, CheckContext
+
+MS = 1_000_000
+DEFAULT_CLIENT_BUDGET_S = 10.0
+#: Later than any event: the end of a fault that never healed.
+END_OF_TIME = 1 << 62
+Span = tuple[int, int]  # [start, end] in ns
+
+# --- the run ---------------------------------------------------------------------------
+
+
+def options(ctx: CheckContext) -> dict[str, Any]:
+    """The implementation options of the run (the manifest's, with the scenario's overrides)."""
+    return options_of(ctx.meta)
+
+
+def options_of(meta: dict[str, Any]) -> dict[str, Any]:
+    """``options`` of a run.json (or of the plan ``zchaos check`` makes of one)."""
+    merged = dict(meta.get("manifest", {}).get("options") or {})
+    merged.update(meta.get("scenario", {}).get("options") or {})
+    return merged
+
+
+def run_time(ctx: CheckContext, key: str) -> int:
+    """A time of run.json (``load_started_ns``...), else the first/last event's time."""
+    value = ctx.meta.get(key)
+    if value is not None:
+        return int(value)
+    if ctx.profile is not None:
+        return ctx.profile.first_ts if key in ("started_ns", "load_started_ns") else ctx.profile.last_ts
+    fn = F.min if key in ("started_ns", "load_started_ns") else F.max
+    found = ctx.events.agg(fn("ts")).first()[0]
+    return int(found or 0)
+
+
+def history_end(ctx: CheckContext) -> int:
+    """When recording ended: the last event of the history (ns)."""
+    if ctx.profile is not None:
+        return ctx.profile.last_ts
+    return int(ctx.events.agg(F.max("ts")).first()[0] or 0)
+
+
+def client_budget_ns(ctx: CheckContext) -> int:
+    """How long a client works on one request before it gives up (timeout x attempts)."""
+    return int(float(ctx.meta.get("client_budget_s") or DEFAULT_CLIENT_BUDGET_S) * NS)
+
+
+def _serving_roles(ctx: CheckContext) -> set[str]:
+    """Roles that bind an endpoint of the manifest (brokers, queues, servers clients reach)."""
+    return set((ctx.meta.get("manifest", {}).get("endpoints") or {}).values())
+
+
+def worker_instances(ctx: CheckContext) -> set[str]:
+    """Instance names of the roles that bind no endpoint: they connect to a broker (workers)."""
+    serving = _serving_roles(ctx)
+    return {i for i, role in (ctx.meta.get("processes") or {}).items() if role not in serving}
+
+
+def broker_instances(ctx: CheckContext) -> set[str]:
+    """Instance names of the roles that bind an endpoint (the broker, the queue)."""
+    serving = _serving_roles(ctx)
+    return {i for i, role in (ctx.meta.get("processes") or {}).items() if role in serving}
+
+
+def instance_column(worker: Column, instances: set[str]) -> Column:
+    """The instance a connection identity (``worker-2-ab12``) belongs to: the longest of
+    ``instances`` it is or starts with (then a ``-``), else all before its last ``-``. A
+    column expression (instances are few: one branch each)."""
+    fallback = F.when(worker.contains("-"), F.regexp_extract(worker, r"^(.*)-[^-]*$", 1)).otherwise(worker)
+    out = fallback
+    for name in sorted(instances, key=len):  # the longest name is tested first
+        out = F.when((worker == name) | worker.startswith(name + "-"), F.lit(name)).otherwise(out)
+    return out
+
+
+def load_span(ctx: CheckContext) -> Span:
+    """[load start, load stop] (ns), from run.json, else the first and last events."""
+    return run_time(ctx, "load_started_ns"), run_time(ctx, "load_stopped_ns")

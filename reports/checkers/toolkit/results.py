@@ -1,0 +1,143 @@
+"""Building a check's result: ``result`` (the one builder), offending events as examples
+for a person to find in the logs (``example``, ``examples``, ``rows``), several labelled
+offender frames counted and sampled in one Spark action (``problems``), and duration
+figures (``spread``, ``spreads``, ``ms``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from statistics import median
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from reports.checkers import HELD, MAX_EXAMPLES, UNKNOWN, VIOLATED, CheckResult
+from reports.checkers.toolkit.facts import MS
+
+#: The keys an example shows first, in this order (then every other non-null field).
+EVENT_KEYS = ("ts", "src", "ev", "cid", "seq", "rid")
+
+
+def example(row: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """One offending event for a report: its event keys first, then every non-null field."""
+    out = {k: row[k] for k in EVENT_KEYS if row.get(k) is not None}
+    out.update({k: v for k, v in row.items() if k not in out and v is not None})
+    out.update(extra)
+    return out
+
+
+def examples(df: DataFrame, n: int = MAX_EXAMPLES) -> list[dict[str, Any]]:
+    """The first ``n`` rows of ``df`` by time, as examples."""
+    return [example(r.asDict()) for r in df.orderBy("ts").limit(n).collect()]
+
+
+def rows(df: DataFrame, *cols: str, limit: int | None = None) -> list[dict[str, Any]]:
+    """The rows of a small DataFrame, as dicts, in time order."""
+    df = df.select(*cols).orderBy("ts")
+    return [r.asDict() for r in (df.limit(limit) if limit else df).collect()]
+
+
+def result(
+    summary: str,
+    figures: dict[str, Any] | None = None,
+    *,
+    violations: int = 0,
+    examples: Iterable[dict[str, Any]] = (),
+    unknown: str | None = None,
+) -> CheckResult:
+    """A check's result, the one way to build it; the registry fills in the check's name.
+
+    Violated when ``violations`` is not 0; else unknown when ``unknown`` is given (the
+    reason: what the history lacked and how to get it, "" when the summary says it all);
+    else held. It shows the earliest MAX_EXAMPLES of ``examples`` by time; ``figures`` are
+    the numbers worth showing. For example::
+
+        return result(f"{n} replies, {bad} out of order", {"replies": n}, violations=bad, examples=found)
+        return result("no reply arrived", figures, unknown="no reply reached a client: a longer load")
+        found = problems((LOST, lost), (TWICE, twice))  # one Spark action for both labels
+        return result(summary, figures, violations=found.n(LOST, TWICE), examples=found.shown(LOST, TWICE))
+    """
+    shown = sorted(examples, key=lambda e: e.get("ts") or 0)[:MAX_EXAMPLES]
+    status = VIOLATED if violations else HELD if unknown is None else UNKNOWN
+    return CheckResult("", status, violations, shown, summary, figures or {}, unknown or "")
+
+
+def count(value: Any) -> int:
+    """An aggregate that may be null (no rows), as an int."""
+    return int(value or 0)
+
+
+class Found(dict):
+    """problem label -> (count, first examples)."""
+
+    def n(self, *labels: str) -> int:
+        """How many rows these labels have, together."""
+        return sum(self.get(label, (0, []))[0] for label in labels)
+
+    def shown(self, *labels: str) -> list[dict[str, Any]]:
+        """The examples of these labels, each with its ``problem``."""
+        return [example(row, problem=label) for label in labels for row in self.get(label, (0, []))[1]]
+
+
+def problems(*labelled: tuple[str, DataFrame]) -> Found:
+    """problem label -> (count, first examples), for every label that has rows (one action)."""
+    frames = [
+        df.select(F.lit(label).alias("problem"), F.to_json(F.struct(*df.columns)).alias("row"))
+        for label, df in labelled
+    ]
+    union = frames[0]
+    for df in frames[1:]:
+        union = union.unionByName(df)
+    per_problem = Window.partitionBy("problem")
+    firsts = (
+        union.withColumn("n", F.count("*").over(per_problem))
+        .withColumn("i", F.row_number().over(per_problem.orderBy("row")))
+        .where(F.col("i") <= MAX_EXAMPLES)
+    )
+    found = Found()
+    for r in firsts.collect():
+        found.setdefault(r["problem"], (r["n"], []))[1].append(json.loads(r["row"]))
+    return found
+
+
+def ms(ns: float) -> float:
+    return round(ns / MS, 1)
+
+
+def spread(values_ns: list[int]) -> dict[str, float | int | None]:
+    """count, min, median and max of durations, in ms."""
+    if not values_ns:
+        return {"count": 0, "min_ms": None, "median_ms": None, "max_ms": None}
+    return {
+        "count": len(values_ns),
+        "min_ms": ms(min(values_ns)),
+        "median_ms": ms(median(values_ns)),
+        "max_ms": ms(max(values_ns)),
+    }
+
+
+def spreads(df: DataFrame, value: str, **where: Column) -> dict[str, dict[str, float | int | None]]:
+    """name -> ``spread`` of the durations (ns) in column ``value`` of the rows of ``df`` where
+    that name's condition holds: computed by Spark, in one job for all the names."""
+    aggs = []
+    for i, cond in enumerate(where.values()):
+        v = F.when(cond, F.col(value))
+        aggs += [F.count(v).alias(f"n{i}"), F.min(v).alias(f"lo{i}"), F.max(v).alias(f"hi{i}")]
+        aggs.append(F.percentile(v, 0.5).alias(f"mid{i}"))
+    row = df.agg(*aggs).first()
+    out = {}
+    for i, name in enumerate(where):
+        n = int(row[f"n{i}"] or 0)
+        out[name] = (
+            spread([])
+            if n == 0
+            else {
+                "count": n,
+                "min_ms": ms(row[f"lo{i}"]),
+                "median_ms": ms(row[f"mid{i}"]),
+                "max_ms": ms(row[f"hi{i}"]),
+            }
+        )
+    return out

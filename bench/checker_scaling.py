@@ -67,7 +67,7 @@ aggregation from 6.3 to 5.1 s: not pursued.
 Kept (each measured against the tree before it, figures and examples identical):
 
 - The JSON lines go to Parquet with pyarrow on a thread while the JVM starts
-  (reports/ingest.py; a large history's files written on a thread while it reads the next:
+  (reports/ingest/arrow.py; a large history's files written on a thread while it reads the next:
   10M conversion 16.7-17.3 -> 13.1-14.5 s); Spark's reader only for a damaged history.
 - The checks read the Parquet form, not a cache of every column (demo warm CPU 10.0 ->
   7.4 s); the JVM starts from a class-data-sharing archive (reports/cds.py); below 2M events
@@ -114,7 +114,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from contract.rundir import RunDir
 from harness.manifest import load_manifest
-from reports.pipeline import PARQUET, build_report
+from reports.ingest.read import PARQUET
+from reports.pipeline import build_report
 from reports.spark import get_spark
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -321,13 +322,14 @@ def spark_checks_process(run: RunDir, names: tuple[str, ...] = PANDAS_CHECKS) ->
 
 def _spark_checks(run_dir: Path, names: list[str]) -> None:
     """The child of spark_checks_process: prints the violations by name as one JSON line."""
-    from reports import pipeline
+    from reports import pipeline, run_facts
     from reports.checkers import CheckContext
+    from reports.ingest import read
 
     run = RunDir(run_dir)
-    spark = get_spark(events=pipeline.expected_events(run))
-    history = pipeline.read_events(spark, run)
-    faults, _ = pipeline.fault_windows(history.events, history.profile)
+    spark = get_spark(events=read.expected_events(run))
+    history = read.read_events(spark, run)
+    faults, _ = run_facts.fault_windows(history.events, history.profile)
     ctx = CheckContext(spark, history.events, run.read_meta(), faults, run.root, history.profile)
     results, errors, _ = pipeline.run_checks(ctx, names, lambda _m: None)
     if errors:
@@ -378,9 +380,10 @@ def cpu_seconds() -> float:
 
 def where_the_time_goes(spark, run: RunDir) -> None:
     """Per step of a warm report: seconds, Spark jobs and stages (each check in its own job group)."""
-    from reports import pipeline
+    from reports import run_facts
     from reports.checkers import CheckContext, registry
     from reports.checkers.core import aggregates
+    from reports.ingest import read
     from reports.metrics import compute_metrics
 
     sc = spark.sparkContext
@@ -400,8 +403,8 @@ def where_the_time_goes(spark, run: RunDir) -> None:
         return out
 
     meta = run.read_meta()
-    history = step("read (profile, bad lines)", lambda: pipeline.read_events(spark, run))
-    faults, _ = step("fault windows", lambda: pipeline.fault_windows(history.events, history.profile))
+    history = step("read (profile, bad lines)", lambda: read.read_events(spark, run))
+    faults, _ = step("fault windows", lambda: run_facts.fault_windows(history.events, history.profile))
     ctx = CheckContext(spark, history.events, meta, faults, run.root, history.profile)
     names = meta["manifest"]["promises"]["checks"]
     shared = {s for name in names if name in registry() for s in registry()[name].shares}

@@ -44,8 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.checker_scaling import cpu_seconds, load
 from contract.rundir import RunDir
+from reports.ingest.read import PARQUET, expected_events
 from reports.parallel import THREADS_ENV
-from reports.pipeline import PARQUET, build_report, expected_events
+from reports.pipeline import build_report
 from reports.spark import get_spark
 
 

@@ -239,7 +239,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from contract.rundir import RunDir
     from harness.progress import Progress
     from harness.runner import build_report_for
-    from reports.pipeline import expected_events
+    from reports.ingest.read import expected_events
 
     runs = [RunDir(_run_folder(path)) for path in args.runs]  # all checked before Spark starts
     if len(runs) == 1:

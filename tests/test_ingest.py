@@ -1,4 +1,4 @@
-"""The history's JSON lines to Parquet with pyarrow (reports/ingest.py): a clean history gives
+"""The history's JSON lines to Parquet with pyarrow (reports/arrow.py): a clean history gives
 the same events, profile and account as Spark's path; anything pyarrow would read otherwise
 than Spark is declined and read by Spark as before; nothing half-written is ever left."""
 
@@ -16,7 +16,8 @@ import pytest
 
 from contract.history import FIELD_TYPES, history_file
 from contract.rundir import RunDir
-from reports import ingest, pipeline
+from reports.ingest import arrow, damage, read
+from reports.ingest.damage import damage_scope
 from tests.procs import jvms_under, report_process, wait_for
 from tests.test_report import make_run
 
@@ -82,14 +83,14 @@ def test_pyarrow_reads_a_line_as_spark_does_or_declines_it(spark, tmp_path):
     from pyspark.sql import functions as F
 
     files = corpus(tmp_path / "h")
-    lines = pipeline.json_lines(spark, list(files.values())).withColumn("_file", F.input_file_name())
-    lines = lines.withColumn("_bad", pipeline.not_an_event()).drop(pipeline.CORRUPT).collect()
-    schema = ingest.arrow_schema()
+    lines = read.json_lines(spark, list(files.values())).withColumn("_file", F.input_file_name())
+    lines = lines.withColumn("_bad", read.not_an_event()).drop(damage.CORRUPT).collect()
+    schema = arrow.arrow_schema()
     for name, path in files.items():
         by_spark = [r.asDict() for r in lines if r["_file"].endswith("/" + path.name)]
         try:
-            rows = ingest.read_file(path, schema).to_pylist()
-        except ingest.Declined as exc:
+            rows = arrow.read_file(path, schema).to_pylist()
+        except arrow.Declined as exc:
             assert name in DECLINED, f"{name}: declined ({exc})"
             assert path.name in str(exc)
             continue
@@ -107,19 +108,19 @@ def clean_run(root: Path) -> RunDir:
     return run
 
 
-def read_both(spark, run: RunDir, tmp: Path) -> tuple[pipeline.History, pipeline.History, list[str]]:
+def read_both(spark, run: RunDir, tmp: Path) -> tuple[read.History, read.History, list[str]]:
     """The history read by pyarrow's path (in ``run``) and by Spark's (in a copy of it)."""
     copy = RunDir(tmp)
     shutil.copytree(run.root, copy.root)
     messages: list[str] = []
-    by_arrow = pipeline.read_events(spark, run, messages.append)
+    by_arrow = read.read_events(spark, run, messages.append)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(pipeline, "start_conversion", lambda *_a, **_k: None)
-        by_spark = pipeline.read_events(spark, copy)
+        mp.setattr(read, "start_conversion", lambda *_a, **_k: None)
+        by_spark = read.read_events(spark, copy)
     return by_arrow, by_spark, messages
 
 
-def assert_same(by_arrow: pipeline.History, by_spark: pipeline.History) -> None:
+def assert_same(by_arrow: read.History, by_spark: read.History) -> None:
     assert by_arrow.account == by_spark.account
     assert by_arrow.profile == by_spark.profile
     a, s = by_arrow.events, by_spark.events
@@ -152,9 +153,9 @@ def test_a_large_history_is_split_by_kind_as_spark_splits_it(spark, tmp_path, mo
     run = clean_run(tmp_path / "run")
     events = sum(1 for f in run.history.glob("*.jsonl") for _ in f.open())
     if at == "count":  # the files' size says "below" (events of 1 MB each), the count "above"
-        monkeypatch.setattr(pipeline, "BYTES_PER_EVENT", 1 << 20)
+        monkeypatch.setattr(read, "BYTES_PER_EVENT", 1 << 20)
     threshold = 10 if at == "size" else events
-    monkeypatch.setattr(pipeline, "SPLIT_MIN_EVENTS", threshold)
+    monkeypatch.setattr(read, "SPLIT_MIN_EVENTS", threshold)
     by_arrow, by_spark, messages = read_both(spark, run, tmp_path / "copy")
     assert any("events written to history/events.parquet" in m for m in messages)
     assert_same(by_arrow, by_spark)
@@ -186,7 +187,7 @@ def test_a_damaged_history_is_read_by_spark_as_before(spark, tmp_path, damage):
     assert "writing the history's columnar form (events.parquet)" in messages
     assert_same(by_arrow, by_spark)
     assert by_arrow.account["bad_lines"] == 1
-    assert list(pipeline.damage_scope(by_arrow.account, {}).clients) == ["client-2"]
+    assert list(damage_scope(by_arrow.account, {}).clients) == ["client-2"]
 
 
 def test_a_failed_write_leaves_nothing_half_written(spark, tmp_path, monkeypatch):
@@ -206,11 +207,11 @@ def test_a_failed_write_leaves_nothing_half_written(spark, tmp_path, monkeypatch
         return real(self, table, *args, **kwargs)
 
     monkeypatch.setattr(pq.ParquetWriter, "write_table", full_disk)
-    outcome = pipeline.start_conversion(run, lambda _m: None, split_min_events=1).wait()
+    outcome = read.start_conversion(run, lambda _m: None, split_min_events=1).wait()
     assert writes == 2 and "No space left on device" in (outcome.declined or "")
     assert sorted(p.name for p in run.history.iterdir() if not p.name.endswith(".jsonl")) == []
     monkeypatch.undo()
-    history = pipeline.read_events(spark, run)  # Spark's path, which writes the form itself
+    history = read.read_events(spark, run)  # Spark's path, which writes the form itself
     assert history.account["source"] == "parquet" and history.profile.events > 0
 
 
@@ -231,14 +232,14 @@ def test_an_interrupted_conversion_leaves_nothing_half_written(tmp_path):
             return self.asked > 1
 
     cancel = StopAfterFirstFile()
-    with pytest.raises(ingest.Cancelled):
-        ingest.convert(
+    with pytest.raises(arrow.Cancelled):
+        arrow.convert(
             run.history,
             sorted(run.history.glob("*.jsonl")),
             parquet="events.parquet",
             account_file="_zchaos_input.json",
             split_min_events=1,
-            bytes_per_event=pipeline.BYTES_PER_EVENT,
+            bytes_per_event=read.BYTES_PER_EVENT,
             cancel=cancel,
         )
     assert cancel.asked == 2
@@ -256,7 +257,7 @@ def test_ctrl_c_while_waiting_for_the_conversion_still_waits_for_its_clean_up(tm
     os.mkfifo(fifo)
     held = os.open(fifo, os.O_RDWR)  # a writer from the start: the reader's open does not block
     tmp = run.history / ".events.parquet.tmp"
-    conversion = pipeline.start_conversion(run, lambda _m: None)
+    conversion = read.start_conversion(run, lambda _m: None)
     assert conversion is not None
 
     def reading() -> bool:  # the conversion opened the slow file too (the test holds it open)
@@ -267,7 +268,7 @@ def test_ctrl_c_while_waiting_for_the_conversion_still_waits_for_its_clean_up(tm
 
     def waiting() -> bool:  # the test's thread is in Conversion.wait
         frame = sys._current_frames().get(threading.main_thread().ident)
-        while frame is not None and frame.f_code is not ingest.Conversion.wait.__code__:
+        while frame is not None and frame.f_code is not arrow.Conversion.wait.__code__:
             frame = frame.f_back
         return frame is not None
 
@@ -291,7 +292,7 @@ def test_ctrl_c_while_waiting_for_the_conversion_still_waits_for_its_clean_up(tm
         conversion.abandon()
     finally:
         signal.signal(signal.SIGINT, saved)
-    assert isinstance(conversion.outcome.error, ingest.Cancelled) and conversion.outcome.files_done == 1
+    assert isinstance(conversion.outcome.error, arrow.Cancelled) and conversion.outcome.files_done == 1
     assert not tmp.exists() and not (run.history / "events.parquet").exists()
 
 
@@ -330,6 +331,6 @@ def test_ctrl_c_during_the_conversion_stops_the_report_and_leaves_nothing_half_w
 
 
 def test_the_schema_is_the_history_s():
-    schema = ingest.arrow_schema()
+    schema = arrow.arrow_schema()
     assert schema.names == list(FIELD_TYPES)
     assert {str(schema.field(n).type) for n, t in FIELD_TYPES.items() if t == "int"} == {"int32"}

@@ -13,9 +13,9 @@ import pytest
 from contract.errors import SetupError
 from contract.history import HistoryWriter, history_file
 from contract.rundir import RunDir
-from reports import pipeline
 from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckResult
 from reports.history_frame import parquet_is_current
+from reports.ingest import read
 from reports.junit import junit_tree
 from reports.pipeline import build_report
 from reports.verdict import build_verdict
@@ -152,7 +152,7 @@ def built(spark, tmp_path_factory):
     run = make_run(tmp_path_factory.mktemp("run") / "run")
     messages: list[str] = []
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(pipeline, "SPLIT_MIN_EVENTS", 1)
+        mp.setattr(read, "SPLIT_MIN_EVENTS", 1)
         verdict = build_report(run.root, progress=messages.append)
     return run, verdict, messages
 
@@ -229,7 +229,7 @@ def test_rebuild_reads_the_compacted_history(built):
     assert (run.history / "events.parquet" / "_zchaos_input.json").exists()
     assert (run.history / "events.parquet" / "ev=reply").is_dir()  # split by kind
     # The bad line went aside while the JSON was compacted in one pass, and is gone from it.
-    assert not (run.history / "events.parquet" / f"ev={pipeline.NOT_AN_EVENT}").exists()
+    assert not (run.history / "events.parquet" / f"ev={read.NOT_AN_EVENT}").exists()
     assert sorted(p.name for p in run.history.iterdir() if p.name.startswith(".")) == []
     again = build_report(run.root)
     assert again["input"]["source"] == "parquet"
@@ -245,9 +245,9 @@ def test_a_client_history_cut_mid_line_is_named_not_blamed_on_the_system(spark, 
     """Before: the sends lost with the cut half of a client's file were counted as thousands of
     "executions of unsent requests"; the file and the line were never named. The same whether
     the parsed lines are cached first (a short run) or the JSON goes straight to the columnar
-    form, the bad lines aside (a long one: pipeline.compact_json)."""
+    form, the bad lines aside (a long one: reports.ingest.read.compact_json)."""
     if large:
-        monkeypatch.setattr(pipeline, "SPLIT_MIN_EVENTS", 1)
+        monkeypatch.setattr(read, "SPLIT_MIN_EVENTS", 1)
     run = make_run(tmp_path / "run", expect_violated=())
     client2 = history_file(run.history, "client-2")
     data = client2.read_bytes()

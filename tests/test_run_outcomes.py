@@ -22,7 +22,7 @@ from harness.progress import Progress
 from harness.scenario import load_scenario
 from harness.suite import SuiteEntry, suite_exit_code, write_index
 from reports.history_frame import events_frame
-from reports.pipeline import completeness
+from reports.run_facts import completeness
 from reports.store import record_run, store_path
 from tests.procs import ROOT, processes_of, wait_for
 

@@ -4,14 +4,14 @@ Spark starts.
 pyarrow's JSON reader (multi-threaded C++, the explicit schema of contract.history.FIELD_TYPES)
 parses a history several times faster than Spark's, and it needs no JVM, so it runs in a
 thread while the JVM starts (``Conversion``). It writes history/events.parquet exactly as
-reports.pipeline does from Spark: one file below ``SPLIT_MIN_EVENTS``, split by event kind
+reports/ingest/read.py does from Spark: one file below ``SPLIT_MIN_EVENTS``, split by event kind
 (``ev=<kind>/``) from there on, with the account and the profile in its account file, all in a
 temporary folder renamed into place when complete (an interrupted or failed conversion leaves
 no half-written events.parquet).
 
 Only a history that pyarrow reads *exactly* as Spark's permissive JSON reader would is
 converted here: every file whole lines, each one JSON object with a time and a kind. Anything
-else is declined, and reports.pipeline.read_events reads that history with Spark as before,
+else is declined, and reports.ingest.read.read_events reads that history with Spark as before,
 which locates every line that is not an event, flags files cut mid-line and names the damaged
 clients. Doing that account here too would be a second implementation of it to keep equal to
 the first; a damaged history is rare, and its report only costs what it cost before.

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from chaos.toxiproxy_server import gojson
 
 if TYPE_CHECKING:
-    from chaos.toxiproxy_server.proxy import Stage
+    from chaos.toxiproxy_server.link import Stage
 
 
 class Chunk:

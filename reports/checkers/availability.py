@@ -1,12 +1,12 @@
 """The ``availability`` check: a system keeps serving through the faults it promises to survive.
 
 Decided from the clients' history and the fault plan alone (a black box). For each fault
-the manifest's ``survives`` promise covers (harness/manifest.py; what a fault does is its
+the manifest's ``survives`` promise covers (docs/manifest.md; what a fault does is its
 ``harm``, recorded in its ``fault_start`` from its kind's card), the share of request
 attempts sent while the fault acts (from its start to its stop + the manifest's expiry,
-see toolkit: excusing whole requests) that were answered ok (each ok reply counted with
-the attempt it answered, so a share never exceeds 1) must stay at least ``availability_floor``
-times the share just before it (up to BEFORE_NS of time no other fault excuses).
+see toolkit.timers) that were answered ok (each ok reply counted with the attempt it
+answered, so a share never exceeds 1) must stay at least ``availability_floor`` times the
+share just before it (up to BEFORE_NS of time no other fault excuses).
 
 Why a share of attempts and not replies per second: the load's users are closed loops (a
 user sends its next request when the last is answered), so a link 200 ms slower makes

@@ -29,7 +29,7 @@ from reports.checkers.toolkit import (
 
 # --- excusing whole requests ----------------------------------------------------------
 #
-# The rule (harness/manifest.py documents it for users): a fault excuses a request that was
+# The rule (docs/manifest.md documents it for users): a fault excuses a request that was
 # in flight as the fault started, or was first sent between the fault's start and its
 # stop + ``after`` (the manifest's ``expiry_ms``: how long the system takes to notice a
 # dead peer; ``steady_grace_s`` where it gives none), with all that request's retries,

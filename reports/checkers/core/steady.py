@@ -32,7 +32,7 @@ def _too_little_planned(meta: dict[str, Any]) -> str:
 
 @checker(
     "steady_state",
-    "requests no fault excuses (see harness/manifest.py: in flight as a fault started, or sent "
+    "requests no fault excuses (see docs/manifest.md: in flight as a fault started, or sent "
     "before its stop + the manifest's expiry_ms) and sent after the warm-up: no retry, no "
     "abandon, no lost request, reply latency p99 within latency_p99_ms; unknown when that "
     "judged under a fifth of the load time",

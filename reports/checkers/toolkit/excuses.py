@@ -231,17 +231,11 @@ def with_excused(
     return df.withColumn(name, faults.where(cond).exists())
 
 
-# --- excusing whole requests ----------------------------------------------------------
+# --- the timers of a whole-request excuse ---------------------------------------------
 #
-# The rule (harness/manifest.py documents it for users): a fault excuses a request that was
-# in flight as the fault started, or was first sent between the fault's start and its
-# stop + ``after`` (the manifest's ``expiry_ms``: how long the system takes to notice a
-# dead peer; ``steady_grace_s`` where it gives none), with all that request's retries,
-# abandon and latency, however late they come. A request first sent later is judged, even
-# while another's retries are still under way, so a fault excuses what it caused and not
-# the time around it. The first WARMUP_NS of load excuse their requests too.
-# ``excused_send_spans`` are those send-time spans; the load time outside them is what a
-# check judged (``coverage``), reported by every check that excuses whole requests.
+# A fault excuses the requests in flight as it started or first sent up to its stop + the
+# timers' ``after_s`` (the rule: reports/checkers/core/aggregates.py; for users:
+# docs/manifest.md), and the first WARMUP_NS of load excuse theirs.
 
 #: Clients connect, brokers learn their workers and sockets warm up during the first
 #: seconds of load; a retry or a slow reply then says nothing about steady state.

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+import zmq
 
 from reports.spark import QUICK_COMPILER
 from tests.procs import procs  # noqa: F401 - a fixture
@@ -135,3 +136,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             return nodeid
 
     return ByTestUnlessShared(config, log)
+
+
+@pytest.fixture
+def zctx() -> Iterator[zmq.Context]:
+    """A ZeroMQ context for the test's own sockets, destroyed (linger 0) after it."""
+    context = zmq.Context()
+    yield context
+    context.destroy(linger=0)

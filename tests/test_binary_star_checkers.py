@@ -9,42 +9,37 @@ import pytest
 
 from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckContext, FaultWindow, registry
 from reports.history_frame import events_frame
+from tests.history import t
 
-S = 1_000_000_000
-T0 = 1_800_000_000 * S
 ENDPOINTS = {"primary": "primary", "primary_state": "primary", "backup": "backup", "backup_state": "backup"}
 
 
-def at(t: float) -> int:
-    return T0 + int(t * S)
+def ev(s: float, src: str, kind: str, **fields: Any) -> dict[str, Any]:
+    return {"ts": t(s), "src": src, "ev": kind, **fields}
 
 
-def ev(t: float, src: str, kind: str, **fields: Any) -> dict[str, Any]:
-    return {"ts": at(t), "src": src, "ev": kind, **fields}
-
-
-def request(cid: str, seq: int, t: float, endpoint: str, took: float = 0.002) -> list[dict[str, Any]]:
+def request(cid: str, seq: int, s: float, endpoint: str, took: float = 0.002) -> list[dict[str, Any]]:
     """One request answered at once by ``endpoint``."""
     rid = f"{cid}:{seq}"
     reply = {"endpoint": endpoint}
     return [
-        ev(t, cid, "send", cid=cid, seq=seq, rid=rid, attempt=1),
-        ev(t + took, cid, "reply", cid=cid, seq=seq, rid=rid, ok=True, latency_us=int(took * 1e6), **reply),
+        ev(s, cid, "send", cid=cid, seq=seq, rid=rid, attempt=1),
+        ev(s + took, cid, "reply", cid=cid, seq=seq, rid=rid, ok=True, latency_us=int(took * 1e6), **reply),
     ]
 
 
-def failed_over(cid: str, seq: int, t: float, *, answered: bool = True) -> list[dict[str, Any]]:
-    """Sent to the dead primary at t, resent to the backup 3 s later (1 s timeout + 2 s settle)."""
+def failed_over(cid: str, seq: int, s: float, *, answered: bool = True) -> list[dict[str, Any]]:
+    """Sent to the dead primary at s, resent to the backup 3 s later (1 s timeout + 2 s settle)."""
     rid = f"{cid}:{seq}"
     out = [
-        ev(t, cid, "send", cid=cid, seq=seq, rid=rid, attempt=1),
-        ev(t + 1, cid, "retry", cid=cid, seq=seq, attempt=2, reason="no reply in 1000 ms"),
-        ev(t + 3, cid, "send", cid=cid, seq=seq, rid=rid, attempt=2),
+        ev(s, cid, "send", cid=cid, seq=seq, rid=rid, attempt=1),
+        ev(s + 1, cid, "retry", cid=cid, seq=seq, attempt=2, reason="no reply in 1000 ms"),
+        ev(s + 3, cid, "send", cid=cid, seq=seq, rid=rid, attempt=2),
     ]
     if answered:
         out.append(
             ev(
-                t + 3.002,
+                s + 3.002,
                 cid,
                 "reply",
                 cid=cid,
@@ -56,7 +51,7 @@ def failed_over(cid: str, seq: int, t: float, *, answered: bool = True) -> list[
             )
         )
     else:
-        out.append(ev(t + 9, cid, "abandon", cid=cid, seq=seq, rid=rid, reason="no reply after 4 attempts"))
+        out.append(ev(s + 9, cid, "abandon", cid=cid, seq=seq, rid=rid, reason="no reply after 4 attempts"))
     return out
 
 
@@ -92,7 +87,7 @@ def history(*, endpoint_known: bool = True, lose_one: bool = False) -> list[dict
     return out
 
 
-KILL = FaultWindow(1, "kill", "primary", at(5.0), at(9.0), "process", False)
+KILL = FaultWindow(1, "kill", "primary", t(5.0), t(9.0), "process", False)
 
 
 def ctx(spark: Any, events: list[dict[str, Any]], faults: list[FaultWindow], **promises: Any) -> CheckContext:
@@ -106,8 +101,8 @@ def ctx(spark: Any, events: list[dict[str, Any]], faults: list[FaultWindow], **p
         "scenario": {"options": {}},
         "processes": {"primary": "primary", "backup": "backup"},
         "client_budget_s": 12.0,
-        "load_started_ns": at(1.0),
-        "load_stopped_ns": at(14.5),
+        "load_started_ns": t(1.0),
+        "load_stopped_ns": t(14.5),
         "plan": [{"kind": f.fault, "target": f.target} for f in faults],
     }
     return CheckContext(spark, events_frame(spark, events), meta, faults)
@@ -156,10 +151,10 @@ def test_takeover_without_cause(spark) -> None:
     assert (res.figures["takeovers_without_cause"], res.figures["both_answering"]) == (1, 0)
     assert res.examples[0]["endpoint"] == "backup" and res.examples[0]["previous"] == "primary"
     # A cut of the clients' link to the primary is no cause: the servers still hear each other.
-    cut = FaultWindow(2, "partition", "link:clients:primary", at(5.0), at(6.0), "link", True)
+    cut = FaultWindow(2, "partition", "link:clients:primary", t(5.0), t(6.0), "link", True)
     assert run(spark, "bstar_single_active", no_states(history()), faults=(cut,)).status == VIOLATED
     # A cut of the link between the servers is one.
-    peer = FaultWindow(3, "partition", "link:backup", at(5.0), at(6.0), "link", True)
+    peer = FaultWindow(3, "partition", "link:backup", t(5.0), t(6.0), "link", True)
     assert run(spark, "bstar_single_active", no_states(history()), faults=(peer,)).status == HELD
 
 
@@ -171,7 +166,7 @@ def test_both_in_state_active(spark) -> None:
     assert res.status == VIOLATED and res.figures["state_overlaps"] == 1
     assert res.examples[-1]["problem"] == "both in state active"
     # A frozen active that steps down as it thaws: the overlap lies inside the freeze (+ grace).
-    freeze = FaultWindow(4, "freeze", "primary", at(5.0), at(10.0), "process", False)
+    freeze = FaultWindow(4, "freeze", "primary", t(5.0), t(10.0), "process", False)
     thawed = [e for e in history() if e["ev"] not in ("proc_exit", "proc_start") and e["src"] != "primary"]
     thawed += [
         ev(0.5, "primary", "bstar_state", state="active", reason="peer backup"),
@@ -193,7 +188,7 @@ def test_failover_time(spark) -> None:
     slow = run(spark, "bstar_failover_time", history(), failover_bound_s=2.0)
     assert slow.status == VIOLATED and "resumed after 3.0 s" in slow.examples[0]["problem"]
     # A kill of the passive server is no failover; with nothing else planned there is nothing to judge.
-    passive = FaultWindow(5, "kill", "backup", at(3.0), at(4.0), "process", False)
+    passive = FaultWindow(5, "kill", "backup", t(3.0), t(4.0), "process", False)
     res = run(spark, "bstar_failover_time", no_states(history()), faults=(passive,))
     assert res.status == UNKNOWN and "answering" in res.reason
 

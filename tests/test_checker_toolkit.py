@@ -12,8 +12,8 @@ import pytest
 from reports.checkers import CheckContext, FaultWindow, toolkit
 from reports.checkers.core import aggregates
 from reports.history_frame import events_frame
+from tests.history import NS
 
-NS = 1_000_000_000
 CHECKERS_DIR = Path(toolkit.__file__).parent.parent
 META = {
     "manifest": {"endpoints": {"frontend": "broker", "backend": "broker"}, "promises": {"checks": []}},

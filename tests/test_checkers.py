@@ -9,24 +9,9 @@ import pytest
 
 from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckContext, FaultWindow, registry
 from reports.history_frame import events_frame
+from tests.history import GENERIC, T0, t
 
-NS = 1_000_000_000
-T0 = 1_700_000_000 * NS  # load start
 LOAD_S = 60
-GENERIC = (
-    "no_lost",
-    "no_duplicate",
-    "in_order",
-    "correct_reply",
-    "execution_count",
-    "steady_state",
-    "no_unexpected_exit",
-    "recovery",
-)
-
-
-def t(seconds: float) -> int:
-    return T0 + int(seconds * NS)
 
 
 def request(

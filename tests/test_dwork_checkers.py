@@ -8,9 +8,9 @@ import pytest
 from reports.checkers import HELD, VIOLATED, CheckContext
 from reports.checkers import dwork as checks
 from reports.history_frame import events_frame
+from tests.history import MS
 
 T = 1_000_000_000_000
-MS = 1_000_000
 
 
 def ev(at_ms: int, kind: str, src: str = "scheduler", **fields) -> dict:

@@ -5,7 +5,6 @@ monitor's Exit, a stopped worker handing its tasks back with Transfer."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,23 +19,16 @@ from tests.procs import Procs, wait_for
 T = m.T
 
 
-@pytest.fixture
-def ctx() -> Iterator[zmq.Context]:
-    context = zmq.Context()
-    yield context
-    context.destroy(linger=0)
-
-
 class Dwork:
     """A scheduler (and, when asked, a monitor and workers) recording to one history."""
 
-    def __init__(self, procs: Procs, ctx: zmq.Context, tmp: Path) -> None:
+    def __init__(self, procs: Procs, zctx: zmq.Context, tmp: Path) -> None:
         self.procs = procs
         self.history = tmp / "history"
         self.api_ep = procs.endpoint()
         self.monitor_ep = procs.endpoint()
         self.start("scheduler", "implementations.dwork.scheduler", "--bind", self.api_ep)
-        self.api = ApiClient(ctx, self.api_ep, timeout_ms=5000)
+        self.api = ApiClient(zctx, self.api_ep, timeout_ms=5000)
 
     def start(self, name: str, module: str, *args: str):
         proc = self.procs.python(
@@ -69,8 +61,8 @@ class Dwork:
 
 
 @pytest.fixture
-def dwork(procs: Procs, ctx: zmq.Context, tmp_path: Path) -> Dwork:
-    return Dwork(procs, ctx, tmp_path)
+def dwork(procs: Procs, zctx: zmq.Context, tmp_path: Path) -> Dwork:
+    return Dwork(procs, zctx, tmp_path)
 
 
 def names(reply: m.QueryMsg) -> list[str]:
@@ -108,8 +100,8 @@ def test_the_api_request_by_request(dwork: Dwork) -> None:
     assert requeues == [("g/0", "w1", "transfer"), ("g/1", "w3", "exit")]
 
 
-def test_ill_formed_requests_get_error_and_garbage_is_dropped(dwork: Dwork, ctx: zmq.Context) -> None:
-    raw = ctx.socket(zmq.DEALER)
+def test_ill_formed_requests_get_error_and_garbage_is_dropped(dwork: Dwork, zctx: zmq.Context) -> None:
+    raw = zctx.socket(zmq.DEALER)
     raw.linger = 0
     raw.connect(dwork.api_ep)
     raw.send_multipart([b"no envelope"])

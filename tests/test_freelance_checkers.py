@@ -7,15 +7,10 @@ from typing import Any
 
 from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckContext, FaultWindow, registry
 from reports.history_frame import events_frame
+from tests.history import T0, t
 
-NS = 1_000_000_000
-T0 = 1_700_000_000 * NS
 LOAD_S = 30
 SERVERS = ("server1", "server2", "server3")
-
-
-def t(seconds: float) -> int:
-    return T0 + int(seconds * NS)
 
 
 def request(cid: str, seq: int, at: float, endpoints: list[str], *, answered: float | None = 0.002):

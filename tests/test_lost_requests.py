@@ -9,7 +9,6 @@ against a ROUTER in the test that never answers.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,13 +104,6 @@ def test_a_deadline_below_the_recovery_bound_is_refused_naming_the_key(tmp_path:
 
 
 # --- the adapter ------------------------------------------------------------------------
-
-
-@pytest.fixture
-def zctx() -> Iterator[zmq.Context]:
-    context = zmq.Context()
-    yield context
-    context.destroy(linger=0)
 
 
 def test_a_noresend_client_sends_once_and_records_lost_after_its_deadline(zctx, tmp_path: Path) -> None:

@@ -19,15 +19,8 @@ from tests.procs import wait_for
 
 
 @pytest.fixture
-def ctx() -> Iterator[zmq.Context]:
-    context = zmq.Context()
-    yield context
-    context.destroy(linger=0)
-
-
-@pytest.fixture
-def broker(ctx: zmq.Context) -> tuple[zmq.Socket, str]:
-    sock = ctx.socket(zmq.ROUTER)
+def broker(zctx: zmq.Context) -> tuple[zmq.Socket, str]:
+    sock = zctx.socket(zmq.ROUTER)
     sock.linger = 0
     port = sock.bind_to_random_port("tcp://127.0.0.1")
     return sock, f"tcp://127.0.0.1:{port}"
@@ -59,9 +52,9 @@ def log_for(writer: HistoryWriter, seq: int) -> RequestLog:
     return RequestLog(writer, "client-1", seq, f"client-1:{seq}")
 
 
-def test_sync_resends_on_a_new_socket_after_a_timeout(ctx, broker, writer) -> None:
+def test_sync_resends_on_a_new_socket_after_a_timeout(zctx, broker, writer) -> None:
     sock, endpoint = broker
-    client = MdpSyncClient(endpoint, {"timeout_ms": 300, "retries": 2, "body_frames": 2}, "client-1", ctx)
+    client = MdpSyncClient(endpoint, {"timeout_ms": 300, "retries": 2, "body_frames": 2}, "client-1", zctx)
     body = [b"client-1:1|abc"]
     result: dict = {}
     thread = in_thread(result, lambda: client.request(body, log_for(writer, 1)))
@@ -77,21 +70,21 @@ def test_sync_resends_on_a_new_socket_after_a_timeout(ctx, broker, writer) -> No
     client.close()
 
 
-def test_sync_abandons_after_its_retries(ctx, writer) -> None:
+def test_sync_abandons_after_its_retries(zctx, writer) -> None:
     with zmq.Context() as other:
         sock = other.socket(zmq.ROUTER)
         port = sock.bind_to_random_port("tcp://127.0.0.1")
         sock.close(linger=0)  # nobody listens there any more
-    client = MdpSyncClient(f"tcp://127.0.0.1:{port}", {"timeout_ms": 100, "retries": 2}, "client-1", ctx)
+    client = MdpSyncClient(f"tcp://127.0.0.1:{port}", {"timeout_ms": 100, "retries": 2}, "client-1", zctx)
     with pytest.raises(Abandoned, match="3 attempt"):
         client.request([b"client-1:1|x"], log_for(writer, 1))
     assert len(events(writer, "send")) == 3 and len(events(writer, "retry")) == 2
     client.close()
 
 
-def test_sync_records_a_wrong_reply_and_resends(ctx, broker, writer) -> None:
+def test_sync_records_a_wrong_reply_and_resends(zctx, broker, writer) -> None:
     sock, endpoint = broker
-    client = MdpSyncClient(endpoint, {"timeout_ms": 2000, "retries": 1}, "client-1", ctx)
+    client = MdpSyncClient(endpoint, {"timeout_ms": 2000, "retries": 1}, "client-1", zctx)
     result: dict = {}
     thread = in_thread(result, lambda: client.request([b"client-1:2|x"], log_for(writer, 2)))
     first = recv(sock)
@@ -107,9 +100,9 @@ def test_sync_records_a_wrong_reply_and_resends(ctx, broker, writer) -> None:
     assert unexpected[0]["body_len"] == len(b"MDPC01echoclient-1:1|stale")
 
 
-def test_async_matches_replies_by_request_id_and_flags_late_duplicates(ctx, broker, writer) -> None:
+def test_async_matches_replies_by_request_id_and_flags_late_duplicates(zctx, broker, writer) -> None:
     sock, endpoint = broker
-    client = MdpAsyncClient(endpoint, {"timeout_ms": 5000, "mmi_every": 3}, "client-1", ctx)
+    client = MdpAsyncClient(endpoint, {"timeout_ms": 5000, "mmi_every": 3}, "client-1", zctx)
     for seq in (1, 2, 3):
         client.submit([f"client-1:{seq}|x".encode()], log_for(writer, seq))
     got = [recv(sock) for _ in range(4)]  # three requests and one mmi.service probe
@@ -135,9 +128,9 @@ def test_async_matches_replies_by_request_id_and_flags_late_duplicates(ctx, brok
     client.close()
 
 
-def test_async_resends_on_the_same_socket_then_abandons(ctx, broker, writer) -> None:
+def test_async_resends_on_the_same_socket_then_abandons(zctx, broker, writer) -> None:
     sock, endpoint = broker
-    client = MdpAsyncClient(endpoint, {"timeout_ms": 200, "retries": 1}, "client-1", ctx)
+    client = MdpAsyncClient(endpoint, {"timeout_ms": 200, "retries": 1}, "client-1", zctx)
     client.submit([b"client-1:1|x"], log_for(writer, 1))
     first = recv(sock)
     outcome: list = []
@@ -148,9 +141,9 @@ def test_async_resends_on_the_same_socket_then_abandons(ctx, broker, writer) -> 
     client.close()
 
 
-def test_sync_records_each_mmi_answer_when_it_arrives_while_waiting_for_a_reply(ctx, broker, writer) -> None:
+def test_sync_records_each_mmi_answer_when_it_arrives_while_waiting_for_a_reply(zctx, broker, writer) -> None:
     sock, endpoint = broker
-    client = MdpSyncClient(endpoint, {"timeout_ms": 5000, "mmi_every": 1}, "client-1", ctx)
+    client = MdpSyncClient(endpoint, {"timeout_ms": 5000, "mmi_every": 1}, "client-1", zctx)
     result: dict = {}
     thread = in_thread(result, lambda: client.request([b"client-1:1|x"], log_for(writer, 1)))
     got = [recv(sock) for _ in range(2)]
@@ -167,12 +160,12 @@ def test_sync_records_each_mmi_answer_when_it_arrives_while_waiting_for_a_reply(
 
 
 def test_a_lost_mmi_query_is_dropped_with_its_socket_so_later_answers_keep_their_time(
-    ctx, broker, writer
+    zctx, broker, writer
 ) -> None:
     from loadtests.adapters.mdp_sync import MmiProbe
 
     sock, endpoint = broker
-    probe = MmiProbe(ctx, endpoint, "echo", timeout_ms=100)
+    probe = MmiProbe(zctx, endpoint, "echo", timeout_ms=100)
     probe.ask(writer, "client-1")
     lost = recv(sock)  # never answered: the broker died with it
     wait_for(lambda: probe.asked and time.time_ns() - probe.asked[0] > 100_000_000, 5, "the query to age")

@@ -8,9 +8,7 @@ to misbehave on purpose.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
-import pytest
 import zmq
 
 from contract.history import HistoryWriter, payload_for
@@ -23,13 +21,6 @@ from tests.procs import wait_for
 HB_MS, LIVENESS = 200, 3
 EXPIRY_S = HB_MS * LIVENESS / 1000
 MARGIN_S = 3.0  # two shared cores, other tests running: generous
-
-
-@pytest.fixture
-def ctx() -> Iterator[zmq.Context]:
-    context = zmq.Context()
-    yield context
-    context.destroy(linger=0)
 
 
 def start_broker(pirates: Pirates, endpoint: str, *extra: str, src: str = "broker"):
@@ -47,8 +38,8 @@ def registered(pirates: Pirates, instance: str, src: str = "broker") -> list[dic
     return [e for e in pirates.events("worker_ready", src=src) if e["worker"].startswith(instance + "-")]
 
 
-def dealer(ctx: zmq.Context, endpoint: str, identity: bytes | None = None) -> zmq.Socket:
-    sock = ctx.socket(zmq.DEALER)
+def dealer(zctx: zmq.Context, endpoint: str, identity: bytes | None = None) -> zmq.Socket:
+    sock = zctx.socket(zmq.DEALER)
     sock.linger = 0
     if identity:
         sock.identity = identity
@@ -60,8 +51,8 @@ def recv(sock: zmq.Socket, timeout_s: float = 5.0) -> list[bytes] | None:
     return sock.recv_multipart() if sock.poll(int(timeout_s * 1000)) else None
 
 
-def mmi(ctx: zmq.Context, endpoint: str, service: bytes, name: bytes = b"mmi.service") -> bytes:
-    sock = dealer(ctx, endpoint)
+def mmi(zctx: zmq.Context, endpoint: str, service: bytes, name: bytes = b"mmi.service") -> bytes:
+    sock = dealer(zctx, endpoint)
     try:
         sock.send_multipart([b"", b"MDPC01", name, service])
         reply = recv(sock)
@@ -81,18 +72,18 @@ def one_request(client, writer: HistoryWriter, cid: str, seq: int, frames: int =
     return reply.frames
 
 
-def test_echo_through_the_broker_sync_and_async(pirates: Pirates, ctx: zmq.Context) -> None:
+def test_echo_through_the_broker_sync_and_async(pirates: Pirates, zctx: zmq.Context) -> None:
     endpoint = pirates.endpoint()
     start_broker(pirates, endpoint)
     start_worker(pirates, endpoint, "worker-1")
     start_worker(pirates, endpoint, "worker-2")
     writer = HistoryWriter(pirates.history / "clients.jsonl", "clients")
-    sync = MdpSyncClient(endpoint, {"body_frames": 3, "timeout_ms": 5000}, "client-1", ctx)
+    sync = MdpSyncClient(endpoint, {"body_frames": 3, "timeout_ms": 5000}, "client-1", zctx)
     for seq in range(1, 21):
         one_request(sync, writer, "client-1", seq, frames=3)
     sync.close()
 
-    async_client = MdpAsyncClient(endpoint, {"timeout_ms": 5000}, "client-2", ctx)
+    async_client = MdpAsyncClient(endpoint, {"timeout_ms": 5000}, "client-2", zctx)
     for seq in range(1, 101):
         rid = f"client-2:{seq}"
         async_client.submit([payload_for(rid, 32, b"a")], RequestLog(writer, "client-2", seq, rid))
@@ -110,12 +101,12 @@ def test_echo_through_the_broker_sync_and_async(pirates: Pirates, ctx: zmq.Conte
     assert len(pirates.events("dispatch")) == 120
 
 
-def test_dead_idle_worker_expires_within_liveness(pirates: Pirates, ctx: zmq.Context) -> None:
+def test_dead_idle_worker_expires_within_liveness(pirates: Pirates, zctx: zmq.Context) -> None:
     endpoint = pirates.endpoint()
     start_broker(pirates, endpoint)
     worker = start_worker(pirates, endpoint, "worker-1")
     wait_for(lambda: registered(pirates, "worker-1"), 10, "worker-1 registered")
-    assert mmi(ctx, endpoint, b"echo") == b"200"
+    assert mmi(zctx, endpoint, b"echo") == b"200"
     killed_ns = time.time_ns()
     pirates.kill(worker)
     expired = wait_for(lambda: pirates.events("worker_expired"), EXPIRY_S + MARGIN_S, "worker-1 expired")
@@ -124,10 +115,10 @@ def test_dead_idle_worker_expires_within_liveness(pirates: Pirates, ctx: zmq.Con
     assert lag_s <= EXPIRY_S + MARGIN_S
     # Alive and heard from until the kill: not expired before it.
     assert all(e["ts"] > killed_ns for e in expired)
-    assert mmi(ctx, endpoint, b"echo") == b"404"
+    assert mmi(zctx, endpoint, b"echo") == b"404"
 
 
-def test_workers_register_again_after_a_broker_restart(pirates: Pirates, ctx: zmq.Context):
+def test_workers_register_again_after_a_broker_restart(pirates: Pirates, zctx: zmq.Context):
     endpoint = pirates.endpoint()
     broker = start_broker(pirates, endpoint)
     start_worker(pirates, endpoint, "worker-1")
@@ -137,7 +128,7 @@ def test_workers_register_again_after_a_broker_restart(pirates: Pirates, ctx: zm
     again = wait_for(lambda: registered(pirates, "worker-1", "broker-2"), 10 + MARGIN_S, "re-registration")
     assert again[0]["worker"] != registered(pirates, "worker-1")[0]["worker"]  # a new socket, a new identity
     writer = HistoryWriter(pirates.history / "client.jsonl", "client-1")
-    client = MdpSyncClient(endpoint, {"timeout_ms": 5000}, "client-1", ctx)
+    client = MdpSyncClient(endpoint, {"timeout_ms": 5000}, "client-1", zctx)
     one_request(client, writer, "client-1", 1)
     client.close()
 
@@ -151,19 +142,19 @@ def test_broker_disconnect_on_sigterm_makes_workers_reconnect(pirates: Pirates) 
     wait_for(lambda: "DISCONNECT from the broker" in worker.text(), 5, "the worker saw DISCONNECT")
 
 
-def test_worker_disconnect_idle_and_busy(pirates: Pirates, ctx: zmq.Context) -> None:
+def test_worker_disconnect_idle_and_busy(pirates: Pirates, zctx: zmq.Context) -> None:
     endpoint = pirates.endpoint()
     start_broker(pirates, endpoint)
-    idle = dealer(ctx, endpoint, b"fake-idle")
+    idle = dealer(zctx, endpoint, b"fake-idle")
     idle.send_multipart([b"", b"MDPW01", b"\x01", b"svc"])
     wait_for(lambda: pirates.events("worker_ready", worker="fake-idle"), 5, "fake-idle registered")
     idle.send_multipart([b"", b"MDPW01", b"\x05"])
     gone = wait_for(lambda: pirates.events("worker_expired", worker="fake-idle"), 5, "fake-idle forgotten")
     assert gone[0]["reason"] == "disconnected"
 
-    busy = dealer(ctx, endpoint, b"fake-busy")
+    busy = dealer(zctx, endpoint, b"fake-busy")
     busy.send_multipart([b"", b"MDPW01", b"\x01", b"svc"])
-    client = dealer(ctx, endpoint)
+    client = dealer(zctx, endpoint)
     client.send_multipart([b"", b"MDPC01", b"svc", b"c:1|hello"])
     request = recv(busy)
     while request is not None and request[2] == b"\x04":  # heartbeats may come first
@@ -177,12 +168,12 @@ def test_worker_disconnect_idle_and_busy(pirates: Pirates, ctx: zmq.Context) -> 
     assert reply == [b"", b"MDPC01", b"svc", b"c:1|hello"]
 
 
-def test_busy_worker_that_dies_gives_its_request_to_another(pirates: Pirates, ctx: zmq.Context):
+def test_busy_worker_that_dies_gives_its_request_to_another(pirates: Pirates, zctx: zmq.Context):
     endpoint = pirates.endpoint()
     start_broker(pirates, endpoint)
     slow = start_worker(pirates, endpoint, "worker-1", "--work-ms", "60000")
     wait_for(lambda: registered(pirates, "worker-1"), 10, "worker-1 registered")
-    client = dealer(ctx, endpoint)
+    client = dealer(zctx, endpoint)
     client.send_multipart([b"", b"MDPC01", b"echo", b"c:7|payload"])
     wait_for(lambda: pirates.events("exec", rid="c:7"), 10, "worker-1 executing c:7")
     killed_ns = time.time_ns()
@@ -197,17 +188,17 @@ def test_busy_worker_that_dies_gives_its_request_to_another(pirates: Pirates, ct
     assert [e["worker"].rsplit("-", 1)[0] for e in execs] == ["worker-1", "worker-2"]  # at-least-once
 
 
-def test_two_workers_silent_in_the_same_tick_one_busy(pirates: Pirates, ctx: zmq.Context) -> None:
+def test_two_workers_silent_in_the_same_tick_one_busy(pirates: Pirates, zctx: zmq.Context) -> None:
     """Expiring a busy worker requeues its request, and dispatching that request meets the
     other silent worker and deletes it; the timer must not delete it a second time (a
     KeyError that killed the broker once in majordomo-kill-all-workers)."""
     endpoint = pirates.endpoint()
     broker = start_broker(pirates, endpoint)
-    busy, idle = dealer(ctx, endpoint, b"ghost-busy"), dealer(ctx, endpoint, b"ghost-idle")
+    busy, idle = dealer(zctx, endpoint, b"ghost-busy"), dealer(zctx, endpoint, b"ghost-idle")
     busy.send_multipart([b"", b"MDPW01", b"\x01", b"echo"])  # READY, then never a heartbeat
     idle.send_multipart([b"", b"MDPW01", b"\x01", b"echo"])
     wait_for(lambda: len(pirates.events("worker_ready")) == 2, 10, "both registered")
-    client = dealer(ctx, endpoint)
+    client = dealer(zctx, endpoint)
     client.send_multipart([b"", b"MDPC01", b"echo", b"c:9|payload"])
     assert recv(busy) is not None, "the request never reached the first worker"
     wait_for(lambda: len(pirates.events("worker_expired")) == 2, EXPIRY_S + MARGIN_S, "both expired")
@@ -217,10 +208,10 @@ def test_two_workers_silent_in_the_same_tick_one_busy(pirates: Pirates, ctx: zmq
     assert sorted(e["worker"] for e in pirates.events("worker_expired")) == ["ghost-busy", "ghost-idle"]
 
 
-def test_requests_for_a_service_nobody_serves_expire(pirates: Pirates, ctx: zmq.Context) -> None:
+def test_requests_for_a_service_nobody_serves_expire(pirates: Pirates, zctx: zmq.Context) -> None:
     endpoint = pirates.endpoint()
     start_broker(pirates, endpoint, "--request-expiry-ms", "300")
-    client = dealer(ctx, endpoint)
+    client = dealer(zctx, endpoint)
     sent_ns = time.time_ns()
     client.send_multipart([b"", b"MDPC01", b"nobody", b"c:1|x"])
     expired = wait_for(lambda: pirates.events("request_expired"), 300 / 1000 + MARGIN_S, "request expiry")
@@ -233,9 +224,9 @@ def test_requests_for_a_service_nobody_serves_expire(pirates: Pirates, ctx: zmq.
     assert pirates.events("exec") == []
 
 
-def test_worker_reconnects_with_a_new_identity_on_disconnect(pirates: Pirates, ctx: zmq.Context) -> None:
+def test_worker_reconnects_with_a_new_identity_on_disconnect(pirates: Pirates, zctx: zmq.Context) -> None:
     endpoint = pirates.endpoint()
-    fake_broker = ctx.socket(zmq.ROUTER)
+    fake_broker = zctx.socket(zmq.ROUTER)
     fake_broker.linger = 0
     fake_broker.bind(endpoint)
     start_worker(pirates, endpoint, "worker-1", "--heartbeat-ms", "5000")
@@ -256,12 +247,12 @@ def test_worker_reconnects_with_a_new_identity_on_disconnect(pirates: Pirates, c
     assert len(pirates.events("malformed", src="worker-1")) == 1
 
 
-def test_broker_survives_malformed_messages_and_keeps_serving(pirates: Pirates, ctx: zmq.Context):
+def test_broker_survives_malformed_messages_and_keeps_serving(pirates: Pirates, zctx: zmq.Context):
     endpoint = pirates.endpoint()
     start_broker(pirates, endpoint)
     start_worker(pirates, endpoint, "worker-1")
     wait_for(lambda: registered(pirates, "worker-1"), 10, "worker-1 registered")
-    bad = dealer(ctx, endpoint, b"rogue")
+    bad = dealer(zctx, endpoint, b"rogue")
     garbage = [
         [b"only-one-frame"],
         [b"not-empty", b"MDPC01", b"echo", b"x"],
@@ -296,21 +287,21 @@ def test_broker_survives_malformed_messages_and_keeps_serving(pirates: Pirates, 
     gone = wait_for(lambda: pirates.events("worker_expired", worker="rogue"), 5, "rogue forgotten")
     assert gone[0]["reason"] == "second READY"
     writer = HistoryWriter(pirates.history / "client.jsonl", "client-1")
-    client = MdpSyncClient(endpoint, {"timeout_ms": 5000}, "client-1", ctx)
+    client = MdpSyncClient(endpoint, {"timeout_ms": 5000}, "client-1", zctx)
     for seq in range(1, 6):
         one_request(client, writer, "client-1", seq)
     client.close()
 
 
-def test_mmi_answers(pirates: Pirates, ctx: zmq.Context) -> None:
+def test_mmi_answers(pirates: Pirates, zctx: zmq.Context) -> None:
     endpoint = pirates.endpoint()
     start_broker(pirates, endpoint)
-    assert mmi(ctx, endpoint, b"echo") == b"404"
+    assert mmi(zctx, endpoint, b"echo") == b"404"
     start_worker(pirates, endpoint, "worker-1")
     wait_for(lambda: registered(pirates, "worker-1"), 10, "worker-1 registered")
-    assert mmi(ctx, endpoint, b"echo") == b"200"
-    assert mmi(ctx, endpoint, b"other") == b"404"
-    assert mmi(ctx, endpoint, b"echo", name=b"mmi.version") == b"501"
+    assert mmi(zctx, endpoint, b"echo") == b"200"
+    assert mmi(zctx, endpoint, b"other") == b"404"
+    assert mmi(zctx, endpoint, b"echo", name=b"mmi.version") == b"501"
     answers = wait_for(lambda: len(pirates.events("mmi_reply")) == 4 and pirates.events("mmi_reply"), 5, "4")
     assert [(e["service"], e["code"]) for e in answers] == [
         ("echo", 404),

@@ -7,13 +7,7 @@ from typing import Any
 
 from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckContext, registry
 from reports.history_frame import events_frame
-
-NS = 1_000_000_000
-T0 = 1_700_000_000 * NS
-
-
-def t(seconds: float) -> int:
-    return T0 + int(seconds * NS)
+from tests.history import t
 
 
 def run(spark, name: str, events: list[dict[str, Any]], **promises: Any):

@@ -8,10 +8,7 @@ import pytest
 
 from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckContext, FaultWindow, registry
 from reports.history_frame import events_frame
-
-S = 1_000_000_000
-MS = 1_000_000
-T0 = 1_800_000_000 * S
+from tests.history import NS, T0, t
 
 OPTIONS = {"broker_timeout_ms": 1000, "n_timeouts": 3, "worker_expire_s": 3.0, "ping_ms": 1000}
 PROMISES = {"expire_margin_s": 1.0, "reconnect_margin_s": 1.0, "return_bound_s": 5.0, "resend_margin_s": 1.0}
@@ -28,23 +25,19 @@ def ctx(spark: Any, events: list[dict[str, Any]], faults=(), **options: Any) -> 
     return CheckContext(spark, events_frame(spark, events), meta, list(faults))
 
 
-def at(seconds: float) -> int:
-    return T0 + int(seconds * S)
-
-
-def ev(t: float, src: str, kind: str, **fields: Any) -> dict[str, Any]:
-    return {"ts": at(t), "src": src, "ev": kind, **fields}
+def ev(s: float, src: str, kind: str, **fields: Any) -> dict[str, Any]:
+    return {"ts": t(s), "src": src, "ev": kind, **fields}
 
 
 def heartbeats(worker: str, src: str, start: float, stop: float, answer_s: float = 0.002) -> list[dict]:
     """A worker pinging every second from ``start`` to ``stop``, each PONG after ``answer_s``."""
     out = []
-    t = start
-    while t < stop:
-        out.append(ev(t, src, "ping", worker=worker))
+    s = start
+    while s < stop:
+        out.append(ev(s, src, "ping", worker=worker))
         if answer_s is not None:
-            out.append(ev(t + answer_s, src, "pong", worker=worker))
-        t += 1
+            out.append(ev(s + answer_s, src, "pong", worker=worker))
+        s += 1
     return out
 
 
@@ -70,22 +63,22 @@ def clean_history() -> list[dict]:
     return events
 
 
-KILL_W2 = FaultWindow(1, "kill", "worker-2", at(10.1), at(10.1))
+KILL_W2 = FaultWindow(1, "kill", "worker-2", t(10.1), t(10.1))
 
 
 def test_pings_answered(spark) -> None:
     assert run("pingpong_pings_answered", ctx(spark, clean_history(), [KILL_W2])).status == HELD
     # The broker answers only every other PING of worker-1.
-    events = [e for e in clean_history() if not (e["ev"] == "pong" and int((e["ts"] - T0) / S) % 2)]
+    events = [e for e in clean_history() if not (e["ev"] == "pong" and int((e["ts"] - T0) / NS) % 2)]
     res = run("pingpong_pings_answered", ctx(spark, events, [KILL_W2]))
     assert res.status == VIOLATED and res.violations >= 8
     assert res.examples[0]["problem"] == "no PONG" or "PONG after" in res.examples[0]["problem"]
 
 
 def test_pings_answered_excuses_pings_lost_with_a_killed_broker(spark) -> None:
-    events = [e for e in clean_history() if not (e["ev"] == "pong" and 5 < (e["ts"] - T0) / S < 7)]
+    events = [e for e in clean_history() if not (e["ev"] == "pong" and 5 < (e["ts"] - T0) / NS < 7)]
     assert run("pingpong_pings_answered", ctx(spark, events, [KILL_W2])).status == VIOLATED
-    broker_down = FaultWindow(2, "kill", "broker", at(5.2), at(6.0))
+    broker_down = FaultWindow(2, "kill", "broker", t(5.2), t(6.0))
     assert run("pingpong_pings_answered", ctx(spark, events, [KILL_W2, broker_down])).status == HELD
 
 
@@ -126,19 +119,19 @@ def reconnect_history(after_s: float) -> list[dict]:
     events += heartbeats("worker-1-aaaa", "worker-1", 1.0, 5)
     last_pong = 4.002
     events += heartbeats("worker-1-aaaa", "worker-1", 5.0, last_pong + after_s, answer_s=None)
-    t = last_pong + after_s
+    s = last_pong + after_s
     events.append(
-        ev(t, "worker-1", "reconnect", worker="worker-1-cccc", reason="silent", detail="worker-1-aaaa")
+        ev(s, "worker-1", "reconnect", worker="worker-1-cccc", reason="silent", detail="worker-1-aaaa")
     )
-    events.append(ev(t + 0.01, "broker", "worker_ready", worker="worker-1-cccc", detail="ready"))
-    events += heartbeats("worker-1-cccc", "worker-1", t + 1, t + 8)
+    events.append(ev(s + 0.01, "broker", "worker_ready", worker="worker-1-cccc", detail="ready"))
+    events += heartbeats("worker-1-cccc", "worker-1", s + 1, s + 8)
     return events
 
 
 @pytest.mark.slow
 def test_reconnect(spark) -> None:
     # The broker was frozen from 4.5 s to 9 s: the worker's silence is not its own doing.
-    frozen = [FaultWindow(1, "freeze", "broker", at(4.5), at(9.0))]
+    frozen = [FaultWindow(1, "freeze", "broker", t(4.5), t(9.0))]
     res = run("pingpong_reconnect", ctx(spark, reconnect_history(3.05), frozen))
     assert res.status == HELD, res.examples
     assert res.figures["reconnects"] == 1
@@ -170,7 +163,7 @@ def restart_history(back_after_s: float | None) -> list[dict]:
 
 @pytest.mark.slow
 def test_workers_return_after_a_broker_restart(spark) -> None:
-    restart = [FaultWindow(1, "restart", "broker", at(4.5), at(5.1))]  # the stop follows the start
+    restart = [FaultWindow(1, "restart", "broker", t(4.5), t(5.1))]  # the stop follows the start
     res = run("pingpong_workers_return", ctx(spark, restart_history(0.9), restart))
     assert res.status == HELD and res.figures["return_after_restart"]["count"] == 2
     res = run("pingpong_workers_return", ctx(spark, restart_history(None), restart))
@@ -179,7 +172,7 @@ def test_workers_return_after_a_broker_restart(spark) -> None:
     assert res.status == VIOLATED
     # No broker fault planned: nothing to judge, not a doubt (a baseline stays passed).
     assert run("pingpong_workers_return", ctx(spark, restart_history(0.9))).status == HELD
-    killed = [FaultWindow(1, "kill", "broker", at(4.5), at(4.5))]  # killed for good: never back
+    killed = [FaultWindow(1, "kill", "broker", t(4.5), t(4.5))]  # killed for good: never back
     no_restart = [e for e in restart_history(0.9) if e.get("pid") != 11]
     assert run("pingpong_workers_return", ctx(spark, no_restart, killed)).status == UNKNOWN
 
@@ -191,16 +184,16 @@ def resend_history(resend_after_s: float | None) -> list[dict]:
         ev(12, "runner", "phase", name="stop"),
     ]
     if resend_after_s is not None:
-        t = 1.0 + resend_after_s
-        events.append(ev(t, "broker", "dispatch", worker="worker-2-bbbb", rid="c:1", detail="resend 1"))
-        events.append(ev(t + 0.001, "worker-2", "exec", worker="worker-2-bbbb", rid="c:1"))
-        events.append(ev(t + 0.002, "worker-2", "done", worker="worker-2-bbbb", rid="c:1"))
+        s = 1.0 + resend_after_s
+        events.append(ev(s, "broker", "dispatch", worker="worker-2-bbbb", rid="c:1", detail="resend 1"))
+        events.append(ev(s + 0.001, "worker-2", "exec", worker="worker-2-bbbb", rid="c:1"))
+        events.append(ev(s + 0.002, "worker-2", "done", worker="worker-2-bbbb", rid="c:1"))
     return events
 
 
 @pytest.mark.slow
 def test_resend(spark) -> None:
-    kill = [FaultWindow(1, "kill", "worker-1", at(1.0005), at(1.0005))]
+    kill = [FaultWindow(1, "kill", "worker-1", t(1.0005), t(1.0005))]
     res = run("pingpong_resend", ctx(spark, resend_history(1.02), kill, resend_ms=1000))
     assert res.status == HELD and res.figures["resend_after"]["count"] == 1
     res = run("pingpong_resend", ctx(spark, resend_history(None), kill, resend_ms=1000))
@@ -220,7 +213,7 @@ def test_expiry_ignores_pings_lost_in_a_partition(spark) -> None:
     )
     res = run("pingpong_expiry", ctx(spark, events))
     assert res.status == VIOLATED and "before" in res.examples[0]["problem"]
-    partition = FaultWindow(1, "partition", "worker-2", at(10.0), at(18.0))
+    partition = FaultWindow(1, "partition", "worker-2", t(10.0), t(18.0))
     res = run("pingpong_expiry", ctx(spark, events, [partition]))
     assert res.status == HELD, res.examples
     assert res.figures["expiry_after_last_message"]["max_ms"] == pytest.approx(3200, abs=5)

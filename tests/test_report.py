@@ -20,25 +20,10 @@ from reports.junit import junit_tree
 from reports.pipeline import build_report
 from reports.verdict import build_verdict
 from tests.browser import dom, measure, screenshot, shots_dir
+from tests.history import GENERIC, T0, t
 
-NS = 1_000_000_000
-T0 = 1_763_726_400 * NS
 LOAD_S = 30
 EVIL = "<script>alert('x')</script>&"
-CHECKS = [
-    "no_lost",
-    "no_duplicate",
-    "in_order",
-    "correct_reply",
-    "execution_count",
-    "steady_state",
-    "no_unexpected_exit",
-    "recovery",
-]
-
-
-def t(s: float) -> int:
-    return T0 + int(s * NS)
 
 
 def make_run(
@@ -115,7 +100,7 @@ def make_run(
         "zmq,echo,1234,0,1,40.5,3,900\n,Aggregated,1234,0,1,40.5,3,900\n"
     )
     promises = {
-        "checks": CHECKS,
+        "checks": list(GENERIC),
         "execution": "at_least_once",
         "in_order": True,
         "recovery_bound_s": 5.0,
@@ -162,7 +147,7 @@ def test_verdict_json(built):
     run, verdict, messages = built
     assert json.loads(run.verdict_json.read_text()) == json.loads(json.dumps(verdict, default=str))
     checks = verdict["checks"]
-    assert list(checks) == CHECKS
+    assert list(checks) == list(GENERIC)
     assert checks["no_duplicate"] | {"examples": None} == checks["no_duplicate"] | {
         "status": "violated",
         "outcome": "passed",
@@ -201,9 +186,9 @@ def test_verdict_json(built):
 def test_junit_xml(built):
     run, _, _ = built
     suite = ET.parse(run.junit_xml).getroot().find("testsuite")
-    assert suite.get("tests") == str(len(CHECKS)) and suite.get("failures") == "1"
+    assert suite.get("tests") == str(len(list(GENERIC))) and suite.get("failures") == "1"
     cases = {c.get("name"): c for c in suite.findall("testcase")}
-    assert set(cases) == set(CHECKS)
+    assert set(cases) == set(list(GENERIC))
     assert {c.get("classname") for c in cases.values()} == {"synthetic-kill"}
     assert cases["no_unexpected_exit"].find("failure") is not None
     assert cases["no_duplicate"].find("failure") is None  # violated, as expected

@@ -4,8 +4,6 @@ workers unregistered)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import zmq
 
@@ -14,13 +12,6 @@ from tests.pirate_support import Pirates, pirates_fixture  # noqa: F401 - a fixt
 from tests.procs import wait_for
 
 TIMEOUT_MS = 1000
-
-
-@pytest.fixture
-def ctx() -> Iterator[zmq.Context]:
-    context = zmq.Context()
-    yield context
-    context.destroy(linger=0)
 
 
 def test_parse_backend_and_frontend() -> None:
@@ -48,10 +39,10 @@ def start(pirates: Pirates, n_workers: int = 2) -> tuple[str, str]:
     return frontend, backend
 
 
-def lazy_request(ctx: zmq.Context, endpoint: str, body: list[bytes], attempts: int = 3):
+def lazy_request(zctx: zmq.Context, endpoint: str, body: list[bytes], attempts: int = 3):
     """The Lazy Pirate rule: (reply, attempts used); fails when every attempt timed out."""
     for attempt in range(1, attempts + 1):
-        sock = ctx.socket(zmq.REQ)
+        sock = zctx.socket(zmq.REQ)
         sock.linger = 0
         sock.connect(endpoint)
         try:
@@ -63,39 +54,39 @@ def lazy_request(ctx: zmq.Context, endpoint: str, body: list[bytes], attempts: i
     raise AssertionError(f"no reply after {attempts} attempts")
 
 
-def test_echo_through_the_queue(pirates: Pirates, ctx: zmq.Context) -> None:
+def test_echo_through_the_queue(pirates: Pirates, zctx: zmq.Context) -> None:
     frontend, _ = start(pirates)
     for i in range(1, 21):
         body = [f"c:{i}|payload".encode(), b"second frame"]
-        assert lazy_request(ctx, frontend, body) == (body, 1)
+        assert lazy_request(zctx, frontend, body) == (body, 1)
     execs = pirates.events("exec")
     assert len(execs) == 20 and len(pirates.events("dispatch")) == 20
     assert {e["worker"].rsplit("-", 1)[0] for e in execs} == {"worker-1", "worker-2"}  # load balanced
 
 
-def test_a_dead_idle_worker_stays_listed_and_costs_a_retry(pirates: Pirates, ctx: zmq.Context) -> None:
+def test_a_dead_idle_worker_stays_listed_and_costs_a_retry(pirates: Pirates, zctx: zmq.Context) -> None:
     frontend, _ = start(pirates)
     first = pirates.events("worker_ready")[0]["worker"]
     pirates.kill(pirates.proc(first.rsplit("-", 1)[0]))
-    reply, attempts = lazy_request(ctx, frontend, [b"c:1|x"])
+    reply, attempts = lazy_request(zctx, frontend, [b"c:1|x"])
     assert reply == [b"c:1|x"] and attempts == 2
     assert pirates.events("dispatch", rid="c:1")[0]["worker"] == first  # handed to the dead one
 
 
-def test_a_restarted_queue_knows_no_worker(pirates: Pirates, ctx: zmq.Context) -> None:
+def test_a_restarted_queue_knows_no_worker(pirates: Pirates, zctx: zmq.Context) -> None:
     frontend, backend = start(pirates, n_workers=1)
     pirates.kill(pirates.proc("queue"))
     pirates.start(QUEUE, ["--frontend", frontend, "--backend", backend], "queue-2")
     with pytest.raises(AssertionError, match="no reply"):
-        lazy_request(ctx, frontend, [b"c:1|x"], attempts=2)
+        lazy_request(zctx, frontend, [b"c:1|x"], attempts=2)
     assert pirates.events("worker_ready", src="queue-2") == []
     assert pirates.events("exec") == []
 
 
-def test_queue_survives_malformed_messages(pirates: Pirates, ctx: zmq.Context) -> None:
+def test_queue_survives_malformed_messages(pirates: Pirates, zctx: zmq.Context) -> None:
     frontend, backend = start(pirates)
-    rogue_client = ctx.socket(zmq.DEALER)
-    rogue_worker = ctx.socket(zmq.DEALER)
+    rogue_client = zctx.socket(zmq.DEALER)
+    rogue_worker = zctx.socket(zmq.DEALER)
     for sock, endpoint in ((rogue_client, frontend), (rogue_worker, backend)):
         sock.linger = 0
         sock.connect(endpoint)
@@ -104,12 +95,12 @@ def test_queue_survives_malformed_messages(pirates: Pirates, ctx: zmq.Context) -
     rogue_worker.send_multipart([b"", b"client", b"not empty", b"body"])
     wait_for(lambda: len(pirates.events("malformed")) == 3, 10, "3 malformed messages recorded")
     for i in range(1, 6):
-        assert lazy_request(ctx, frontend, [f"c:{i}|x".encode()])[0] == [f"c:{i}|x".encode()]
+        assert lazy_request(zctx, frontend, [f"c:{i}|x".encode()])[0] == [f"c:{i}|x".encode()]
 
 
-def test_worker_starts_over_after_a_malformed_request(pirates: Pirates, ctx: zmq.Context) -> None:
+def test_worker_starts_over_after_a_malformed_request(pirates: Pirates, zctx: zmq.Context) -> None:
     backend = pirates.endpoint()
-    queue = ctx.socket(zmq.ROUTER)
+    queue = zctx.socket(zmq.ROUTER)
     queue.linger = 0
     queue.bind(backend)
     pirates.start(WORKER, ["--connect", backend, "--identity", "worker-1"], "worker-1")

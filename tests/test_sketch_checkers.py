@@ -8,14 +8,13 @@ import pytest
 
 from reports.checkers import HELD, VIOLATED, CheckContext, registry
 from reports.history_frame import events_frame
+from tests.history import t
 
-S = 1_000_000_000
-T0 = 1_800_000_000 * S
 PROCESSES = {"queue": "queue", "server-1": "server", "server-2": "server"}
 
 
-def ev(t: float, src: str, kind: str, **fields: Any) -> dict[str, Any]:
-    return {"ts": T0 + int(t * S), "src": src, "ev": kind, **fields}
+def ev(at_s: float, src: str, kind: str, **fields: Any) -> dict[str, Any]:
+    return {"ts": t(at_s), "src": src, "ev": kind, **fields}
 
 
 def ctx(spark: Any, events: list[dict[str, Any]]) -> CheckContext:

@@ -91,18 +91,13 @@ def titanic(procs: Procs, tmp_path: Path) -> Iterator[Titanic]:
     yield Titanic(procs, tmp_path / "store")
 
 
-@pytest.fixture
-def ctx() -> Iterator[zmq.Context]:
-    context = zmq.Context()
-    yield context
-    context.destroy(linger=0)
-
-
-def call(ctx: zmq.Context, endpoint: str, service: str, *frames: bytes, timeout: float = 10.0) -> list[bytes]:
+def call(
+    zctx: zmq.Context, endpoint: str, service: str, *frames: bytes, timeout: float = 10.0
+) -> list[bytes]:
     """One MDP request, resent on a new socket until answered (the server may be restarting)."""
 
     def attempt() -> list[bytes] | None:
-        with ctx.socket(zmq.REQ) as socket:
+        with zctx.socket(zmq.REQ) as socket:
             socket.linger = 0
             socket.connect(endpoint)
             socket.send_multipart([MDPC01, service.encode(), *frames])
@@ -115,16 +110,16 @@ def call(ctx: zmq.Context, endpoint: str, service: str, *frames: bytes, timeout:
     return wait_for(attempt, timeout, f"an answer from {service}")  # type: ignore[return-value]
 
 
-def test_acknowledged_requests_survive_a_kill_of_the_server(titanic: Titanic, ctx: zmq.Context) -> None:
+def test_acknowledged_requests_survive_a_kill_of_the_server(titanic: Titanic, zctx: zmq.Context) -> None:
     server = titanic.start_server()
     bodies = [f"client-1:{i}|payload-{i}".encode() for i in range(5)]
     uuids = []
     for body in bodies:
-        status, uuid = call(ctx, titanic.frontend, "titanic.request", b"echo", body)
+        status, uuid = call(zctx, titanic.frontend, "titanic.request", b"echo", body)
         assert status == b"200" and len(uuid) == 32
         uuids.append(uuid)
     # No worker serves echo yet: every request is stored and pending.
-    assert all(call(ctx, titanic.frontend, "titanic.reply", u) == [b"300"] for u in uuids)
+    assert all(call(zctx, titanic.frontend, "titanic.reply", u) == [b"300"] for u in uuids)
     server.signal(signal.SIGKILL)
     server.popen.wait(5)
     titanic.start_server()
@@ -135,19 +130,19 @@ def test_acknowledged_requests_survive_a_kill_of_the_server(titanic: Titanic, ct
     worker.wait_log("ready:")
 
     def replied(uuid: bytes) -> list[bytes] | None:
-        answer = call(ctx, titanic.frontend, "titanic.reply", uuid)
+        answer = call(zctx, titanic.frontend, "titanic.reply", uuid)
         return answer if answer[0] == b"200" else None
 
     for uuid, body in zip(uuids, bodies, strict=True):
         assert wait_for(lambda u=uuid: replied(u), 15, f"the reply of {uuid!r}") == [b"200", body]
-    assert call(ctx, titanic.frontend, "titanic.close", uuids[0]) == [b"200"]
-    assert call(ctx, titanic.frontend, "titanic.close", b"f" * 32) == [b"200"]  # unknown: still 200
-    assert call(ctx, titanic.frontend, "titanic.reply", uuids[0]) == [b"400"]
+    assert call(zctx, titanic.frontend, "titanic.close", uuids[0]) == [b"200"]
+    assert call(zctx, titanic.frontend, "titanic.close", b"f" * 32) == [b"200"]  # unknown: still 200
+    assert call(zctx, titanic.frontend, "titanic.reply", uuids[0]) == [b"400"]
     # Closed stays closed, replied stays replied, across another restart.
     titanic.procs.started[-2].signal(signal.SIGKILL)
     titanic.start_server()
-    assert call(ctx, titanic.frontend, "titanic.reply", uuids[0]) == [b"400"]
-    assert call(ctx, titanic.frontend, "titanic.reply", uuids[1]) == [b"200", bodies[1]]
+    assert call(zctx, titanic.frontend, "titanic.reply", uuids[0]) == [b"400"]
+    assert call(zctx, titanic.frontend, "titanic.reply", uuids[1]) == [b"200", bodies[1]]
     # The store holds the unclosed requests with their replies, nothing of the closed one.
     assert sorted(os.listdir(titanic.store)) == sorted(
         f"{u.decode()}.{x}" for u in uuids[1:] for x in ("req", "rep")
@@ -163,7 +158,7 @@ def test_the_skip_keeps_order_and_passes_over_services(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_silent_service_does_not_hold_every_dispatch_slot(titanic: Titanic, ctx: zmq.Context) -> None:
+def test_a_silent_service_does_not_hold_every_dispatch_slot(titanic: Titanic, zctx: zmq.Context) -> None:
     """Requests for a service nobody serves time out once; then they take one slot at a time,
     and a request for a working service is dispatched at once instead of behind them."""
     timeout_ms = 4000
@@ -173,28 +168,28 @@ def test_a_silent_service_does_not_hold_every_dispatch_slot(titanic: Titanic, ct
         "--identity", "worker-1", "--heartbeat-ms", "300",
     ).wait_log("ready:")  # fmt: skip
     for _ in range(8):  # twice the window (4)
-        assert call(ctx, titanic.frontend, "titanic.request", b"nobody", b"x")[0] == b"200"
+        assert call(zctx, titanic.frontend, "titanic.request", b"nobody", b"x")[0] == b"200"
     server.wait_log("no reply for .* from nobody", timeout=timeout_ms / 1000 + 10)
     started = time.monotonic()
-    uuid = call(ctx, titanic.frontend, "titanic.request", b"echo", b"client-1:1|x")[1]
-    wait_for(lambda: call(ctx, titanic.frontend, "titanic.reply", uuid)[0] == b"200", 10, "the echo reply")
+    uuid = call(zctx, titanic.frontend, "titanic.request", b"echo", b"client-1:1|x")[1]
+    wait_for(lambda: call(zctx, titanic.frontend, "titanic.reply", uuid)[0] == b"200", 10, "the echo reply")
     # Behind four requests for nobody it would wait for their timeout (4 s) first.
     assert time.monotonic() - started < timeout_ms / 1000 / 2
 
 
-def test_the_write_behind_server_forgets_acknowledged_requests(titanic: Titanic, ctx: zmq.Context) -> None:
+def test_the_write_behind_server_forgets_acknowledged_requests(titanic: Titanic, zctx: zmq.Context) -> None:
     """The faulty subject of tests/faulty_titanic really loses what it acknowledged."""
     faulty = "tests.faulty_titanic.server"
     server = titanic.start_server(faulty)
-    status, uuid = call(ctx, titanic.frontend, "titanic.request", b"echo", b"client-1:1|x")
-    assert status == b"200" and call(ctx, titanic.frontend, "titanic.reply", uuid) == [b"300"]
+    status, uuid = call(zctx, titanic.frontend, "titanic.request", b"echo", b"client-1:1|x")
+    assert status == b"200" and call(zctx, titanic.frontend, "titanic.reply", uuid) == [b"300"]
     server.signal(signal.SIGKILL)
     server.popen.wait(5)
     titanic.start_server(faulty)
-    assert call(ctx, titanic.frontend, "titanic.reply", uuid) == [b"400"]
+    assert call(zctx, titanic.frontend, "titanic.reply", uuid) == [b"400"]
 
 
-def test_malformed_requests_are_answered_and_harm_nothing(titanic: Titanic, ctx: zmq.Context) -> None:
+def test_malformed_requests_are_answered_and_harm_nothing(titanic: Titanic, zctx: zmq.Context) -> None:
     server = titanic.start_server()
     for service, frames, want in [
         ("titanic.request", [b"echo"], b"400"),
@@ -205,13 +200,13 @@ def test_malformed_requests_are_answered_and_harm_nothing(titanic: Titanic, ctx:
         ("titanic.close", [b"a", b"b"], b"400"),
         ("titanic.close", [b"../x"], b"200"),  # not a uuid it holds: closing it is a no-op
     ]:
-        assert call(ctx, titanic.frontend, service, *frames)[0][:3] == want, (service, frames)
-    assert call(ctx, titanic.frontend, "titanic.request", b"echo", b"client-1:1|x")[0] == b"200"
+        assert call(zctx, titanic.frontend, service, *frames)[0][:3] == want, (service, frames)
+    assert call(zctx, titanic.frontend, "titanic.request", b"echo", b"client-1:1|x")[0] == b"200"
     assert server.popen.poll() is None
 
 
 def test_the_client_adapter_records_the_whole_cycle(
-    titanic: Titanic, ctx: zmq.Context, tmp_path: Path
+    titanic: Titanic, zctx: zmq.Context, tmp_path: Path
 ) -> None:
     """The Locust adapter against the real server: ticket, polls, reply, close, probes."""
     titanic.start_server()
@@ -219,7 +214,7 @@ def test_the_client_adapter_records_the_whole_cycle(
         "worker", "implementations.majordomo.worker", "--connect", titanic.backend,
         "--identity", "worker-1", "--heartbeat-ms", "300", "--work-ms", "100",
     ).wait_log("ready:")  # fmt: skip
-    client = TitanicClient(titanic.frontend, {"probe_every": 2, "poll_ms": 20}, "client-1", ctx)
+    client = TitanicClient(titanic.frontend, {"probe_every": 2, "poll_ms": 20}, "client-1", zctx)
     with HistoryWriter(tmp_path / "client.jsonl", "client-1") as writer:
         for seq in (1, 2, 3):
             body = [f"client-1:{seq}|x".encode()]

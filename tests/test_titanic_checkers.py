@@ -10,14 +10,9 @@ import pytest
 
 from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckContext, FaultWindow, registry
 from reports.history_frame import events_frame
+from tests.history import t
 
-NS = 1_000_000_000
-T0 = 1_700_000_000 * NS
 REPLY, CLOSE = "titanic.reply", "titanic.close"
-
-
-def t(seconds: float) -> int:
-    return T0 + int(seconds * NS)
 
 
 def ev(at: float, src: str, kind: str, **fields: Any) -> dict[str, Any]:

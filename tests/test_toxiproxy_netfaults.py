@@ -25,8 +25,8 @@ RECOVER_S = 10.0
 class RepEcho:
     """A ZeroMQ REP echo on 127.0.0.1, in a thread."""
 
-    def __init__(self, ctx: zmq.Context) -> None:
-        self.sock = ctx.socket(zmq.REP)
+    def __init__(self, zctx: zmq.Context) -> None:
+        self.sock = zctx.socket(zmq.REP)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.port = self.sock.bind_to_random_port("tcp://127.0.0.1")
         self.stopping = threading.Event()
@@ -45,25 +45,18 @@ class RepEcho:
 
 
 @pytest.fixture(scope="module")
-def ctx() -> Iterator[zmq.Context]:
-    c = zmq.Context()
-    yield c
-    c.term()
-
-
-@pytest.fixture(scope="module")
 def server() -> Iterator[ServerInfo]:
     with toxiproxy_server(use_path=False) as info:
         yield info
 
 
 @pytest.fixture
-def link(ctx: zmq.Context, server: ServerInfo) -> Iterator[tuple[NetworkFaults, zmq.Socket]]:
+def link(zctx: zmq.Context, server: ServerInfo) -> Iterator[tuple[NetworkFaults, zmq.Socket]]:
     """A REP echo, the link proxy in front of it, and a REQ client connected through it."""
-    echo = RepEcho(ctx)
+    echo = RepEcho(zctx)
     net = NetworkFaults(server.client, prefix=f"t{id(echo) % 10**6}")
     address = net.add_link("link:worker-1", echo.port)
-    req = ctx.socket(zmq.REQ)
+    req = zctx.socket(zmq.REQ)
     req.setsockopt(zmq.LINGER, 0)
     req.setsockopt(zmq.REQ_RELAXED, 1)  # a lost request must not wedge the socket
     req.setsockopt(zmq.REQ_CORRELATE, 1)

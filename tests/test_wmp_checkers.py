@@ -8,9 +8,9 @@ import pytest
 from reports.checkers import HELD, VIOLATED, CheckContext, FaultWindow
 from reports.checkers import wmp as checks
 from reports.history_frame import events_frame
+from tests.history import MS
 
 T = 1_000_000_000_000
-MS = 1_000_000
 
 
 def lock(worker: str, pid: int, lk: str, at: int, cap: int = 1) -> dict:

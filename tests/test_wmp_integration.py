@@ -7,7 +7,6 @@ import itertools
 import signal
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -61,15 +60,8 @@ def cluster(procs: Procs, tmp_path: Path) -> Cluster:
     return Cluster(procs, tmp_path)
 
 
-@pytest.fixture
-def ctx() -> Iterator[zmq.Context]:
-    context = zmq.Context()
-    yield context
-    context.destroy(linger=0)
-
-
-def client(ctx: zmq.Context, endpoint: str) -> zmq.Socket:
-    sock = ctx.socket(zmq.DEALER)
+def client(zctx: zmq.Context, endpoint: str) -> zmq.Socket:
+    sock = zctx.socket(zmq.DEALER)
     sock.linger = 0
     sock.connect(endpoint)
     return sock
@@ -87,8 +79,8 @@ def collect(sock: zmq.Socket, want: set[bytes], timeout: float = 20) -> set[byte
     return got
 
 
-def fake_manager(ctx: zmq.Context, endpoint: str) -> zmq.Socket:
-    sock = ctx.socket(zmq.ROUTER)
+def fake_manager(zctx: zmq.Context, endpoint: str) -> zmq.Socket:
+    sock = zctx.socket(zmq.ROUTER)
     sock.linger = 0
     sock.bind(endpoint)
     return sock
@@ -106,7 +98,7 @@ def expect(sock: zmq.Socket, command: str, timeout: float = 10) -> tuple[bytes, 
     raise AssertionError(f"no {command} within {timeout} s")
 
 
-def test_two_managers_a_device_and_workers(cluster: Cluster, ctx: zmq.Context) -> None:
+def test_two_managers_a_device_and_workers(cluster: Cluster, zctx: zmq.Context) -> None:
     c = cluster
     c.start("manager", "manager-a", "--frontend", c.ep("fa"), "--backend", c.ep("ba"))
     c.start("manager", "manager-b", "--frontend", c.ep("fb"), "--backend", c.ep("bb"))
@@ -116,7 +108,7 @@ def test_two_managers_a_device_and_workers(cluster: Cluster, ctx: zmq.Context) -
     c.start("worker", "worker-3", "--connect", c.ep("ba"), c.ep("bb"), "--capacity", "1", "--work-ms", "30")
     bodies = {}
     for name, fe in (("a", "fa"), ("b", "fb")):
-        sock = client(ctx, c.ep(fe))
+        sock = client(zctx, c.ep(fe))
         want = {f"{name}:{i}|payload".encode() for i in range(60)}
         for body in want:
             sock.send_multipart([b"", body])
@@ -150,8 +142,8 @@ def test_two_managers_a_device_and_workers(cluster: Cluster, ctx: zmq.Context) -
     assert all(e["lock"] in released for e in c.events("wmp_no"))
 
 
-def test_no_releases_the_lock(cluster: Cluster, ctx: zmq.Context) -> None:
-    manager = fake_manager(ctx, cluster.ep("m"))
+def test_no_releases_the_lock(cluster: Cluster, zctx: zmq.Context) -> None:
+    manager = fake_manager(zctx, cluster.ep("m"))
     cluster.start(
         "worker", "worker-1", "--connect", cluster.ep("m"), "--capacity", "1", "--lock-timeout-ms", "60000"
     )
@@ -168,9 +160,9 @@ def test_no_releases_the_lock(cluster: Cluster, ctx: zmq.Context) -> None:
 
 
 def test_lock_released_after_its_timeout_and_late_take_still_served(
-    cluster: Cluster, ctx: zmq.Context
+    cluster: Cluster, zctx: zmq.Context
 ) -> None:
-    manager = fake_manager(ctx, cluster.ep("m"))
+    manager = fake_manager(zctx, cluster.ep("m"))
     cluster.start(
         "worker", "worker-1", "--connect", cluster.ep("m"), "--capacity", "1", "--lock-timeout-ms", "1500"
     )
@@ -195,9 +187,9 @@ def test_lock_released_after_its_timeout_and_late_take_still_served(
 
 
 def test_ready_goes_to_every_manager_and_is_repeated_with_back_off(
-    cluster: Cluster, ctx: zmq.Context
+    cluster: Cluster, zctx: zmq.Context
 ) -> None:
-    m1, m2 = fake_manager(ctx, cluster.ep("m1")), fake_manager(ctx, cluster.ep("m2"))
+    m1, m2 = fake_manager(zctx, cluster.ep("m1")), fake_manager(zctx, cluster.ep("m2"))
     cluster.start(
         "worker", "worker-1", "--connect", cluster.ep("m1"), cluster.ep("m2"),
         "--ready-min-ms", "50", "--ready-max-ms", "1000",
@@ -211,7 +203,7 @@ def test_ready_goes_to_every_manager_and_is_repeated_with_back_off(
     assert min(gaps[:2]) < 0.4 and max(gaps[-2:]) >= 0.6, gaps
 
 
-def test_malformed_input_is_dropped_and_service_goes_on(cluster: Cluster, ctx: zmq.Context) -> None:
+def test_malformed_input_is_dropped_and_service_goes_on(cluster: Cluster, zctx: zmq.Context) -> None:
     c = cluster
     c.start("manager", "manager-a", "--frontend", c.ep("fa"), "--backend", c.ep("ba"))
     c.start("device", "device", "--backend", c.ep("dev"), "--connect", c.ep("ba"))
@@ -219,7 +211,7 @@ def test_malformed_input_is_dropped_and_service_goes_on(cluster: Cluster, ctx: z
     garbage = [[b"hello"], [b"WMP\x01", b"\x07", b"path=x"], [b"WMP\x01", b"\x03", b"\xff\xfe"], [b""] * 5]
     rogues = []
     for target in ("ba", "dev"):
-        sock = ctx.socket(zmq.DEALER)
+        sock = zctx.socket(zmq.DEALER)
         rogues.append(sock)  # kept open: a closed socket (linger 0) drops what it queued
         sock.linger = 0
         sock.setsockopt(zmq.ROUTING_ID, b"rogue")
@@ -231,26 +223,26 @@ def test_malformed_input_is_dropped_and_service_goes_on(cluster: Cluster, ctx: z
             wire.encode(wire.make("TAKE", "rogue", payload=(b"x",), lock="1", job="1", manager="x"))
         )
         sock.send_multipart(wire.encode(wire.make("DONE", "rogue", payload=(b"x",), job="1")))
-    front = ctx.socket(zmq.DEALER)
+    front = zctx.socket(zmq.DEALER)
     front.linger = 0
     front.connect(c.ep("fa"))
     front.send_multipart([b"no delimiter"])
     c.wait_log("manager-a", "malformed", count=len(garbage) + 2)
     c.wait_log("manager-a", "did not give")
     c.wait_log("device", "malformed", count=len(garbage) + 2)
-    sock = client(ctx, c.ep("fa"))
+    sock = client(zctx, c.ep("fa"))
     sock.send_multipart([b"", b"c:1|still here"])
     assert collect(sock, {b"c:1|still here"}) == {b"c:1|still here"}
     assert len(c.events("malformed")) == 2 * len(garbage) + 4
 
 
 def test_worker_killed_while_holding_jobs_the_client_retry_is_served(
-    cluster: Cluster, ctx: zmq.Context
+    cluster: Cluster, zctx: zmq.Context
 ) -> None:
     c = cluster
     c.start("manager", "manager-a", "--frontend", c.ep("fa"), "--backend", c.ep("ba"))
     c.start("worker", "worker-1", "--connect", c.ep("ba"), "--capacity", "4", "--work-ms", "60000")
-    sock = client(ctx, c.ep("fa"))
+    sock = client(zctx, c.ep("fa"))
     want = {f"c:{i}|x".encode() for i in range(4)}
     for body in want:
         sock.send_multipart([b"", body])
@@ -267,12 +259,12 @@ def test_worker_killed_while_holding_jobs_the_client_retry_is_served(
     assert set(done_by.values()) == {"worker-2"} and len(done_by) == 4
 
 
-def test_device_restart_loses_only_what_was_in_flight(cluster: Cluster, ctx: zmq.Context) -> None:
+def test_device_restart_loses_only_what_was_in_flight(cluster: Cluster, zctx: zmq.Context) -> None:
     c = cluster
     c.start("manager", "manager-a", "--frontend", c.ep("fa"), "--backend", c.ep("ba"))
     c.start("device", "device", "--backend", c.ep("dev"), "--connect", c.ep("ba"))
     c.start("worker", "worker-1", "--connect", c.ep("dev"), "--work-ms", "5")
-    sock = client(ctx, c.ep("fa"))
+    sock = client(zctx, c.ep("fa"))
     sock.send_multipart([b"", b"c:1|before"])
     assert collect(sock, {b"c:1|before"}) == {b"c:1|before"}
     assert c.stop("device") == 0  # SIGTERM: a clean exit
@@ -281,8 +273,8 @@ def test_device_restart_loses_only_what_was_in_flight(cluster: Cluster, ctx: zmq
     assert collect(sock, {b"c:2|after"}) == {b"c:2|after"}
 
 
-def test_worker_survives_malformed_messages(cluster: Cluster, ctx: zmq.Context) -> None:
-    manager = fake_manager(ctx, cluster.ep("m"))
+def test_worker_survives_malformed_messages(cluster: Cluster, zctx: zmq.Context) -> None:
+    manager = fake_manager(zctx, cluster.ep("m"))
     cluster.start("worker", "worker-1", "--connect", cluster.ep("m"))
     address, _ = expect(manager, "READY")
     for frames in (

@@ -85,7 +85,7 @@ def attach_evidence(ctx: CheckContext, results: list[CheckResult], t0_ns: int) -
     """Give every example of ``results`` its ``evidence`` (see the module doc), in place."""
     from pyspark.sql import functions as F
 
-    from reports.checkers import toolkit as tk
+    from reports.checkers.toolkit import broker_instances
 
     examples = [(r, i, ex) for r in results for i, ex in enumerate(r.examples)]
     if not examples:
@@ -114,7 +114,7 @@ def attach_evidence(ctx: CheckContext, results: list[CheckResult], t0_ns: int) -
             for rid in {row["_key"], row["got_rid"]}:
                 if rid in wanted:
                     by_request.setdefault(rid, []).append(event)
-    servers = tk.broker_instances(ctx)
+    servers = broker_instances(ctx)
     instances = set((ctx.meta.get("processes") or {}).keys())
     logs_dir = ctx.run_dir / "logs" if ctx.run_dir is not None else None
     windows: dict[str, list[tuple[int, dict[str, Any]]]] = {}

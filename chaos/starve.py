@@ -37,7 +37,6 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CGROUP_ROOT = Path("/sys/fs/cgroup")
 PERIOD_US = 100_000
 METHODS = ("auto", "cgroup2", "cgroup1", "competitors")
 ENV_METHOD = "ZCHAOS_STARVE_METHOD"

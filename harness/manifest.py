@@ -36,7 +36,6 @@ from implementations import probes
 IMPLEMENTATIONS_DIR = Path(__file__).resolve().parent.parent / "implementations"
 PLACEHOLDER = re.compile(r"\{([a-z_]+)(?:\.([A-Za-z0-9_]+))?\}")
 SIMPLE_PLACEHOLDERS = ("python", "role", "instance", "index", "manifest_dir", "run_dir")
-DOTTED_PLACEHOLDERS = ("bind", "connect", "public", "opt")
 SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGKILL")
 CLIENT_PLACEHOLDERS = ("python", "manifest_dir", "run_dir")
 EXTERNAL = "external"  # the adapter that speaks JSON lines with a user's client program

@@ -63,7 +63,6 @@ scenario (or, failing that, for any one scenario) in the runs folder's results s
 from __future__ import annotations
 
 import copy
-import json
 import random
 import re
 import tomllib
@@ -159,9 +158,6 @@ class FaultSpec:
     target: str
     times_s: tuple[float, ...]  # offsets from the start of the load
     params: dict[str, Any]
-
-    def params_json(self) -> str:
-        return json.dumps(self.params, sort_keys=True)
 
 
 @dataclass(frozen=True)

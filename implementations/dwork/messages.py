@@ -34,7 +34,6 @@ ALLOWED: dict[int, tuple[frozenset[str], frozenset[str]]] = {
     T.Exit: (frozenset({"location"}), frozenset()),
     T.OK: (frozenset(), frozenset()),
 }
-COMPONENTS = ("task", "name", "n", "location")
 MAX_NAME = 256
 MAX_TASKS = 10_000
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from contract.history import read_events
 from contract.ports import PortAllocator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +46,32 @@ def processes_of(runs: Path) -> list:
         except (psutil.Error, OSError):
             continue
     return found
+
+
+def nemesis_events(runs: Path, ev: str) -> list[dict]:
+    """The nemesis's events of kind ``ev`` (``fault_start``...) so far, of the run under ``runs``."""
+    nemesis = list(runs.glob("*/history/nemesis.jsonl"))
+    return [e for e in read_events(nemesis[0]) if e["ev"] == ev] if nemesis else []
+
+
+@contextlib.contextmanager
+def run_process(
+    scenario: Path, runs: Path, *args: str, env: dict[str, str] | None = None, output: bool = True
+) -> Iterator[subprocess.Popen]:
+    """``zchaos run SCENARIO --runs-dir RUNS ARGS`` in a process group of its own, its output
+    piped (dropped without ``output``). If it still runs after the block, the group is killed."""
+    out = subprocess.PIPE if output else subprocess.DEVNULL
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--runs-dir", str(runs), *args],
+        cwd=ROOT, stdout=out, stderr=subprocess.STDOUT if output else subprocess.DEVNULL,
+        start_new_session=True, env=env,
+    )  # fmt: skip
+    try:
+        yield runner
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+            runner.wait()
 
 
 @contextlib.contextmanager

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from contract.history import read_events
-from tests.procs import ROOT, jvms_under, processes_of, report_process, wait_for
+from tests.procs import jvms_under, nemesis_events, processes_of, report_process, run_process, wait_for
 
 pytestmark = pytest.mark.slow  # whole scenario runs: left out of `./dev quick`
 
@@ -35,24 +33,11 @@ def test_an_interrupted_run_leaves_nothing_running(tmp_path: Path, sig: int) -> 
     scenario = tmp_path / "long.toml"
     scenario.write_text(SCENARIO)
     runs = tmp_path / "runs"
-    runner = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--runs-dir", str(runs)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    try:
-
-        def frozen_under_load() -> bool:
-            nemesis = list(runs.glob("*/history/nemesis.jsonl"))
-            return bool(nemesis) and any(e["ev"] == "fault_start" for e in read_events(nemesis[0]))
-
-        wait_for(frozen_under_load, 60, "the load to run with a worker frozen")
+    with run_process(scenario, runs) as runner:
+        wait_for(lambda: nemesis_events(runs, "fault_start"), 60, "the load to run with a worker frozen")
         assert len(processes_of(runs)) >= 4  # queue, two workers, Locust
         os.kill(runner.pid, sig)
         output, _ = runner.communicate(timeout=60)
-    finally:
-        if runner.poll() is None:
-            os.killpg(runner.pid, signal.SIGKILL)
-            runner.wait()
     assert runner.returncode == 130, output.decode(errors="replace")
     assert b"interrupted" in output
     assert processes_of(runs) == []

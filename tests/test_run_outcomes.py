@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +21,7 @@ from harness.suite import SuiteEntry, suite_exit_code, write_index
 from reports.history_frame import events_frame
 from reports.run_facts import completeness
 from reports.store import record_run, store_path
-from tests.procs import ROOT, processes_of, wait_for
+from tests.procs import ROOT, nemesis_events, processes_of, run_process, wait_for
 
 # 20 s of load, a worker killed at 3 s (restarted) and another at 15 s; the runner is
 # killed between the two.
@@ -57,24 +54,11 @@ def test_a_runner_killed_mid_run_is_reported_incomplete(tmp_path: Path, spark, c
     scenario = tmp_path / "short.toml"
     scenario.write_text(SHORT)
     runs = tmp_path / "runs"
-    runner = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", str(scenario), "--runs-dir", str(runs)],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    try:
-
-        def first_fault_over() -> bool:
-            nemesis = list(runs.glob("*/history/nemesis.jsonl"))
-            return bool(nemesis) and any(e["ev"] == "fault_stop" for e in read_events(nemesis[0]))
-
-        wait_for(first_fault_over, 90, "the first fault to end under load")
+    with run_process(scenario, runs, output=False) as runner:
+        wait_for(lambda: nemesis_events(runs, "fault_stop"), 90, "the first fault to end under load")
         wait_for(lambda: processes_of(runs), 10, "the run's processes")
         runner.send_signal(signal.SIGKILL)  # no teardown, no report: as if the machine were lost
         runner.wait(30)
-    finally:
-        if runner.poll() is None:
-            os.killpg(runner.pid, signal.SIGKILL)
-            runner.wait()
     # The processes die with their runner (PDEATHSIG), whatever it was doing.
     wait_for(lambda: not processes_of(runs), 30, "every process of the run to end with its runner")
     (run_dir,) = runs.iterdir()

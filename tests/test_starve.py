@@ -28,8 +28,7 @@ from chaos.starve import (
     cgroup2_root,
     remove_leftovers,
 )
-from contract.history import read_events
-from tests.procs import ROOT, wait_for
+from tests.procs import ROOT, nemesis_events, run_process, wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -275,25 +274,10 @@ def kill_runner_mid_starve(tmp_path: Path, method: str) -> tuple[int, str, dict]
     runs = tmp_path / "runs"
     token = uuid.uuid4().hex
     env = {**os.environ, _TOKEN: token, ENV_METHOD: method}
-    runner = subprocess.Popen(
-        run_cmd(scenario, runs), cwd=ROOT, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    try:
-
-        def starved() -> dict | None:
-            nemesis = list(runs.glob("*/history/nemesis.jsonl"))
-            starts = [e for e in read_events(nemesis[0]) if e["ev"] == "fault_start"] if nemesis else []
-            return starts[0] if starts else None
-
-        start = wait_for(starved, 60, "the worker to be starved")
-        assert isinstance(start, dict)
+    with run_process(scenario, runs, "--no-report", env=env, output=False) as runner:
+        start = wait_for(lambda: nemesis_events(runs, "fault_start"), 60, "the worker to be starved")[0]
         os.kill(runner.pid, signal.SIGKILL)  # the runner alone: its teardown never runs
         runner.wait(10)
-    finally:
-        if runner.poll() is None:
-            os.killpg(runner.pid, signal.SIGKILL)
-            runner.wait()
     # Its processes die with it (PDEATHSIG); competitors notice their parent has gone.
     wait_for(lambda: not marked(token), 30, "every process of the killed run to exit")
     return runner.pid, token, start

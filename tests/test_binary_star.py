@@ -21,7 +21,7 @@ from harness.scenario import load_scenario
 from loadtests.adapters.base import RequestLog
 from loadtests.adapters.lazy_pirate import LazyPirateClient
 from tests.pirate_support import Pirates, pirates_fixture  # noqa: F401 - a fixture
-from tests.procs import ROOT, wait_for
+from tests.procs import ROOT, Proc, wait_for
 
 SERVER = "implementations.binary_star.server"
 FAULTY = ROOT / "tests" / "faulty_binary_star" / "manifest.toml"
@@ -63,12 +63,11 @@ def start_pair(pirates: Pirates) -> dict[str, str]:
     return ep
 
 
-def test_the_backup_takes_over_when_the_active_primary_dies(pirates: Pirates) -> None:
+def test_the_backup_takes_over_when_the_active_primary_dies(pirates: Pirates, zctx: zmq.Context) -> None:
     ep = start_pair(pirates)
     wait_for(lambda: pirates.events("bstar_state", src="primary", state="active"), 10, "the primary active")
-    ctx = zmq.Context()
     client = LazyPirateClient(
-        [ep["primary"], ep["backup"]], {"timeout_ms": 500, "retries": 4, "settle_ms": 600}, "c", ctx
+        [ep["primary"], ep["backup"]], {"timeout_ms": 500, "retries": 4, "settle_ms": 600}, "c", zctx
     )
     seq = 0
 
@@ -90,7 +89,6 @@ def test_the_backup_takes_over_when_the_active_primary_dies(pirates: Pirates) ->
         assert ask() == ep["backup"]
     finally:
         client.close()
-        ctx.destroy(linger=0)
     # Timeout 0.5 + settle 0.6 s; a resend that came before the 0.9 s expiry costs one more round.
     assert took < 5.0, took
     (vote,) = pirates.events("bstar_state", src="backup", state="active")
@@ -98,22 +96,30 @@ def test_the_backup_takes_over_when_the_active_primary_dies(pirates: Pirates) ->
     assert {e["rid"] for e in pirates.events("exec", worker="backup")} >= {"c:6", "c:7"}
 
 
-def test_a_lone_server_survives_malformed_state_and_follows_the_fsm(pirates: Pirates) -> None:
-    """The test is the peer: junk on the state link is recorded and ignored; "2" (a backup)
-    makes the primary active, and it then serves; a peer "3" (active) makes it step down."""
-    ctx = zmq.Context()
-    peer = ctx.socket(zmq.PUB)
+def lone_primary(
+    zctx: zmq.Context, pirates: Pirates, heartbeat_ms: int, peer_timeout_ms: int
+) -> tuple[zmq.Socket, str, str, Proc]:
+    """A primary with no backup, the test's PUB socket playing its peer: (that socket, the
+    server's frontend, its state endpoint, the server)."""
+    peer = zctx.socket(zmq.PUB)
     peer.linger = 0
     port = peer.bind_to_random_port("tcp://127.0.0.1")
     front, state = pirates.endpoint(), pirates.endpoint()
     args = ["--primary", "--frontend", front, "--state-pub", state, "--peer", f"tcp://127.0.0.1:{port}"]
-    pirates.start(
-        SERVER, [*args, "--heartbeat-ms", "200", "--peer-timeout-ms", "60000"], "primary", ready=None
-    )
-    client = ctx.socket(zmq.REQ)
+    args += ["--heartbeat-ms", str(heartbeat_ms), "--peer-timeout-ms", str(peer_timeout_ms)]
+    return peer, front, state, pirates.start(SERVER, args, "primary", ready=None)
+
+
+def test_a_lone_server_survives_malformed_state_and_follows_the_fsm(
+    pirates: Pirates, zctx: zmq.Context
+) -> None:
+    """The test is the peer: junk on the state link is recorded and ignored; "2" (a backup)
+    makes the primary active, and it then serves; a peer "3" (active) makes it step down."""
+    peer, front, _, _ = lone_primary(zctx, pirates, 200, 60000)
+    client = zctx.socket(zmq.REQ)
     client.linger = 0
     client.connect(front)
-    wire = Wire(ctx, front)  # family junk on the frontend, from strangers
+    wire = Wire(zctx, front)  # family junk on the frontend, from strangers
     try:
 
         def publish_until(frames: list[bytes], state_name: str, reason: str) -> None:
@@ -139,28 +145,19 @@ def test_a_lone_server_survives_malformed_state_and_follows_the_fsm(pirates: Pir
         publish_until([b"3"], "passive", "dual active")
     finally:
         wire.close()
-        ctx.destroy(linger=0)
     assert len(pirates.events("malformed")) >= 3
     assert pirates.proc("primary").popen.poll() is None
 
 
-def test_a_thawed_active_stays_silent_until_it_hears_its_peer(pirates: Pirates) -> None:
+def test_a_thawed_active_stays_silent_until_it_hears_its_peer(pirates: Pirates, zctx: zmq.Context) -> None:
     """Frozen past the peer timeout, the active server answers nobody and announces nothing
     after the thaw (the peer may have taken over); told the peer is active, it steps down."""
-    ctx = zmq.Context()
-    peer = ctx.socket(zmq.PUB)
-    peer.linger = 0
-    port = peer.bind_to_random_port("tcp://127.0.0.1")
-    front, state = pirates.endpoint(), pirates.endpoint()
-    args = ["--primary", "--frontend", front, "--state-pub", state, "--peer", f"tcp://127.0.0.1:{port}"]
-    server = pirates.start(
-        SERVER, [*args, "--heartbeat-ms", "100", "--peer-timeout-ms", "600"], "primary", ready=None
-    )
-    listen = ctx.socket(zmq.SUB)
+    peer, front, state, server = lone_primary(zctx, pirates, 100, 600)
+    listen = zctx.socket(zmq.SUB)
     listen.linger = 0
     listen.setsockopt(zmq.SUBSCRIBE, b"")
     listen.connect(state)
-    client = ctx.socket(zmq.REQ)
+    client = zctx.socket(zmq.REQ)
     client.linger = 0
     client.connect(front)
     try:
@@ -198,7 +195,6 @@ def test_a_thawed_active_stays_silent_until_it_hears_its_peer(pirates: Pirates) 
         wait_for(lambda: listen.poll(100) and listen.recv() == b"4", 10, "the server to announce passive")
     finally:
         server.signal(signal.SIGCONT)
-        ctx.destroy(linger=0)
 
 
 def test_bad_endpoint_is_a_clear_error(pirates: Pirates) -> None:

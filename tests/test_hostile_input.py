@@ -60,6 +60,15 @@ def test_sketch_gives_up_on_a_request_no_server_answers_in_time(cluster: Cluster
     assert queue.popen.poll() is None
 
 
+def stranger_on_backend(cluster: Cluster) -> zmq.Socket:
+    """A DEALER named ``stranger`` on the broker's backend: no worker, whatever it sends."""
+    stranger = cluster.context.socket(zmq.DEALER)
+    stranger.linger = 0
+    stranger.setsockopt(zmq.ROUTING_ID, b"stranger")
+    stranger.connect(cluster.backend)
+    return stranger
+
+
 def test_simple_pirate_lists_no_stranger_for_its_replies_nor_anyone_twice(cluster: Cluster) -> None:
     cluster.start(
         "implementations.simple_pirate.queue",
@@ -72,10 +81,7 @@ def test_simple_pirate_lists_no_stranger_for_its_replies_nor_anyone_twice(cluste
         "worker-1",
     )
     cluster.wait_event("worker_ready")
-    stranger = cluster.context.socket(zmq.DEALER)
-    stranger.linger = 0
-    stranger.setsockopt(zmq.ROUTING_ID, b"stranger")
-    stranger.connect(cluster.backend)
+    stranger = stranger_on_backend(cluster)
     # Unsolicited "replies", a ghost READY (it will never answer), and more of both.
     for _ in range(20):
         stranger.send_multipart([b"", b"nobody", b"", b"s:0|junk"])
@@ -113,10 +119,7 @@ def test_paranoid_pirate_registers_a_worker_only_on_ready(cluster: Cluster) -> N
         "worker-1",
     )
     cluster.wait_event("worker_ready")
-    stranger = cluster.context.socket(zmq.DEALER)
-    stranger.linger = 0
-    stranger.setsockopt(zmq.ROUTING_ID, b"stranger")
-    stranger.connect(cluster.backend)
+    stranger = stranger_on_backend(cluster)
     stranger.send_multipart([b"nobody", b"", b"s:0|junk"])  # a "reply"
     stranger.send_multipart([b"\x02"])  # a HEARTBEAT
     stranger.send_multipart([b"\x07"])  # malformed: once it is recorded, all of the above was read

@@ -142,14 +142,24 @@ def test_two_managers_a_device_and_workers(cluster: Cluster, zctx: zmq.Context) 
     assert all(e["lock"] in released for e in c.events("wmp_no"))
 
 
-def test_no_releases_the_lock(cluster: Cluster, zctx: zmq.Context) -> None:
+def one_slot_worker(
+    cluster: Cluster, zctx: zmq.Context, lock_timeout_ms: int
+) -> tuple[zmq.Socket, bytes, wire.Message]:
+    """A worker of capacity 1 and the test's fake manager, which has woken it once: (the
+    manager, the worker's address, the GIVE it answered with)."""
     manager = fake_manager(zctx, cluster.ep("m"))
     cluster.start(
-        "worker", "worker-1", "--connect", cluster.ep("m"), "--capacity", "1", "--lock-timeout-ms", "60000"
-    )
+        "worker", "worker-1", "--connect", cluster.ep("m"), "--capacity", "1", "--lock-timeout-ms",
+        str(lock_timeout_ms),
+    )  # fmt: skip
     address, _ = expect(manager, "READY")
     manager.send_multipart([address, *wire.encode(wire.make("WAKE", "m"))])
     _, give = expect(manager, "GIVE")
+    return manager, address, give
+
+
+def test_no_releases_the_lock(cluster: Cluster, zctx: zmq.Context) -> None:
+    manager, address, give = one_slot_worker(cluster, zctx, 60000)
     manager.send_multipart([address, *wire.encode(wire.make("NO", "m", lock=give.headers["lock"]))])
     # With the lock held for a minute, only the NO can free the single slot for a second GIVE.
     manager.send_multipart([address, *wire.encode(wire.make("WAKE", "m"))])
@@ -162,13 +172,7 @@ def test_no_releases_the_lock(cluster: Cluster, zctx: zmq.Context) -> None:
 def test_lock_released_after_its_timeout_and_late_take_still_served(
     cluster: Cluster, zctx: zmq.Context
 ) -> None:
-    manager = fake_manager(zctx, cluster.ep("m"))
-    cluster.start(
-        "worker", "worker-1", "--connect", cluster.ep("m"), "--capacity", "1", "--lock-timeout-ms", "1500"
-    )
-    address, _ = expect(manager, "READY")
-    manager.send_multipart([address, *wire.encode(wire.make("WAKE", "m"))])
-    _, first = expect(manager, "GIVE")
+    manager, address, first = one_slot_worker(cluster, zctx, 1500)
     locked_at = time.monotonic()
     # The one slot is locked: a WAKE now is ignored, until the lock times out.
     manager.send_multipart([address, *wire.encode(wire.make("WAKE", "m"))])

@@ -83,6 +83,8 @@ _FLAG_DEFAULTS: dict[str, Any] = {
     "broker_links": None,
     "lossy_only": False,
     "outage_only": False,
+    "lead_ns": 0,
+    "grace_ns": 0,
 }
 
 
@@ -131,6 +133,16 @@ def _excusing(
     return out
 
 
+def _flagged(
+    ctx: CheckContext, instance: str | None, flags: dict[str, Any]
+) -> list[tuple[int, int, str | None]]:
+    """``_excusing`` under the keyword flags of ``fault_spans`` given to split_excused or
+    with_excused (an unknown one is a TypeError, as for any keyword)."""
+    given = {**_FLAG_DEFAULTS, **flags}
+    lead_ns, grace_ns = given.pop("lead_ns"), given.pop("grace_ns")
+    return _excusing(ctx, instance is not None, lead_ns, grace_ns, **_flags(**given))
+
+
 def merge_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """The spans, sorted, with the ones that meet merged into one."""
     merged: list[tuple[int, int]] = []
@@ -154,24 +166,16 @@ def split_excused(
     ts: str = "ts",
     until: str | None = None,
     instance: str | None = None,
-    own: bool = True,
-    broker: bool = True,
-    link: bool = True,
-    broker_links: bool | None = None,
-    lossy_only: bool = False,
-    outage_only: bool = False,
-    lead_ns: int = 0,
-    grace_ns: int = 0,
+    **flags: Any,
 ) -> tuple[DataFrame, DataFrame]:
     """(kept, excused): the rows of ``df`` no fault touches, and those one does.
 
     A row is excused when its time ``ts`` (or its interval [ts, until]) meets the span of a
     fault that concerns the instance in column ``instance`` (None: any fault, whatever its
-    target), under the flags of ``fault_spans``. The faults are a small broadcast frame
-    joined by range: one pass over ``df``, whatever the number of faults.
+    target), under the flags of ``fault_spans`` (``lasting_only`` aside). The faults are a
+    small broadcast frame joined by range: one pass over ``df``, whatever the number of faults.
     """
-    flags = _flags(own, broker, link, broker_links, lossy_only, outage_only)
-    spans = _excusing(ctx, instance is not None, lead_ns, grace_ns, **flags)
+    spans = _flagged(ctx, instance, flags)
     if not spans:
         return df, df.filter(F.lit(False))
     faults = F.broadcast(small_frame(ctx, spans, {"_f_lo": "long", "_f_hi": "long", "_f_inst": "string"}))
@@ -220,8 +224,7 @@ def with_excused(
     """``df`` with a boolean column ``name``: whether a fault excuses the row (the rule and the
     flags of split_excused). One pass over ``df``: an EXISTS over the small fault frame,
     which Spark runs as a broadcast existence join."""
-    spans = _excusing(ctx, instance is not None, flags.pop("lead_ns", 0), flags.pop("grace_ns", 0),
-                      **_flags(**{**_FLAG_DEFAULTS, **flags}))  # fmt: skip
+    spans = _flagged(ctx, instance, flags)
     if not spans:
         return df.withColumn(name, F.lit(False))
     faults = small_frame(ctx, spans, {"_f_lo": "long", "_f_hi": "long", "_f_inst": "string"})

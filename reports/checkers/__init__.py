@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contract.faults import fault_class
-from contract.links import Link, parse_link, target_instance
+from contract.links import Link, parse_link
 from contract.promises import OUTAGE
 
 if TYPE_CHECKING:
@@ -228,41 +228,6 @@ class CheckResult:
     @property
     def passed(self) -> bool:
         return self.status != VIOLATED
-
-
-def nothing_to_judge(
-    ctx: CheckContext,
-    summary: str,
-    reason: str,
-    *,
-    on: set[str] | None = None,
-    which: Callable[[FaultWindow], bool] | None = None,
-    figures: dict[str, Any] | None = None,
-) -> CheckResult:
-    """The result of a check that found nothing to judge (the registry fills in its name).
-
-    When the fault plan gave it nothing (no fault planned or recorded on the instances
-    ``on`` (None: any; a link fault counts for the instance that connects over the link)
-    for which ``which`` holds (None: any; it sees each planned fault as a FaultWindow
-    without times, with its class: ``lambda f: f.outage``)), the check holds: a
-    baseline without faults has nothing to recover from, which is no doubt about the
-    system. When such a fault was planned and still nothing showed, it is unknown, with
-    ``reason``.
-    """
-
-    def relevant(f: FaultWindow) -> bool:
-        return (which is None or which(f)) and (on is None or target_instance(f.target) in on)
-
-    if any(map(relevant, planned_faults(ctx))) or any(map(relevant, ctx.faults)):
-        return CheckResult("", UNKNOWN, summary=summary, figures=figures or {}, reason=reason)
-    return CheckResult(
-        "", HELD, summary=f"{summary}: the plan has no fault that would give it any", figures=figures or {}
-    )
-
-
-def planned_faults(ctx: CheckContext) -> list[FaultWindow]:
-    """The faults of run.json's plan, as windows with their class and no times (0, None)."""
-    return planned_windows(ctx.meta, timed=False)
 
 
 def planned_windows(meta: dict[str, Any], *, timed: bool = True) -> list[FaultWindow]:

@@ -228,7 +228,7 @@ def availability(ctx: CheckContext) -> CheckResult:
     if found:
         return result(summary, figures, violations=len(found), examples=found)
     if not promised:
-        # As for every check about faults (reports.checkers.nothing_to_judge): a plan that gave
+        # As for every check about faults (toolkit.nothing_to_judge): a plan that gave
         # it nothing to judge leaves no doubt about the system.
         summary = (
             f"no fault of the plan is one the manifest promises to survive (survives = {figures['survives']})"

@@ -27,7 +27,6 @@ from reports.checkers import (
     FaultWindow,
     checker,
     events_of,
-    nothing_to_judge,
     planned_windows,
 )
 from reports.checkers.toolkit.dispatch import last_before, registered_dispatch, with_state
@@ -67,6 +66,7 @@ from reports.checkers.toolkit.results import (
     example,
     examples,
     ms,
+    nothing_to_judge,
     problems,
     result,
     rows,

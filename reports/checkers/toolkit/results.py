@@ -6,14 +6,24 @@ figures (``spread``, ``spreads``, ``ms``)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from statistics import median
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from reports.checkers import HELD, MAX_EXAMPLES, UNKNOWN, VIOLATED, CheckResult
+from contract.links import target_instance
+from reports.checkers import (
+    HELD,
+    MAX_EXAMPLES,
+    UNKNOWN,
+    VIOLATED,
+    CheckContext,
+    CheckResult,
+    FaultWindow,
+    planned_windows,
+)
 from reports.checkers.toolkit.facts import MS
 
 #: The keys an example shows first, in this order (then every other non-null field).
@@ -62,6 +72,39 @@ def result(
     shown = sorted(examples, key=lambda e: e.get("ts") or 0)[:MAX_EXAMPLES]
     status = VIOLATED if violations else HELD if unknown is None else UNKNOWN
     return CheckResult("", status, violations, shown, summary, figures or {}, unknown or "")
+
+
+def nothing_to_judge(
+    ctx: CheckContext,
+    summary: str,
+    reason: str,
+    *,
+    on: set[str] | None = None,
+    which: Callable[[FaultWindow], bool] | None = None,
+    figures: dict[str, Any] | None = None,
+) -> CheckResult:
+    """The result of a check that found nothing to judge.
+
+    When the fault plan gave it nothing (no fault planned or recorded on the instances
+    ``on`` (None: any; a link fault counts for the instance that connects over the link)
+    for which ``which`` holds (None: any; it sees each planned fault as a FaultWindow
+    without times, with its class: ``lambda f: f.outage``)), the check holds: a
+    baseline without faults has nothing to recover from, which is no doubt about the
+    system. When such a fault was planned and still nothing showed, it is unknown, with
+    ``reason``.
+    """
+
+    def relevant(f: FaultWindow) -> bool:
+        return (which is None or which(f)) and (on is None or target_instance(f.target) in on)
+
+    if any(map(relevant, planned_faults(ctx))) or any(map(relevant, ctx.faults)):
+        return result(summary, figures, unknown=reason)
+    return result(f"{summary}: the plan has no fault that would give it any", figures)
+
+
+def planned_faults(ctx: CheckContext) -> list[FaultWindow]:
+    """The faults of run.json's plan, as windows with their class and no times (0, None)."""
+    return planned_windows(ctx.meta, timed=False)
 
 
 def count(value: Any) -> int:

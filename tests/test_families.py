@@ -25,10 +25,12 @@ SHARED_CHECKERS = {"core", "availability"}
 
 
 def checker_modules() -> dict[str, list[str]]:
-    """reports/checkers/<module>.py -> the checks it registers (modules that register none are helpers)."""
+    """reports/checkers/<module>.py -> the checks it registers (modules that register none are
+    helpers); the generic checks' package (reports/checkers/core/) counts as one module, core."""
     found: dict[str, list[str]] = {}
     for name, check in registry().items():
-        found.setdefault(check.fn.__module__.rpartition(".")[2], []).append(name)
+        module = check.fn.__module__.removeprefix("reports.checkers.").partition(".")[0]
+        found.setdefault(module, []).append(name)
     return found
 
 

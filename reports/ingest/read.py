@@ -75,7 +75,7 @@ def read_events(
     The JSON lines are parsed once, with the explicit schema, on the first report, and their
     good events written to history/events.parquet (the run's columnar form, which every later
     report reads instead) with the account and the profile beside them. A clean history (whole
-    lines, each an event: nearly every run) is converted by pyarrow (reports/ingest.py;
+    lines, each an event: nearly every run) is converted by pyarrow (reports/ingest/arrow.py;
     ``pending``: that conversion, started by build_report while Spark started, else it runs
     now). A history it declines (lines that are not events, a file cut mid-line...) is parsed
     by Spark's permissive reader, which accounts for every line: for a large history
@@ -160,7 +160,7 @@ def read_events(
 def start_conversion(
     run: RunDir, say: Callable[[str], None], split_min_events: int | None = None
 ) -> Conversion | None:
-    """The history's JSON lines to its Parquet form by pyarrow, in a thread (reports/ingest.py),
+    """The history's JSON lines to its Parquet form by pyarrow, in a thread (reports/ingest/arrow.py),
     when it has no current Parquet form; None when there is nothing to convert. It is split by
     kind from ``split_min_events`` (default SPLIT_MIN_EVENTS) events on, as Spark's compaction is."""
     from reports.history_frame import parquet_is_current

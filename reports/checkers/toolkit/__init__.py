@@ -17,7 +17,7 @@ reports.checkers.toolkit import ...``), never from another family's module.
   ``last_before``.
 
 The generic checks' own helpers (one row per request, the whole-request excuse) are in
-``reports.checkers.core.requests``.
+``reports.checkers.core.aggregates``.
 """
 
 from reports.checkers import (

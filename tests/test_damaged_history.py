@@ -19,24 +19,9 @@ import pytest
 from contract.history import HistoryWriter, history_file
 from contract.rundir import RunDir
 from reports.pipeline import build_report
+from tests.history import GENERIC, T0, t
 
-NS = 1_000_000_000
-T0 = 1_763_726_400 * NS
 LOAD_S = 30
-CHECKS = [
-    "no_lost",
-    "no_duplicate",
-    "in_order",
-    "correct_reply",
-    "execution_count",
-    "steady_state",
-    "no_unexpected_exit",
-    "recovery",
-]
-
-
-def t(s: float) -> int:
-    return T0 + int(s * NS)
 
 
 def locust_run(root: Path) -> RunDir:
@@ -83,7 +68,7 @@ def locust_run(root: Path) -> RunDir:
         w(fields["cid"], "locust-0").emit(ev, ts=ts, src=fields["cid"], **fields)
     for writer in writers.values():
         writer.close()
-    promises = {"checks": CHECKS, "recovery_bound_s": 5.0, "latency_p99_ms": 50.0}
+    promises = {"checks": list(GENERIC), "recovery_bound_s": 5.0, "latency_p99_ms": 50.0}
     run.write_meta(
         {
             "scenario": {"name": "synthetic-locust", "seed": 7, "duration_s": LOAD_S, "implementation": "pp"},

@@ -15,6 +15,7 @@ from reports.checkers import VIOLATED, CheckContext, FaultWindow, registry
 from reports.evidence import attach_evidence, line_time
 from reports.history_frame import events_frame
 from tests.browser import measure, screenshot, shots_dir
+from tests.history import NS, T0, t
 
 
 def test_a_body_is_kept_bounded_and_escaped() -> None:
@@ -34,13 +35,6 @@ def test_whose_request_a_body_carries() -> None:
 
 
 # --- the evidence attached to examples (real Spark) ----------------------------------------
-
-NS = 1_000_000_000
-T0 = 1_700_000_000 * NS  # load start
-
-
-def t(seconds: float) -> int:
-    return T0 + int(seconds * NS)
 
 
 def clock(seconds: float) -> str:

@@ -2,7 +2,9 @@
 active primary is killed (the failover client sees which endpoint answered), a lone
 server survives malformed state messages, and - as whole scenario runs (slow) - the
 freeze scenario passes on the built-in pair and names split brain on the faulty pair of
-tests/faulty_binary_star (both servers active after a freeze, writing no history)."""
+tests/faulty_binary_star (both servers active after a freeze, writing no history), and the
+primary-stays-dead scenario passes on the built-in pair and names the faulty pair whose
+backup never takes over."""
 
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ import zmq
 
 from chaos.malformed import Wire, send_batch
 from contract.history import NullWriter
+from harness.config import load_toml
 from harness.runner import run_scenario
-from harness.scenario import load_scenario
+from harness.scenario import load_scenario, parse_scenario
 from loadtests.adapters.base import RequestLog
 from loadtests.adapters.lazy_pirate import LazyPirateClient
 from tests.pirate_support import Pirates, pirates_fixture  # noqa: F401 - a fixture
@@ -260,6 +263,39 @@ def test_the_faulty_pair_is_named_split_brain(faulty_run, spark) -> None:
     assert single["figures"]["takeovers_without_cause"] >= 1
     assert "no server state events" in single["summary"]  # a black box: judged from the clients alone
     assert "bstar_single_active" in (faulty_run.run.root / "junit.xml").read_text()
+
+
+STAYS_DEAD = ROOT / "scenarios" / "binary-star-primary-stays-dead.toml"
+
+
+def stays_dead(tmp_path: Path, implementation: str | Path, **options: str):
+    data = load_toml(STAYS_DEAD, "scenario")
+    data["implementation"] = str(implementation)
+    data["options"] = {**data.get("options", {}), **options}
+    return run_scenario(parse_scenario(data, STAYS_DEAD), runs_dir=tmp_path / "runs")
+
+
+@pytest.mark.slow
+def test_a_backup_that_never_takes_over_fails_when_the_primary_stays_dead(tmp_path: Path, spark) -> None:
+    """Before: every stock scenario brought the primary back within the 10 s bound, and this
+    pair passed them (service back after 9.0 s, when the primary returned)."""
+    result = stays_dead(tmp_path, FAULTY, bug="no-takeover")
+    checks = result.verdict["checks"]
+    summary = {k: v["summary"] for k, v in checks.items()}
+    failover = checks["bstar_failover_time"]
+    assert result.exit_code == 1 and failover["status"] == "violated", summary
+    assert failover["examples"][0]["problem"] == "service resumed never (bound 5 s)"
+
+
+@pytest.mark.slow
+def test_the_built_in_backup_takes_over_within_the_bound_when_the_primary_stays_dead(
+    tmp_path: Path, spark
+) -> None:
+    result = stays_dead(tmp_path, "binary-star")
+    checks = result.verdict["checks"]
+    assert result.exit_code == 0, {k: v["summary"] for k, v in checks.items()}
+    figures = checks["bstar_failover_time"]["figures"]
+    assert figures["within_bound"] == 1 and figures["bound_s"] == 5.0
 
 
 # --- the report's band per server ----------------------------------------------------

@@ -1,15 +1,20 @@
-"""A deliberately faulty Binary Star server (pyzmq only, writes no history): both servers
-end up active after a freeze.
+"""A deliberately faulty Binary Star server (pyzmq only, writes no history), with one of two
+bugs (``--bug``): both servers end up active after a freeze, or the backup never takes over.
 
 It speaks the guide's protocol (ROUTER frontend echoing requests, its state published
 every heartbeat as one ASCII frame, 1 primary .. 4 passive, a passive server taking over on
-a client's request once its peer has been silent past the timeout), with one bug: an
-active server never gives the role up. Told that its peer is active too, it carries on,
-and a thawed active does not ask itself whether its peer took over while it was frozen.
-Freeze the active primary past the peer timeout: the backup takes over on the clients'
-votes, and after the thaw both answer whoever asks. The split-brain check must name it.
+a client's request once its peer has been silent past the timeout), with one bug.
+
+``split-brain`` (the default): an active server never gives the role up. Told that its peer
+is active too, it carries on, and a thawed active does not ask itself whether its peer took
+over while it was frozen. Freeze the active primary past the peer timeout: the backup takes
+over on the clients' votes, and after the thaw both answer whoever asks. The split-brain
+check must name it. ``no-takeover``: a passive server never takes over on a client's vote,
+so service comes back only with the primary; a primary that stays dead takes it for good,
+which ``bstar_failover_time`` must name (scenarios/binary-star-primary-stays-dead.toml).
 
     python server.py --primary|--backup --frontend EP --state-pub EP --peer EP [--heartbeat-ms 1000]
+        [--bug split-brain|no-takeover]
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ def main() -> int:
     parser.add_argument("--state-pub", required=True)
     parser.add_argument("--peer", required=True)
     parser.add_argument("--heartbeat-ms", type=int, default=1000)
+    parser.add_argument("--bug", choices=("split-brain", "no-takeover"), default="split-brain")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     heartbeat = args.heartbeat_ms / 1000
@@ -66,7 +72,7 @@ def main() -> int:
                 # the bug: ACTIVE + peer ACTIVE is ignored
             if frontend in ready:
                 frames = frontend.recv_multipart()
-                if state == PASSIVE and now >= peer_expiry:
+                if state == PASSIVE and now >= peer_expiry and args.bug != "no-takeover":
                     state = ACTIVE
                 if state == ACTIVE:
                     frontend.send_multipart(frames)

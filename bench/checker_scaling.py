@@ -49,6 +49,11 @@ slower on this machine than the day before, pandas as fast):
 | pandas, 3 checks, one core             |             | 0.7 s  | 11.4 s |          |
 | Spark, the same 3 checks alone         |             | 14.6 s | 30.9 s |          |
 
+The pandas row above was pandas in the benchmark's own process; since 2026-11-27 the anchor is
+pandas as a whole process. At 1M (2026-11-27 06:55-06:58 UTC, under the shared lock, load
+2.5-3.1): pandas whole process 2.8 s (in this process 1.5 s), Spark's process for the same 3
+checks 21.6 s (7.7x), whole report 42.5 s from JSON lines and 40.7 s rebuilt (15.2x, 14.6x).
+
 The day before (quieter): 10M 50.9 s from JSON, 35.1 s rebuilt, 24.0 s warm, pandas 12.4 s;
 the demo 7.7 s rebuilt (median of 6; a single figure at demo size is +-1 s of noise).
 

@@ -338,6 +338,25 @@ def test_steady_state_judges_requests_no_fault_excuses(spark):
     assert result.figures["grace_from"].startswith("steady_grace_s")
 
 
+@pytest.mark.slow
+def test_steady_state_counts_an_excused_requests_retry_after_the_faults_grace(spark):
+    """Before: a request in flight as a fault started was excused with all its retries, however
+    late (a broker that dropped a dead worker's request passed a one-kill scenario although the
+    client's retry came 20 s after the fault began)."""
+    # Fault [20, 22]; sends to 27 s excused (steady_grace_s 5), their retries to 30 s (+ budget 3).
+    fault = FaultWindow(1, "kill", "worker-1", t(20), t(22))
+    events = clean_history()
+    events += retried("client-3", 1, 19.9, 23.0)  # in flight as it started, retried in the grace
+    events += retried("client-4", 1, 19.9, 40.0)  # in flight as it started, retried 18 s after its stop
+    events += retried("client-5", 1, 26.0, 29.5)  # sent in the excused span, retried in the grace
+    events += retried("client-6", 1, 26.0, 45.0)  # sent in the excused span, retried long after
+    result = check("steady_state", make_ctx(spark, events, faults=[fault]))
+    assert (result.status, result.violations) == (VIOLATED, 2)
+    assert result.figures["retries"] == result.figures["late_retries_of_excused"] == 2
+    assert [(e["cid"], e["ts"]) for e in result.examples] == [("client-4", t(40)), ("client-6", t(45))]
+    assert result.examples[0]["problem"].startswith("retried after the stop + grace")
+
+
 def test_steady_state_grace_follows_the_manifests_timers(spark):
     # expiry_ms = heartbeat_ms x liveness = 1.5 s with the scenario's options: sends up to 23.5 s excused.
     fault = FaultWindow(1, "kill", "worker-1", t(20), t(22))

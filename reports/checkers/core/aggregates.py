@@ -32,8 +32,9 @@ from reports.checkers.toolkit import (
 # The rule (docs/manifest.md documents it for users): a fault excuses a request that was
 # in flight as the fault started, or was first sent between the fault's start and its
 # stop + ``after`` (the manifest's ``expiry_ms``: how long the system takes to notice a
-# dead peer; ``steady_grace_s`` where it gives none), with all that request's retries,
-# abandon and latency, however late they come. A request first sent later is judged, even
+# dead peer; ``steady_grace_s`` where it gives none), with that request's abandon, latency
+# and retries up to the fault's grace (``with_excused_requests`` ``until``: a later retry is
+# a steady-state one). A request first sent later is judged, even
 # while another's retries are still under way, so a fault excuses what it caused and not
 # the time around it. The first WARMUP_NS of load excuse their requests too.
 # ``excused_send_spans`` are those send-time spans; the load time outside them is what a
@@ -110,21 +111,36 @@ def with_excused_requests(
     first_send: str = "first_send",
     last_ts: str = "last_ts",
     name: str = "excused",
+    until: str | None = None,
 ) -> DataFrame:
     """``requests`` (one row per request: its first send and last event times) with a boolean
     column ``name``: a fault or the warm-up excuses it (first sent inside an excused send span,
-    or in flight as a fault started). The spans are a small broadcast frame joined by range."""
+    or in flight as a fault started). The spans are a small broadcast frame joined by range.
+
+    With ``until``, a column of that name too: the latest time at which the excuse covers a
+    retry of the request (the excusing span's end, or the fault's stop + ``after``, plus the
+    client budget: the fault's grace), null for a request no fault excuses. A retry after it
+    is a steady-state retry: a request caught by a fault is not excused however late it
+    retries (a broker that dropped it is found by the late resend it needed)."""
     spans = excused_send_spans(ctx, t)
-    starts = [(f.start_ns, f.start_ns, 1) for f in ctx.faults]  # in flight at a fault's start
+    budget, after = int(t.client_budget_s * NS), int(t.after_s * NS)
+    end = spans[-1][1] if spans else load_span(ctx)[1]
+    # In flight at a fault's start: excused until that fault's own stop + after + budget.
+    starts = [(f.start_ns, f.start_ns, 1, send_span(f, after, end)[1] + budget) for f in ctx.faults]
     frame = small_frame(
-        ctx, [(lo, hi, 0) for lo, hi in spans] + starts, {"_f_lo": "long", "_f_hi": "long", "_f_in": "int"}
+        ctx,
+        [(lo, hi, 0, hi + budget) for lo, hi in spans] + starts,
+        {"_f_lo": "long", "_f_hi": "long", "_f_in": "int", "_f_until": "long"},
     )
     sent, last = F.col(first_send).outer(), F.col(last_ts).outer()
     cond = ((F.col("_f_in") == 0) & sent.between(F.col("_f_lo"), F.col("_f_hi"))) | (
         (F.col("_f_in") == 1) & (sent < F.col("_f_lo")) & (last >= F.col("_f_lo"))
     )
     # One pass over the requests: an EXISTS over the small frame (a broadcast existence join).
-    return requests.withColumn(name, frame.where(cond).exists())
+    out = requests.withColumn(name, frame.where(cond).exists())
+    if until is not None:
+        out = out.withColumn(until, frame.where(cond).select(F.max("_f_until")).scalar())
+    return out
 
 
 # --- shared aggregates ---------------------------------------------------------------

@@ -14,6 +14,7 @@ from reports.checkers.toolkit import (
     CheckResult,
     checker,
     count,
+    events_of,
     examples,
     result,
     timers,
@@ -51,8 +52,19 @@ def steady_state(ctx: CheckContext) -> CheckResult:
         "last_ts", "cid", "seq",
         "retries", "abandons", "lost", "problem_ts", "latency_us", "reply_ts",
     )  # fmt: skip
-    requests = aggregates.with_excused_requests(per_request, ctx, t)
+    requests = aggregates.with_excused_requests(per_request, ctx, t, until="excused_until")
     judged = requests.filter(~F.col("excused"))
+    # An excused request's retries after its fault's stop + grace are steady-state retries.
+    late_retries = (
+        events_of(ctx, "retry")
+        .select("cid", "seq", F.col("ts").alias("retry_ts"))
+        .join(requests.filter(F.col("excused")).select("cid", "seq", "excused_until"), ["cid", "seq"])
+        .filter(F.col("retry_ts") > F.col("excused_until"))
+        .groupBy("cid", "seq")
+        .agg(F.count("*").alias("late"), F.min("retry_ts").alias("late_ts"))
+    )
+    late_row = late_retries.agg(F.sum("late").alias("late")).first()
+    late = count(late_row["late"])
     row = requests.agg(
         F.sum((~F.col("excused")).cast("int")).alias("judged"),
         F.sum(F.col("excused").cast("int")).alias("excused"),
@@ -63,7 +75,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
         F.percentile(F.when(~F.col("excused"), F.col("latency_us")), F.lit(0.99)).alias("p99_us"),
         F.max(F.when(~F.col("excused"), F.col("latency_us"))).alias("max_us"),
     ).first()
-    retries, abandons, replies = count(row["retries"]), count(row["abandons"]), count(row["replies"])
+    retries, abandons, replies = count(row["retries"]) + late, count(row["abandons"]), count(row["replies"])
     lost = count(row["lost"])
     p99_ms = None if row["p99_us"] is None else row["p99_us"] / 1000.0
     slow = p99_ms is not None and p99_ms > bound_ms
@@ -73,6 +85,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
         "excused_requests": count(row["excused"]),
         "replies": replies,
         "retries": retries,
+        "late_retries_of_excused": late,  # counted in retries
         "abandons": abandons,
         "lost": lost,
         "p99_ms": p99_ms,
@@ -93,6 +106,9 @@ def steady_state(ctx: CheckContext) -> CheckResult:
     found: list[dict[str, Any]] = []
     if retries or abandons or lost:
         troubled = judged.filter((F.col("retries") + F.col("abandons") + F.col("lost")) > 0)
+        if late:
+            late_ones = requests.join(late_retries, ["cid", "seq"]).withColumn("problem_ts", F.col("late_ts"))
+            troubled = troubled.unionByName(late_ones.select(*troubled.columns))
         found = examples(
             aggregates.request_details(ctx, troubled.orderBy("problem_ts").limit(MAX_EXAMPLES)).select(
                 F.col("problem_ts").alias("ts"),
@@ -108,7 +124,9 @@ def steady_state(ctx: CheckContext) -> CheckResult:
                 "retries",
                 "abandons",
                 "lost",
-                F.lit("retried, abandoned or lost, though no fault excuses it").alias("problem"),
+                F.when(F.col("excused"), "retried after the stop + grace of the fault that excused it")
+                .otherwise("retried, abandoned or lost, though no fault excuses it")
+                .alias("problem"),
             )
         )
     if slow:

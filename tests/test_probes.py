@@ -30,7 +30,7 @@ frontend = "broker"
 backend = "broker"
 
 [roles.broker]
-command = ["my-broker", "--clients", "{bind.frontend}", "--workers", "{bind.backend}"]
+command = ["{manifest_dir}/my-broker", "--clients", "{bind.frontend}", "--workers", "{bind.backend}"]
 ready = "port:frontend"
 
 [roles.worker]
@@ -50,6 +50,10 @@ PROBE = 'probe = "majordomo"'
 def parse(tmp_path: Path, text: str):
     path = tmp_path / "manifest.toml"
     path.write_text(text)
+    # zchaos check refuses a program that is not there or may not be run; this one never runs.
+    broker = tmp_path / "my-broker"
+    broker.write_text("#!/bin/sh\nexit 1\n")
+    broker.chmod(0o755)
     return parse_manifest(load_toml(path, "manifest"), path)
 
 

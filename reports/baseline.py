@@ -25,7 +25,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from contract.errors import SetupError
 from contract.rundir import RunDir
-from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckResult
+from reports.checkers import CheckResult
 from reports.store import FIGURES, baseline_run, key_figures, store_for_run
 
 CHECK = "baseline"
@@ -167,41 +167,51 @@ def baseline_check(meta: dict[str, Any], verdict: dict[str, Any], store: Path) -
     promise = (meta.get("scenario") or {}).get("baseline")
     if not promise:
         return None
+    from reports.checkers.toolkit import result  # Spark's import: only a report judges
+
     label, scenario = promise["label"], verdict.get("scenario") or ""
     stored = baseline_run(store, label, scenario)
     if stored is None:
-        return CheckResult(
-            CHECK,
-            UNKNOWN,
-            summary=f"no baseline {label!r} stored for {scenario}",
-            reason=(
-                f"no run is stored as baseline {label!r} for scenario {scenario!r} in {store}: "
-                f"`zchaos baseline RUN --label {label}` makes a run of it the baseline"
-            ),
-            figures={"label": label},
+        return _named(
+            result(
+                f"no baseline {label!r} stored for {scenario}",
+                {"label": label},
+                unknown=(
+                    f"no run is stored as baseline {label!r} for scenario {scenario!r} in {store}: "
+                    f"`zchaos baseline RUN --label {label}` makes a run of it the baseline"
+                ),
+            )
         )
     base_root = (store.parent / stored).resolve()
     try:
         base = read_run(base_root)
     except SetupError as exc:
-        return CheckResult(CHECK, UNKNOWN, summary=f"baseline {label!r} unreadable", reason=str(exc))
+        return _named(result(f"baseline {label!r} unreadable", unknown=str(exc)))
     rows = [r for r in compare((verdict, meta), base, promise) if "regressed" in r]
     figures = {"label": label, "baseline_run": str(base_root), "compared": rows}
     if not rows:
-        return CheckResult(
-            CHECK,
-            UNKNOWN,
-            summary=f"nothing to compare with baseline {label!r}",
-            reason=(
-                f"the run or its baseline ({base_root}) lacks every figure the scenario bounds "
-                f"({', '.join(k for k in BOUNDED if promise.get(k))}): a run without faults has no recovery"
-            ),
-            figures=figures,
+        return _named(
+            result(
+                f"nothing to compare with baseline {label!r}",
+                figures,
+                unknown=(
+                    f"the run or its baseline ({base_root}) lacks every figure the scenario bounds "
+                    f"({', '.join(k for k in BOUNDED if promise.get(k))}): "
+                    "a run without faults has no recovery"
+                ),
+            )
         )
     bad = [r for r in rows if r["regressed"]]
     examples = [{"problem": describe(r)} for r in bad]
     summary = f"against baseline {label!r}: " + "; ".join(describe(r) for r in (bad or rows)[:3])
-    return CheckResult(CHECK, VIOLATED if bad else HELD, len(bad), examples, summary, figures)
+    return _named(result(summary, figures, violations=len(bad), examples=examples))
+
+
+def _named(found: CheckResult) -> CheckResult:
+    """``found`` under this check's name: it is not a registered checker, whose name the
+    registry would fill in."""
+    found.name = CHECK
+    return found
 
 
 def resolve_baseline(run_root: Path, baseline: str) -> Path:

@@ -23,7 +23,7 @@ MARK = "ZCHAOS_LEFTOVER_TEST"
 SCENARIO = """
 implementation = "paranoid-pirate"
 seed = {seed}
-duration_s = 3
+duration_s = 6
 drain_s = 2
 [topology]
 worker = 1

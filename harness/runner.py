@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from chaos.netfaults import NetworkFaults
 
 LOCUSTFILE = PROJECT_ROOT / "loadtests" / "locustfile.py"
+#: How long the history's follower may take to stop before it is killed (seconds).
+FOLLOWER_STOP_S = 10.0
 #: How long Locust may take to import and start its runner (seconds on a loaded machine).
 LOCUST_START_LIMIT_S = 120.0
 
@@ -187,6 +189,7 @@ class Runner:
         self.supervisor = Supervisor(self.history, self.topology.base_env())
         self.network: NetworkFaults | None = None  # the fault proxy, when a link fault is planned
         self._proxy_stack = contextlib.ExitStack()
+        self.follower: subprocess.Popen[bytes] | None = None
         self.supervisor.on_unexpected_exit = self._unexpected_exit
         self.roles = {i: r for r in scenario.manifest.roles for i in scenario.instances(r)}
         self.plan: list[PlannedFault] = plan_faults(
@@ -233,6 +236,37 @@ class Runner:
         for path, why in found.failed:
             self.progress.warn(f"could not remove a cgroup left by a dead zchaos run: {path} ({why})")
         self.meta["leftovers_removed"] = [str(p) for p in found.removed]
+
+    def _start_follower(self) -> None:
+        """The history's follower (reports/ingest/follow.py): converts the history to Parquet
+        parts while the run goes on, so that the report converts only what was written last.
+        It runs in the runner's process group (a Ctrl-C reaches it too) at nice 19, and stops
+        by itself when the runner is gone."""
+        with self.run.log("follower").open("wb") as log:
+            self.follower = subprocess.Popen(
+                [sys.executable, "-m", "reports.ingest.follow", str(self.run.history)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=PROJECT_ROOT,
+                env=self.topology.base_env(),
+            )
+
+    def _stop_follower(self) -> None:
+        """SIGTERM, then SIGKILL after FOLLOWER_STOP_S; its parts stay for the report. A
+        follower that failed only costs the report the time it would have saved."""
+        follower, self.follower = self.follower, None
+        if follower is None:
+            return
+        follower.terminate()
+        try:
+            follower.wait(FOLLOWER_STOP_S)
+        except subprocess.TimeoutExpired:
+            follower.kill()
+            follower.wait()
+        if follower.returncode not in (0, -signal.SIGTERM):
+            log = self.run.log("follower")
+            self.progress.warn(f"the history's follower ended with code {follower.returncode}; see {log}")
 
     def _start_fault_proxy(self) -> None:
         """One proxy per link, when the plan has a network fault; the processes then connect
@@ -430,6 +464,7 @@ class Runner:
                 try:
                     self._phase("setup")
                     self._remove_leftovers()
+                    self._start_follower()
                     self._start_fault_proxy()
                     self._start_system()
                     self._phase("load")
@@ -437,6 +472,7 @@ class Runner:
                 finally:
                     with interrupts_deferred():
                         self._phase("teardown")
+                        self._stop_follower()
                         self.supervisor.stop_all()
                         self._proxy_stack.close()
                         self.ports.release()

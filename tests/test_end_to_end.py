@@ -3,17 +3,23 @@ deliberately faulty implementation (outside the package) fails with the right in
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from contract.history import read_events
-from harness.runner import run_scenario
+from harness.progress import Progress
+from harness.runner import Runner, RunResult, run_scenario
 from harness.scenario import load_scenario
 from loadtests.config import read_origin
+from reports.ingest.follow import PARTS, RECORD
+from reports.ingest.read import PARQUET
+from reports.pipeline import build_report
 from tests.procs import ROOT
 
 pytestmark = pytest.mark.slow  # whole scenario runs: left out of `./dev quick`
@@ -41,8 +47,18 @@ def checks(verdict: dict) -> dict[str, str]:
     return {name: check["status"] for name, check in verdict["checks"].items()}
 
 
-def test_paranoid_pirate_survives_worker_kills_and_freezes(tmp_path: Path, spark) -> None:
-    result = run_scenario(load_scenario(PP_KILLS), runs_dir=tmp_path / "runs")
+@pytest.fixture(scope="module")
+def pp_kills(tmp_path_factory, spark) -> tuple[RunResult, str]:
+    """The CI scenario run once, with what it said while it ran and reported."""
+    said = io.StringIO()
+    runner = Runner(
+        load_scenario(PP_KILLS), runs_dir=tmp_path_factory.mktemp("pp-kills"), progress=Progress(said, said)
+    )
+    return runner.execute(), said.getvalue()
+
+
+def test_paranoid_pirate_survives_worker_kills_and_freezes(pp_kills) -> None:
+    result, _ = pp_kills
 
     assert result.exit_code == 0, json.dumps(result.verdict["checks"], indent=1)[:3000]
     assert set(checks(result.verdict).values()) == {"held"}
@@ -66,6 +82,43 @@ def test_paranoid_pirate_survives_worker_kills_and_freezes(tmp_path: Path, spark
     first_send = min(e["ts"] for e in events if e["ev"] == "send")
     faults = sorted(e["ts"] for e in events if e["ev"] == "fault_start")
     assert meta["load_started_ns"] <= first_send < faults[0]
+
+
+def test_the_history_is_converted_while_the_run_goes_on(pp_kills, tmp_path: Path) -> None:
+    """The follower wrote Parquet parts while the load ran; the report converted only the
+    lines after them, and gives the verdict a report of the JSON lines alone gives. The
+    follower did not outlive the run."""
+    import psutil
+
+    result, said = pp_kills
+    run = result.run
+    meta = json.loads(run.run_json.read_text())
+    record = json.loads((run.history / PARTS / RECORD).read_text())
+    assert record["declined"] is None
+    in_parts = sum(p["rows"] for f in record["files"].values() for p in f["parts"])
+    during_load = [
+        p for p in (run.history / PARTS).glob("*/[0-9]*") if p.stat().st_mtime_ns < meta["load_stopped_ns"]
+    ]
+    assert in_parts and during_load, said
+    line = re.search(
+        r"history: ([\d,]+) events from parts written during the run, ([\d,]+) converted now", said
+    )
+    assert line, said
+    from_parts, now = (int(n.replace(",", "")) for n in line.groups())
+    assert from_parts == in_parts and from_parts + now == result.verdict["input"]["events"]
+
+    log = run.log("follower").read_text()
+    pid = int(re.search(r"as pid (\d+)", log)[1])
+    assert "stopped after" in log and not psutil.pid_exists(pid), log
+
+    copy = tmp_path / "without-parts"
+    shutil.copytree(
+        run.root, copy, ignore=shutil.ignore_patterns(PARTS, PARQUET, "verdict.json", "report.html")
+    )
+    again = build_report(copy)
+    assert again["input"]["events"] == result.verdict["input"]["events"]
+    outcome = {name: (c["status"], c.get("violations")) for name, c in result.verdict["checks"].items()}
+    assert {name: (c["status"], c.get("violations")) for name, c in again["checks"].items()} == outcome
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,8 @@ thread while the JVM starts (``Conversion``). It writes history/events.parquet e
 reports/ingest/read.py does from Spark: one file below ``SPLIT_MIN_EVENTS``, split by event kind
 (``ev=<kind>/``) from there on, with the account and the profile in its account file, all in a
 temporary folder renamed into place when complete (an interrupted or failed conversion leaves
-no half-written events.parquet).
+no half-written events.parquet). The same reader and writer convert the history while the run
+goes on (reports/ingest/follow.py), so that the report has only the last lines left to convert.
 
 Only a history that pyarrow reads *exactly* as Spark's permissive JSON reader would is
 converted here: every file whole lines, each one JSON object with a time and a kind. Anything
@@ -118,30 +119,36 @@ def whole_lines(data: bytes, name: str) -> int:
 
 def read_file(path: Path, schema: pa.Schema) -> pa.Table:
     """One history file's events, when pyarrow reads it exactly as Spark would (else Declined)."""
+    return read_lines(path.read_bytes(), path.name, schema)
+
+
+def read_lines(data: bytes, name: str, schema: pa.Schema, use_threads: bool = True) -> pa.Table:
+    """The events of whole lines of the history file ``name`` (all of it, or a run of its lines
+    from a line's start: every rule here is one line's), when pyarrow reads them exactly as
+    Spark would (else Declined)."""
     import pyarrow as pa
     import pyarrow.json as pj
 
-    data = path.read_bytes()
-    lines = whole_lines(data, path.name)
+    lines = whole_lines(data, name)
     if not lines:
         return schema.empty_table()
     try:
         table = pj.read_json(
             pa.BufferReader(data),
-            read_options=pj.ReadOptions(block_size=BLOCK_BYTES),
+            read_options=pj.ReadOptions(block_size=BLOCK_BYTES, use_threads=use_threads),
             parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
         )
     except pa.ArrowException as exc:  # not JSON, a wrong type, a field twice, a line over a block
-        raise Declined(f"history/{path.name}: {str(exc).splitlines()[0]}") from None
+        raise Declined(f"history/{name}: {str(exc).splitlines()[0]}") from None
     if table.num_rows != lines:
-        raise Declined(f"history/{path.name} has a line of several JSON values")
+        raise Declined(f"history/{name} has a line of several JSON values")
     for col in ("ts", "ev"):
         if table.column(col).null_count:
-            raise Declined(f"history/{path.name} has an object without {col}")
+            raise Declined(f"history/{name} has an object without {col}")
     return table
 
 
-class _Parts:
+class Writer:
     """Where the events go: one file, or one file per kind (``ev=<kind>/``, without the ev
     column, as Spark's partitioned write lays them out)."""
 
@@ -157,7 +164,7 @@ class _Parts:
                 path, schema = self.folder / "part-00000.parquet", self.schema
             else:
                 path = self.folder / f"ev={kind}" / "part-00000.parquet"
-                path.parent.mkdir()
+                path.parent.mkdir(exist_ok=True)  # (it may hold a part already: ingest/follow.py)
                 schema = self.schema.remove(self.schema.get_field_index("ev"))
             # No dictionary for the time: unique per event, it only grows the file (demo run:
             # 1.34 -> 1.12 MB; Spark's writer leaves it out too). Checks read either as fast.
@@ -193,6 +200,10 @@ class Outcome:
     declined: str | None = None
     files_done: int = 0
     seconds: float = 0.0
+    #: Of ``events``, those taken from parts written during the run (reports/ingest/follow.py).
+    from_parts: int = 0
+    #: Why parts written during the run were not used, when there were some.
+    parts_refused: str | None = None
     error: BaseException | None = field(default=None, repr=False)
 
 
@@ -226,7 +237,7 @@ def convert(
     split = sum(f.stat().st_size for f in files) // bytes_per_event >= split_min_events
     held: list[pa.Table] = []  # below split_min_events: written at the end, when counted
     rows: list[dict[str, Any]] = []
-    parts: _Parts | None = None
+    parts: Writer | None = None
     # A split history's files are written on a thread of their own while the next one is
     # read: the writing and the line check (one core each) no longer leave the second core
     # idle between two parses (10M events, the conversion alone, 3 pairs alternating:
@@ -235,12 +246,12 @@ def convert(
     written: Future[None] | None = None
     try:
         tmp.mkdir()
-        parts = _Parts(tmp, schema, split)
+        parts = Writer(tmp, schema, split)
         for path in files:
             if cancel is not None and cancel.is_set():
                 raise Cancelled
             table = read_file(path, schema)
-            rows += _profile_rows(table)
+            rows += profile_rows(table)
             if split:
                 if written is not None:
                     written.result()  # its Declined, or a full disk, is raised here
@@ -262,22 +273,7 @@ def convert(
                 parts.write(pa.concat_tables(held), "")
             held.clear()
         parts.close()
-        profile = Profile.from_rows(rows)
-        account = {
-            "files": len(files),
-            "events": profile.events,
-            "bad_lines": 0,
-            "bad_examples": [],
-            "truncated": [],
-            "damaged_files": {},
-            "attributed_requests": {},
-            "attributed_clients": {},
-            "unattributed": [],
-            "file_writers": {},
-        }
-        (tmp / account_file).write_text(json.dumps({**account, "profile": profile.as_dict()}))
-        shutil.rmtree(target, ignore_errors=True)
-        tmp.rename(target)
+        put_in_place(tmp, target, account_file, len(files), rows)
     except Declined as exc:
         out.declined, out.events = str(exc), 0
     except OSError as exc:  # a file that cannot be read, a full disk: Spark's path says what it says today
@@ -291,7 +287,28 @@ def convert(
     return out
 
 
-def _profile_rows(table: pa.Table) -> list[dict[str, Any]]:
+def put_in_place(tmp: Path, target: Path, account_file: str, files: int, rows: list[dict[str, Any]]) -> None:
+    """The account of a clean history (``rows``: profile_rows of every event) written beside
+    its events in ``tmp``, and ``tmp`` renamed to ``target``."""
+    profile = Profile.from_rows(rows)
+    account = {
+        "files": files,
+        "events": profile.events,
+        "bad_lines": 0,
+        "bad_examples": [],
+        "truncated": [],
+        "damaged_files": {},
+        "attributed_requests": {},
+        "attributed_clients": {},
+        "unattributed": [],
+        "file_writers": {},
+    }
+    (tmp / account_file).write_text(json.dumps({**account, "profile": profile.as_dict()}))
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)
+
+
+def profile_rows(table: pa.Table) -> list[dict[str, Any]]:
     """Events per (src, ev), first and last time, of one file (rows for Profile.from_rows)."""
     if table.num_rows == 0:
         return []
@@ -314,8 +331,18 @@ class Conversion:
     """``convert`` in a thread, started while the JVM starts. Its progress is said by the
     caller's thread (``wait``): while the JVM starts, this process's stdout is the JVM's log."""
 
-    def __init__(self, hist: Path, files: list[Path], say: Callable[[str], None], **options: Any) -> None:
+    def __init__(
+        self,
+        hist: Path,
+        files: list[Path],
+        say: Callable[[str], None],
+        using: Callable[..., Outcome] = convert,
+        **options: Any,
+    ) -> None:
+        """``using``: the conversion (``convert``, or reports/ingest/follow.py's, which reuses
+        the parts written during the run), called with ``options``."""
         self.files = files
+        self._using = using
         self.parquet = options["parquet"]
         self.outcome = Outcome()
         self._cancel = threading.Event()
@@ -332,7 +359,7 @@ class Conversion:
 
     def _run(self, hist: Path, files: list[Path], options: dict[str, Any]) -> None:
         try:
-            convert(hist, files, outcome=self.outcome, cancel=self._cancel, **options)
+            self._using(hist, files, outcome=self.outcome, cancel=self._cancel, **options)
         except BaseException as exc:  # a bug, or Cancelled: raised again in the caller's thread
             self.outcome.error = exc
         finally:
@@ -346,8 +373,16 @@ class Conversion:
         out = self.outcome
         if out.error is not None and not isinstance(out.error, Cancelled):
             raise out.error
+        if out.parts_refused:
+            self._say(f"  parts written during the run not used: {out.parts_refused}")
         if out.declined:
             self._say(f"  {out.declined}: reading the history with Spark, which accounts for every line")
+        elif out.from_parts:
+            now = out.events - out.from_parts
+            self._say(
+                f"  history: {out.from_parts:,} events from parts written during the run, {now:,} converted "
+                f"now; history/{self.parquet} in {out.seconds:.1f} s"
+            )
         else:
             self._say(f"  {out.events:,} events written to history/{self.parquet} in {out.seconds:.1f} s")
         return out

@@ -161,9 +161,12 @@ def start_conversion(
     run: RunDir, say: Callable[[str], None], split_min_events: int | None = None
 ) -> Conversion | None:
     """The history's JSON lines to its Parquet form by pyarrow, in a thread (reports/ingest/arrow.py),
-    when it has no current Parquet form; None when there is nothing to convert. It is split by
-    kind from ``split_min_events`` (default SPLIT_MIN_EVENTS) events on, as Spark's compaction is."""
+    when it has no current Parquet form; None when there is nothing to convert. The parts written
+    during the run are reused where they can be, only the lines after them converted
+    (reports/ingest/follow.py). It is split by kind from ``split_min_events`` (default
+    SPLIT_MIN_EVENTS) events on, as Spark's compaction is."""
     from reports.history_frame import parquet_is_current
+    from reports.ingest import follow
     from reports.ingest.arrow import Conversion
 
     hist = run.history
@@ -174,6 +177,7 @@ def start_conversion(
         hist,
         files,
         say,
+        using=follow.convert,
         parquet=PARQUET,
         account_file=ACCOUNT_FILE,
         split_min_events=SPLIT_MIN_EVENTS if split_min_events is None else split_min_events,

@@ -378,36 +378,43 @@ _to_json = _encoder()
 _ascii_text = json.encoder.encode_basestring_ascii
 
 
+#: How ``_members`` writes a value of each common type (an event's own fields are one to
+#: three small values, whose encoding through the C encoder cost more than this formatting).
+_FORMAT: dict[type, Any] = {
+    int: int.__repr__,
+    str: _ascii_text,
+    bool: {True: "true", False: "false"}.__getitem__,
+}
+
+
 def _members(fields: dict[str, Any]) -> str:
-    """``"name":value,...``: the JSON members of ``fields`` as ``_to_json`` writes them, the
-    common types formatted here (an event's own fields are one to three small values, whose
-    encoding through the C encoder cost more than its formatting)."""
-    out = []
-    for name, value in fields.items():  # declared names: nothing to escape
-        kind = type(value)
-        if kind is int:
-            text = int.__repr__(value)
-        elif kind is str:
-            text = _ascii_text(value)
-        elif kind is bool:
-            text = "true" if value else "false"
-        else:
-            text = _to_json(value)
-        out.append(f'"{name}":{text}')
-    return ",".join(out)
+    """``"name":value,...``: the JSON members of ``fields`` as ``_to_json`` writes them."""
+    # Declared names: nothing to escape.
+    return ",".join([f'"{name}":{_FORMAT.get(type(v), _to_json)(v)}' for name, v in fields.items()])
 
 
 class Shared:
     """Fields that several events of one writer carry alike - the client, sequence number, id
-    and kind of a request, on its send, retry and reply - encoded once (``HistoryWriter.shared``)
-    and written with each of them by ``HistoryWriter.emit_shared``."""
+    and kind of a request, on its send, retry and reply - encoded once (``HistoryWriter.shared``,
+    ``HistoryWriter.request_shared``) and written with each of them by ``HistoryWriter.emit_shared``."""
 
     __slots__ = ("keys", "src", "text")
 
-    def __init__(self, src: str, fields: dict[str, Any]) -> None:
+    def __init__(self, src: str, keys: frozenset[str], text: str) -> None:
         self.src = src
-        self.keys = frozenset(fields)
-        self.text = _members({"src": src, **fields})  # "src":...,"cid":...
+        self.keys = keys  # the fields' names (without src)
+        self.text = text  # "src":...,"cid":...
+
+
+class _RequestHead:
+    """What ``request_shared`` writes alike for every request of one client (and kind)."""
+
+    __slots__ = ("keys", "prefix", "suffix")
+
+    def __init__(self, cid: str, kind: str | None) -> None:
+        self.keys = frozenset(("cid", "seq", "rid") if kind is None else ("cid", "seq", "rid", "kind"))
+        self.prefix = f'"src":{_ascii_text(cid)},"cid":{_ascii_text(cid)},"seq":'
+        self.suffix = "" if kind is None else f',"kind":{_ascii_text(kind)}'
 
 
 #: (kind, shared keys, own keys) already validated: a load client's events repeat a few shapes.
@@ -437,6 +444,7 @@ class HistoryWriter:
         self.src = src
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._heads: dict[tuple[str, str | None], _RequestHead] = {}
 
     @property
     def enabled(self) -> bool:
@@ -452,7 +460,17 @@ class HistoryWriter:
 
     def shared(self, fields: dict[str, Any], src: str | None = None) -> Shared:
         """``fields`` (and ``src``, default this writer's), for several events to carry alike."""
-        return Shared(src or self.src, fields)
+        src = src or self.src
+        return Shared(src, frozenset(fields), _members({"src": src, **fields}))
+
+    def request_shared(self, cid: str, seq: int, rid: str, kind: str | None = None) -> Shared:
+        """``shared`` of a client's request: ``cid``, ``seq``, ``rid`` and ``kind`` (when given),
+        from ``cid``, for a few string operations per request (a load client makes thousands a
+        second)."""
+        head = self._heads.get((cid, kind))
+        if head is None:
+            head = self._heads[(cid, kind)] = _RequestHead(cid, kind)
+        return Shared(cid, head.keys, f'{head.prefix}{seq},"rid":{_ascii_text(rid)}{head.suffix}')
 
     def emit_shared(self, ev: str, shared: Shared, fields: dict[str, Any]) -> None:
         """Record one event now with the ``shared`` fields and its own ``fields``: the same
@@ -480,6 +498,7 @@ class NullWriter(HistoryWriter):
     def __init__(self, src: str = "") -> None:
         self.src = src
         self._fd = None
+        self._heads = {}
 
     @property
     def enabled(self) -> bool:

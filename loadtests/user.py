@@ -23,7 +23,15 @@ from locust import User, task
 
 from contract.history import HistoryWriter, NullWriter, history_file, payload_for, request_id
 from loadtests.adapters import adapter_class
-from loadtests.adapters.base import Abandoned, AsyncClientAdapter, ClientAdapter, Lost, RequestLog, received
+from loadtests.adapters.base import (
+    Abandoned,
+    AsyncClientAdapter,
+    ClientAdapter,
+    Lost,
+    Reply,
+    RequestLog,
+    received,
+)
 from loadtests.config import ClientLoad, LoadConfig, wait_time_for
 
 
@@ -81,6 +89,13 @@ class ZchaosUser(User):
             self.client.endpoints, self.client.options, self.cid, _context, **extra
         )
         self.starts: dict[str, tuple[list[bytes], float]] = {}
+        # Looked up once: a request's own path is what the load generator's rate is made of
+        # (bench/loadgen_rate.py).
+        self.is_async = isinstance(self.adapter, AsyncClientAdapter)
+        self.fire = self.environment.events.request.fire
+        self.draw = self.rng.getrandbits
+        self.names = self.client.endpoint_name
+        self.endpoint_names: dict[str, str | None] = {}
 
     def on_stop(self) -> None:
         # An asynchronous client collects what it has in flight before it goes, for the
@@ -97,33 +112,36 @@ class ZchaosUser(User):
             self.adapter.close()
 
     def _new_request(self) -> tuple[list[bytes], RequestLog]:
-        self.seq += 1
-        rid = request_id(self.cid, self.seq)
-        filler = self.rng.getrandbits(64).to_bytes(8, "little").translate(LETTERS)
+        self.seq = seq = self.seq + 1
+        rid = request_id(self.cid, seq)
+        filler = self.draw(64).to_bytes(8, "little").translate(LETTERS)
         body = [payload_for(rid, self.config.payload_bytes, filler)]
-        return body, RequestLog(
-            self.writer, self.cid, self.seq, rid, self.client.name, self.client.endpoint_name
-        )
+        return body, RequestLog(self.writer, self.cid, seq, rid, self.client.name, self.names)
 
     def _finish(self, body: list[bytes], log: RequestLog, outcome: Any, started: float) -> None:
         elapsed = time.perf_counter() - started
         exception: Exception | None = None
-        if isinstance(outcome, Abandoned | Lost):
+        if isinstance(outcome, Reply):
+            frames = outcome.frames
+            ok = frames == self.adapter.expected_reply(body)
+            fields: dict[str, Any] = {"ok": ok, "latency_us": int(elapsed * 1e6)}
+            if outcome.worker:
+                fields["worker"] = outcome.worker
+            if outcome.endpoint:
+                name = self.endpoint_names.get(outcome.endpoint)
+                if name is None:
+                    name = self.endpoint_names[outcome.endpoint] = self.names(outcome.endpoint)
+                fields["endpoint"] = name
+            if not ok:  # the evidence: what came back, and whose request it carries
+                fields.update(received(frames))
+                exception = WrongReply(f"reply to {log.rid} differs from the request")
+            self.writer.emit_shared("reply", log.shared, fields)
+            length = sum(map(len, frames))
+        else:
             log.emit("lost" if isinstance(outcome, Lost) else "abandon", reason=outcome.reason)
             exception = outcome
             length = 0
-        else:
-            ok = outcome.frames == self.adapter.expected_reply(body)
-            fields = {"worker": outcome.worker} if outcome.worker else {}
-            if outcome.endpoint:
-                fields["endpoint"] = self.client.endpoint_name(outcome.endpoint)
-            if not ok:  # the evidence: what came back, and whose request it carries
-                fields.update(received(outcome.frames))
-            log.emit("reply", ok=ok, latency_us=int(elapsed * 1e6), **fields)
-            if not ok:
-                exception = WrongReply(f"reply to {log.rid} differs from the request")
-            length = sum(map(len, outcome.frames))
-        self.environment.events.request.fire(
+        self.fire(
             request_type=self.client.name,
             name=self.config.name,
             response_time=elapsed * 1000,
@@ -134,7 +152,7 @@ class ZchaosUser(User):
 
     @task
     def one_request(self) -> None:
-        if isinstance(self.adapter, AsyncClientAdapter):
+        if self.is_async:
             self._async_round()
             return
         body, log = self._new_request()

@@ -10,7 +10,7 @@ import pytest
 import zmq
 
 from contract.history import HistoryError, HistoryWriter, NullWriter, read_events
-from loadtests.adapters.base import RequestLog, recv_within
+from loadtests.adapters.base import RequestLog, recv_within, without_wakeup_timer
 
 
 def test_shared_fields_write_the_same_event_as_emit(tmp_path: Path) -> None:
@@ -64,6 +64,29 @@ def test_a_receive_within_a_timeout_gets_the_whole_message_or_none(green: bool) 
         assert recv_within(b, 20) is None
         a.send_multipart([b"one", b"", b"three"])
         assert recv_within(b, 5000) == [b"one", b"", b"three"]
+        assert recv_within(b, 20) is None
+    finally:
+        a.close(linger=0)
+        b.close(linger=0)
+        ctx.term()
+
+
+def test_green_receives_each_get_their_whole_timeout() -> None:
+    # Thirty receives that each wait 40 ms, 1.2 s in all, under a 1 s timeout: a timer reused
+    # from receive to receive would count on from where the last one stopped and strike early.
+    import gevent
+    import zmq.green as zmq_green
+
+    ctx = zmq_green.Context()
+    a = ctx.socket(zmq.PAIR)
+    b = without_wakeup_timer(ctx.socket(zmq.PAIR))
+    try:
+        a.bind("inproc://each-its-timeout")
+        b.connect("inproc://each-its-timeout")
+        for n in range(30):
+            later = gevent.spawn_later(0.04, a.send, str(n).encode())
+            assert recv_within(b, 1000) == [str(n).encode()]
+            later.join()
         assert recv_within(b, 20) is None
     finally:
         a.close(linger=0)

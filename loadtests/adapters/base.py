@@ -25,6 +25,7 @@ records.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,21 +49,70 @@ def received(frames: list[bytes]) -> dict[str, Any]:
     return fields
 
 
+#: As ints: zmq's flag enums cost a Python-level operation each time they are combined.
+_NOBLOCK = int(zmq.NOBLOCK)
+_RCVMORE = int(zmq.RCVMORE)
+
+
+def send_message(socket: zmq.Socket, frames: list[bytes]) -> None:
+    """Send ``frames`` as one message; a one-frame message by ``send`` itself, which is what
+    ``send_multipart`` does with it less zmq.green's bookkeeping around every multipart call."""
+    if len(frames) == 1:
+        socket.send(frames[0])
+    else:
+        socket.send_multipart(frames)
+
+
+@functools.cache
+def _green_timeout() -> Any:
+    import gevent  # only once a green socket exists: a plain process need not import gevent
+
+    return gevent.Timeout
+
+
 def recv_within(socket: zmq.Socket, timeout_ms: float) -> list[bytes] | None:
     """The next message on ``socket`` if one comes within ``timeout_ms``, else None.
 
     Under Locust the socket is a ``zmq.green`` one, and its ``poll`` builds a poller, a
     green ``select`` and two timers on every call (bench/loadgen_rate.py --profile); a gevent
-    timeout around the green receive waits on the socket's own watcher instead. A multipart
-    message arrives whole, so the timeout can only strike before its first frame.
+    timeout around the green receive waits on the socket's own watcher instead. When it
+    strikes, the socket is looked at once more, which makes ``without_wakeup_timer`` safe.
+    A multipart message arrives whole, so the timeout can only strike before its first frame.
+    (A gevent timeout is made per receive: one restarted after a cancel counts from where it
+    stopped, so its timeouts shrink receive after receive.)
     """
-    if type(socket).__module__.startswith("zmq.green"):
-        import gevent
+    if not type(socket).__module__.startswith("zmq.green"):
+        return socket.recv_multipart() if socket.poll(timeout_ms, zmq.POLLIN) else None
+    timeout = _green_timeout()
+    timer = timeout(timeout_ms / 1000)
+    timer.start()
+    try:
+        first = socket.recv()
+    except timeout as struck:
+        if struck is not timer:
+            raise
+        try:
+            first = socket.recv(_NOBLOCK)
+        except zmq.Again:
+            return None
+    finally:
+        timer.close()
+    frames = [first]
+    # getsockopt is the plain option read (zmq.green's ``get`` adds its own checks).
+    while socket.getsockopt(_RCVMORE):
+        frames.append(socket.recv(_NOBLOCK))
+    return frames
 
-        with gevent.Timeout(timeout_ms / 1000, False):
-            return socket.recv_multipart()
-        return None
-    return socket.recv_multipart() if socket.poll(timeout_ms, zmq.POLLIN) else None
+
+def without_wakeup_timer(socket: zmq.Socket) -> zmq.Socket:
+    """``socket``, a new one that waits only in ``recv_within`` (its sends never find its
+    queue full), without zmq.green's timer of its own: zmq.green arms one (11.6 s) around
+    every wait in case libzmq's edge-triggered descriptor misses a wake-up, which
+    ``recv_within`` covers when its timeout strikes, and a receive then makes one timer
+    rather than two. (A plain socket is returned as it is.)"""
+    if type(socket).__module__.startswith("zmq.green"):
+        socket._gevent_bug_timeout = 0
+    return socket
 
 
 class RequestLog:
@@ -87,10 +137,7 @@ class RequestLog:
         self.names = names  # endpoint address -> the manifest's name of it (None: the address)
         self.attempts = 0
         # What every event of this request carries, encoded once for all of them.
-        head: dict[str, Any] = {"cid": cid, "seq": seq, "rid": rid}
-        if kind is not None:
-            head["kind"] = kind
-        self.shared = writer.shared(head, src=cid)
+        self.shared = writer.request_shared(cid, seq, rid, kind)
 
     def endpoint_name(self, address: str) -> str:
         """The manifest's name of an endpoint address (the address when it has none)."""
@@ -109,8 +156,9 @@ class RequestLog:
         (the address) when the client has several to choose from."""
         self.attempts += 1
         fields: dict[str, Any] = {"attempt": self.attempts}
-        self._endpoint(fields, endpoint)
-        self.emit("send", **fields)
+        if endpoint is not None:
+            fields["endpoint"] = self.endpoint_name(endpoint)
+        self.writer.emit_shared("send", self.shared, fields)
 
     def retried(self, reason: str) -> None:
         """The current attempt failed (timeout, ...) and the request will be sent again."""

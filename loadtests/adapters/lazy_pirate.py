@@ -33,7 +33,16 @@ from typing import Any
 import zmq
 
 from contract.history import rid_of
-from loadtests.adapters.base import Abandoned, ClientAdapter, Lost, Reply, RequestLog, recv_within
+from loadtests.adapters.base import (
+    Abandoned,
+    ClientAdapter,
+    Lost,
+    Reply,
+    RequestLog,
+    recv_within,
+    send_message,
+    without_wakeup_timer,
+)
 
 
 class LazyPirateClient(ClientAdapter):
@@ -61,13 +70,17 @@ class LazyPirateClient(ClientAdapter):
         self.socket: zmq.Socket | None = None
         self.current = 0  # index of the endpoint the socket is connected to
         self.deadline_s = float(self.options["reply_deadline_s"])  # > 0: never resend
+        self.timeout_ms = self.options["timeout_ms"]
+        self.retries = self.options["retries"]
 
     def _reopen(self, *, fail_over: bool = False) -> zmq.Socket:
         if self.socket is not None:
             self.socket.close(linger=0)
         if fail_over:
             self.current = (self.current + 1) % len(self.endpoints)
-        self.socket = self.context.socket(zmq.REQ)
+        # A REQ socket holds one request at most, so its send never waits: only the
+        # receive does, under recv_within's timeout.
+        self.socket = without_wakeup_timer(self.context.socket(zmq.REQ))
         self.socket.linger = 0
         self.socket.connect(self.endpoints[self.current])
         return self.socket
@@ -75,28 +88,28 @@ class LazyPirateClient(ClientAdapter):
     def request(self, body: list[bytes], log: RequestLog) -> Reply:
         if self.deadline_s:
             return self._request_once(body, log)
-        timeout_ms = self.options["timeout_ms"]
         socket = self.socket or self._reopen()
-        for attempt in range(self.options["retries"] + 1):
+        retries = self.retries
+        for attempt in range(retries + 1):
             if attempt:
                 if self.options["settle_ms"]:
                     time.sleep(self.options["settle_ms"] / 1000)  # gevent's sleep under Locust
                 socket = self._reopen(fail_over=True)
-            socket.send_multipart(body)
+            send_message(socket, body)
             log.sent()
-            frames = recv_within(socket, timeout_ms)
+            frames = recv_within(socket, self.timeout_ms)
             if frames is not None:
-                if frames and rid_of(frames[0]) == log.rid:
+                if rid_of(frames[0]) == log.rid:
                     return Reply(frames, endpoint=self.endpoints[self.current])
                 log.unexpected(frames, "reply to another request")
                 reason = "unexpected reply"
             else:
-                reason = f"no reply in {timeout_ms} ms"
-            if attempt < self.options["retries"]:
+                reason = f"no reply in {self.timeout_ms} ms"
+            if attempt < retries:
                 log.retried(reason)
         # The socket may still get the late reply: never reuse it.
         self._reopen(fail_over=True)
-        raise Abandoned(f"no reply after {self.options['retries'] + 1} attempts ({reason})")
+        raise Abandoned(f"no reply after {retries + 1} attempts ({reason})")
 
     def _request_once(self, body: list[bytes], log: RequestLog) -> Reply:
         """Send once, wait for this request's reply until the deadline, else raise Lost."""

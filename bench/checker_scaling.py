@@ -54,6 +54,16 @@ pandas as a whole process. At 1M (2026-11-27 06:55-06:58 UTC, under the shared l
 2.5-3.1): pandas whole process 2.8 s (in this process 1.5 s), Spark's process for the same 3
 checks 21.6 s (7.7x), whole report 42.5 s from JSON lines and 40.7 s rebuilt (15.2x, 14.6x).
 
+Issue 24 part 3 at 1M (2026-11-27, under the shared lock, ``--sizes 1000000 --profile --dir D``,
+the same run; per check warm, wall / CPU seconds; "before" 08:39-08:47 UTC load 2.1-3.4,
+"after" 10:03-10:07 UTC load 2.6-3.5): no_lost 5.59 / 8.23 -> 4.55 / 7.02 s (each client's
+last request from the cached per-request rows, not a second scan and shuffle of the sends);
+in_order 4.42 / 6.43 -> 2.22 / 3.23 s (totals and first offenders in one window from 500k
+events, was 2M); no_duplicate 2.90 / 4.49 -> 3.10 / 4.41 s and metrics 6.74 / 8.59 -> 4.67 /
+6.04 s (unchanged code: the spread of this machine). The like-for-like line (pandas's 3
+checks in Spark's own process) 21.1 -> 18.4 s, against the anchor 3.0 -> 2.6 s: 7.0x -> 7.2x.
+Measured and not kept: the metrics' precount from 500k events (1M warm CPU 7.9 -> 8.2-8.4 s).
+
 The day before (quieter): 10M 50.9 s from JSON, 35.1 s rebuilt, 24.0 s warm, pandas 12.4 s;
 the demo 7.7 s rebuilt (median of 6; a single figure at demo size is +-1 s of noise).
 

@@ -26,16 +26,18 @@ Figures (2026-11-27 09:38-09:40 UTC, ``flock /tmp/zchaos-heavy.lock python
 bench/loadgen_rate.py --seconds 10 --rounds 3``, load average 1.9 before, 2.2 after): bare
 7,769 requests/s (rounds 7,769, 7,626, 8,206); history off x0.75 (5,357-6,985), history on
 x0.63 (4,222-5,821). Before these cuts the same command gave history off x0.49, history on
-x0.52 (08:39, load 2.1, bare 8,605): rounds spread by +-15% on the shared cores. What was cut: a
-one-frame request sent by ``send`` and its reply received by ``recv`` (zmq.green's
+x0.52 (08:39, load 2.1, bare 8,605). Again after landing (10:15-10:17 UTC, load 2.4 before,
+2.2 after): bare 10,057 (8,698-10,082), history off x0.86 (5,966-10,291), history on x0.68
+(5,893-8,042), recording 21% of zchaos's rate. Rounds spread widely on the shared cores.
+What was cut: a one-frame request sent by ``send`` and its reply received by ``recv`` (zmq.green's
 send_multipart / recv_multipart set attributes and combine flag enums around every frame),
 zmq.green's own 11.6 s wake-up timer left off the Lazy Pirate REQ socket (the receive's
 timeout looks at the socket once more instead, so a receive makes one timer, as the bare
 user's), a request's shared history fields from a per-client template. The target, x0.80
 with history on, is not met. What ``--profile`` still shows beyond the bare user, per
-request: the two JSON lines (formatting, shape check, one ``write`` each: about 10% of the
-rate between history off and on), then the user's own Python (request id and payload, the
-RequestLog, the Reply, the reply check, Locust's event with its context) spread over a
+request: the two JSON lines (formatting, shape check, one ``write`` each: 10-21% of the rate
+between history off and on, now the largest part), then the user's own Python (request id
+and payload, the RequestLog, the Reply, the reply check, Locust's event with its context) spread over a
 dozen small functions; zmq.green's own work (its state callback, flag enums, the EAGAIN
 error of the first receive attempt, the wait) is now the same as the bare user's.
 """

@@ -13,7 +13,8 @@ request written to its JSON-lines file. Each round runs the three variants one a
 other (in a rotated order); the ratios are taken within a round, so that the machine's
 other load moves anchor and subject together, and their median is printed.
 ``--profile`` runs zchaos's user (history on) once more under cProfile and prints where
-its time goes.
+its time goes. A variant with a failed request, or a recorded history with a resend or more
+requests unanswered than users, stops the benchmark: its rate would not be a fair one.
 
 Figures (2026-11-27 03:45-03:55 UTC, 50 users, 10 s x 3 rounds, under the shared lock, load
 average 2.3): bare 9,000-9,300 requests/s. Before the user's path was cut: history off
@@ -46,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import pstats
 import statistics
@@ -142,7 +144,27 @@ def run_locust(
     )  # fmt: skip
     with open(f"{prefix}_stats.csv") as fh:
         total = next(row for row in csv.DictReader(fh) if row["Name"] == "Aggregated")
+    # A rate only counts if the requests were right: a faster user that times out early or
+    # loses replies would otherwise look like a win (one did, with a shrinking receive timeout).
+    if int(total["Failure Count"]):
+        raise SystemExit(f"{variant}: {total['Failure Count']} of {total['Request Count']} requests failed")
+    if variant == "history on":
+        check_history(Path(history), args.users)
     return float(total["Requests/s"])
+
+
+def check_history(history: Path, users: int) -> None:
+    """Every request of the recorded history answered, none resent: at most one request per
+    user may be left without its reply, the one in flight when the run time ran out."""
+    counts = dict.fromkeys(("send", "retry", "reply"), 0)
+    for path in history.glob("*.jsonl"):
+        with path.open() as fh:
+            for line in fh:
+                ev = json.loads(line).get("ev")
+                if ev in counts:
+                    counts[ev] += 1
+    if not counts["send"] or counts["retry"] or not 0 <= counts["send"] - counts["reply"] <= users:
+        raise SystemExit(f"history on: the recorded history is not a clean run: {counts} ({history})")
 
 
 def main() -> None:

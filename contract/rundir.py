@@ -86,6 +86,10 @@ class RunMeta(TypedDict, total=False):
     seeds: SeedsMeta  # only in a run of ``--seeds N``
 
 
+#: The name of the history follower's log in ``logs/``.
+FOLLOWER = "follower"
+
+
 @dataclass(frozen=True)
 class RunDir:
     root: Path
@@ -129,6 +133,12 @@ class RunDir:
 
     def log(self, instance: str) -> Path:
         return self.logs / f"{instance}.log"
+
+    @property
+    def follower_log(self) -> Path:
+        """The history follower's log (reports/ingest/follow.py): zchaos's own process, not
+        one of the system's, so no role of the manifest names it."""
+        return self.log(FOLLOWER)
 
     @classmethod
     def create(cls, base: str | Path, scenario_name: str) -> RunDir:

@@ -242,7 +242,7 @@ class Runner:
         parts while the run goes on, so that the report converts only what was written last.
         It runs in the runner's process group (a Ctrl-C reaches it too) at nice 19, and stops
         by itself when the runner is gone."""
-        with self.run.log("follower").open("wb") as log:
+        with self.run.follower_log.open("wb") as log:
             self.follower = subprocess.Popen(
                 [sys.executable, "-m", "reports.ingest.follow", str(self.run.history)],
                 stdin=subprocess.DEVNULL,
@@ -265,7 +265,7 @@ class Runner:
             follower.kill()
             follower.wait()
         if follower.returncode not in (0, -signal.SIGTERM):
-            log = self.run.log("follower")
+            log = self.run.follower_log
             self.progress.warn(f"the history's follower ended with code {follower.returncode}; see {log}")
 
     def _start_fault_proxy(self) -> None:

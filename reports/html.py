@@ -15,7 +15,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from contract.rundir import RunDir
+from contract.rundir import FOLLOWER, RunDir
 from reports.evidence import EXAMPLES_WITH_LOGS, shown_first
 
 NS = 1_000_000_000
@@ -317,6 +317,10 @@ def count_difference(verdict: dict[str, Any], locust: dict[str, Any] | None) -> 
     )
 
 
+#: The role shown for the history follower's log, zchaos's own process.
+FOLLOWER_ROLE = "zchaos: history to Parquet"
+
+
 def process_logs(run: RunDir, verdict: dict[str, Any]) -> list[dict[str, Any]]:
     """Each process's log (``logs/<instance>.log``, linked from the report) with its role and exits."""
     roles = {p.get("instance"): p.get("role") for p in verdict.get("processes") or []}
@@ -328,7 +332,7 @@ def process_logs(run: RunDir, verdict: dict[str, Any]) -> list[dict[str, Any]]:
         {
             "instance": log.stem,
             "href": f"logs/{log.name}",
-            "role": roles.get(log.stem) or "",
+            "role": roles.get(log.stem) or (FOLLOWER_ROLE if log.stem == FOLLOWER else ""),
             "size": _size(log.stat().st_size),
             "exits": exits.get(log.stem, 0),
         }

@@ -383,3 +383,16 @@ def test_every_table_fits_its_card(built, tmp_path, width):
     screenshot(
         run.report_html, tmp_path / "profile", width, shots_dir(tmp_path) / f"report-{width}.png", 3000
     )
+
+
+def test_the_process_logs_name_each_role_and_the_history_follower(tmp_path: Path) -> None:
+    from contract.rundir import RunDir
+    from reports.html import FOLLOWER_ROLE, process_logs
+
+    run = RunDir(tmp_path)
+    run.logs.mkdir()
+    for log in (run.log("worker-1"), run.follower_log, run.log("stray")):
+        log.write_text("a line\n")
+    verdict = {"processes": [{"instance": "worker-1", "role": "worker"}]}
+    roles = {row["instance"]: row["role"] for row in process_logs(run, verdict)}
+    assert roles == {"follower": FOLLOWER_ROLE, "stray": "", "worker-1": "worker"}

@@ -368,9 +368,7 @@ def test_a_bad_line_and_a_program_dying_mid_run_show_in_the_report(tmp_path: Pat
     report = result.run.report_html.read_text()
     assert "Client program errors" in report and "not a JSON line: this is not JSON" in report
     assert "client program exited early (code 3)" in report
-    program = str(CLIENTS / "lazy_pirate.py")
-    left = [p for p in psutil.process_iter(["cmdline"]) if program in (p.info["cmdline"] or [])]
-    assert left == []
+    assert programs_left(result.run.root) == []
 
 
 HUNG = """
@@ -402,9 +400,7 @@ def test_a_program_that_hangs_and_ignores_stop_is_killed_and_the_run_judged(tmp_
     errors = result.verdict["metrics"]["client_errors"]
     assert errors["count"] >= 3, errors  # each of the 3 programs: still running after stop
     assert any("still ran 3 s after stop" in e["detail"] for e in errors["first"]), errors
-    program = str(CLIENTS / "lazy_pirate.py")
-    left = [p for p in psutil.process_iter(["cmdline"]) if program in (p.info["cmdline"] or [])]
-    assert left == []
+    assert programs_left(result.run.root) == []
 
 
 CRASHING = """
@@ -434,3 +430,20 @@ def test_a_program_that_crashes_at_start_is_bad_input_with_its_own_log(tmp_path:
     assert not (run / "verdict.json").exists()
     starts = [e for e in read_events(run / "history") if e["ev"] == "client_error" and e["reason"] == "init"]
     assert 2 <= len(starts) <= 2 * 8  # backing off: a few starts in 4 s, not one per request
+
+
+def programs_left(root: Path) -> list[psutil.Process]:
+    """The client programs of the run in ``root`` still alive: those holding a file of it open
+    (a program's stderr is its run's logs/client-N.log). Other tests run the same program at
+    the same time (pytest -n), so the program's name alone is not enough."""
+    program = str(CLIENTS / "lazy_pirate.py")
+    left = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if program not in (proc.info["cmdline"] or []):
+            continue
+        try:
+            if any(Path(f.path).is_relative_to(root) for f in proc.open_files()):
+                left.append(proc)
+        except psutil.Error:
+            continue
+    return left

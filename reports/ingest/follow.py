@@ -247,22 +247,14 @@ def convert(
     hist: Path,
     files: list[Path],
     *,
-    parquet: str,
-    account_file: str,
-    split_min_events: int,
-    bytes_per_event: int,
     outcome: Outcome | None = None,
     cancel: threading.Event | None = None,
+    **options: Any,
 ) -> Outcome:
     """arrow.convert's result, reusing the parts written during the run where they can be
-    (see the module's docstring); arrow.convert itself when there are none, or at any doubt."""
+    (see the module's docstring); arrow.convert itself when there are none, or at any doubt.
+    ``options`` are arrow.convert's own (the Parquet form's name and layout), passed on."""
     out = outcome or Outcome()
-    options: dict[str, Any] = {
-        "parquet": parquet,
-        "account_file": account_file,
-        "split_min_events": split_min_events,
-        "bytes_per_event": bytes_per_event,
-    }
     t0 = time.monotonic()
     parts, out.parts_refused = reusable(hist, files)
     if parts:

@@ -170,7 +170,13 @@ def test_pingpong_a_worker_whose_result_reads_as_a_ping_is_expired_as_wedged(clu
     deadline = time.monotonic() + EXPIRE_S + 5
     while not cluster.events("worker_expired", worker="hostile") and time.monotonic() < deadline:
         hostile.send_multipart([b"", b"PING"])
-        hostile.poll(200)  # the PING interval; PONGs are left unread
+        # A PING interval of reading its PONGs. Left unread, the first PONG ended every later
+        # poll at once: the loop flooded PINGs until the broker's PONGs would block, and the
+        # PING of the wedged expiry could then fail to register it again (no second expiry).
+        interval_end = time.monotonic() + 0.2
+        while (left_ms := (interval_end - time.monotonic()) * 1000) > 0:
+            if hostile.poll(left_ms):
+                hostile.recv_multipart()
     assert cluster.events("worker_expired", worker="hostile", reason="wedged")
     # Its PING registered it again; gone for good, it expires, and a real worker serves.
     hostile.close()

@@ -212,6 +212,12 @@ def _start(events: int | None, spark_home: Path, plan: cds.Plan | None) -> Spark
         # itself (10M events, warm: per_request cached 8.1-8.9 s CPU compressed, 5.7-6.3 s
         # not, 3.5-4.1 s not cached at all); reading it back is faster too.
         .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
+        # PySpark's DataFrame debugging records the Python call site of every column function
+        # in the JVM (about 9 round trips through py4j each, and a walk of the Python stack):
+        # over half of a report's calls into the JVM. It only names the Python line in a
+        # Spark error's text. Off (a warm report of a CI run, bench/checker_scaling.py --reports):
+        # 15.6k -> 7.3k calls, Python CPU 1.8 -> 1.0 s.
+        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
     )
     if driver_java_options(events):
         builder = builder.config("spark.driver.extraJavaOptions", driver_java_options(events))

@@ -45,7 +45,17 @@ def read_history(spark: SparkSession, history_dir: str | Path) -> DataFrame:
 
 
 def events_frame(spark: SparkSession, events: Iterable[dict[str, Any]]) -> DataFrame:
-    """A DataFrame of hand-made events (for unit tests of checkers)."""
-    names = list(FIELD_TYPES)
-    rows = [tuple(e.get(n) for n in names) for e in events]
-    return spark.createDataFrame(rows, history_schema())
+    """A DataFrame of hand-made events (for unit tests of checkers).
+
+    Handed to Spark as an Arrow table, which the JVM reads itself: made from Python rows,
+    the frame was an RDD of pickled rows that a Python worker process unpickled again for
+    every job that scanned it (a checker runs several).
+    """
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = history_schema()
+    arrow_schema = to_arrow_schema(schema)
+    events = list(events)
+    columns = [pa.array([e.get(f.name) for e in events], type=f.type) for f in arrow_schema]
+    return spark.createDataFrame(pa.Table.from_arrays(columns, schema=arrow_schema), schema)

@@ -38,6 +38,38 @@ by ``./dev demo``), ``--dir D`` keeps the generated runs in D for the next time:
 seconds of this process and its JVM together (which move far less with the load than the
 wall time), and the Spark jobs and stages.
 
+``--reports RUN [RUN ...]`` measures issue 24 part 1 on copies of stored runs instead: a lone
+cold ``zchaos report`` of the first (JVM start included, from its Parquet form) and
+``zchaos report`` of them all in one session (each run after the first a warm report, timed
+by its "report built in" line), against the targets (<= 5 s cold for the demo run, <= 2 s
+per warm report) and pandas's whole process on the first run; ``--before REV`` times the
+same with the code of a git revision (git archive), alternated with this tree in each round:
+
+    ./dev bench checker_scaling --reports RUN-A RUN-B ... --before REV --rounds 2
+
+2026-11-27 13:04-13:13 UTC, under the shared lock, load 2.6-3.9, six stored CI runs of
+5k-32k events (cold: paranoid-pirate-kills, 24,840 events), before = 4c8c214 (PySpark's
+DataFrame debugging still on): cold 18.3 s (before 18.6 s; target 5 s: x3.7; pandas 1.2 s),
+warm per run 7.6 s (before 8.3 s: x0.92; target 2 s: x3.8). Both targets missed by far.
+
+Where a warm report of a CI run (17k-32k events) goes, the session reused, one thread, load
+2.0-2.5 (a scratch profile: each step in its own job group, py4j's calls counted, JFR on the
+JVM), per report: about 25 Spark jobs. The metrics 2 jobs, 1.8 s; steady_state 9 jobs, 1.5
+s; no_lost 3 jobs, 1.0 s; every other check 1-2 jobs, 0.1-0.5 s; the control events 1 job,
+0.2 s; planning the shared aggregates 0.3 s; the HTML 0.17 s; the read (the profile from the
+Parquet form's account) 0.07 s; junit, evidence, verdict and results store ~0. Each job's
+cost is fixed, not data: of the JVM's CPU (JFR samples), the driver thread serving py4j 45%
+(its reflection lookups 14%, analysis 9%, Janino 7%), the task threads 36% (Janino 14%,
+generating code 5%, the rows themselves 6%), broadcasts 9%, the scheduler 10%. 235 classes
+compiled per report (~15 ms each), yet compiling none (interpreted expressions, no
+whole-stage code) saved nothing (6 warm reports each, alternated: 36.5 against 36.3 s;
+whole-stage off alone 37.8 s). 15.6k py4j round trips per report (~0.16 ms each), over half
+PySpark's DataFrame debugging (now off: 7.3k; Python CPU 1.8 -> 1.0 s per report). Cold (the
+24,840-event run, load 3.7): imports 0.8 s, Spark's start 5.1 s, the first query (the
+control events, beside the metrics' start) 5.3 s, the checks 9.3 s two at a time, the
+files 0.2 s. Seen once and not kept: C2 beside C1 for a reused session (second warm round
+13-23% faster, the first reports slower, 40% more CPU; not alternated).
+
 Latest figures (2026-11-26 05:40-05:50 UTC, nothing else running; Spark ran about a third
 slower on this machine than the day before, pandas as fast):
 
@@ -123,6 +155,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -131,6 +164,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from statistics import median
 from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -313,13 +347,17 @@ def _write_meta(run: RunDir, span_ns: int) -> None:
     )
 
 
-def _timed_child(what: str, args: list[str], ok: tuple[int, ...] = (0,)) -> tuple[str, float]:
-    """A new Python process with ``args`` (from the project's root), in its own process group:
-    its output and wall time until it exits; an exit code not in ``ok`` ends the benchmark,
-    with what the child said. Whatever is left in its group afterwards (or on Ctrl-C) is ended."""
+def _timed_child(
+    what: str, args: list[str], ok: tuple[int, ...] = (0,), cwd: Path = ROOT, stderr_too: bool = False
+) -> tuple[str, float]:
+    """A new Python process with ``args`` (from ``cwd``, the project's root: its code is the
+    one imported), in its own process group: its output (``stderr_too``: stdout, then stderr)
+    and wall time until it exits; an exit code not in ``ok`` ends the benchmark, with what the
+    child said. Whatever is left in its group afterwards (or on Ctrl-C) is ended."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=out, stderr=err,
+        proc = subprocess.Popen([sys.executable, *args], cwd=cwd, stdout=out, stderr=err, env=env,
                                 start_new_session=True)  # fmt: skip
         try:
             code = proc.wait()
@@ -331,7 +369,7 @@ def _timed_child(what: str, args: list[str], ok: tuple[int, ...] = (0,)) -> tupl
         stdout, stderr = out.read(), err.read()
     if code not in ok:
         raise SystemExit(f"{what} failed ({code}):\n{stdout}\n{stderr}")
-    return stdout, secs
+    return (stdout + stderr if stderr_too else stdout), secs
 
 
 def _end_group(proc: subprocess.Popen) -> None:
@@ -354,10 +392,104 @@ def _end_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def whole_process(run: RunDir) -> tuple[dict[str, Any], float]:
-    """``zchaos report RUN`` in a new process: its verdict and wall time."""
-    _out, secs = _timed_child("zchaos report", ["-m", "harness.cli", "report", str(run.root)], ok=(0, 1, 3))
+def whole_process(run: RunDir, cwd: Path = ROOT) -> tuple[dict[str, Any], float]:
+    """``zchaos report RUN`` in a new process (``cwd``'s code): its verdict and wall time."""
+    _out, secs = _timed_child(
+        "zchaos report", ["-m", "harness.cli", "report", str(run.root)], ok=(0, 1, 3), cwd=cwd
+    )
     return json.loads(run.verdict_json.read_text()), secs
+
+
+#: Issue 24 part 1's targets: seconds per run when a session is reused, and a lone cold
+#: ``zchaos report`` of the demo run (about 105k events).
+WARM_TARGET_S, COLD_TARGET_S = 2.0, 5.0
+#: The line ``zchaos report`` prints as each run's report is built (harness/runner.py).
+BUILT = re.compile(r"report built in ([0-9.]+) s")
+
+
+def tree_at(rev: str, base: Path) -> Path:
+    """The project's files at git revision ``rev``, extracted under ``base`` (git archive:
+    no worktree or branch is made)."""
+    out = base / f"tree-{re.sub(r'[^A-Za-z0-9._-]', '_', rev)}"
+    out.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
+    return out
+
+
+def session_reports(runs: list[RunDir], cwd: Path) -> tuple[list[float], list[dict[str, Any]]]:
+    """``zchaos report RUN RUN...`` (one Spark session for all) in a new process, ``cwd``'s
+    code: each run's "report built in" seconds (its own progress line: the read, checks,
+    metrics and files, not the results store) and each verdict's outcome."""
+    out, _secs = _timed_child(
+        "zchaos report RUN RUN...",
+        ["-m", "harness.cli", "report", *(str(r.root) for r in runs)],
+        ok=(0, 1, 3),
+        cwd=cwd,
+        stderr_too=True,
+    )
+    built = [float(x) for x in BUILT.findall(out)]
+    if len(built) != len(runs):
+        raise SystemExit(f"expected {len(runs)} 'report built in' lines, got {len(built)}:\n{out}")
+    return built, [outcome(json.loads(r.verdict_json.read_text())) for r in runs]
+
+
+def stored_reports(stored: list[Path], before: str | None, rounds: int, base: Path) -> None:
+    """Issue 24 part 1's figures on copies of stored runs: a lone cold ``zchaos report`` of
+    the first (JVM start included) and ``zchaos report`` of all in one session (every run
+    after the first is a warm report), by this tree's code and, with ``before``, by that
+    git revision's, alternated in each round so that both meet the same load; pandas's
+    whole process on the first run as the anchor. Every verdict must be the same."""
+    from contract.rundir import RunDir
+
+    runs = [RunDir(base / "runs" / path.name) for path in stored]
+    for path, run in zip(stored, runs, strict=True):
+        shutil.copytree(
+            path, run.root, ignore=shutil.ignore_patterns("verdict.json", "report.html", "junit.xml")
+        )
+    trees = {"this tree": ROOT} | ({f"before ({before})": tree_at(before, base)} if before else {})
+    events = json.loads((runs[0].history / "events.parquet" / "_zchaos_input.json").read_text())["events"]
+    cold: dict[str, list[float]] = {name: [] for name in trees}
+    warm: dict[str, list[float]] = {name: [] for name in trees}
+    anchor: list[float] = []
+    verdicts: list[Any] = []
+    print(f"{len(runs)} stored runs; cold: {runs[0].root.name} ({events:,} events, from its Parquet form)")
+    for r in range(rounds):
+        for name, tree in trees.items():
+            verdict, secs = whole_process(runs[0], tree)
+            cold[name].append(secs)
+            verdicts.append(outcome(verdict))
+            print(f"  round {r + 1} {name:<24} cold zchaos report {secs:6.1f} s   load {load()}", flush=True)
+            built, found = session_reports(runs, tree)
+            warm[name] += built[1:]
+            verdicts.append(found)
+            each = " ".join(f"{b:.1f}" for b in built)
+            print(
+                f"  round {r + 1} {name:<24} one session, per run: {each} s (the first cold)   load {load()}"
+            )
+        _found, secs = pandas_process(runs[0])
+        anchor.append(secs)
+        print(f"  round {r + 1} pandas, whole process (3 checks, the anchor) {secs:6.1f} s   load {load()}")
+    assert all(v == verdicts[0] for v in verdicts[0::2]) and all(v == verdicts[1] for v in verdicts[1::2])
+    pandas_s = median(anchor)
+    print(f"\nIssue 24 part 1 (medians; {rounds} round(s); every verdict the same in every way; /target")
+    print(
+        f"<= 1 meets it; x pandas: / pandas's whole process on the cold run, {pandas_s:.1f} s, not like"
+        " for like):"
+    )
+    heads = "".join(f"{name:>24}" for name in trees)
+    print(f"  {'work':<34}{heads}{'target':>8}{'/target':>9}{'x pandas':>10}")
+    for label, figures, target in (
+        (f"cold zchaos report ({events // 1000}k ev.)", cold, COLD_TARGET_S),
+        (f"warm, per run ({len(runs) - 1} runs x {rounds})", warm, WARM_TARGET_S),
+    ):
+        mine = median(figures["this tree"])
+        print(f"  {label:<34}" + "".join(f"{median(f):22.1f} s" for f in figures.values())
+              + f"{target:7.0f}s{mine / target:9.2f}{mine / pandas_s:9.1f}x")  # fmt: skip
+    if before:
+        for label, figures in (("cold", cold), ("warm", warm)):
+            ratio = median(figures["this tree"]) / median(figures[f"before ({before})"])
+            print(f"  {label}: this tree / before = {ratio:.2f}")
 
 
 #: What pandas_check judges, by the names of the checks that judge it in Spark.
@@ -563,6 +695,13 @@ def main() -> None:
         "whose whole-process report is timed too (on a copy)",
     )  # fmt: skip
     parser.add_argument("--profile", action="store_true", help="seconds, CPU, jobs and stages per check")
+    parser.add_argument(
+        "--reports", type=Path, nargs="+", metavar="RUN",
+        help="issue 24 part 1 instead of the sizes: stored runs (copied), a cold zchaos report of the "
+        "first and all in one session (warm per run), against the targets",
+    )  # fmt: skip
+    parser.add_argument("--before", metavar="REV", help="with --reports: also the code of this git revision")
+    parser.add_argument("--rounds", type=int, default=2, help="with --reports: rounds (each alternates)")
     parser.add_argument("--spark-checks", nargs=2, metavar=("RUN", "NAMES"), help=argparse.SUPPRESS)
     parser.add_argument("--pandas-checks", nargs=2, metavar=("PARQUET", "NS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -578,8 +717,15 @@ def main() -> None:
     from reports.ingest.read import PARQUET
     from reports.spark import get_spark
 
-    print(LEGEND)
     base = args.dir or Path(tempfile.mkdtemp(prefix="zchaos-bench-"))
+    if args.reports:
+        try:
+            stored_reports(args.reports, args.before, args.rounds, base)
+        finally:
+            if args.dir is None:
+                shutil.rmtree(base, ignore_errors=True)
+        return
+    print(LEGEND)
     figures: dict[str, tuple[float, str]] = {}
     pandas: dict[int, tuple[float, str]] = {}
     try:

@@ -41,6 +41,19 @@ between history off and on, now the largest part), then the user's own Python (r
 and payload, the RequestLog, the Reply, the reply check, Locust's event with its context) spread over a
 dozen small functions; zmq.green's own work (its state callback, flag enums, the EAGAIN
 error of the first receive attempt, the wait) is now the same as the bare user's.
+
+Each line also gives the CPU microseconds of Locust's main thread per request (the green
+users all run on it). Figures (2026-11-27 13:04-13:14 UTC, same command, load average 3.3
+before, 2.2 after): bare 7,942 requests/s and 128 us CPU per request; history off x0.73,
+174 us; history on x0.60, 214 us. In every variant the CPU per request matched the wall time
+per request: the rate is bound by that thread's CPU, not by waiting on the echo. What is not
+explained yet: outside Locust (timeit, no sockets) the user's own path, from the request id
+to the reply event, costs 6 us per request with history off and 13 us with it on, while the
+differences to bare measured here are 46 and 86 us; sampled by py-spy, the same zmq.green
+send and receive lines took longer in zchaos's Locust process than in a bare user that
+receives through the same ``recv_within``. The Python garbage collector is not it (five
+young collections in 6 s, none older); gc.freeze and a larger threshold moved nothing
+beyond the noise, which is 10-20% between runs minutes apart on these shared cores.
 """
 
 from __future__ import annotations
@@ -55,6 +68,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import zmq
@@ -99,7 +113,49 @@ class BareUser(User):
         )
 """
 
+#: A second locustfile given to every variant: the CPU seconds of the Locust process's main
+#: thread (every user's greenlet runs on it; libzmq's I/O thread is left out) and its request
+#: count, from the moment every user runs (``spawning_complete``) to the end of the load
+#: (``test_stop``). CPU microseconds per request is what a request costs the user's own
+#: path; when it matches the wall time per request, the rate was bound by that thread's CPU
+#: and not by waiting on the echo.
+CPU_METER = """
+import json, os, time
+from locust import events
+
+_marks = []
+_env = []
+
+
+@events.init.add_listener
+def _keep(environment, **_kw):
+    _env.append(environment)
+
+
+def _mark():
+    _marks.append((time.thread_time(), _env[0].stats.total.num_requests))
+
+
+events.spawning_complete.add_listener(lambda **_kw: _mark())
+
+
+@events.test_stop.add_listener
+def _end(**_kw):
+    _mark()
+    with open(os.environ["BENCH_METER_FILE"], "w") as fh:
+        json.dump(_marks, fh)
+"""
+
 VARIANTS = ("bare", "history off", "history on")
+
+
+@dataclass(frozen=True)
+class Rate:
+    """One measurement: Locust's requests/s, and the main thread's CPU microseconds per
+    request while every user ran."""
+
+    wall: float
+    cpu_us: float
 
 
 def start_echo(ctx: zmq.Context) -> str:
@@ -119,10 +175,12 @@ def start_echo(ctx: zmq.Context) -> str:
 
 def run_locust(
     variant: str, endpoint: str, args: argparse.Namespace, work: Path, tag: str, profile: Path | None = None
-) -> float:
-    """Requests/s of one Locust process running ``variant``'s user for ``args.seconds``."""
+) -> Rate:
+    """The rate of one Locust process running ``variant``'s user for ``args.seconds``."""
     prefix = work / f"stats-{tag}"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    meter, marks = work / "cpu_meter.py", work / f"meter-{tag}.json"
+    meter.write_text(CPU_METER)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BENCH_METER_FILE": str(marks)}
     if variant == "bare":
         locustfile = work / "bare_user.py"
         locustfile.write_text(BARE_USER)
@@ -135,7 +193,7 @@ def run_locust(
     python = [sys.executable, *(["-m", "cProfile", "-o", str(profile)] if profile else [])]
     subprocess.run(
         [
-            *python, "-m", "locust", "-f", str(locustfile), "--headless",
+            *python, "-m", "locust", "-f", f"{locustfile},{meter}", "--headless",
             "--users", str(args.users), "--spawn-rate", str(args.users), "--run-time", f"{args.seconds}s",
             "--csv", str(prefix), "--only-summary", "--loglevel", "ERROR", "--exit-code-on-error", "0",
         ],
@@ -150,7 +208,8 @@ def run_locust(
         raise SystemExit(f"{variant}: {total['Failure Count']} of {total['Request Count']} requests failed")
     if variant == "history on":
         check_history(Path(history), args.users)
-    return float(total["Requests/s"])
+    (cpu0, n0), (cpu1, n1) = json.loads(marks.read_text())
+    return Rate(wall=float(total["Requests/s"]), cpu_us=(cpu1 - cpu0) / (n1 - n0) * 1e6)
 
 
 def check_history(history: Path, users: int) -> None:
@@ -180,7 +239,7 @@ def main() -> None:
     args = parser.parse_args()
     ctx = zmq.Context()
     endpoint = start_echo(ctx)
-    rates: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    rates: dict[str, list[Rate]] = {v: [] for v in VARIANTS}
     with tempfile.TemporaryDirectory(prefix="zchaos-loadgen-") as tmp:
         work = Path(tmp)
         for n in range(args.rounds):
@@ -192,20 +251,21 @@ def main() -> None:
             f"loadgen rate, one Locust process, {args.users} users, {args.seconds} s x {args.rounds} rounds, "
             f"echo in C, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}:"
         )
-        bare = rates["bare"]
+        bare = [r.wall for r in rates["bare"]]
         for variant in VARIANTS:
-            got = rates[variant]
+            got = [r.wall for r in rates[variant]]
             ratio = statistics.median(r / b for r, b in zip(got, bare, strict=True))
+            cpu_us = statistics.median(r.cpu_us for r in rates[variant])
             print(
                 f"  {variant:<12} {statistics.median(got):8.0f} requests/s  x{ratio:.2f} bare"
-                f"  (rounds: {', '.join(f'{r:.0f}' for r in got)})"
+                f"  {cpu_us:5.0f} us CPU/request  (rounds: {', '.join(f'{r:.0f}' for r in got)})"
             )
-        off, on = (statistics.median(rates[v]) for v in ("history off", "history on"))
+        off, on = (statistics.median(r.wall for r in rates[v]) for v in VARIANTS[1:])
         print(f"  recording costs {1 - on / off:.1%} of zchaos's rate; target: history on >= x0.80 bare")
         if args.profile:
             prof = work / "user.prof"
             rate = run_locust("history on", endpoint, args, work, "profile", profile=prof)
-            print(f"\nzchaos's user, history on, under cProfile: {rate:.0f} requests/s; by own time:")
+            print(f"\nzchaos's user, history on, under cProfile: {rate.wall:.0f} requests/s; by own time:")
             pstats.Stats(str(prof)).sort_stats("tottime").print_stats(25)
 
 

@@ -68,8 +68,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import zmq
 
@@ -149,8 +149,7 @@ def _end(**_kw):
 VARIANTS = ("bare", "history off", "history on")
 
 
-@dataclass(frozen=True)
-class Rate:
+class Rate(NamedTuple):
     """One measurement: Locust's requests/s, and the main thread's CPU microseconds per
     request while every user ran."""
 

@@ -171,6 +171,11 @@ def get_spark(events: int | None = None) -> SparkSession:
             _archive = plan
             atexit.register(_save_at_exit)
     _session.sparkContext.setLogLevel("ERROR")
+    from pyspark import SparkContext
+
+    from reports.jvm_lookups import remember_lookups
+
+    remember_lookups(SparkContext._jvm)
     jvm = _jvm_process()
     _log(
         f"driver JVM started (pid {jvm.pid if jvm else '?'}), heap {driver_memory(events)} for about "

@@ -2,7 +2,7 @@
 with the history recorded and without, against a bare ``zmq.green`` REQ user measured in
 the same run, all against a C-speed echo (a ROUTER proxied onto itself).
 
-    python bench/loadgen_rate.py [--seconds 15] [--users 50] [--rounds 3] [--profile]
+    python bench/loadgen_rate.py [--seconds 15] [--users 50] [--rounds 3] [--profile] [--ladder]
 
 The anchor, "bare", is the least a Locust user of a REQ server does: one green REQ socket
 per user, send a payload of the same size, receive, fire Locust's request event (Locust's
@@ -15,6 +15,11 @@ other load moves anchor and subject together, and their median is printed.
 ``--profile`` runs zchaos's user (history on) once more under cProfile and prints where
 its time goes. A variant with a failed request, or a recorded history with a resend or more
 requests unanswered than users, stops the benchmark: its rate would not be a fair one.
+``--ladder`` adds rungs between the bare user and zchaos's: the bare user plus zchaos's
+receive (``recv_within``, a gevent timeout per receive, the socket without zmq.green's
+wake-up timer), then plus the request id, the seeded payload and the reply check, then plus
+the ``RequestLog`` and ``Reply`` objects and Locust's event with its context, then plus the
+history's two writes per request; the rungs run in order, then in reverse, round by round.
 
 Figures (2026-11-27 03:45-03:55 UTC, 50 users, 10 s x 3 rounds, under the shared lock, load
 average 2.3): bare 9,000-9,300 requests/s. Before the user's path was cut: history off
@@ -146,7 +151,100 @@ def _end(**_kw):
         json.dump(_marks, fh)
 """
 
+#: ``--ladder``'s locustfile: the bare user with zchaos's user's pieces added one by one, up
+#: to ``BENCH_STEP`` of them (the rungs of LADDER), zchaos's own functions where it has them.
+LADDER_USER = """
+import itertools, os, random, time
+import zmq.green as zmq
+from locust import User, constant, task
+
+from contract.history import HistoryWriter, NullWriter, history_file, payload_for, request_id, rid_of
+from loadtests.adapters.base import Reply, RequestLog, recv_within, send_message, without_wakeup_timer
+
+STEP = int(os.environ["BENCH_STEP"])
+SIZE = int(os.environ["BENCH_PAYLOAD_BYTES"])
+PAYLOAD = b"x" * SIZE
+ENDPOINT = os.environ["BENCH_ENDPOINT"]
+HISTORY = os.environ.get("BENCH_HISTORY", "")
+LETTERS = bytes(97 + b % 26 for b in range(256))
+_context = zmq.Context()
+_numbers = itertools.count(1)
+_writer = HistoryWriter(history_file(HISTORY, "locust-0"), "locust") if HISTORY else NullWriter("locust")
+
+
+class LadderUser(User):
+    wait_time = constant(0)
+
+    def on_start(self):
+        self.socket = _context.socket(zmq.REQ)
+        if STEP >= 1:
+            without_wakeup_timer(self.socket)
+        self.socket.linger = 0
+        self.socket.connect(ENDPOINT)
+        self.cid = f"client-{next(_numbers)}"
+        self.seq = 0
+        self.draw = random.Random(f"1:{self.cid}").getrandbits
+        self.fire = self.environment.events.request.fire
+
+    def on_stop(self):
+        self.socket.close()
+
+    @task
+    def one_request(self):
+        if STEP == 0:
+            started = time.perf_counter()
+            self.socket.send(PAYLOAD)
+            reply = self.socket.recv()
+            self.environment.events.request.fire(
+                request_type="bare", name="request", response_time=(time.perf_counter() - started) * 1000,
+                response_length=len(reply), exception=None, context={},
+            )
+            return
+        if STEP == 1:
+            body = [PAYLOAD]
+        else:
+            self.seq = seq = self.seq + 1
+            rid = request_id(self.cid, seq)
+            filler = self.draw(64).to_bytes(8, "little").translate(LETTERS)
+            body = [payload_for(rid, SIZE, filler)]
+        if STEP >= 3:
+            log = RequestLog(_writer, self.cid, seq, rid, "lazy_pirate", None)
+        started = time.perf_counter()
+        send_message(self.socket, body)
+        if STEP >= 3:
+            log.sent()
+        frames = recv_within(self.socket, 2500)
+        exception = None
+        if STEP >= 2:
+            if frames is None or rid_of(frames[0]) != rid:
+                exception = RuntimeError("not the reply")
+        if STEP >= 3:
+            outcome = Reply(frames, endpoint=ENDPOINT)
+            frames = outcome.frames
+        elapsed = time.perf_counter() - started
+        if STEP >= 2 and frames != body:
+            exception = RuntimeError("reply differs")
+        if STEP >= 3:
+            fields = {"ok": exception is None, "latency_us": int(elapsed * 1e6), "endpoint": "e"}
+            _writer.emit_shared("reply", log.shared, fields)
+        self.fire(
+            request_type="ladder", name="request", response_time=elapsed * 1000,
+            response_length=sum(map(len, frames)), exception=exception,
+            context={"cid": self.cid, "seq": log.seq} if STEP >= 3 else {},
+        )
+"""
+
 VARIANTS = ("bare", "history off", "history on")
+#: --ladder's variants: the rungs of LADDER_USER by their step, then zchaos's own user.
+LADDER = {
+    "bare": 0,
+    "+recv_within": 1,
+    "+ids, payload, check": 2,
+    "+log, reply, context": 3,
+    "+history writes": 4,
+    "history off": None,
+    "history on": None,
+}
 
 
 class Rate(NamedTuple):
@@ -180,13 +278,20 @@ def run_locust(
     meter, marks = work / "cpu_meter.py", work / f"meter-{tag}.json"
     meter.write_text(CPU_METER)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BENCH_METER_FILE": str(marks)}
+    history = str(work / f"history-{tag}") if variant in ("history on", "+history writes") else ""
     if variant == "bare":
         locustfile = work / "bare_user.py"
         locustfile.write_text(BARE_USER)
         env.update(BENCH_ENDPOINT=endpoint, BENCH_PAYLOAD_BYTES=str(PAYLOAD_BYTES))
+    elif LADDER.get(variant) is not None:
+        locustfile = work / "ladder_user.py"
+        locustfile.write_text(LADDER_USER)
+        env.update(
+            BENCH_ENDPOINT=endpoint, BENCH_PAYLOAD_BYTES=str(PAYLOAD_BYTES),
+            BENCH_STEP=str(LADDER[variant]), BENCH_HISTORY=history,
+        )  # fmt: skip
     else:
         locustfile = ROOT / "loadtests" / "locustfile.py"
-        history = str(work / f"history-{tag}") if variant == "history on" else ""
         client = ClientLoad(name="lazy_pirate", adapter="lazy_pirate", endpoints=[endpoint])
         env[ENV_LOAD] = LoadConfig(clients=[client], history_dir=history, wait_ms=0).to_env()
     python = [sys.executable, *(["-m", "cProfile", "-o", str(profile)] if profile else [])]
@@ -205,7 +310,7 @@ def run_locust(
     # loses replies would otherwise look like a win (one did, with a shrinking receive timeout).
     if int(total["Failure Count"]):
         raise SystemExit(f"{variant}: {total['Failure Count']} of {total['Request Count']} requests failed")
-    if variant == "history on":
+    if history:
         check_history(Path(history), args.users)
     (cpu0, n0), (cpu1, n1) = json.loads(marks.read_text())
     return Rate(wall=float(total["Requests/s"]), cpu_us=(cpu1 - cpu0) / (n1 - n0) * 1e6)
@@ -235,28 +340,36 @@ def main() -> None:
         "--rounds", type=int, default=3, help="rounds of the three variants (noise on shared cores)"
     )
     parser.add_argument("--profile", action="store_true", help="profile zchaos's user, history on (cProfile)")
+    parser.add_argument(
+        "--ladder",
+        action="store_true",
+        help="the bare user with zchaos's pieces added one by one (LADDER), then zchaos's user",
+    )
     args = parser.parse_args()
+    variants = tuple(LADDER) if args.ladder else VARIANTS
     ctx = zmq.Context()
     endpoint = start_echo(ctx)
-    rates: dict[str, list[Rate]] = {v: [] for v in VARIANTS}
+    rates: dict[str, list[Rate]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory(prefix="zchaos-loadgen-") as tmp:
         work = Path(tmp)
         for n in range(args.rounds):
-            for variant in VARIANTS[n % 3 :] + VARIANTS[: n % 3]:
-                rates[variant].append(
-                    run_locust(variant, endpoint, args, work, f"{n}-{variant.replace(' ', '-')}")
-                )
+            # The ladder's rungs in order, then in reverse: a drift of the machine's load
+            # over a round moves neighbouring rungs alike. The three variants rotate.
+            order = variants[:: 1 - 2 * (n % 2)] if args.ladder else variants[n % 3 :] + variants[: n % 3]
+            for variant in order:
+                tag = f"{n}-{''.join(c if c.isalnum() else '-' for c in variant)}"
+                rates[variant].append(run_locust(variant, endpoint, args, work, tag))
         print(
             f"loadgen rate, one Locust process, {args.users} users, {args.seconds} s x {args.rounds} rounds, "
             f"echo in C, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}:"
         )
         bare = [r.wall for r in rates["bare"]]
-        for variant in VARIANTS:
+        for variant in variants:
             got = [r.wall for r in rates[variant]]
             ratio = statistics.median(r / b for r, b in zip(got, bare, strict=True))
             cpu_us = statistics.median(r.cpu_us for r in rates[variant])
             print(
-                f"  {variant:<12} {statistics.median(got):8.0f} requests/s  x{ratio:.2f} bare"
+                f"  {variant:<20} {statistics.median(got):8.0f} requests/s  x{ratio:.2f} bare"
                 f"  {cpu_us:5.0f} us CPU/request  (rounds: {', '.join(f'{r:.0f}' for r in got)})"
             )
         off, on = (statistics.median(r.wall for r in rates[v]) for v in VARIANTS[1:])

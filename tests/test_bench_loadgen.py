@@ -43,3 +43,13 @@ def test_a_clean_history_with_one_request_in_flight_per_user_passes(tmp_path: Pa
 def test_a_history_that_is_not_a_clean_run_stops_the_benchmark(tmp_path: Path, events) -> None:
     with pytest.raises(SystemExit, match="not a clean run"):
         bench.check_history(history(tmp_path / "h", events), users=1)
+
+
+def test_the_ladder_climbs_from_bare_to_zchaos_one_piece_per_rung() -> None:
+    # The rungs' locustfile is written out and run by Locust: a syntax error would only show
+    # after the bare rung had been measured.
+    compile(bench.LADDER_USER, "ladder_user.py", "exec")
+    steps = list(bench.LADDER.values())
+    assert steps[0] == 0 and steps[-2:] == [None, None]
+    assert steps[:-2] == list(range(len(steps) - 2))
+    assert list(bench.LADDER)[-2:] == list(bench.VARIANTS[1:])

@@ -19,12 +19,13 @@ from reports.checkers.toolkit import (
     FaultWindow,
     Span,
     Timers,
+    any_row,
     events_of,
+    literal_rows,
     load_span,
     merge_spans,
     planned_windows,
     send_span,
-    small_frame,
 )
 
 # --- excusing whole requests ----------------------------------------------------------
@@ -115,7 +116,7 @@ def with_excused_requests(
 ) -> DataFrame:
     """``requests`` (one row per request: its first send and last event times) with a boolean
     column ``name``: a fault or the warm-up excuses it (first sent inside an excused send span,
-    or in flight as a fault started). The spans are a small broadcast frame joined by range.
+    or in flight as a fault started). The spans are a literal array asked about in each row.
 
     With ``until``, a column of that name too: the latest time at which the excuse covers a
     retry of the request (the excusing span's end, or the fault's stop + ``after``, plus the
@@ -127,19 +128,22 @@ def with_excused_requests(
     end = spans[-1][1] if spans else load_span(ctx)[1]
     # In flight at a fault's start: excused until that fault's own stop + after + budget.
     starts = [(f.start_ns, f.start_ns, 1, send_span(f, after, end)[1] + budget) for f in ctx.faults]
-    frame = small_frame(
-        ctx,
+    frame = literal_rows(
         [(lo, hi, 0, hi + budget) for lo, hi in spans] + starts,
         {"_f_lo": "long", "_f_hi": "long", "_f_in": "int", "_f_until": "long"},
     )
-    sent, last = F.col(first_send).outer(), F.col(last_ts).outer()
-    cond = ((F.col("_f_in") == 0) & sent.between(F.col("_f_lo"), F.col("_f_hi"))) | (
-        (F.col("_f_in") == 1) & (sent < F.col("_f_lo")) & (last >= F.col("_f_lo"))
-    )
-    # One pass over the requests: an EXISTS over the small frame (a broadcast existence join).
-    out = requests.withColumn(name, frame.where(cond).exists())
+    sent, last = F.col(first_send), F.col(last_ts)
+
+    def cond(f: Column) -> Column:
+        return ((f["_f_in"] == 0) & sent.between(f["_f_lo"], f["_f_hi"])) | (
+            (f["_f_in"] == 1) & (sent < f["_f_lo"]) & (last >= f["_f_lo"])
+        )
+
+    # One pass over the requests, one expression per column: the spans are a literal array
+    # each request is asked about (no join: a broadcast is a Spark job of its own per query).
+    out = requests.withColumn(name, any_row(frame, cond))
     if until is not None:
-        out = out.withColumn(until, frame.where(cond).select(F.max("_f_until")).scalar())
+        out = out.withColumn(until, F.array_max(F.transform(F.filter(frame, cond), lambda f: f["_f_until"])))
     return out
 
 

@@ -1,13 +1,15 @@
 """Fault excuses: which faults concern an instance (its own, its broker's, its link's), as
 merged [lo, hi] spans for Python-side logic (``fault_spans``), and applied to a DataFrame
-as a small broadcast frame joined by time range (``split_excused``, ``with_excused``, and
-``outside`` for spans of one's own), never as a chain of conditions per fault. A fault's
+as one expression over a literal array of the spans (``split_excused``, ``with_excused``,
+and ``outside`` for spans of one's own: ``literal_rows``, ``any_row``), never as a chain of
+conditions per fault nor a join (a broadcast is a Spark job of its own in every query). A fault's
 class (on a process or on a link, lossy or not, an outage or a slowdown) comes from its
 kind's card through ``fault_start`` (``FaultWindow``). ``timers`` says how long after a
 fault's stop its requests stay excused."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,42 +175,53 @@ def split_excused(
     A row is excused when its time ``ts`` (or its interval [ts, until]) meets the span of a
     fault that concerns the instance in column ``instance`` (None: any fault, whatever its
     target), under the flags of ``fault_spans`` (``lasting_only`` aside). The faults are a
-    small broadcast frame joined by range: one pass over ``df``, whatever the number of faults.
+    literal array asked about in each row (``with_excused``): one pass over ``df``, whatever
+    the number of faults, and no job of their own.
     """
-    spans = _flagged(ctx, instance, flags)
-    if not spans:
+    if not _flagged(ctx, instance, flags):
         return df, df.filter(F.lit(False))
-    faults = F.broadcast(small_frame(ctx, spans, {"_f_lo": "long", "_f_hi": "long", "_f_inst": "string"}))
-    cond = _meets(ts, until)
-    if instance is not None:
-        cond = cond & (F.col("_f_inst").isNull() | (F.col("_f_inst") == F.col(instance)))
-    return df.join(faults, cond, "left_anti"), df.join(faults, cond, "left_semi")
+    hit = with_excused(df, ctx, "_excused", ts=ts, until=until, instance=instance, **flags)
+    columns = df.columns
+    return hit.filter(~F.col("_excused")).select(*columns), hit.filter(F.col("_excused")).select(*columns)
 
 
 def outside(df: DataFrame, ctx: CheckContext, spans: list[tuple[int, int]], ts: str = "ts") -> DataFrame:
-    """The rows of ``df`` whose time ``ts`` is in none of the [lo, hi] spans (a broadcast range join)."""
+    """The rows of ``df`` whose time ``ts`` is in none of the [lo, hi] spans."""
     if not spans:
         return df
-    frame = F.broadcast(small_frame(ctx, spans, {"_f_lo": "long", "_f_hi": "long"}))
-    return df.join(frame, _meets(ts, None), "left_anti")
+    frame = literal_rows(spans, {"_f_lo": "long", "_f_hi": "long"})
+    return df.filter(~any_row(frame, lambda f: _meets(f, ts, None)))
 
 
 def small_frame(ctx: CheckContext, rows: list[tuple[Any, ...]], columns: dict[str, str]) -> DataFrame:
     """A DataFrame of a few rows made of literals in the plan (fault windows...): unlike
-    ``createDataFrame`` it needs no Python worker process to serve it."""
-    structs = [
-        F.struct(*(F.lit(v).cast(t).alias(c) for v, (c, t) in zip(row, columns.items(), strict=True)))
-        for row in rows
-    ]
-    return ctx.spark.range(1).select(F.inline(F.array(*structs)))
+    ``createDataFrame`` it needs no Python worker process to serve it. Joined, it is
+    broadcast, a Spark job of its own in each query: to ask each row of a frame whether it
+    meets one of them, ``literal_rows`` and ``any_row`` cost none."""
+    return ctx.spark.range(1).select(F.inline(literal_rows(rows, columns)))
 
 
-def _meets(ts: str, until: str | None, outer: bool = False) -> Column:
-    """The fault span [_f_lo, _f_hi] meets [ts, until] (``outer``: columns of the frame a
-    subquery of the faults is asked about)."""
-    start = F.col(ts).outer() if outer else F.col(ts)
-    end = (F.col(until).outer() if outer else F.col(until)) if until is not None else start
-    return (F.col("_f_lo") <= end) & (start <= F.col("_f_hi"))
+def literal_rows(rows: list[tuple[Any, ...]], columns: dict[str, str]) -> Column:
+    """A few rows (fault windows...) as one literal array of structs with ``columns`` (name ->
+    type), for an expression over each of them (``any_row``; ``F.filter``, ``F.transform``)."""
+    return F.array(
+        *(
+            F.struct(*(F.lit(v).cast(t).alias(c) for v, (c, t) in zip(row, columns.items(), strict=True)))
+            for row in rows
+        )
+    )
+
+
+def any_row(rows: Column, cond: Callable[[Column], Column]) -> Column:
+    """Whether ``cond`` (of one element, a struct) holds for an element of the array ``rows``:
+    as EXISTS, never null (a condition that is null for an element does not hold)."""
+    return F.coalesce(F.exists(rows, cond), F.lit(False))
+
+
+def _meets(fault: Column, ts: str, until: str | None) -> Column:
+    """The fault span [_f_lo, _f_hi] (fields of the struct ``fault``) meets [ts, until]."""
+    end = F.col(until) if until is not None else F.col(ts)
+    return (fault["_f_lo"] <= end) & (F.col(ts) <= fault["_f_hi"])
 
 
 def with_excused(
@@ -222,16 +235,21 @@ def with_excused(
     **flags: Any,
 ) -> DataFrame:
     """``df`` with a boolean column ``name``: whether a fault excuses the row (the rule and the
-    flags of split_excused). One pass over ``df``: an EXISTS over the small fault frame,
-    which Spark runs as a broadcast existence join."""
+    flags of split_excused). One pass over ``df``, one expression: the faults are a literal
+    array (``literal_rows``) each row is asked about, with no join and no job of their own
+    (as an EXISTS over ``small_frame``, a broadcast existence join, it was a job per query)."""
     spans = _flagged(ctx, instance, flags)
     if not spans:
         return df.withColumn(name, F.lit(False))
-    faults = small_frame(ctx, spans, {"_f_lo": "long", "_f_hi": "long", "_f_inst": "string"})
-    cond = _meets(ts, until, outer=True)
-    if instance is not None:
-        cond = cond & (F.col("_f_inst").isNull() | (F.col("_f_inst") == F.col(instance).outer()))
-    return df.withColumn(name, faults.where(cond).exists())
+    faults = literal_rows(spans, {"_f_lo": "long", "_f_hi": "long", "_f_inst": "string"})
+
+    def concerns(f: Column) -> Column:
+        cond = _meets(f, ts, until)
+        if instance is not None:
+            cond = cond & (f["_f_inst"].isNull() | (f["_f_inst"] == F.col(instance)))
+        return cond
+
+    return df.withColumn(name, any_row(faults, concerns))
 
 
 # --- the timers of a whole-request excuse ---------------------------------------------

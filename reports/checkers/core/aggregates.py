@@ -183,14 +183,17 @@ def prepare(ctx: CheckContext, names: Iterable[str]) -> None:
         spark.conf.set(BYPASS_PARTIAL, saved)
 
 
-def per_request(ctx: CheckContext) -> DataFrame:
+def per_request(ctx: CheckContext, *, last_seq: bool = True) -> DataFrame:
     """One row per request a client sent (``cid``, ``seq``): its first and last send (``ts``,
     ``last_send_ts``), sends, replied / abandoned (0 or 1), retries, abandons, lost (counts),
     the first ``lost`` (``lost_ts``), the first retry, abandon or lost (``problem_ts``), its
     last event (``last_ts``), and its reply's ``latency_us`` and ``reply_ts`` (the latest);
-    with ``last_seq``, its client's last request. Its texts (writer, request id, reason) are
-    ``request_details``, for the few requests a check shows."""
+    with ``last_seq``, its client's last request (``last_seq=False``: without it, and without
+    the broadcast join that brings it, a Spark job of its own in each query). Its texts
+    (writer, request id, reason) are ``request_details``, for the few requests a check shows."""
     per = ctx.shared("per_request", _per_request)
+    if not last_seq:
+        return per
     # Each client's last request: a small frame (one row per client) joined to each use,
     # not a window (which would sort every request by client), and from the cached requests:
     # no second scan of the sends, and no shuffle of them (only a row per client and task).

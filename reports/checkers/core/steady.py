@@ -47,7 +47,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
     bound_ms = float(ctx.promises.get("latency_p99_ms", 500.0))
     # Each request's events met in one group (shared with no_lost): judged or excused whole.
     # ``lost``: a no-resend client's, past its deadline.
-    per_request = aggregates.per_request(ctx).select(
+    per_request = aggregates.per_request(ctx, last_seq=False).select(
         F.col("ts").alias("first_send"),
         "last_ts", "cid", "seq",
         "retries", "abandons", "lost", "problem_ts", "latency_us", "reply_ts",
@@ -55,26 +55,35 @@ def steady_state(ctx: CheckContext) -> CheckResult:
     requests = aggregates.with_excused_requests(per_request, ctx, t, until="excused_until")
     judged = requests.filter(~F.col("excused"))
     # An excused request's retries after its fault's stop + grace are steady-state retries.
+    # Shuffled hash joins, not broadcasts: a broadcast is a Spark job of its own, and the
+    # cached requests are already partitioned by request, so only the few retries move.
     late_retries = (
         events_of(ctx, "retry")
         .select("cid", "seq", F.col("ts").alias("retry_ts"))
+        .hint("shuffle_hash")
         .join(requests.filter(F.col("excused")).select("cid", "seq", "excused_until"), ["cid", "seq"])
         .filter(F.col("retry_ts") > F.col("excused_until"))
         .groupBy("cid", "seq")
         .agg(F.count("*").alias("late"), F.min("retry_ts").alias("late_ts"))
     )
-    late_row = late_retries.agg(F.sum("late").alias("late")).first()
-    late = count(late_row["late"])
-    row = requests.agg(
-        F.sum((~F.col("excused")).cast("int")).alias("judged"),
-        F.sum(F.col("excused").cast("int")).alias("excused"),
-        F.sum(F.when(~F.col("excused"), F.col("reply_ts").isNotNull().cast("int"))).alias("replies"),
-        F.sum(F.when(~F.col("excused"), F.col("retries"))).alias("retries"),
-        F.sum(F.when(~F.col("excused"), F.col("abandons"))).alias("abandons"),
-        F.sum(F.when(~F.col("excused"), F.col("lost"))).alias("lost"),
-        F.percentile(F.when(~F.col("excused"), F.col("latency_us")), F.lit(0.99)).alias("p99_us"),
-        F.max(F.when(~F.col("excused"), F.col("latency_us"))).alias("max_us"),
-    ).first()
+    # Every figure in one query (one Spark job): the late retries beside their requests.
+    not_excused = ~F.col("excused")
+    row = (
+        requests.join(late_retries.select("cid", "seq", "late").hint("shuffle_hash"), ["cid", "seq"], "left")
+        .agg(
+            F.sum(not_excused.cast("int")).alias("judged"),
+            F.sum(F.col("excused").cast("int")).alias("excused"),
+            F.sum(F.when(not_excused, F.col("reply_ts").isNotNull().cast("int"))).alias("replies"),
+            F.sum(F.when(not_excused, F.col("retries"))).alias("retries"),
+            F.sum(F.when(not_excused, F.col("abandons"))).alias("abandons"),
+            F.sum(F.when(not_excused, F.col("lost"))).alias("lost"),
+            F.percentile(F.when(not_excused, F.col("latency_us")), F.lit(0.99)).alias("p99_us"),
+            F.max(F.when(not_excused, F.col("latency_us"))).alias("max_us"),
+            F.sum("late").alias("late"),
+        )
+        .first()
+    )
+    late = count(row["late"])
     retries, abandons, replies = count(row["retries"]) + late, count(row["abandons"]), count(row["replies"])
     lost = count(row["lost"])
     p99_ms = None if row["p99_us"] is None else row["p99_us"] / 1000.0

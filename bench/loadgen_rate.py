@@ -59,6 +59,47 @@ send and receive lines took longer in zchaos's Locust process than in a bare use
 receives through the same ``recv_within``. The Python garbage collector is not it (five
 young collections in 6 s, none older); gc.freeze and a larger threshold moved nothing
 beyond the noise, which is 10-20% between runs minutes apart on these shared cores.
+
+Where the difference goes (2026-11-27 14:59-16:00 UTC, ``flock /tmp/zchaos-heavy.lock python
+bench/loadgen_rate.py --seconds 10 --rounds 3 --ladder``, twice, load average 2.5 then 1.1
+before, 2.2 and 2.0 after), CPU us per request, first run / second run:
+
+    bare                   126 / 127
+    +recv_within           128 / 124   (x1.07 / x0.99 bare)
+    +ids, payload, check   151 / 151   (x0.88 / x0.89)
+    +log, reply, context   153 / 162   (x0.86 / x0.74)
+    +history writes        182 / 202   (x0.64 / x0.63)
+    history off            167 / 175   (x0.69 / x0.74)
+    history on             211 / 200   (x0.57 / x0.61)
+
+The receive under a gevent timeout costs nothing; no other rung makes a jump of its own:
+the request id, payload and check (+24 us) and the history's writes (+29-40 us) are the
+largest; zchaos's user with history off is 13-14 us above the rung that copies its pieces.
+Ruled out on the way: Locust itself (the same users driven by a plain gevent loop of 50
+greenlets, no runner, show the same differences: bare about 100 us, zchaos's user history
+off +30-50 us); the greenlet's stack copy (the C stack saved per suspended user greenlet is
+2,840 bytes for the bare and for zchaos's user alike: they switch at the same depth); one hot
+spot (``perf record -e cpu-clock`` of those greenlets spreads zchaos's extra CPU evenly over
+libpython, libzmq and the kernel, and two runs of one user minutes apart differ by as much,
+in the same even way: the machine's noise). What the extra is: instructions. Counted by
+valgrind (``valgrind --tool=cachegrind --cache-sim=no``, user space of the whole process,
+per request as the difference between a 2 s and an 8 s run of the plain gevent loop), a
+request takes 224k instructions bare, 242k with recv_within (under valgrind the bare receive
+often finds its reply at once and skips zmq.green's timer, which the load never does), 251k
+with the ids, payload and check, 271k with the log, reply and context, 270k with the history
+writes, 275k for zchaos's user with history off (x1.23 bare) and 301k with it on (x1.34). In
+the load those instructions run at the same pace as the bare user's own (bare: 224k in 126 us),
+about two to three times slower than the same Python in a timeit loop, whose warm caches and
+branch predictors a load of 50 greenlets, libzmq's thread and the machine's other tenants do
+not leave: that is why 6 and 13 us in timeit are 46 and 86 us here. The history's two writes
+add no user-space instructions beyond the count's noise (a few percent between runs) but
+29-40 us of CPU: by elimination the kernel's write path (an O_APPEND write to ext4, 1.3 us in
+a timeit loop, run cold here), which valgrind does not count. So x0.80 with history on leaves
+about 32 us per request above bare, about what the two writes alone take: it needs the
+kernel's cost per write cut (or fewer lines, which DESIGN.md's one write per event rules out)
+as well as the user's own path brought near bare's instruction count; no single piece of the
+path reaches it, and removing one moves the rate by less than the noise. Nothing in the
+user's path was changed by this work.
 """
 
 from __future__ import annotations

@@ -86,20 +86,20 @@ valgrind (``valgrind --tool=cachegrind --cache-sim=no``, user space of the whole
 per request as the difference between a 2 s and an 8 s run of the plain gevent loop), a
 request takes 224k instructions bare, 242k with recv_within (under valgrind the bare receive
 often finds its reply at once and skips zmq.green's timer, which the load never does), 251k
-with the ids, payload and check, 271k with the log, reply and context, 270k with the history
-writes, 275k for zchaos's user with history off (x1.23 bare) and 301k with it on (x1.34). In
-the load those instructions run at the same pace as the bare user's own (bare: 224k in 126 us),
-about two to three times slower than the same Python in a timeit loop, whose warm caches and
+with the ids, payload and check, 271k with the log, reply and context, 275k for zchaos's user
+with history off (x1.23 bare) and 301k with it on (x1.34; the count varies by a few percent
+between runs). In the load those instructions run at about the bare user's own pace (bare:
+224k in 126 us; history off: 275k in 167-175 us), two to three times slower than the same
+Python in a timeit loop, whose warm caches and
 branch predictors a load of 50 greenlets, libzmq's thread and the machine's other tenants do
-not leave: that is why 6 and 13 us in timeit are 46 and 86 us here. The history's two writes
-add no user-space instructions beyond the count's noise (a few percent between runs) but
-29-40 us of CPU: by elimination the kernel's write path (an O_APPEND write to ext4, 1.3 us in
-a timeit loop, run cold here), which valgrind does not count. So x0.80 with history on leaves
-about 32 us per request above bare, about what the two writes alone take: it needs the
-kernel's cost per write cut (or fewer lines, which DESIGN.md's one write per event rules out)
-as well as the user's own path brought near bare's instruction count; no single piece of the
-path reaches it, and removing one moves the rate by less than the noise. Nothing in the
-user's path was changed by this work.
+not leave: that is why 6 and 13 us in timeit are 46 and 86 us here. The recording adds 26k
+instructions in user space (about 14 us at that pace) but 25-44 us of CPU: the rest is the
+kernel's side of the two writes (an O_APPEND write to ext4, 1.3 us each in a timeit loop),
+which valgrind does not count. So x0.80 with history on leaves about 32 us per request above
+bare, not much more than the two writes take: it needs the user's own path brought near
+bare's instruction count as well as a cheaper recording (fewer lines is not an option: one
+write per event, DESIGN.md); no single piece of the path reaches it, and removing one moves
+the rate by less than the noise. Nothing in the user's path was changed by this work.
 """
 
 from __future__ import annotations

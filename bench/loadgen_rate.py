@@ -93,9 +93,11 @@ between runs). In the load those instructions run at about the bare user's own p
 Python in a timeit loop, whose warm caches and
 branch predictors a load of 50 greenlets, libzmq's thread and the machine's other tenants do
 not leave: that is why 6 and 13 us in timeit are 46 and 86 us here. The recording adds 26k
-instructions in user space (about 14 us at that pace) but 25-44 us of CPU: the rest is the
-kernel's side of the two writes (an O_APPEND write to ext4, 1.3 us each in a timeit loop),
-which valgrind does not count. So x0.80 with history on leaves about 32 us per request above
+instructions in user space (about 15 us at that pace) and the kernel's side of its two writes,
+which valgrind does not count: 8-11 us of system time per request (the main thread's
+getrusage in the plain gevent loop, three rounds: 8-15 us with history off, 18-22 us on; an
+O_APPEND write to ext4 is 1.3 us in a timeit loop), 25-44 us of CPU in all. So x0.80 with
+history on leaves about 32 us per request above
 bare, not much more than the two writes take: it needs the user's own path brought near
 bare's instruction count as well as a cheaper recording (fewer lines is not an option: one
 write per event, DESIGN.md); no single piece of the path reaches it, and removing one moves

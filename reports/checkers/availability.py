@@ -31,10 +31,10 @@ from reports.checkers.toolkit import (
     FaultWindow,
     checker,
     events_of,
+    join_rows,
     load_span,
     result,
     send_span,
-    small_frame,
     timers,
 )
 
@@ -147,11 +147,10 @@ def availability(ctx: CheckContext) -> CheckResult:
         windows += [(f.fault_id, "before", blo, bhi), (f.fault_id, "during", lo, min(hi, load_stop))]
     counts: dict[tuple[int, str], tuple[int, int]] = {}
     if windows:
-        # Literals in the plan (toolkit.small_frame): a createDataFrame would start a Python worker.
+        # Literal rows in the plan (toolkit.join_rows): no broadcast, which is a job of its own.
         columns = {"fault_id": "int", "part": "string", "lo": "long", "hi": "long"}
-        frame = small_frame(ctx, windows, columns)
-        joined = answered_attempts(ctx).join(
-            F.broadcast(frame), F.col("ts").between(frame["lo"], frame["hi"])
+        joined = join_rows(
+            answered_attempts(ctx), windows, columns, lambda w: F.col("ts").between(w["lo"], w["hi"])
         )
         for r in (
             joined.groupBy("fault_id", "part")

@@ -4,36 +4,46 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from reports.checkers.toolkit import (
     NS,
     CheckContext,
     CheckResult,
+    FaultWindow,
     checker,
     events_of,
     example,
+    join_rows,
     nothing_to_judge,
     result,
     run_time,
-    small_frame,
 )
 
 # --- recovery --------------------------------------------------------------------------
 
 
-def _first_after(ctx: CheckContext, faults: DataFrame) -> tuple[dict[int, int], dict[int, int]]:
+def _first_after(ctx: CheckContext, healed: list[FaultWindow]) -> tuple[dict[int, int], dict[int, int]]:
     """fault_id -> the first ok reply at or after the fault's stop, and fault_id -> the first
-    ``exec`` by the fault's target at or after it: one range join over the small fault frame."""
+    ``exec`` by the fault's target at or after it: one range join over the faults, literal
+    rows in the plan (``join_rows``: no broadcast, a Spark job of its own)."""
     ev = F.col("ev")
     found = events_of(ctx, "reply", "exec").filter((ev == "exec") | F.col("ok")).select("ts", "ev", "worker")
-    on_target = (found["worker"] == faults["target"]) | found["worker"].startswith(
-        F.concat(faults["target"], F.lit("-"))
-    )
-    cond = (found["ts"] >= faults["stop_ns"]) & ((found["ev"] == "reply") | on_target)
+
+    def after(f: Column) -> Column:
+        on_target = (F.col("worker") == f["target"]) | F.col("worker").startswith(
+            F.concat(f["target"], F.lit("-"))
+        )
+        return (F.col("ts") >= f["stop_ns"]) & ((F.col("ev") == "reply") | on_target)
+
     rows = (
-        found.join(F.broadcast(faults), cond)
+        join_rows(
+            found,
+            [(f.fault_id, f.stop_ns, f.target) for f in healed],
+            {"fault_id": "int", "stop_ns": "long", "target": "string"},
+            after,
+        )
         .groupBy("fault_id")
         .agg(
             F.min(F.when(ev == "reply", F.col("ts"))).alias("ok"),
@@ -61,12 +71,7 @@ def recovery(ctx: CheckContext) -> CheckResult:
     first_ok: dict[int, int] = {}
     first_exec: dict[int, int] = {}
     if healed:
-        faults = small_frame(
-            ctx,
-            [(f.fault_id, f.stop_ns, f.target) for f in healed],
-            {"fault_id": "int", "stop_ns": "long", "target": "string"},
-        )
-        first_ok, first_exec = _first_after(ctx, faults)
+        first_ok, first_exec = _first_after(ctx, healed)
     violations, undecided = 0, 0
     found = []
     for f in ctx.faults:

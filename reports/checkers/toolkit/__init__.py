@@ -9,9 +9,9 @@ reports.checkers.toolkit import ...``), never from another family's module.
 - **Fault excuses** (``excuses``): ``fault_spans`` (when the faults that concern an instance
   were under way), ``split_excused`` / ``with_excused`` / ``outside`` (applied to a frame),
   ``timers`` / ``timers_of`` (how long after a fault's stop its requests stay excused),
-  ``small_frame`` (a few rows as a frame), ``literal_rows`` / ``any_row`` (as an array
-  each row of a frame asks about, with no join); ``planned_windows`` (the plan's faults as
-  windows, before any run).
+  ``small_frame`` (a few rows as a frame), ``literal_rows`` / ``any_row`` / ``join_rows``
+  (as an array each row of a frame asks about, or is joined to, with no broadcast);
+  ``planned_windows`` (the plan's faults as windows, before any run).
 - **Result building** (``results``): ``result`` (the one builder), ``nothing_to_judge`` (a
   check the plan gave nothing to judge), ``example`` / ``examples`` / ``rows`` (offending
   events), ``problems`` (labelled offender frames in one Spark action), ``spread`` / ``ms``.
@@ -37,6 +37,7 @@ from reports.checkers.toolkit.excuses import (
     Timers,
     any_row,
     fault_spans,
+    join_rows,
     literal_rows,
     merge_spans,
     outside,
@@ -102,6 +103,7 @@ __all__ = [
     "fault_spans",
     "history_end",
     "instance_column",
+    "join_rows",
     "last_before",
     "literal_rows",
     "load_span",

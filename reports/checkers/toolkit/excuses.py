@@ -212,6 +212,17 @@ def literal_rows(rows: list[tuple[Any, ...]], columns: dict[str, str]) -> Column
     )
 
 
+def join_rows(
+    df: DataFrame, rows: list[tuple[Any, ...]], columns: dict[str, str], cond: Callable[[Column], Column]
+) -> DataFrame:
+    """``df`` joined to a few literal rows (``columns``: name -> type; fault windows...) where
+    ``cond`` (of one row, a struct of those fields, and ``df``'s columns) holds: each row of
+    ``df`` once per row it meets, with that row's columns, as an inner join. Each row of
+    ``df`` picks its rows out of a literal array: no broadcast (a Spark job of its own)."""
+    picked = F.explode(F.filter(literal_rows(rows, columns), cond)).alias("_row")
+    return df.select("*", picked).select(*df.columns, *(F.col("_row")[c].alias(c) for c in columns))
+
+
 def any_row(rows: Column, cond: Callable[[Column], Column]) -> Column:
     """Whether ``cond`` (of one element, a struct) holds for an element of the array ``rows``:
     as EXISTS, never null (a condition that is null for an element does not hold)."""

@@ -70,6 +70,26 @@ control events, beside the metrics' start) 5.3 s, the checks 9.3 s two at a time
 files 0.2 s. Seen once and not kept: C2 beside C1 for a reused session (second warm round
 13-23% faster, the first reports slower, 40% more CPU; not alternated).
 
+Jobs per warm report (issue 24 part 1; a scratch profile: the six runs above reported once,
+then again in the same session, each task's jobs counted by its job group through the
+status tracker): before 20-47 (paranoid-pirate-kills 24, majordomo-kill-all-workers 29,
+pingpong-kills 47, titanic-kills 20, dwork-worker-and-scheduler 29, sketch-stalls 34: 183),
+after 13-32 (13, 19, 32, 18, 24, 26: 132; 2026-11-27 16:13-16:16 UTC, load 2.4-2.8). Most of those cut
+were broadcasts of a few literal rows (a broadcast is a job of its own in every query): the
+fault excuses ask each row about a literal array of the spans (F.exists), recovery and
+availability pick their fault rows from one (F.filter, exploded), and steady_state's figures
+and late retries come from one query (9 jobs -> 1). Each check left is 1-2 jobs, but for
+pingpong_expiry and sketch_disabled_discarded (7), pingpong_workers_return (5), dwork's and
+mmi_service (3-4); the metrics 2 (client_pass, client_kinds: one union would make 1), no_lost
+2 (the broadcast of each client's last request). The same six, ``--reports ... --rounds 2``
+under the shared lock: 16:18-16:23 UTC, load 2.8-3.8, before = 3ee9a22 (main before these
+changes): warm per run 7.0 s (before 7.3 s: x0.95), cold 17.9 s (18.1 s); 15:54-16:05 UTC,
+load 2.0-3.1, against 25fa083 (also without another change of the time, py4j's lookups
+remembered): warm 7.4 s (7.8 s: x0.94). 51 jobs fewer in six reports saved about 0.3 s per
+report, not 51 x 0.1 s: the checks run two at a time, and the first reports of a session are
+still the JVM's warm-up more than jobs' fixed cost (the same reports again in that session:
+4.4-6.6 s).
+
 Latest figures (2026-11-26 05:40-05:50 UTC, nothing else running; Spark ran about a third
 slower on this machine than the day before, pandas as fast):
 

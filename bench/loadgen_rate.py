@@ -195,7 +195,8 @@ def _end(**_kw):
 """
 
 #: ``--ladder``'s locustfile: the bare user with zchaos's user's pieces added one by one, up
-#: to ``BENCH_STEP`` of them (the rungs of LADDER), zchaos's own functions where it has them.
+#: to ``BENCH_STEP`` (1 or more) of them (the rungs of LADDER), zchaos's own functions where
+#: it has them. Step 0, the bare user itself, is BARE_USER.
 LADDER_USER = """
 import itertools, os, random, time
 import zmq.green as zmq
@@ -220,8 +221,7 @@ class LadderUser(User):
 
     def on_start(self):
         self.socket = _context.socket(zmq.REQ)
-        if STEP >= 1:
-            without_wakeup_timer(self.socket)
+        without_wakeup_timer(self.socket)
         self.socket.linger = 0
         self.socket.connect(ENDPOINT)
         self.cid = f"client-{next(_numbers)}"
@@ -234,15 +234,6 @@ class LadderUser(User):
 
     @task
     def one_request(self):
-        if STEP == 0:
-            started = time.perf_counter()
-            self.socket.send(PAYLOAD)
-            reply = self.socket.recv()
-            self.environment.events.request.fire(
-                request_type="bare", name="request", response_time=(time.perf_counter() - started) * 1000,
-                response_length=len(reply), exception=None, context={},
-            )
-            return
         if STEP == 1:
             body = [PAYLOAD]
         else:

@@ -139,12 +139,18 @@ def with_excused_requests(
             (f["_f_in"] == 1) & (sent < f["_f_lo"]) & (last >= f["_f_lo"])
         )
 
-    # One pass over the requests, one expression per column: the spans are a literal array
-    # each request is asked about (no join: a broadcast is a Spark job of its own per query).
-    out = requests.withColumn(name, any_row(frame, cond))
-    if until is not None:
-        out = out.withColumn(until, F.array_max(F.transform(F.filter(frame, cond), lambda f: f["_f_until"])))
-    return out
+    # One pass over the requests: the spans are a literal array each request is asked about
+    # (no join: a broadcast is a Spark job of its own per query).
+    if until is None:
+        return requests.withColumn(name, any_row(frame, cond))
+    # The spans are asked once: a request is excused exactly when one meets it, which is when
+    # the latest end among those that do exists (every span has one).
+    latest = F.array_max(F.transform(F.filter(frame, cond), lambda f: f["_f_until"]))
+    return (
+        requests.withColumn(until, latest)
+        .withColumn(name, F.col(until).isNotNull())
+        .select(*requests.columns, name, until)
+    )
 
 
 # --- shared aggregates ---------------------------------------------------------------

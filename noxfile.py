@@ -4,9 +4,10 @@
 marked ``slow`` (whole scenario runs, long integration tests) for the edit-test loop. A new
 test opts into the slow tier with ``@pytest.mark.slow`` (or ``pytestmark = pytest.mark.slow``
 for a whole module); mark it when it runs a scenario through the runner or takes more than 3
-seconds. ``@pytest.mark.soak`` is for a test of several minutes whose feature a faster test
-in ``tests`` also shows working (ten seeds where two show the summary, a Spark cluster where
-local Spark gives the verdict): ``chaos`` runs those, with the scenario suites.
+seconds. ``@pytest.mark.soak`` is for a long test (a scenario run or more) whose feature a faster
+test in ``tests`` also shows working (ten seeds where two show the summary, a Spark cluster
+where local Spark gives the verdict; the comment above each names the faster test): ``chaos``
+runs those, with the scenario suites.
 """
 
 from __future__ import annotations

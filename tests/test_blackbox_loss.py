@@ -74,6 +74,11 @@ def test_the_same_broker_without_the_bug_passes(tmp_path: Path, spark) -> None:
     assert result.verdict["checks"]["no_lost"]["figures"]["lost"] == 0
 
 
+# A soak: our broker re-queueing a dead busy worker's request is shown on the default run by
+# tests/test_majordomo_broker.py's test_busy_worker_that_dies_gives_its_request_to_another
+# (and the CI scenario majordomo-kill-busy-worker), and a correct subject passing this very
+# scenario by test_the_same_broker_without_the_bug_passes above.
+@pytest.mark.soak
 def test_our_broker_requeues_and_passes_the_same_scenario(tmp_path: Path, spark) -> None:
     result = run_on("majordomo-noresend", tmp_path)
     summary = json.dumps({n: c["summary"] for n, c in result.verdict["checks"].items()}, indent=1)

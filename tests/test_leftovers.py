@@ -84,6 +84,8 @@ def test_report_of_several_runs_uses_one_jvm_and_leaves_nothing(tmp_path: Path) 
     assert all(r.verdict_json.exists() for r in runs)
 
 
+# A soak: the report of several runs above is the same command, and asserts the same and more.
+@pytest.mark.soak
 def test_report_of_one_run_leaves_nothing(tmp_path: Path) -> None:
     from tests.test_report import make_run
 

@@ -22,7 +22,13 @@ from harness.runner import build_report_for
 from reports.store import read_runs, store_path
 from tests.procs import ROOT
 
-pytestmark = pytest.mark.slow  # two whole scenario runs and a report
+# Two whole scenario runs, a report and four zchaos commands (over a minute): a soak. Each
+# part is shown on the default run by a faster test: the baseline check and `zchaos compare`
+# (tests/test_results_store.py: test_the_regression_check_against_a_stored_baseline,
+# test_compare_says_what_got_worse_check_by_check_and_figure_by_figure), runs landing in one
+# store at once (test_concurrent_writers_all_land), the matrix's regressed cell
+# (tests/test_matrix.py), a recovery figure from a real run (the CI scenarios).
+pytestmark = pytest.mark.soak
 
 FAST = ROOT / "tests" / "faulty_impl" / "rejoin-fast.toml"
 SLOW = ROOT / "tests" / "faulty_impl" / "rejoin-slow.toml"

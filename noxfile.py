@@ -27,10 +27,10 @@ def _parallel() -> list[str]:
     """Three test processes by default, on two cores: most of a scenario test's time is its
     load's fixed duration, mostly waiting (a two-process run kept the cores about half busy:
     12.8 min wall, 12 min CPU; three: 9.7-12.7 min, load up to 5). A module that shares a
-    fixture keeps its tests in one process, so that fixture (one scenario run for several
-    assertions) runs once; other tests are spread one by one (tests/conftest.py,
-    ``pytest_xdist_make_scheduler``). ``ZCHAOS_TEST_WORKERS=N`` sets the number, 0 runs
-    everything in this process."""
+    fixture keeps the tests that use it in one process, so that fixture (one scenario run for
+    several assertions) runs once; other tests are spread one by one, the longest first
+    (tests/conftest.py, ``pytest_xdist_make_scheduler``). ``ZCHAOS_TEST_WORKERS=N`` sets the
+    number, 0 runs everything in this process."""
     workers = os.environ.get("ZCHAOS_TEST_WORKERS", "3")
     return ["-n", workers, "--dist", "loadscope"] if workers != "0" else []
 

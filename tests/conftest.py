@@ -3,9 +3,9 @@ real processes that are stopped after each test (``procs``)."""
 
 from __future__ import annotations
 
+import ast
 import functools
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -99,43 +99,134 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         )
 
 
-_SHARED_FIXTURE = re.compile(r"""scope\s*=\s*["'](module|class|package)["']""")
+_SHARED_SCOPES = {"module", "class", "package"}
+
+
+def _fixture_decorator(node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.expr | None:
+    for dec in node.decorator_list:
+        if ast.unparse(dec).split("(", 1)[0] in ("pytest.fixture", "fixture"):
+            return dec
+    return None
+
+
+def _keyword(dec: ast.expr, name: str) -> object:
+    for kw in dec.keywords if isinstance(dec, ast.Call) else []:
+        if kw.arg == name and isinstance(kw.value, ast.Constant):
+            return kw.value.value
+    return None
 
 
 @functools.cache
-def _shares_fixtures(module: Path) -> bool:
+def _module_plan(module: Path) -> tuple[frozenset[str] | None, frozenset[str], bool]:
+    """What the scheduler reads in a test module's source: the tests that use a fixture the
+    module shares (module, class or package scope; directly or through its other fixtures),
+    None if it cannot tell (an autouse one, an unreadable file: the module then stays whole);
+    the tests marked slow; whether the whole module is."""
     try:
-        return bool(_SHARED_FIXTURE.search(module.read_text()))
-    except OSError:
-        return True  # not a file we can read: keep its tests together, as loadscope would
+        tree = ast.parse(module.read_text())
+    except (OSError, SyntaxError):
+        return None, frozenset(), False
+    fixtures: dict[str, set[str]] = {}
+    shared: set[str] = set()
+    tests: dict[str, set[str]] = {}
+    slow: set[str] = set()
+    module_slow = False
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in node.targets):
+            module_slow = "pytest.mark.slow" in ast.unparse(node.value)
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        args = {a.arg for a in node.args.args}
+        dec = _fixture_decorator(node)
+        if dec is not None:
+            fixtures[node.name] = args
+            if _keyword(dec, "scope") in _SHARED_SCOPES:
+                if _keyword(dec, "autouse"):
+                    return None, frozenset(), module_slow
+                shared.add(node.name)
+        elif node.name.startswith("test"):
+            tests[node.name] = args
+            if any(ast.unparse(d).startswith("pytest.mark.slow") for d in node.decorator_list):
+                slow.add(node.name)
+    grown = True
+    while grown:  # a function fixture that takes a shared one shares it with its tests
+        users = {name for name, args in fixtures.items() if args & shared} - shared
+        grown = bool(users)
+        shared |= users
+    return frozenset(n for n, args in tests.items() if args & shared), frozenset(slow), module_slow
+
+
+#: A test with no time of its own in the cache yet (a fresh clone): its tier's rough length.
+GUESS_S = {"slow": 30.0, "quick": 1.0}
+_DURATIONS_KEY = "zchaos/durations"
+_took: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _took[report.nodeid] = _took.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The controller keeps each test's time (setup, call, teardown) for the next run's order."""
+    cache = getattr(session.config, "cache", None)
+    if cache is None or hasattr(session.config, "workerinput") or not _took:
+        return
+    known = cache.get(_DURATIONS_KEY, {})
+    known.update({nodeid: round(s, 2) for nodeid, s in _took.items()})
+    cache.set(_DURATIONS_KEY, known)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """``--dist loadscope`` by test, not by module, where a module shares no fixture.
+    """``--dist loadscope`` by test, not by module, unless tests share a fixture; the longest
+    work first.
 
     loadscope keeps a module's tests in one process so that a module-scoped fixture (one
     scenario run for several assertions) runs once; but a module of independent long tests
-    (the CI scenarios, 7-9 minutes) then sat in one process while the other idled. Only the
-    modules that declare a module-, class- or package-scoped fixture stay whole; every other
-    test is a unit of its own. A module that only imports such a fixture from another is
-    not seen: its fixture then runs once per process it lands in (slower, still correct).
-    (``--dist loadgroup`` would say this with marks, but pytest 9.2 and xdist ignore
-    ``xdist_group``: pytest-xdist issue 1386.)
+    (the CI scenarios, 7-9 minutes) then sat in one process while the others idled. Only the
+    tests that use a module-, class- or package-scoped fixture of their module stay together;
+    every other test is a unit of its own. A module that only imports such a fixture from
+    another is not seen: its fixture then runs once per process it lands in (slower, still
+    correct). (``--dist loadgroup`` would say this with marks, but pytest 9.2 and xdist
+    ignore ``xdist_group``: pytest-xdist issue 1386.)
+
+    Each process is handed the longest unit left: a long test started last keeps one process
+    busy while the others idle. A test's length is its time in the last run that ran it
+    (pytest's cache), else a guess from its ``slow`` mark.
     """
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     root = config.rootpath
+    cache = getattr(config, "cache", None)
+    known: dict[str, float] = cache.get(_DURATIONS_KEY, {}) if cache is not None else {}
 
-    class ByTestUnlessShared(LoadScopeScheduling):
+    def test_of(nodeid: str) -> tuple[Path, str]:
+        path, _, rest = nodeid.partition("::")
+        return root / path, rest.split("::", 1)[0].split("[", 1)[0]
+
+    def expected_s(nodeid: str) -> float:
+        if nodeid in known:
+            return known[nodeid]
+        module, name = test_of(nodeid)
+        _, slow, module_slow = _module_plan(module)
+        return GUESS_S["slow" if module_slow or name in slow else "quick"]
+
+    class LongestFirstUnlessShared(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            if _shares_fixtures(root / nodeid.split("::", 1)[0]):
+            module, name = test_of(nodeid)
+            sharing, _, _ = _module_plan(module)
+            if sharing is None or name in sharing:
                 return super()._split_scope(nodeid)
             return nodeid
 
-    return ByTestUnlessShared(config, log)
+        def _assign_work_unit(self, node: object) -> None:
+            longest = max(self.workqueue, key=lambda scope: sum(map(expected_s, self.workqueue[scope])))
+            self.workqueue.move_to_end(longest, last=False)
+            super()._assign_work_unit(node)
+
+    return LongestFirstUnlessShared(config, log)
 
 
 @pytest.fixture

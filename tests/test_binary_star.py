@@ -231,20 +231,9 @@ def short_freeze(tmp_path: Path, implementation: str | None = None) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def correct_run(tmp_path_factory: pytest.TempPathFactory):
-    tmp = tmp_path_factory.mktemp("bstar-correct")
-    return run_scenario(load_scenario(short_freeze(tmp)), runs_dir=tmp / "runs")
-
-
-@pytest.fixture(scope="module")
-def faulty_run(tmp_path_factory: pytest.TempPathFactory):
-    tmp = tmp_path_factory.mktemp("bstar-faulty")
-    return run_scenario(load_scenario(short_freeze(tmp, str(FAULTY))), runs_dir=tmp / "runs")
-
-
 @pytest.mark.slow
-def test_the_built_in_pair_passes_the_freeze(correct_run, spark) -> None:
+def test_the_built_in_pair_passes_the_freeze(tmp_path: Path, spark) -> None:
+    correct_run = run_scenario(load_scenario(short_freeze(tmp_path)), runs_dir=tmp_path / "runs")
     checks = correct_run.verdict["checks"]
     assert correct_run.exit_code == 0, {k: v["summary"] for k, v in checks.items()}
     single = checks["bstar_single_active"]
@@ -256,7 +245,8 @@ def test_the_built_in_pair_passes_the_freeze(correct_run, spark) -> None:
 
 
 @pytest.mark.slow
-def test_the_faulty_pair_is_named_split_brain(faulty_run, spark) -> None:
+def test_the_faulty_pair_is_named_split_brain(tmp_path: Path, spark) -> None:
+    faulty_run = run_scenario(load_scenario(short_freeze(tmp_path, str(FAULTY))), runs_dir=tmp_path / "runs")
     checks = faulty_run.verdict["checks"]
     single = checks["bstar_single_active"]
     assert faulty_run.exit_code == 1 and single["status"] == "violated", single

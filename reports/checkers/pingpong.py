@@ -55,7 +55,6 @@ from reports.checkers.toolkit import (
     registered_dispatch,
     result,
     rows,
-    small_frame,
     split_excused,
     spread,
     spreads,
@@ -431,38 +430,39 @@ def workers_return(ctx: CheckContext) -> CheckResult:
         )
     end = history_end(ctx)
     workers = worker_instances(ctx)
-    # One row per (restart, worker instance) to judge; the worker's first READY after the
-    # new broker started, from Spark.
+    # One (restart, worker instance) pair to judge each; the worker's first READY after the
+    # new broker started, from Spark: the pairs are few, so one aggregation over the READYs
+    # with a column per pair (one Spark job, no join).
     pairs = [
         (f.fault_id, f.start_ns, started, started + bound_ns, instance)
         for f, started in restarts
         if started + bound_ns <= end
         for instance in sorted(workers)
     ]
-    judged_pairs = small_frame(
-        ctx, pairs or [(0, 0, 0, 0, "")],
-        {"fault_id": "int", "start_ns": "long", "started": "long", "until": "long", "instance": "string"},
-    ).filter(F.lit(bool(pairs)))  # fmt: skip
     ready = events_of(ctx, "worker_ready").select(
-        F.col("ts").alias("ready_ts"), instance_column(F.col("worker"), workers).alias("ready_instance")
+        "ts", instance_column(F.col("worker"), workers).alias("inst")
     )
-    firsts = (
-        judged_pairs.join(
-            ready,
-            (F.col("ready_instance") == F.col("instance")) & (F.col("ready_ts") >= F.col("started")),
-            "left",
+    firsts = ready.agg(
+        *(
+            F.min(F.when((F.col("inst") == instance) & (F.col("ts") >= started), F.col("ts"))).alias(f"p{i}")
+            for i, (_f, _s, started, _u, instance) in enumerate(pairs)
         )
-        .groupBy(*judged_pairs.columns)
-        .agg(F.min("ready_ts").alias("back"))
-    )
+    ).first() if pairs else None  # fmt: skip
     # The worker itself down or cut off (from the fault's start to the bound) is excused.
-    kept = split_excused(
-        firsts, ctx, ts="start_ns", until="until", instance="instance", broker=False, grace_ns=FAULT_GRACE_NS
-    )[0].withColumn("after", F.col("back") - F.col("started"))
-    on_time = F.col("back").isNotNull() & (F.col("after") <= bound_ns)
-    figures.update(spreads(kept, "after", return_after_restart=on_time))
-    missing = kept.filter(~on_time)
-    n_missing = missing.count()
+    kept = []
+    for i, (fault_id, start_ns, started, until, instance) in enumerate(pairs):
+        if overlaps(excused_spans(ctx, instance, broker=False), start_ns, until):
+            continue
+        back = firsts[f"p{i}"]
+        after = None if back is None else back - started
+        kept.append(
+            {"fault_id": fault_id, "started": started, "instance": instance, "back": back, "after": after}
+        )
+    on_time = [k["after"] is not None and k["after"] <= bound_ns for k in kept]
+    figures["return_after_restart"] = spread([k["after"] for k, ok in zip(kept, on_time, strict=True) if ok])
+    late = [k for k, ok in zip(kept, on_time, strict=True) if not ok]
+    missing = sorted(late, key=lambda k: (k["started"], k["instance"]))
+    n_missing = len(missing)
     found = [
         {
             "ts": r["started"],
@@ -472,8 +472,8 @@ def workers_return(ctx: CheckContext) -> CheckResult:
             if r["back"] is None
             else f"registered {ms(r['after'])} ms after the broker started again",
         }
-        for r in missing.orderBy("started", "instance").limit(MAX_EXAMPLES).collect()
-    ] if n_missing else []  # fmt: skip
+        for r in missing[:MAX_EXAMPLES]
+    ]
     back_ms = figures["return_after_restart"]
     summary = (
         f"{len(restarts)} broker restarts: workers back after {back_ms['min_ms']}-{back_ms['max_ms']} ms "

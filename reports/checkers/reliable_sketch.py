@@ -13,7 +13,7 @@ No duplicate reply reaches a client: that is the generic ``no_duplicate``.
 
 from __future__ import annotations
 
-from pyspark.sql import Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from reports.checkers.toolkit import (
@@ -27,6 +27,7 @@ from reports.checkers.toolkit import (
     example,
     history_end,
     instance_column,
+    kind_count,
     nothing_to_judge,
     registered_dispatch,
     result,
@@ -44,12 +45,16 @@ from reports.checkers.toolkit import (
 def no_repeat_exec(ctx: CheckContext) -> CheckResult:
     execs = events_of(ctx, "exec").select("ts", "src", "ev", "worker", "rid")
     order = Window.partitionBy("worker").orderBy("ts")
-    repeats = execs.withColumn("previous_rid", F.lag("rid").over(order)).filter(
-        F.col("rid") == F.col("previous_rid")
-    )
-    agg = execs.agg(F.count("*").alias("n"), F.countDistinct("rid").alias("rids")).first()
-    replays = events_of(ctx, "replay").count()
-    violations = repeats.count()
+    marked = execs.withColumn("previous_rid", F.lag("rid").over(order))
+    repeated = F.col("rid") == F.col("previous_rid")
+    # The counts and the repeats in one query (one Spark job), the replays from the profile.
+    agg = marked.agg(
+        F.count("*").alias("n"),
+        F.countDistinct("rid").alias("rids"),
+        F.sum(repeated.cast("int")).alias("repeats"),
+    ).first()
+    replays = kind_count(ctx, "replay")
+    violations = count(agg["repeats"])
     figures = {
         "executions": count(agg["n"]),
         "requests_executed": count(agg["rids"]),
@@ -59,8 +64,8 @@ def no_repeat_exec(ctx: CheckContext) -> CheckResult:
         return result("no request was executed", figures, unknown="")
     found = [
         example(r, problem="executed again right after executing it")
-        for r in rows(repeats, "ts", "src", "ev", "worker", "rid", limit=MAX_EXAMPLES)
-    ]
+        for r in rows(marked.filter(repeated), "ts", "src", "ev", "worker", "rid", limit=MAX_EXAMPLES)
+    ] if violations else []  # fmt: skip
     summary = (
         f"{figures['executions']} executions of {figures['requests_executed']} requests, "
         f"{replays} answered from a server's cache; {violations} repeated executions"
@@ -101,8 +106,9 @@ def disabled_discarded(ctx: CheckContext) -> CheckResult:
         .select(F.col("worker").alias("d_worker"), F.col("rid").alias("d_rid"), F.col("ts").alias("d_ts"))
         .filter(F.col("d_rid").isNotNull())
     )
+    # A shuffled hash join, not a broadcast (a Spark job of its own).
     joined = while_disabled.join(
-        discards,
+        discards.hint("shuffle_hash"),
         (F.col("d_worker") == F.col("worker"))
         & (F.col("d_rid") == F.col("rid"))
         & (F.col("d_ts") >= F.col("ts")),
@@ -115,16 +121,30 @@ def disabled_discarded(ctx: CheckContext) -> CheckResult:
     offending = split_excused(pending, ctx, until="_arrived", instance="_server")[0].filter(
         F.col("_arrived") <= history_end(ctx)
     )
-    not_discarded = offending.count()
+    # The four counts in one query (one Spark job), each frame's rows tagged with its column.
+    tagged = ("not_discarded", "while_disabled", "discarded", "disabled")
+
+    def tag(df: DataFrame, name: str) -> DataFrame:
+        return df.select(*(F.lit(int(t == name)).alias(t) for t in tagged))
+
+    counted = (
+        tag(offending, "not_discarded")
+        .unionByName(tag(while_disabled, "while_disabled"))
+        .unionByName(tag(events_of(ctx, "discard").filter(F.col("reason") == "disabled server"), "discarded"))
+        .unionByName(tag(events_of(ctx, "worker_expired").filter(F.col("reason") == "disabled"), "disabled"))
+        .agg(*(F.sum(t).alias(t) for t in tagged))
+        .first()
+    )
+    not_discarded, discarded, disabled = (
+        count(counted[t]) for t in ("not_discarded", "discarded", "disabled")
+    )
     found = [
         example(r, problem="reply of a disabled server not discarded")
         for r in rows(offending, "ts", "src", "ev", "worker", "rid", limit=MAX_EXAMPLES)
-    ]
-    discarded = events_of(ctx, "discard").filter(F.col("reason") == "disabled server").count()
-    disabled = events_of(ctx, "worker_expired").filter(F.col("reason") == "disabled").count()
+    ] if not_discarded else []  # fmt: skip
     figures = {
         "disabled": disabled,
-        "replies_while_disabled": while_disabled.count(),
+        "replies_while_disabled": count(counted["while_disabled"]),
         "discarded": discarded,
         "not_discarded": not_discarded,
     }

@@ -4,7 +4,7 @@ reports.checkers.toolkit import ...``), never from another family's module.
 - **The check**: ``checker`` (register one; the registry fills in its name),
   ``CheckContext``, ``CheckResult``, ``FaultWindow``, ``events_of(ctx, kind, ...)``.
 - **Run facts** (``facts``): ``options`` (``options_of`` a run.json), ``run_time`` /
-  ``history_end`` / ``load_span`` / ``client_budget_ns`` (when things happened),
+  ``history_end`` / ``kind_count`` / ``load_span`` / ``client_budget_ns`` (when things happened),
   ``worker_instances`` / ``broker_instances`` / ``instance_column`` (which instance is what).
 - **Fault excuses** (``excuses``): ``fault_spans`` (when the faults that concern an instance
   were under way), ``split_excused`` / ``with_excused`` / ``outside`` (applied to a frame),
@@ -58,6 +58,7 @@ from reports.checkers.toolkit.facts import (
     client_budget_ns,
     history_end,
     instance_column,
+    kind_count,
     load_span,
     options,
     options_of,
@@ -104,6 +105,7 @@ __all__ = [
     "history_end",
     "instance_column",
     "join_rows",
+    "kind_count",
     "last_before",
     "literal_rows",
     "load_span",

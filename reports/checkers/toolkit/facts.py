@@ -9,7 +9,7 @@ from typing import Any
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from reports.checkers import NS, CheckContext
+from reports.checkers import NS, CheckContext, events_of
 
 MS = 1_000_000
 DEFAULT_CLIENT_BUDGET_S = 10.0
@@ -49,6 +49,14 @@ def history_end(ctx: CheckContext) -> int:
     if ctx.profile is not None:
         return ctx.profile.last_ts
     return int(ctx.events.agg(F.max("ts")).first()[0] or 0)
+
+
+def kind_count(ctx: CheckContext, kind: str) -> int:
+    """How many events of ``kind`` the history holds: from the profile counted on reading
+    (no query), else counted by Spark."""
+    if ctx.profile is not None:
+        return ctx.profile.kinds.get(kind, 0)
+    return events_of(ctx, kind).count()
 
 
 def client_budget_ns(ctx: CheckContext) -> int:

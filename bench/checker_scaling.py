@@ -90,6 +90,19 @@ report, not 51 x 0.1 s: the checks run two at a time, and the first reports of a
 still the JVM's warm-up more than jobs' fixed cost (the same reports again in that session:
 4.4-6.6 s).
 
+Then (2026-11-27 18:50-20:09 UTC, load 1.9-3.0) sketch_no_repeat_exec, sketch_disabled_discarded and
+pingpong_workers_return went to one job each (were 4, 7 and 5; the six runs 132 -> 120 jobs):
+each check's own time, one thread, one warm report, 0.70 -> 0.33 s, 1.69 -> 1.33 s and 0.87 ->
+0.83 s. ``--reports`` over the same six with ``--before 035d18b --rounds 2`` (20:04-20:08 UTC,
+load 1.9-3.0): warm per run 5.7 s against 5.5 s before (x1.03), cold 16.2 against 14.8 s: the
+change is below this bench's noise (each run reported once per round; sketch-stalls alone 5.6,
+5.4 -> 4.7, 4.3 s). Setting ``spark.sql.autoBroadcastJoinThreshold`` to -1 (every implicit
+broadcast a shuffle inside its query's job), 3 rounds of the six alternated in one session,
+19:32-19:36 UTC: 69.2 against 70.0 s (noise): not kept. Outside the tasks, a warm report's
+thread spends about 0.17 s planning the shared aggregates and 0.16 s on the control events; py4j's
+finalizer thread sends about 2,000 deletes of Python-side JVM references per report (0.28 s of
+round trips, off the report's thread).
+
 Latest figures (2026-11-26 05:40-05:50 UTC, nothing else running; Spark ran about a third
 slower on this machine than the day before, pandas as fast):
 

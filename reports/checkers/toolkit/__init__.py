@@ -14,7 +14,8 @@ reports.checkers.toolkit import ...``), never from another family's module.
   ``planned_windows`` (the plan's faults as windows, before any run).
 - **Result building** (``results``): ``result`` (the one builder), ``nothing_to_judge`` (a
   check the plan gave nothing to judge), ``example`` / ``examples`` / ``rows`` (offending
-  events), ``problems`` (labelled offender frames in one Spark action), ``spread`` / ``ms``.
+  events), ``problems`` (labelled offender frames in one Spark action), ``spread`` / ``ms``,
+  ``spread_columns`` / ``spreads_of`` (durations computed in a check's own aggregation).
 - **Rules several families share** (``dispatch``): ``registered_dispatch``, ``with_state``,
   ``last_before``.
 
@@ -77,7 +78,8 @@ from reports.checkers.toolkit.results import (
     result,
     rows,
     spread,
-    spreads,
+    spread_columns,
+    spreads_of,
 )
 
 __all__ = [
@@ -126,7 +128,8 @@ __all__ = [
     "small_frame",
     "split_excused",
     "spread",
-    "spreads",
+    "spread_columns",
+    "spreads_of",
     "timers",
     "timers_of",
     "with_excused",

@@ -1,7 +1,7 @@
 """Building a check's result: ``result`` (the one builder), offending events as examples
 for a person to find in the logs (``example``, ``examples``, ``rows``), several labelled
 offender frames counted and sampled in one Spark action (``problems``), and duration
-figures (``spread``, ``spreads``, ``ms``)."""
+figures (``spread``; ``spread_columns`` and ``spreads_of`` computed by Spark; ``ms``)."""
 
 from __future__ import annotations
 
@@ -161,26 +161,30 @@ def spread(values_ns: list[int]) -> dict[str, float | int | None]:
     }
 
 
-def spreads(df: DataFrame, value: str, **where: Column) -> dict[str, dict[str, float | int | None]]:
-    """name -> ``spread`` of the durations (ns) in column ``value`` of the rows of ``df`` where
-    that name's condition holds: computed by Spark, in one job for all the names."""
+def spread_columns(value: str, **where: Column) -> list[Column]:
+    """The aggregates of ``spreads_of`` for each name's condition: the durations (ns) in column
+    ``value`` of the rows where it holds, to compute in the same aggregation as a check's counts."""
     aggs = []
-    for i, cond in enumerate(where.values()):
+    for name, cond in where.items():
         v = F.when(cond, F.col(value))
-        aggs += [F.count(v).alias(f"n{i}"), F.min(v).alias(f"lo{i}"), F.max(v).alias(f"hi{i}")]
-        aggs.append(F.percentile(v, 0.5).alias(f"mid{i}"))
-    row = df.agg(*aggs).first()
+        aggs += [F.count(v).alias(f"_{name}_n"), F.min(v).alias(f"_{name}_lo"), F.max(v).alias(f"_{name}_hi")]
+        aggs.append(F.percentile(v, 0.5).alias(f"_{name}_mid"))
+    return aggs
+
+
+def spreads_of(row: Any, *names: str) -> dict[str, dict[str, float | int | None]]:
+    """name -> ``spread`` of its durations, from an aggregation's ``row`` with its ``spread_columns``."""
     out = {}
-    for i, name in enumerate(where):
-        n = int(row[f"n{i}"] or 0)
+    for name in names:
+        n = int(row[f"_{name}_n"] or 0)
         out[name] = (
             spread([])
             if n == 0
             else {
                 "count": n,
-                "min_ms": ms(row[f"lo{i}"]),
-                "median_ms": ms(row[f"mid{i}"]),
-                "max_ms": ms(row[f"hi{i}"]),
+                "min_ms": ms(row[f"_{name}_lo"]),
+                "median_ms": ms(row[f"_{name}_mid"]),
+                "max_ms": ms(row[f"_{name}_hi"]),
             }
         )
     return out

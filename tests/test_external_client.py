@@ -11,10 +11,12 @@ run with the errors in the report and nothing left running.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -210,6 +212,57 @@ def test_a_program_that_ignores_stop_is_recorded_also_when_the_wait_for_it_is_cu
     (error,) = errors(tmp_path)
     assert error["reason"] == "exit" and re.search(r"still ran \d+\.\d s after stop", error["detail"]), error
     assert "1 requests in flight it never answered" in error["detail"]
+
+
+# Under gevent, as in Locust: a program that ignores stop and leaves a child holding its stdout,
+# so that the adapter's reader still waits on that stream when the program is killed.
+UNDER_GEVENT = """
+import gevent.monkey
+gevent.monkey.patch_all()
+import json, sys
+import zmq.green as zmq
+from contract.history import HistoryWriter
+from loadtests.adapters import external
+external.STOP_GRACE_S = 0.5
+writer = HistoryWriter(sys.argv[2], "locust")
+client = external.ExternalClient(["tcp://127.0.0.1:1"], {}, "client-1", zmq.Context(),
+                                 command=[sys.executable, sys.argv[1]], writer=writer)
+try:
+    client.close()
+    print(json.dumps({"raised": None}))
+except BaseException as exc:
+    print(json.dumps({"raised": repr(exc)}))
+writer.close()
+"""
+HOLDS_STDOUT = """
+import json, subprocess, sys, time
+json.loads(input())
+child = subprocess.Popen(["sleep", "600"])  # inherits stdout
+open(sys.argv[1], "w").write(str(child.pid))
+print(json.dumps({"type": "init_ok"}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_hung_program_whose_output_stays_open_is_recorded_under_gevent(tmp_path: Path) -> None:
+    """Before: the kill closed the program's stdout while the adapter's reader waited on it,
+    gevent raised "reentrant call inside BufferedReader" in close(), and the program's
+    failure to stop was not recorded (the hung-program run below, once in about eight)."""
+    client = tmp_path / "client.py"
+    client.write_text(HOLDS_STDOUT.replace("sys.argv[1]", repr(str(tmp_path / "child.pid"))))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", UNDER_GEVENT, str(client), str(tmp_path / "h.jsonl")],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout.splitlines()[-1]) == {"raised": None}, done.stderr
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int((tmp_path / "child.pid").read_text()), signal.SIGKILL)
+    found = errors(tmp_path)
+    assert [e["reason"] for e in found] == ["exit", NO_REQUEST], found  # it never got a request
+    assert re.search(r"still ran \d+\.\d s after stop", found[0]["detail"]), found
 
 
 def test_a_program_that_keeps_crashing_is_started_again_with_back_off(

@@ -196,9 +196,14 @@ class ExternalClient(AsyncClientAdapter):
 
     @staticmethod
     def _read(stream: IO[bytes], lines: queue.Queue[bytes | None]) -> None:
+        """The program's output, line by line, until its end; then the stream is closed here.
+        Nothing else closes it: under gevent (Locust) a close while this read waits raises
+        "reentrant call" in the closer, which once cut the record of a hung program."""
         with contextlib.suppress(OSError, ValueError):
             for line in stream:
                 lines.put(line)
+        with contextlib.suppress(OSError, ValueError):
+            stream.close()
         lines.put(None)  # end of its output: it exited (or closed stdout)
 
     def _write(self, message: dict[str, Any]) -> bool:
@@ -226,9 +231,7 @@ class ExternalClient(AsyncClientAdapter):
         with contextlib.suppress(OSError, ValueError):
             if proc.stdin is not None:
                 proc.stdin.close()
-        if proc.stdout is not None:
-            proc.stdout.close()
-        return code
+        return code  # its stdout ends, and is closed, in _read
 
     # -- the lines -----------------------------------------------------------------------
 
@@ -399,8 +402,7 @@ class ExternalClient(AsyncClientAdapter):
                 code = proc.wait(STOP_GRACE_S)
         finally:
             ran_s = time.monotonic() - asked
-            self._kill()
-            if code != 0:
+            if code != 0:  # recorded before the kill, which waits for the program again
                 how = f"still ran {ran_s:.1f} s after stop" if code is None else f"exited with code {code}"
                 left = len(self.pending)
                 unanswered = f" ({left} requests in flight it never answered)" if left else ""
@@ -409,6 +411,7 @@ class ExternalClient(AsyncClientAdapter):
                     f"client program {how} at the end of the load{unanswered}",
                     code=code if code is not None else -1,
                 )
+            self._kill()
 
 
 def _shown(line: bytes) -> str:

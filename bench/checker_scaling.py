@@ -646,8 +646,9 @@ def where_the_time_goes(spark, run: RunDir) -> None:
 
     meta = run.read_meta()
     history = step("read (profile, bad lines)", lambda: read.read_events(spark, run))
-    faults, _ = step("fault windows", lambda: run_facts.fault_windows(history.events, history.profile))
-    ctx = CheckContext(spark, history.events, meta, faults, run.root, history.profile)
+    control = step("control events", lambda: run_facts.control_events(history.events, history.profile))
+    faults, _ = run_facts.fault_windows(history.events, history.profile, control)
+    ctx = CheckContext(spark, history.events, meta, faults, run.root, history.profile, control)
     names = meta["manifest"]["promises"]["checks"]
     shared = {s for name in names if name in registry() for s in registry()[name].shares}
     step("plan shared aggregates", lambda: aggregates.prepare(ctx, shared))

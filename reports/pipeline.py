@@ -139,6 +139,7 @@ def run_checks(
             ctx.meta,
             ctx.faults,
             ctx.run_dir,
+            control=ctx.control,  # no client's events: left whole
         )
     errors: dict[int, str] = {}
 
@@ -265,7 +266,7 @@ def _check_history(
             warnings.append(f"run.json has no {key}: using the {fallback} event time")
     account["warnings"] = warnings
     incomplete, completion = completeness(events, meta, control, history.profile.last_ts)
-    ctx = CheckContext(spark, events, meta, faults, run.root, history.profile)
+    ctx = CheckContext(spark, events, meta, faults, run.root, history.profile, control)
     checks = list(meta["manifest"]["promises"]["checks"])
     results, errors, computed = run_checks(ctx, checks, say, damage, pool=pool)
     metrics = computed["metrics"]

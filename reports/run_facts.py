@@ -1,6 +1,7 @@
-"""Run facts for the verdict, from the run's own few events (phases, faults, process exits,
-read in one job): the fault windows, how far the run carried out its plan, the processes
-that exited, and the verdict's table of faults."""
+"""Run facts for the verdict, from the run's own few events (phases, faults, process starts
+and exits, read in one job): the fault windows, how far the run carried out its plan, the
+processes that exited, and the verdict's table of faults. The checks get the same rows
+(``CheckContext.control``) for what they ask of the processes (toolkit ``process_events``)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from reports.checkers import CheckResult, FaultWindow, Profile
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-#: The run's own few events (phases, faults, process exits), read in one job and shared by
-#: the fault windows, the completeness and the table of processes.
-CONTROL_EVENTS = ("phase", "phase_done", "fault_start", "fault_stop", "fault_error", "proc_exit")
+#: The run's own few events (phases, faults, process starts and exits), read in one job and
+#: shared by the fault windows, the completeness, the table of processes and the checks.
+CONTROL_EVENTS = ("phase", "phase_done", "fault_start", "fault_stop", "fault_error",
+                  "proc_start", "proc_exit")  # fmt: skip
 
 
-CONTROL_COLUMNS = ("ts", "ev", "name", "fault_id", "fault", "target", "detail",
+CONTROL_COLUMNS = ("ts", "src", "ev", "name", "fault_id", "fault", "target", "detail",
                    "fault_scope", "fault_lossy", "fault_harm", "fault_lasting",
                    "instance", "role", "pid", "code", "signal", "expected")  # fmt: skip
 

@@ -150,6 +150,9 @@ class CheckContext:
     faults: list[FaultWindow]
     run_dir: Path | None = None  # the run directory, for checkers that read logs/ (None in unit tests)
     profile: Profile | None = None  # None: not counted (unit tests), ask the events
+    #: The run's control events (reports/run_facts.py control_events: phases, faults, process
+    #: starts and exits) as read once for the report, in time order; None: ask the events.
+    control: list[Any] | None = None
     _kinds: frozenset[str] | None = field(default=None, init=False, repr=False)
     _shared: dict[str, DataFrame] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)

@@ -67,6 +67,7 @@ from reports.checkers.toolkit import (
     ms,
     nothing_to_judge,
     problems,
+    process_events,
     result,
     run_time,
     small_frame,
@@ -201,7 +202,7 @@ def _state_intervals(ctx: CheckContext) -> dict[str, list[tuple[int, int]]]:
     states = events_of(ctx, "bstar_state").select("ts", "src", "state").collect()
     if not states:
         return {}
-    exits = events_of(ctx, "proc_exit", "proc_start").select("ts", "instance").collect()
+    exits = process_events(ctx)
     ends: dict[str, list[int]] = {}
     for e in exits:
         ends.setdefault(e["instance"], []).append(e["ts"])

@@ -50,6 +50,7 @@ from reports.checkers.toolkit import (
     examples,
     merge_spans,
     nothing_to_judge,
+    process_events,
     result,
     run_time,
     small_frame,
@@ -121,14 +122,7 @@ def out_spans(ctx: CheckContext) -> dict[str, list[tuple[int, int]]]:
             spans[endpoint_of[f.target]].append((f.start_ns, stop))
     # The teardown's exits (after the load) end no request that was not already over.
     stopped = run_time(ctx, "load_stopped_ns")
-    procs = (
-        events_of(ctx, "proc_start", "proc_exit")
-        .filter(F.col("instance").isin(*endpoint_of) if endpoint_of else F.lit(False))
-        .filter(F.col("ts") <= stopped)
-        .select("ts", "ev", "instance")
-        .orderBy("ts")
-        .collect()
-    )
+    procs = [r for r in process_events(ctx) if r["instance"] in endpoint_of and r["ts"] <= stopped]
     down: dict[str, int] = {}
     for r in procs:
         endpoint = endpoint_of[r["instance"]]

@@ -53,6 +53,7 @@ from reports.checkers.toolkit import (
     nothing_to_judge,
     options,
     overlaps,
+    process_events,
     registered_dispatch,
     result,
     rows,
@@ -79,10 +80,9 @@ def excused_spans(ctx: CheckContext, instance: str, **flags: bool) -> list[tuple
 
 def broker_end(ctx: CheckContext) -> int:
     """When the broker stopped serving for good: its last exit, else the end of the history."""
-    brokers = list(broker_instances(ctx))
-    last = None
-    if brokers:
-        last = events_of(ctx, "proc_exit").filter(F.col("instance").isin(brokers)).agg(F.max("ts")).first()[0]
+    brokers = broker_instances(ctx)
+    exits = process_events(ctx, "proc_exit")
+    last = max((r["ts"] for r in exits if r["instance"] in brokers and r["ts"] is not None), default=None)
     return int(last) if last else history_end(ctx)
 
 
@@ -423,9 +423,7 @@ def _restarts_process(fault: FaultWindow) -> bool:
 def workers_return(ctx: CheckContext) -> CheckResult:
     bound_ns = int(float(ctx.promises.get("return_bound_s", 5.0)) * NS)
     brokers = broker_instances(ctx)
-    starts = rows(
-        events_of(ctx, "proc_start").filter(F.col("instance").isin(list(brokers))), "ts", "instance"
-    )
+    starts = [r for r in process_events(ctx, "proc_start") if r["instance"] in brokers]
     # Each broker fault after which the broker process started again (kill with restart,
     # restart), with the time of that start: the new broker can hear workers from then on.
     restarts = []

@@ -33,6 +33,7 @@ from reports.checkers.toolkit import (
     examples,
     fault_spans,
     options_of,
+    process_events,
     result,
     small_frame,
 )
@@ -179,8 +180,7 @@ def alive_spans(ctx: CheckContext, roles: list[str], broker_roles: set[str]) -> 
     (instance, t0, t1). Alive: its process ran (proc_start to proc_exit), not frozen, not cut
     off. Serving: alive, and no broker (re)start or fault on a broker since (a new broker
     knows no worker yet; a frozen one may expire them all when it wakes)."""
-    procs = events_of(ctx, "proc_start", "proc_exit").select("ts", "ev", "role", "instance")
-    procs = procs.orderBy("ts").collect()
+    procs = process_events(ctx)
     # A broker (re)started or frozen knows no worker, or a stale set, until they talk to it again.
     broker_starts = [r["ts"] for r in procs if r["ev"] == "proc_start" and r["role"] in broker_roles]
     brokers = {r["instance"] for r in procs if r["role"] in broker_roles}

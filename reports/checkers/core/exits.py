@@ -6,15 +6,13 @@ from __future__ import annotations
 from collections import deque
 from pathlib import Path
 
-from pyspark.sql import functions as F
-
 from reports.checkers.toolkit import (
+    MAX_EXAMPLES,
     CheckContext,
     CheckResult,
     checker,
-    count,
-    events_of,
-    examples,
+    example,
+    process_events,
     result,
 )
 
@@ -44,15 +42,12 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_bytes: int = 64 * 1024
     reads_clients=False,
 )
 def no_unexpected_exit(ctx: CheckContext) -> CheckResult:
-    procs = events_of(ctx, "proc_start", "proc_exit")
-    unexpected = (F.col("ev") == "proc_exit") & ~F.coalesce("expected", F.lit(False))
-    row = procs.agg(
-        F.sum((F.col("ev") == "proc_start").cast("int")).alias("starts"),
-        F.sum((F.col("ev") == "proc_exit").cast("int")).alias("exits"),
-        F.sum(unexpected.cast("int")).alias("bad"),
-    ).first()
-    bad = count(row["bad"])
-    figures = {"starts": count(row["starts"]), "exits": count(row["exits"]), "unexpected_exits": bad}
+    procs = process_events(ctx)
+    starts = sum(r["ev"] == "proc_start" for r in procs)
+    exits = [r for r in procs if r["ev"] == "proc_exit"]
+    unexpected = [r for r in exits if not r["expected"]]
+    bad = len(unexpected)
+    figures = {"starts": starts, "exits": len(exits), "unexpected_exits": bad}
     summary = f"{figures['starts']} process starts, {figures['exits']} exits, {bad} unexpected"
     if figures["starts"] == 0 and figures["exits"] == 0:
         return result(
@@ -61,15 +56,11 @@ def no_unexpected_exit(ctx: CheckContext) -> CheckResult:
             unknown="history/runner.jsonl holds no proc_start or proc_exit: the runner's history is missing",
         )
     found = []
-    if bad:
-        found = examples(
-            procs.filter(unexpected).select(
-                "ts", "src", "ev", "cid", "seq", "rid", "instance", "role", "pid", "code", "signal", "detail"
-            )
-        )
-        for ex in found:
-            how = f"signal {ex['signal']}" if ex.get("signal") is not None else f"code {ex.get('code')}"
-            ex["problem"] = f"{ex.get('role')} {ex.get('instance')} exited with {how}"
-            if ctx.run_dir is not None and ex.get("instance"):
-                ex["log_tail"] = log_tail(ctx.run_dir / "logs" / f"{ex['instance']}.log")
+    for r in unexpected[:MAX_EXAMPLES]:
+        ex = example({k: v for k, v in r.items() if k != "expected"})
+        how = f"signal {ex['signal']}" if ex.get("signal") is not None else f"code {ex.get('code')}"
+        ex["problem"] = f"{ex.get('role')} {ex.get('instance')} exited with {how}"
+        if ctx.run_dir is not None and ex.get("instance"):
+            ex["log_tail"] = log_tail(ctx.run_dir / "logs" / f"{ex['instance']}.log")
+        found.append(ex)
     return result(summary, figures, violations=bad, examples=found)

@@ -5,6 +5,7 @@ reports.checkers.toolkit import ...``), never from another family's module.
   ``CheckContext``, ``CheckResult``, ``FaultWindow``, ``events_of(ctx, kind, ...)``.
 - **Run facts** (``facts``): ``options`` (``options_of`` a run.json), ``run_time`` /
   ``history_end`` / ``kind_count`` / ``load_span`` / ``client_budget_ns`` (when things happened),
+  ``process_events`` (the runner's proc_start / proc_exit, read once per report),
   ``worker_instances`` / ``broker_instances`` / ``instance_column`` (which instance is what).
 - **Fault excuses** (``excuses``): ``fault_spans`` (when the faults that concern an instance
   were under way), ``split_excused`` / ``with_excused`` / ``outside`` (applied to a frame),
@@ -63,6 +64,7 @@ from reports.checkers.toolkit.facts import (
     load_span,
     options,
     options_of,
+    process_events,
     run_time,
     worker_instances,
 )
@@ -120,6 +122,7 @@ __all__ = [
     "overlaps",
     "planned_windows",
     "problems",
+    "process_events",
     "registered_dispatch",
     "result",
     "rows",

@@ -59,6 +59,22 @@ def kind_count(ctx: CheckContext, kind: str) -> int:
     return events_of(ctx, kind).count()
 
 
+#: What ``process_events`` gives of each event (the columns of reports/run_facts.py's control events).
+PROCESS_COLUMNS = ("ts", "src", "ev", "instance", "role", "pid", "code", "signal", "expected", "detail")
+
+
+def process_events(ctx: CheckContext, *kinds: str) -> list[dict[str, Any]]:
+    """The runner's process events of ``kinds`` (default ``proc_start`` and ``proc_exit``), in
+    time order, as dicts of PROCESS_COLUMNS: from the control events the report read once
+    (``ctx.control``, no query), else read."""
+    kinds = kinds or ("proc_start", "proc_exit")
+    if ctx.control is not None:
+        found = [r for r in ctx.control if r["ev"] in kinds]
+    else:
+        found = events_of(ctx, *kinds).select(*PROCESS_COLUMNS).orderBy("ts").collect()
+    return [{c: r[c] for c in PROCESS_COLUMNS} for r in found]
+
+
 def client_budget_ns(ctx: CheckContext) -> int:
     """How long a client works on one request before it gives up (timeout x attempts)."""
     return int(float(ctx.meta.get("client_budget_s") or DEFAULT_CLIENT_BUDGET_S) * NS)

@@ -51,6 +51,7 @@ def test_availability_holds_through_one_worker_of_three_killed(spark):
     assert row["ok_share_before"] == 1.0 and row["ratio"] > 0.9
 
 
+@pytest.mark.slow  # 8-15 s of Spark; the quick tier judges availability in the test above
 def test_an_ok_reply_counts_with_its_own_attempt_never_as_a_share_above_one(spark):
     """Before: ok replies were counted by their own time and attempts by theirs, so replies to
     requests sent before the baseline made it 1219 ok of 1217 attempts (a share of 1.0016)."""
@@ -83,6 +84,7 @@ def test_availability_is_violated_when_service_collapses_during_a_slow_link(spar
     assert {tuple(r["before_ns"]) for r in result.figures["faults"]} == {(t(15) + 1, t(20) + 1)}
 
 
+@pytest.mark.slow  # 8-15 s of Spark; the quick tier judges availability in the test above
 def test_availability_does_not_judge_faults_the_system_does_not_promise_to_survive(spark):
     # The only queue killed: an outage with no spare instance; all workers killed: none left.
     faults = [FaultWindow(1, "kill", "queue", t(20), t(22))] + [
@@ -96,6 +98,7 @@ def test_availability_does_not_judge_faults_the_system_does_not_promise_to_survi
     assert "promises to survive" in result.summary
 
 
+@pytest.mark.slow  # 8-15 s of Spark; the quick tier judges availability in the test above
 def test_availability_survives_can_name_a_fault_kind_or_promise_nothing(spark):
     fault = FaultWindow(1, "kill", "queue", t(20), t(22))
     events = steady_load(0, 60, lost=(20, 25))

@@ -109,6 +109,7 @@ def _plan(frame: Any) -> str:
     return frame._jdf.queryExecution().executedPlan().toString()
 
 
+@pytest.mark.slow  # 7 s of Spark plans
 def test_prepared_shared_aggregates_skip_the_partial_aggregation(spark: Any) -> None:
     events = _requests(spark)
     # Built on first use, as Spark plans any aggregation: a partial one before the shuffle.
@@ -190,7 +191,7 @@ def test_each_mark_finds_the_latest_event_before_it(spark: Any) -> None:
     assert {b for src, _, b in found if src == "w-3"} == {None}
 
 
-@pytest.mark.parametrize("one_aggregation", [True, False])
+@pytest.mark.parametrize("one_aggregation", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_totals_and_the_first_offenders(spark: Any, monkeypatch: Any, one_aggregation: bool) -> None:
     import random
 

@@ -199,6 +199,7 @@ def test_a_builder_may_ask_for_another_shared_frame_while_a_thread_asks_for_it(s
     ctx.release()
 
 
+@pytest.mark.slow  # 7 s; the quick tier has a crashing checker among concurrent ones
 def test_an_interrupt_while_the_checks_run_stops_every_thread_and_job(
     spark, tmp_path: Path, monkeypatch
 ) -> None:

@@ -183,6 +183,7 @@ def test_verdict_json(built):
     assert "writing the history's columnar form (events.parquet)" in messages
 
 
+@pytest.mark.slow  # the built report: a JVM start and a report, about 40 s (the quick tier has none)
 def test_junit_xml(built):
     run, _, _ = built
     suite = ET.parse(run.junit_xml).getroot().find("testsuite")
@@ -195,6 +196,7 @@ def test_junit_xml(built):
     assert cases["no_lost"].find("failure") is None and cases["no_lost"].find("skipped") is None
 
 
+@pytest.mark.slow  # the built report: a JVM start and a report, about 40 s (the quick tier has none)
 def test_report_html(built):
     run, _, _ = built
     page = run.report_html.read_text()
@@ -359,6 +361,7 @@ def test_empty_history_names_the_folder(spark, tmp_path):
     assert "no event" in err.value.message
 
 
+@pytest.mark.slow  # the built report: a JVM start and a report, about 40 s (the quick tier has none)
 def test_report_renders_offline_in_chromium(built, tmp_path):
     """The page, opened by a real headless browser with no network, has its SVG bands and table."""
     run, _, _ = built
@@ -370,6 +373,7 @@ def test_report_renders_offline_in_chromium(built, tmp_path):
     assert len(png) > 50_000  # a blank page of this size is ~10 kB
 
 
+@pytest.mark.slow  # the built report: a JVM start and a report, about 40 s (the quick tier has none)
 @pytest.mark.parametrize("width", [1400, 800])
 def test_every_table_fits_its_card(built, tmp_path, width):
     """At 1400 and 800 px nothing scrolls the page sideways: a wide table scrolls inside its card."""

@@ -203,7 +203,7 @@ import zmq.green as zmq
 from locust import User, constant, task
 
 from contract.history import HistoryWriter, NullWriter, history_file, payload_for, request_id, rid_of
-from loadtests.adapters.base import Reply, RequestLog, recv_within, send_message, without_wakeup_timer
+from loadtests.adapters.base import Reply, RequestLog, client_socket, recv_within, send_message
 
 STEP = int(os.environ["BENCH_STEP"])
 SIZE = int(os.environ["BENCH_PAYLOAD_BYTES"])
@@ -220,8 +220,7 @@ class LadderUser(User):
     wait_time = constant(0)
 
     def on_start(self):
-        self.socket = _context.socket(zmq.REQ)
-        without_wakeup_timer(self.socket)
+        self.socket = client_socket(_context, zmq.REQ)
         self.socket.linger = 0
         self.socket.connect(ENDPOINT)
         self.cid = f"client-{next(_numbers)}"

@@ -1,5 +1,6 @@
 """The load clients' fast path: events written with shared fields are the events ``emit``
-writes, checked alike; a green receive with a timeout gets a whole message or nothing."""
+writes, checked alike; a green receive with a timeout gets a whole message or nothing, and
+a green socket's waits let the other greenlets run."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import zmq
 
 from contract.history import HistoryError, HistoryWriter, NullWriter, read_events
-from loadtests.adapters.base import RequestLog, recv_within, without_wakeup_timer
+from loadtests.adapters.base import GreenSocket, RequestLog, client_socket, recv_within
 
 
 def test_shared_fields_write_the_same_event_as_emit(tmp_path: Path) -> None:
@@ -57,7 +58,8 @@ def test_a_receive_within_a_timeout_gets_the_whole_message_or_none(green: bool) 
         ctx = zmq_green.Context()
     else:
         ctx = zmq.Context()
-    a, b = ctx.socket(zmq.PAIR), ctx.socket(zmq.PAIR)
+    a, b = ctx.socket(zmq.PAIR), client_socket(ctx, zmq.PAIR)
+    assert isinstance(b, GreenSocket) == green
     try:
         a.bind("inproc://recv-within")
         b.connect("inproc://recv-within")
@@ -79,7 +81,7 @@ def test_green_receives_each_get_their_whole_timeout() -> None:
 
     ctx = zmq_green.Context()
     a = ctx.socket(zmq.PAIR)
-    b = without_wakeup_timer(ctx.socket(zmq.PAIR))
+    b = client_socket(ctx, zmq.PAIR)
     try:
         a.bind("inproc://each-its-timeout")
         b.connect("inproc://each-its-timeout")
@@ -88,6 +90,40 @@ def test_green_receives_each_get_their_whole_timeout() -> None:
             assert recv_within(b, 1000) == [str(n).encode()]
             later.join()
         assert recv_within(b, 20) is None
+    finally:
+        a.close(linger=0)
+        b.close(linger=0)
+        ctx.term()
+
+
+def test_a_green_socket_waits_without_blocking_other_greenlets() -> None:
+    # A blocking receive, and a send to a peer whose queue is full, wait for the socket while
+    # the process's other greenlets run: one of them answers, or reads to make room.
+    import gevent
+    import zmq.green as zmq_green
+
+    ctx = zmq_green.Context()
+    a = client_socket(ctx, zmq.DEALER)
+    b = client_socket(ctx, zmq.DEALER)
+    try:
+        for s in (a, b):
+            s.sndhwm = s.rcvhwm = 1
+        a.bind("inproc://waits-green")
+        b.connect("inproc://waits-green")
+        answer = gevent.spawn_later(0.05, a.send, b"answer")
+        assert b.recv() == b"answer" and answer.dead
+        sent = 0
+        # Fill b's queue and a's (a reads nothing): the next send finds no room.
+        while True:
+            try:
+                b.send(b"%d" % sent, zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            sent += 1
+        drain = gevent.spawn_later(0.05, lambda: [a.recv() for _ in range(sent + 1)])
+        b.send(b"%d" % sent)  # waits until the drain made room
+        drain.join(timeout=5)
+        assert drain.successful() and drain.value == [b"%d" % n for n in range(sent + 1)]
     finally:
         a.close(linger=0)
         b.close(linger=0)

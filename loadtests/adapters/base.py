@@ -25,13 +25,13 @@ records.
 
 from __future__ import annotations
 
-import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import zmq
+from greenlet import getcurrent
 
 from contract.history import HistoryWriter, payload_for, rid_in, rid_of, shown_body
 
@@ -52,6 +52,9 @@ def received(frames: list[bytes]) -> dict[str, Any]:
 #: As ints: zmq's flag enums cost a Python-level operation each time they are combined.
 _NOBLOCK = int(zmq.NOBLOCK)
 _RCVMORE = int(zmq.RCVMORE)
+_EVENTS = int(zmq.EVENTS)
+_POLLIN = int(zmq.POLLIN)
+_POLLOUT = int(zmq.POLLOUT)
 
 
 def send_message(socket: zmq.Socket, frames: list[bytes]) -> None:
@@ -63,56 +66,114 @@ def send_message(socket: zmq.Socket, frames: list[bytes]) -> None:
         socket.send_multipart(frames)
 
 
-@functools.cache
-def _green_timeout() -> Any:
-    import gevent  # only once a green socket exists: a plain process need not import gevent
+def _is_green(context: zmq.Context) -> bool:
+    return type(context).__module__.startswith("zmq.green")
 
-    return gevent.Timeout
+
+def client_socket(context: zmq.Context, kind: int) -> zmq.Socket:
+    """A new socket of ``kind`` for an adapter that waits on it through ``recv_within``: a
+    ``GreenSocket`` under Locust (``context`` a zmq.green one), else ``context``'s own."""
+    if _is_green(context):
+        return context.socket(kind, socket_class=GreenSocket)
+    return context.socket(kind)
 
 
 def recv_within(socket: zmq.Socket, timeout_ms: float) -> list[bytes] | None:
     """The next message on ``socket`` if one comes within ``timeout_ms``, else None.
 
-    Under Locust the socket is a ``zmq.green`` one, and its ``poll`` builds a poller, a
-    green ``select`` and two timers on every call (bench/loadgen_rate.py --profile); a gevent
-    timeout around the green receive waits on the socket's own watcher instead. When it
-    strikes, the socket is looked at once more, which makes ``without_wakeup_timer`` safe.
-    A multipart message arrives whole, so the timeout can only strike before its first frame.
-    (A gevent timeout is made per receive: one restarted after a cancel counts from where it
-    stopped, so its timeouts shrink receive after receive.)
+    A multipart message arrives whole, so only its first frame is waited for.
     """
-    if not type(socket).__module__.startswith("zmq.green"):
-        return socket.recv_multipart() if socket.poll(timeout_ms, zmq.POLLIN) else None
-    timeout = _green_timeout()
-    timer = timeout(timeout_ms / 1000)
-    timer.start()
-    try:
-        first = socket.recv()
-    except timeout as struck:
-        if struck is not timer:
-            raise
-        try:
-            first = socket.recv(_NOBLOCK)
-        except zmq.Again:
-            return None
-    finally:
-        timer.close()
-    frames = [first]
+    if isinstance(socket, GreenSocket):
+        ready = socket.wait_for(_POLLIN, timeout_ms / 1000)
+    else:
+        ready = bool(socket.poll(timeout_ms, zmq.POLLIN))
+    if not ready:
+        return None
+    frames = [socket.recv(_NOBLOCK)]
     # getsockopt is the plain option read (zmq.green's ``get`` adds its own checks).
     while socket.getsockopt(_RCVMORE):
         frames.append(socket.recv(_NOBLOCK))
     return frames
 
 
-def without_wakeup_timer(socket: zmq.Socket) -> zmq.Socket:
-    """``socket``, a new one that waits only in ``recv_within`` (its sends never find its
-    queue full), without zmq.green's timer of its own: zmq.green arms one (11.6 s) around
-    every wait in case libzmq's edge-triggered descriptor misses a wake-up, which
-    ``recv_within`` covers when its timeout strikes, and a receive then makes one timer
-    rather than two. (A plain socket is returned as it is.)"""
-    if type(socket).__module__.startswith("zmq.green"):
-        socket._gevent_bug_timeout = 0
-    return socket
+#: What the hub switches a waiting GreenSocket back with (anything else is a stray switch).
+_SIGNALLED, _STRUCK = object(), object()
+
+
+class GreenSocket(zmq.Socket):  # type: ignore[type-arg]
+    """A socket for a green (gevent) process such as Locust's, cheaper to wait on than
+    zmq.green's, for a load client whose receive is most of its own time.
+
+    zmq.green's socket, after every send and receive, reads the socket's events and sets
+    two AsyncResults, and each wait makes an AsyncResult, a timer and a callback round of
+    the hub: bench/loadgen_rate.py measured a request of a bare zmq.green REQ user at twice
+    the CPU of the same request through this class. Here a wait starts an io watcher on
+    the socket's ZMQ_FD (and a timer, when it has a timeout) that switches straight back
+    to the waiting greenlet; both are stopped when it returns. libzmq's FD only says that
+    the events may have changed, and only after an operation found nothing to do, so the
+    events are read before each wait (with no other operation on the socket in between)
+    and after each wake-up, and once more when the timeout strikes.
+
+    A send or receive without NOBLOCK waits the same way, so that it never blocks the
+    process's other users. One greenlet at a time may use a socket.
+    """
+
+    _watcher: Any = None
+    _hub: Any = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from gevent import get_hub  # only here: a process without green sockets need not import gevent
+
+        self._hub = get_hub()
+        self._watcher = self._hub.loop.io(self.getsockopt(zmq.FD), 1)  # 1: readable
+
+    def wait_for(self, event: int, timeout_s: float | None) -> bool:
+        """Whether the socket has ``event`` (POLLIN, POLLOUT) now or gets it within
+        ``timeout_s`` (None: without a limit), the greenlet switched out meanwhile."""
+        if self.getsockopt(_EVENTS) & event:
+            return True
+        hub, back = self._hub, getcurrent().switch
+        timer = None
+        if timeout_s is not None:
+            # A new timer per wait: a libev timer restarted after a stop counts on from
+            # where it stopped, so timeouts would shrink wait after wait.
+            timer = hub.loop.timer(timeout_s)
+            timer.start(back, _STRUCK)
+        self._watcher.start(back, _SIGNALLED)
+        try:
+            while True:
+                why = hub.switch()
+                if why is not _SIGNALLED and why is not _STRUCK:
+                    raise RuntimeError(f"a stray switch into a greenlet waiting on a socket: {why!r}")
+                if self.getsockopt(_EVENTS) & event:
+                    return True
+                if why is _STRUCK:
+                    return False
+        finally:
+            self._watcher.stop()
+            if timer is not None:
+                timer.close()
+
+    def send(self, data: Any, flags: int = 0, copy: bool = True, track: bool = False, **kwargs: Any) -> Any:
+        if flags & _NOBLOCK:
+            return super().send(data, flags, copy, track, **kwargs)
+        while True:
+            try:
+                return super().send(data, flags | _NOBLOCK, copy, track, **kwargs)
+            except zmq.Again:
+                self.wait_for(_POLLOUT, None)
+
+    def recv(self, flags: int = 0, copy: bool = True, track: bool = False) -> Any:
+        if not flags & _NOBLOCK:
+            self.wait_for(_POLLIN, None)
+        return super().recv(flags | _NOBLOCK, copy, track)
+
+    def close(self, linger: int | None = None) -> None:
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+        super().close(linger)
 
 
 class RequestLog:

@@ -39,9 +39,9 @@ from loadtests.adapters.base import (
     Lost,
     Reply,
     RequestLog,
+    client_socket,
     recv_within,
     send_message,
-    without_wakeup_timer,
 )
 
 
@@ -78,9 +78,7 @@ class LazyPirateClient(ClientAdapter):
             self.socket.close(linger=0)
         if fail_over:
             self.current = (self.current + 1) % len(self.endpoints)
-        # A REQ socket holds one request at most, so its send never waits: only the
-        # receive does, under recv_within's timeout.
-        self.socket = without_wakeup_timer(self.context.socket(zmq.REQ))
+        self.socket = client_socket(self.context, zmq.REQ)
         self.socket.linger = 0
         self.socket.connect(self.endpoints[self.current])
         return self.socket
@@ -114,7 +112,7 @@ class LazyPirateClient(ClientAdapter):
     def _request_once(self, body: list[bytes], log: RequestLog) -> Reply:
         """Send once, wait for this request's reply until the deadline, else raise Lost."""
         if self.socket is None:
-            self.socket = self.context.socket(zmq.DEALER)
+            self.socket = client_socket(self.context, zmq.DEALER)
             self.socket.linger = 0
             self.socket.connect(self.endpoints[self.current])
         self.socket.send_multipart([b"", *body])

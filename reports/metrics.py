@@ -40,6 +40,8 @@ def _quantiles(qs: tuple[float, ...]) -> Any:
 #: timeline, per client kind, the whole run, and the replies that name their endpoint per
 #: second (``servers``) and per kind (``client_kinds``).
 BY_SECOND, BY_KIND, OVERALL, ENDPOINT_SECOND, KIND_ENDPOINT = "t", "k", "all", "et", "ke"
+#: The rows of ``_kind_counts`` (clients, requests... per kind), which client_pass returns too.
+KIND_COUNTS_G = "kc"
 #: Every quantile any of them shows (each of Spark's exact percentiles is computed on its own
 #: from the sorted values: asking for more in one call gives the same figures).
 ALL_QUANTILES = tuple(sorted({*TIMELINE_QUANTILES, *OVERALL_QUANTILES.values(), 0.5, 0.99}))
@@ -52,7 +54,9 @@ PRECOUNT_MIN_EVENTS = 2_000_000
 def client_pass(events: DataFrame, t0_ns: int, precount: bool = False) -> dict[str, list[Any]]:
     """Grouping -> its rows, from ONE aggregation over the client events (one Spark job
     instead of one per figure): each event is copied into the groupings it counts in (an
-    array of keys, exploded), and the latency percentiles are computed only for the first three.
+    array of keys, exploded), and the latency percentiles are computed only for the first three;
+    beside it in the same query (so the same job), the per-kind counts (``_kind_counts``, rows
+    of grouping KIND_COUNTS_G).
 
     ``precount``: count alike events (same kind of event, client kind, endpoint, second and
     latency) first and give the percentiles those counts as frequencies: the figures are the
@@ -100,21 +104,23 @@ def client_pass(events: DataFrame, t0_ns: int, precount: bool = False) -> dict[s
 
     lat = F.when(is_reply & F.col("g").isin(BY_SECOND, BY_KIND, OVERALL), F.col("latency_us"))
     lat_w = F.when(lat.isNotNull(), w)
-    rows = (
-        copies.groupBy("g", "k", "e", "t")
-        .agg(
-            F.sum(w).alias("n"),
-            *(weighed(ev == kind_).alias(f"{kind_}s") for kind_ in ("send", "reply", "retry")),
-            weighed(ev == "abandon").alias("abandons"),
-            F.percentile(lat, _quantiles(ALL_QUANTILES), w).alias("q"),
-            F.coalesce(F.sum(lat_w), F.lit(0)).alias("lat_n"),
-            F.max(lat).alias("lat_max"),
-            # In doubles, as avg sums: a wild latency must not overflow a long sum.
-            (F.sum(lat.cast("double") * w) / F.sum(lat_w)).alias("lat_mean"),
-        )
-        .collect()
+    passes = copies.groupBy("g", "k", "e", "t").agg(
+        F.sum(w).alias("n"),
+        *(weighed(ev == kind_).alias(f"{kind_}s") for kind_ in ("send", "reply", "retry")),
+        weighed(ev == "abandon").alias("abandons"),
+        F.percentile(lat, _quantiles(ALL_QUANTILES), w).alias("q"),
+        F.coalesce(F.sum(lat_w), F.lit(0)).alias("lat_n"),
+        F.max(lat).alias("lat_max"),
+        # In doubles, as avg sums: a wild latency must not overflow a long sum.
+        (F.sum(lat.cast("double") * w) / F.sum(lat_w)).alias("lat_mean"),
     )
-    out: dict[str, list[Any]] = {g: [] for g in (BY_SECOND, BY_KIND, OVERALL, ENDPOINT_SECOND, KIND_ENDPOINT)}
+    # The per-kind counts of requests and clients, another grouping of the client events: in
+    # the same query, so the same job.
+    kinds = _kind_counts(events).withColumn("g", F.lit(KIND_COUNTS_G))
+    rows = passes.unionByName(kinds, allowMissingColumns=True).collect()
+    out: dict[str, list[Any]] = {
+        g: [] for g in (BY_SECOND, BY_KIND, OVERALL, ENDPOINT_SECOND, KIND_ENDPOINT, KIND_COUNTS_G)
+    }
     for r in rows:
         out[r["g"]].append(r)
     return out
@@ -205,10 +211,9 @@ def counts(events: DataFrame) -> tuple[dict[str, int], dict[str, dict[str, int]]
     return dict(sorted(per_kind.items())), dict(sorted(per_src.items()))
 
 
-def client_kinds(events: DataFrame, passed: dict[str, list[Any]] | None = None) -> dict[str, dict[str, Any]]:
-    """Per client kind: clients, requests, sends, replies (not ok), retries, abandons, lost
-    (a client that never resends), unexpected messages, reply latency (ms) and the replies
-    each endpoint gave (the latency and the endpoints from ``client_pass``)."""
+def _kind_counts(events: DataFrame) -> DataFrame:
+    """Per client kind (``k``): clients, requests, sends, replies (not ok), retries, abandons,
+    lost and unexpected messages (KIND_COUNTS), one row each (not collected: client_pass does)."""
     ev = F.col("ev")
     is_reply = ev == "reply"
     client = events.filter(ev.isin(*CLIENT_EVENTS)).withColumn("k", F.coalesce("kind", F.lit(NO_KIND)))
@@ -221,7 +226,7 @@ def client_kinds(events: DataFrame, passed: dict[str, list[Any]] | None = None) 
     is_send, seq = ev == "send", F.col("seq")
     bit = F.call_function("shiftleft", F.lit(1).cast("long"), seq.bitwiseAND(63).cast("int"))
     counted = ("sends", "replies", "replies_not_ok", "retries", "abandons", "lost", "unexpected")
-    rows = (
+    return (
         client.groupBy("k", "cid", F.when(is_send, F.shiftright(seq, 6)).alias("word"))
         .agg(
             F.sum(is_send.cast("int")).alias("sends"),
@@ -243,9 +248,15 @@ def client_kinds(events: DataFrame, passed: dict[str, list[Any]] | None = None) 
         )
         .groupBy("k")
         .agg(F.count("cid").alias("clients"), *(F.sum(c).alias(c) for c in (*counted, "requests")))
-        .collect()
     )
+
+
+def client_kinds(events: DataFrame, passed: dict[str, list[Any]] | None = None) -> dict[str, dict[str, Any]]:
+    """Per client kind: clients, requests, sends, replies (not ok), retries, abandons, lost
+    (a client that never resends), unexpected messages, reply latency (ms) and the replies
+    each endpoint gave (all from ``client_pass``)."""
     passed = passed or client_pass(events, 0)
+    rows = passed[KIND_COUNTS_G]
     latencies = {r["k"]: r for r in passed[BY_KIND]}
     answered = sorted(passed[KIND_ENDPOINT], key=lambda a: a["e"])
     out: dict[str, dict[str, Any]] = {}

@@ -103,6 +103,20 @@ thread spends about 0.17 s planning the shared aggregates and 0.16 s on the cont
 finalizer thread sends about 2,000 deletes of Python-side JVM references per report (0.28 s of
 round trips, off the report's thread).
 
+Then (2026-11-27 21:39-23:06 UTC, load 0.5-2.9) pingpong_expiry in one grouping per connection
+over a union of its events (7 jobs -> 1 with the next change; its own time, one thread, 1.7 ->
+0.7-0.9 s), the runner's proc_start read once with the control events and handed to the checks
+(CheckContext.control, toolkit process_events: no_unexpected_exit 1 -> 0 jobs in every report,
+pingpong_workers_return 2 -> 1, mmi_service 4 -> 3), and the metrics' two aggregations in one
+query (2 -> 1 jobs): the six runs 120 -> 100 jobs (paranoid-pirate-kills 13 -> 11,
+majordomo-kill-all-workers 19 -> 16, pingpong-kills 29 -> 20, titanic-kills 18 -> 16,
+dwork-worker-and-scheduler 24 -> 22, sketch-stalls 17 -> 15). ``--reports`` over the same six
+with ``--before d70a5b8 --rounds 2`` (23:01-23:06 UTC, load 2.2-2.9): warm per run 5.4 s against
+5.9 s before (x0.92; pingpong-kills 6.1, 5.5 against 7.0, 6.4 s), cold 16.7 against 17.1 s
+(x0.98). Pandas's whole process 1.0 s. The 2 s target is still missed by 2.7x: what is left per
+report is about 11-22 jobs of 0.1-0.3 s each, two at a time, and the JVM's warm-up in the first
+reports of a session.
+
 Latest figures (2026-11-26 05:40-05:50 UTC, nothing else running; Spark ran about a third
 slower on this machine than the day before, pandas as fast):
 

@@ -116,6 +116,8 @@ with ``--before d70a5b8 --rounds 2`` (23:01-23:06 UTC, load 2.2-2.9): warm per r
 (x0.98). Pandas's whole process 1.0 s. The 2 s target is still missed by 2.7x: what is left per
 report is about 11-22 jobs of 0.1-0.3 s each, two at a time, and the JVM's warm-up in the first
 reports of a session.
+After that bench, pingpong_pings_answered reads its offenders only when there are some (2 -> 1
+job, 0.5-0.6 -> 0.4 s; pingpong-kills 20 -> 19 jobs, the six runs 99).
 
 Latest figures (2026-11-26 05:40-05:50 UTC, nothing else running; Spark ran about a third
 slower on this machine than the day before, pandas as fast):

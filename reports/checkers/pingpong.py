@@ -134,7 +134,7 @@ def pings_answered(ctx: CheckContext) -> CheckResult:
         for r in rows(
             counted.filter("late"), "ts", "src", "ev", "worker", "pong_ts", "answer_ns", limit=MAX_EXAMPLES
         )
-    ]
+    ] if unanswered else []  # fmt: skip
     summary = (
         f"{total - unanswered} of {total} PINGs answered within {ms(bound_ns):g} ms "
         f"(p99 {figures['pong_p99_ms']} ms); {excused} excused by faults"

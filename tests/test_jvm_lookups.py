@@ -37,8 +37,9 @@ def test_a_column_built_again_asks_the_jvm_only_to_build_it(spark) -> None:
     lookups = [c for c in sent if c.startswith("r ")]  # py4j's reflection commands
     assert lookups == [], lookups[:5]
     # What is left: the calls that build the columns (and py4j freeing the JVM's side of
-    # the columns Python let go of).
-    assert {c[:2] for c in sent} <= {"c ", "m "}, sent[:10]
+    # the columns Python let go of, and the password of a connection py4j opens when another
+    # thread holds its only one: seen once, in a full run).
+    assert {c[:2] for c in sent} <= {"c ", "m ", "A "}, sent[:10]
     assert sum(c.startswith("c ") for c in sent) >= 60
 
 

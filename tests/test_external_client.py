@@ -235,10 +235,9 @@ except BaseException as exc:
 writer.close()
 """
 HOLDS_STDOUT = """
-import json, subprocess, sys, time
+import json, subprocess, time
 json.loads(input())
-child = subprocess.Popen(["sleep", "600"])  # inherits stdout
-open(sys.argv[1], "w").write(str(child.pid))
+subprocess.Popen(["sleep", "600"])  # inherits stdout
 print(json.dumps({"type": "init_ok"}), flush=True)
 time.sleep(600)
 """
@@ -249,17 +248,20 @@ def test_a_hung_program_whose_output_stays_open_is_recorded_under_gevent(tmp_pat
     gevent raised "reentrant call inside BufferedReader" in close(), and the program's
     failure to stop was not recorded (the hung-program run below, once in about eight)."""
     client = tmp_path / "client.py"
-    client.write_text(HOLDS_STDOUT.replace("sys.argv[1]", repr(str(tmp_path / "child.pid"))))
+    client.write_text(HOLDS_STDOUT)
+    # Its own session: the program and the child holding its stdout are in it, and go with it.
+    proc = subprocess.Popen(
+        [sys.executable, "-c", UNDER_GEVENT, str(client), str(tmp_path / "h.jsonl")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", UNDER_GEVENT, str(client), str(tmp_path / "h.jsonl")],
-            cwd=ROOT, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        assert json.loads(done.stdout.splitlines()[-1]) == {"raised": None}, done.stderr
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert json.loads(out.splitlines()[-1]) == {"raised": None}, err
     finally:
-        with contextlib.suppress(OSError, ValueError):
-            os.kill(int((tmp_path / "child.pid").read_text()), signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
     found = errors(tmp_path)
     assert [e["reason"] for e in found] == ["exit", NO_REQUEST], found  # it never got a request
     assert re.search(r"still ran \d+\.\d s after stop", found[0]["detail"]), found

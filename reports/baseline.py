@@ -21,11 +21,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
-
 from contract.errors import SetupError
 from contract.rundir import RunDir
 from reports.checkers import CheckResult
+from reports.pages import page_template
 from reports.store import FIGURES, baseline_run, key_figures, store_for_run
 
 CHECK = "baseline"
@@ -239,17 +238,10 @@ def compare_runs(run_root: Path, baseline: str) -> tuple[Path, list[dict[str, An
     now, base = read_run(run_root), read_run(base_root)
     promise = (now[1].get("scenario") or {}).get("baseline")
     rows = compare(now, base, promise)
-    env = Environment(
-        loader=FileSystemLoader(Path(__file__).resolve().parent / "templates"),
-        autoescape=select_autoescape(["html", "j2"], default=True),
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["figure"] = _fmt
     page = run_root / "compare.html"
     base_report = base_root / "report.html"
     page.write_text(
-        env.get_template("compare.html.j2").render(
+        page_template("compare.html.j2", figure=_fmt).render(
             rows=rows,
             run=now[0],
             base=base[0],

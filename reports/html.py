@@ -13,13 +13,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
-
 from contract.rundir import FOLLOWER, RunDir
 from reports.evidence import EXAMPLES_WITH_LOGS, shown_first
+from reports.pages import page_template
 
 NS = 1_000_000_000
-TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: The columns of Locust's stats_stats.csv shown, with the report's heading and the number's kind.
 LOCUST_COLUMNS = (
     ("Request Count", "requests", "count"),
@@ -410,15 +408,6 @@ def _event_details(event: dict[str, Any]) -> str:
 
 def render_html(verdict: dict[str, Any], meta: dict[str, Any], run: RunDir) -> str:
     """The report page as a string."""
-    env = Environment(
-        loader=FileSystemLoader(TEMPLATES),
-        autoescape=select_autoescape(["html", "j2"], default=True),
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters.update(
-        rel_s=_rel_s, utc=_utc, fmt=_fmt, details=_details, count=_count, ms=_ms, event_details=_event_details
-    )
     metrics = verdict.get("metrics") or {}
     t0 = metrics.get("t0_ns") or meta.get("load_started_ns") or 0
     promises = (meta.get("manifest") or {}).get("promises") or {}
@@ -448,7 +437,17 @@ def render_html(verdict: dict[str, Any], meta: dict[str, Any], run: RunDir) -> s
     )
     scenario = meta.get("scenario") or {}
     locust = locust_stats(run)
-    return env.get_template("report.html.j2").render(
+    template = page_template(
+        "report.html.j2",
+        rel_s=_rel_s,
+        utc=_utc,
+        fmt=_fmt,
+        details=_details,
+        count=_count,
+        ms=_ms,
+        event_details=_event_details,
+    )
+    return template.render(
         v=verdict,
         scenario=scenario,
         manifest=meta.get("manifest") or {},

@@ -19,12 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
-
 from contract.outcomes import combine_outcomes
 from reports.baseline import CHECK as BASELINE
+from reports.pages import page_template
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: Sorting rank of an outcome: worst first.
 RANK = {"violated": 4, "bad_input": 3, "incomplete": 3, "unknown": 2, "passed": 1}
 
@@ -186,14 +184,8 @@ def render_matrix(
     errors: list[str] | None = None,
 ) -> str:
     """The matrix page as a string; ``errors``: runs that never started (a suite's set-up errors)."""
-    env = Environment(
-        loader=FileSystemLoader(TEMPLATES),
-        autoescape=select_autoescape(["html", "j2"], default=True),
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return env.get_template("matrix.html.j2").render(
+    return page_template("matrix.html.j2").render(
         m=matrix_model(runs, page, store_dir),
         title=title,
         generated=generated,

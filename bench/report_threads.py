@@ -42,12 +42,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.checker_scaling import cpu_seconds, load
+from bench.checker_scaling import cpu_seconds, generate, load
 from contract.rundir import RunDir
 from reports.ingest.read import PARQUET, expected_events
 from reports.parallel import THREADS_ENV
 from reports.pipeline import build_report
 from reports.spark import get_spark
+
+#: The size of the synthetic run reported when none is given: a CI run's (5k-32k events).
+SYNTHETIC_EVENTS = 25_000
 
 
 def essence(verdict: dict[str, Any]) -> dict[str, Any]:
@@ -60,15 +63,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("run", type=Path, help="a stored run directory (copied, never reported in place)")
+    parser.add_argument(
+        "run",
+        type=Path,
+        nargs="?",
+        help="a stored run directory (copied, never reported in place); default: a synthetic run of "
+        f"{SYNTHETIC_EVENTS:,} events (bench/checker_scaling.py), so that ./dev bench runs it too",
+    )
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="zchaos-threads-"))
     try:
         run = RunDir(base / "run")
-        skip = shutil.ignore_patterns(PARQUET, "verdict.json", "report.html")
-        shutil.copytree(args.run, run.root, ignore=skip)
+        if args.run is None:
+            generate(get_spark(events=SYNTHETIC_EVENTS), run, SYNTHETIC_EVENTS)
+        else:
+            skip = shutil.ignore_patterns(PARQUET, "verdict.json", "report.html")
+            shutil.copytree(args.run, run.root, ignore=skip)
         get_spark(events=expected_events(run))
         os.environ[THREADS_ENV] = "1"
         t, c = time.perf_counter(), cpu_seconds()

@@ -28,7 +28,7 @@ to the second, 2.5 s over the cold target before any check. Warm (40 runs of eac
 filtered count 135 ms, a grouping 207 ms, a join then a grouping 334 ms (medians), so the warm
 target holds about 15 of the cheapest one at a time. The synthetic run (25,509 events, 2 cold
 processes) gave the same: 7.0 s to the first answer, 143 / 214 / 329 ms warm. A cold
-``zchaos report`` of the same CI run (its 9 checks, the metrics, the files) took 14-17 s at
+``zchaos report`` of the same CI run (its 9 checks, the metrics, the files) took 14.1-15.8 s at
 load 2.8-3.3 (three processes), and a warm one of the same run again in one session 3.3-3.5 s,
 two checks at a time (reports/parallel.py).
 """

@@ -449,6 +449,19 @@ def whole_process(run: RunDir, cwd: Path = ROOT) -> tuple[dict[str, Any], float]
     return json.loads(run.verdict_json.read_text()), secs
 
 
+#: The synthetic run of bench/report_threads.py and bench/spark_floor.py when given none: a CI
+#: run's size (the stored CI runs hold 5k-32k events).
+CI_RUN_EVENTS = 25_000
+
+
+def run_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """The optional RUN argument of a benchmark of one run (``what`` it must be); without it
+    the benchmark makes a synthetic run of CI_RUN_EVENTS events, so that ./dev bench runs it."""
+    parser.add_argument(
+        "run", type=Path, nargs="?", help=f"{what}; default: a synthetic run of {CI_RUN_EVENTS:,} events"
+    )
+
+
 #: Issue 24 part 1's targets: seconds per run when a session is reused, and a lone cold
 #: ``zchaos report`` of the demo run (about 105k events).
 WARM_TARGET_S, COLD_TARGET_S = 2.0, 5.0

@@ -42,15 +42,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.checker_scaling import cpu_seconds, generate, load
+from bench.checker_scaling import CI_RUN_EVENTS, cpu_seconds, generate, load, run_argument
 from contract.rundir import RunDir
 from reports.ingest.read import PARQUET, expected_events
 from reports.parallel import THREADS_ENV
 from reports.pipeline import build_report
 from reports.spark import get_spark
-
-#: The size of the synthetic run reported when none is given: a CI run's (5k-32k events).
-SYNTHETIC_EVENTS = 25_000
 
 
 def essence(verdict: dict[str, Any]) -> dict[str, Any]:
@@ -63,13 +60,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "run",
-        type=Path,
-        nargs="?",
-        help="a stored run directory (copied, never reported in place); default: a synthetic run of "
-        f"{SYNTHETIC_EVENTS:,} events (bench/checker_scaling.py), so that ./dev bench runs it too",
-    )
+    run_argument(parser, "a stored run directory (copied, never reported in place)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
@@ -77,7 +68,7 @@ def main() -> None:
     try:
         run = RunDir(base / "run")
         if args.run is None:
-            generate(get_spark(events=SYNTHETIC_EVENTS), run, SYNTHETIC_EVENTS)
+            generate(get_spark(events=CI_RUN_EVENTS), run, CI_RUN_EVENTS)
         else:
             skip = shutil.ignore_patterns(PARQUET, "verdict.json", "report.html")
             shutil.copytree(args.run, run.root, ignore=skip)

@@ -45,15 +45,20 @@ from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.checker_scaling import COLD_TARGET_S, WARM_TARGET_S, _timed_child, load
+from bench.checker_scaling import (
+    CI_RUN_EVENTS,
+    COLD_TARGET_S,
+    WARM_TARGET_S,
+    _timed_child,
+    load,
+    run_argument,
+)
 from contract.rundir import RunDir
 from reports.ingest.read import PARQUET, expected_events
 
 #: Each warm query shape is timed this many times, after WARM_UP runs (a suite's session has run
 #: many reports before: fewer left the JIT still compiling), each with a new literal.
 TIMES, WARM_UP = 15, 40
-#: The size of the synthetic run measured when none is given: a CI run's (5k-32k events).
-SYNTHETIC_EVENTS = 25_000
 
 
 def _parquet(run: RunDir) -> Path:
@@ -133,13 +138,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "run",
-        type=Path,
-        nargs="?",
-        help="a run directory whose history has its Parquet form (read only); default: a synthetic "
-        f"run of {SYNTHETIC_EVENTS:,} events (bench/checker_scaling.py), reported once",
-    )
+    run_argument(parser, "a run directory whose history has its Parquet form (read only)")
     parser.add_argument("--rounds", type=int, default=3, help="cold processes (default 3)")
     parser.add_argument("--cold-child", type=float, metavar="SPAWNED", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -156,14 +155,14 @@ def main() -> None:
 
 
 def synthetic(root: Path) -> RunDir:
-    """checker_scaling's synthetic run of SYNTHETIC_EVENTS events, reported once (which writes
+    """checker_scaling's synthetic run of CI_RUN_EVENTS events, reported once (which writes
     its Parquet form) in this process's session."""
     from bench.checker_scaling import generate
     from reports.pipeline import build_report
     from reports.spark import get_spark
 
     run = RunDir(root)
-    generate(get_spark(events=SYNTHETIC_EVENTS), run, SYNTHETIC_EVENTS)
+    generate(get_spark(events=CI_RUN_EVENTS), run, CI_RUN_EVENTS)
     build_report(run.root)
     return run
 

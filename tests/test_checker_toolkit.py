@@ -220,6 +220,32 @@ def test_totals_and_the_first_offenders(spark: Any, monkeypatch: Any, one_aggreg
     assert (none["n"], shown) == (200 - len(offenders), [])
 
 
+def test_offenders_of_one_frame_counted_with_its_totals(spark: Any, monkeypatch: Any) -> None:
+    import random
+
+    from pyspark.sql import functions as F
+
+    from reports.checkers.toolkit import results
+
+    times = random.Random(5).sample(range(10_000), 300)
+    frame = spark.createDataFrame([(ts, ts % 3, f"r{ts}") for ts in times], "ts long, k int, rid string")
+    labelled = [("by three", F.col("k") == 0), ("one", F.col("k") == 1), ("never", F.col("k") == 7)]
+    cols = ["ts", F.col("rid").alias("id")]
+    found = toolkit.problems_in(
+        frame, *((label, cond, cols) for label, cond in labelled), totals=[F.count("*").alias("n")]
+    )
+    # The same counts and examples as problems() over each label's rows, the totals beside them.
+    alike = toolkit.problems(*((label, frame.filter(cond).select(*cols)) for label, cond in labelled))
+    assert dict(found) == dict(alike) and set(found) == {"by three", "one"}
+    assert found.n("by three") == sum(ts % 3 == 0 for ts in times)
+    assert found.totals == {"n": 300}
+    assert set(found.shown("one")[0]) == {"ts", "id", "problem"}
+    # Nothing offends: the one aggregation, no query for examples.
+    monkeypatch.setattr(results, "problems", lambda *_a: pytest.fail("examples read with no offender"))
+    none = toolkit.problems_in(frame, ("never", F.col("k") == 7, cols), totals=[F.max("ts").alias("last")])
+    assert (dict(none), none.totals) == ({}, {"last": max(times)})
+
+
 def _recording(agg: Any, plans: list[str]) -> Any:
     """DataFrame.agg that also keeps the text of the aggregations asked for."""
 

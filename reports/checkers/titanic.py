@@ -27,8 +27,6 @@ nothing, so a user's server is judged the same way.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -39,7 +37,7 @@ from reports.checkers.toolkit import (
     client_budget_ns,
     count,
     events_of,
-    problems,
+    problems_in,
     result,
     run_time,
 )
@@ -108,16 +106,7 @@ def titanic_durable(ctx: CheckContext) -> CheckResult:
     open_ = unanswered & F.col("abandon_ts").isNull()
     has_exec = "exec" in ctx.event_kinds()
     unexecuted = F.col("got_ts").isNotNull() & (F.col("execs") == 0) & F.lit(has_exec)
-    cols = ["ack_ts", "src", "cid", "seq", "rid", "uuid"]
-
-    def offenders(cond: Any, *extra: Any) -> DataFrame:
-        return tickets.filter(cond).select(F.col("ack_ts").alias("ts"), *cols[1:], *extra)
-
-    found = problems(
-        (FORGOTTEN, offenders(forgot, "forgot_ts", "closed_ts")),
-        (ABANDONED, offenders(abandoned, "abandon_ts", "abandon_reason")),
-        (UNEXECUTED, offenders(unexecuted, "got_ts")),
-    )
+    cols = [F.col("ack_ts").alias("ts"), "src", "cid", "seq", "rid", "uuid"]
     spans = _process_faults(ctx)
     # Obtained across a fault: a fault acted while the request waited between its ticket
     # and its reply, whether it began before the ticket (stored while a worker was down)
@@ -136,14 +125,21 @@ def titanic_durable(ctx: CheckContext) -> CheckResult:
     crossing = F.exists(outages, lambda s: (s["lo"] <= F.col("got_ts")) & (s["hi"] >= F.col("ack_ts"))).cast(
         "int"
     )
-    row = tickets.agg(
-        F.count("*").alias("tickets"),
-        F.sum(F.col("got_ts").isNotNull().cast("int")).alias("obtained"),
-        F.sum((open_ & (F.col("ack_ts") > cutoff)).cast("int")).alias("indeterminate"),
-        F.sum((open_ & (F.col("ack_ts") <= cutoff)).cast("int")).alias("open"),
-        F.sum(crossing).alias("crossed"),
-        F.sum(F.col("closed_ts").isNotNull().cast("int")).alias("closed"),
-    ).first()
+    found = problems_in(
+        tickets,
+        (FORGOTTEN, forgot, [*cols, "forgot_ts", "closed_ts"]),
+        (ABANDONED, abandoned, [*cols, "abandon_ts", "abandon_reason"]),
+        (UNEXECUTED, unexecuted, [*cols, "got_ts"]),
+        totals=(
+            F.count("*").alias("tickets"),
+            F.sum(F.col("got_ts").isNotNull().cast("int")).alias("obtained"),
+            F.sum((open_ & (F.col("ack_ts") > cutoff)).cast("int")).alias("indeterminate"),
+            F.sum((open_ & (F.col("ack_ts") <= cutoff)).cast("int")).alias("open"),
+            F.sum(crossing).alias("crossed"),
+            F.sum(F.col("closed_ts").isNotNull().cast("int")).alias("closed"),
+        ),
+    )
+    row = found.totals
     figures = {
         "tickets": count(row["tickets"]),
         "replies_obtained": count(row["obtained"]),
@@ -193,22 +189,27 @@ def titanic_durable(ctx: CheckContext) -> CheckResult:
 )
 def titanic_executed_once(ctx: CheckContext) -> CheckResult:
     mode = str(ctx.promises.get("titanic_execution", "at_least_once"))
-    per_rid = _tickets(ctx).withColumn("ts", F.col("ack_ts"))
     twice = F.col("execs") > F.col("sends")
-    ran_again = per_rid.filter(twice).select("ts", "src", "cid", "seq", "rid", "sends", "execs", "exec_ts")
-    found = problems((RAN_AGAIN, ran_again))
-    row = per_rid.agg(
-        F.count("*").alias("requests"),
-        *(F.sum((F.col("execs") == k).cast("int")).alias(f"x{k}") for k in (0, 1, 2)),
-        F.sum((F.col("execs") >= 3).cast("int")).alias("x3"),
-        F.sum((F.col("execs") > 1).cast("int")).alias("multi"),
-    ).first()
+    ran_again = [F.col("ack_ts").alias("ts"), "src", "cid", "seq", "rid", "sends", "execs", "exec_ts"]
+    # Its examples are read only where they are violations (a second query).
+    found = problems_in(
+        _tickets(ctx),
+        *([(RAN_AGAIN, twice, ran_again)] if mode == "exactly_once" else []),
+        totals=(
+            F.count("*").alias("requests"),
+            *(F.sum((F.col("execs") == k).cast("int")).alias(f"x{k}") for k in (0, 1, 2)),
+            F.sum((F.col("execs") >= 3).cast("int")).alias("x3"),
+            F.sum((F.col("execs") > 1).cast("int")).alias("multi"),
+            F.count_if(twice).alias("ran_again"),
+        ),
+    )
+    row = found.totals
     figures = {
         "mode": mode,
         "ticketed_requests": count(row["requests"]),
         "histogram": {k: count(row[f"x{k[0]}"]) for k in ("0", "1", "2", "3+")},
         "executed_more_than_once": count(row["multi"]),
-        "uuid_ran_again": found.n(RAN_AGAIN),
+        "uuid_ran_again": count(row.get("ran_again")),
     }
     h = figures["histogram"]
     summary = (
@@ -224,15 +225,14 @@ def titanic_executed_once(ctx: CheckContext) -> CheckResult:
 
 def _probe_check(ctx: CheckContext, probe: str, what: str) -> CheckResult:
     answers = events_of(ctx, "ticket_answer").filter((F.col("probe") == probe) & (F.col("service") == REPLY))
-    bad = answers.filter(~F.col("code").isin(UNKNOWN_UUID, SERVER_ERROR)).select(
-        "ts", "src", "cid", "uuid", "code", "detail"
-    )
+    bad = ~F.col("code").isin(UNKNOWN_UUID, SERVER_ERROR)
     label = f"titanic.reply about {what} did not answer 400"
-    found = problems((label, bad))
-    row = answers.agg(
-        F.count("*").alias("n"),
-        F.sum((F.col("code") == SERVER_ERROR).cast("int")).alias("errors"),
-    ).first()
+    found = problems_in(
+        answers,
+        (label, bad, ["ts", "src", "cid", "uuid", "code", "detail"]),
+        totals=(F.count("*").alias("n"), F.sum((F.col("code") == SERVER_ERROR).cast("int")).alias("errors")),
+    )
+    row = found.totals
     figures = {
         "probes_answered": count(row["n"]),
         "answered_500": count(row["errors"]),

@@ -15,7 +15,8 @@ reports.checkers.toolkit import ...``), never from another family's module.
   ``planned_windows`` (the plan's faults as windows, before any run).
 - **Result building** (``results``): ``result`` (the one builder), ``nothing_to_judge`` (a
   check the plan gave nothing to judge), ``example`` / ``examples`` / ``rows`` (offending
-  events), ``problems`` (labelled offender frames in one Spark action), ``spread`` / ``ms``,
+  events), ``problems`` (labelled offender frames in one Spark action; ``problems_in``:
+  offenders that are rows of one frame, counted with its totals), ``spread`` / ``ms``,
   ``spread_columns`` / ``spreads_of`` (durations computed in a check's own aggregation).
 - **Rules several families share** (``dispatch``): ``registered_dispatch``, ``with_state``,
   ``last_before``.
@@ -77,6 +78,7 @@ from reports.checkers.toolkit.results import (
     ms,
     nothing_to_judge,
     problems,
+    problems_in,
     result,
     rows,
     spread,
@@ -122,6 +124,7 @@ __all__ = [
     "overlaps",
     "planned_windows",
     "problems",
+    "problems_in",
     "process_events",
     "registered_dispatch",
     "result",

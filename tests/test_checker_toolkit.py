@@ -240,6 +240,11 @@ def test_offenders_of_one_frame_counted_with_its_totals(spark: Any, monkeypatch:
     assert found.n("by three") == sum(ts % 3 == 0 for ts in times)
     assert found.totals == {"n": 300}
     assert set(found.shown("one")[0]) == {"ts", "id", "problem"}
+    # Counted first, examples read for the shown labels alone: the same counts and examples.
+    frames = [(label, frame.filter(cond).select(*cols)) for label, cond in labelled]
+    some = toolkit.problems(*frames, shown=["one", "never"])
+    assert {label: n for label, (n, _) in some.items()} == {label: n for label, (n, _) in alike.items()}
+    assert (some["one"], some["by three"][1]) == (alike["one"], [])
     # Nothing offends: the one aggregation, no query for examples.
     monkeypatch.setattr(results, "problems", lambda *_a: pytest.fail("examples read with no offender"))
     none = toolkit.problems_in(frame, ("never", F.col("k") == 7, cols), totals=[F.max("ts").alias("last")])

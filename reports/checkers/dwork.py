@@ -69,7 +69,12 @@ def complete_once(ctx: CheckContext) -> CheckResult:
         .drop("k")
     )
     found = problems(
-        (CREATED, created), (TWICE, twice), (RERUN, rerun), (NOT_ASSIGNED, wrong), (RUN_AGAIN, allowed)
+        (CREATED, created),
+        (TWICE, twice),
+        (RERUN, rerun),
+        (NOT_ASSIGNED, wrong),
+        (RUN_AGAIN, allowed),
+        shown=(TWICE, RERUN, NOT_ASSIGNED),
     )
     if not found.n(CREATED):
         return result("no task was created", unknown="")
@@ -116,7 +121,10 @@ def deps_first(ctx: CheckContext) -> CheckResult:
         )
 
     found = problems(
-        (EDGES, edges), (EARLY_ASSIGN, too_early("task_assign")), (EARLY_RUN, too_early("task_run"))
+        (EDGES, edges),
+        (EARLY_ASSIGN, too_early("task_assign")),
+        (EARLY_RUN, too_early("task_run")),
+        shown=(EARLY_ASSIGN, EARLY_RUN),
     )
     if not found.n(EDGES):
         return result("no task had dependencies", unknown="")
@@ -153,6 +161,7 @@ def all_complete(ctx: CheckContext) -> CheckResult:
         (CREATED, created),
         (UNFINISHED, open_.where(F.col("ts") < cutoff)),
         (RECENT, open_.where(F.col("ts") >= cutoff)),
+        shown=(UNFINISHED,),
     )
     if not found.n(CREATED):
         return result("no task was created", unknown="")
@@ -201,7 +210,9 @@ def exit_requeues(ctx: CheckContext) -> CheckResult:
         .where(F.col("last_at").isNull() | (F.col("last_at") < F.col("ts")))
         .where(F.col("ts") + REQUEUE_SLACK_NS < end_ts)
     )
-    found = problems((EXPIRED, expired), (RETURNED, back), (KEPT, kept), (NOT_AGAIN, not_again))
+    found = problems(
+        (EXPIRED, expired), (RETURNED, back), (KEPT, kept), (NOT_AGAIN, not_again), shown=(KEPT, NOT_AGAIN)
+    )
     if not found.n(EXPIRED):
         return nothing_to_judge(
             ctx,

@@ -118,6 +118,21 @@ report is about 11-22 jobs of 0.1-0.3 s each, two at a time, and the JVM's warm-
 reports of a session.
 After that bench, pingpong_pings_answered reads its offenders only when there are some (2 -> 1
 job, 0.5-0.6 -> 0.4 s; pingpong-kills 20 -> 19 jobs, the six runs 99).
+Then (2026-11-28 01:00-02:16 UTC, load 1.6-5.5; each check's old and new code alternated in
+one warm session, medians of 6 rounds): a job is not the unit of cost. Titanic's checks as
+one aggregation of counts and totals, examples read only when there are offenders (toolkit
+problems_in): titanic_durable 1.20 -> 0.46 s, the probe checks 0.40 -> 0.16 s (titanic-kills 15
+-> 11 jobs; one warm report, one thread, 4.9-5.2 -> 2.9 s). dwork's labels counted before their
+examples (problems(shown=...)): each check 5-10% less (3.04 -> 2.80 s for the four). Not kept:
+dwork's implicit broadcasts as shuffled hash joins (21 -> 12 jobs) cost 0-16% more per check,
+and problems() with the totals as one more label of its union (2 jobs -> 1) 0-7% more: a
+broadcast of a few rows costs less than the shuffle stage that replaces it, and each copy of a
+frame in a query is analysed, optimised and planned again (titanic_durable, warm: 0.45 s in its
+job, 0.15 s optimising and planning, ~0.6 s building its DataFrames, ~0.35 s in collect outside
+the job). Six runs, ``--reports ... --before c1be14b --rounds 2`` (02:02-02:06 UTC, load 2.3-3.2,
+titanic's change only): warm per run 5.2 s against 4.6 s (median; the sums of the ten warm
+reports 46.7 against 47.0 s; titanic-kills 2.2, 2.7 against 4.1, 3.4 s), cold 14.5 against
+14.2 s: the other runs' spread is the bench's noise.
 
 Latest figures (2026-11-26 05:40-05:50 UTC, nothing else running; Spark ran about a third
 slower on this machine than the day before, pandas as fast):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from reports.checkers import CheckResult, FaultWindow, Profile
+from reports.checkers import CheckResult, FaultWindow, Profile, control_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -25,20 +25,10 @@ CONTROL_COLUMNS = ("ts", "src", "ev", "name", "fault_id", "fault", "target", "de
 
 def control_events(events: DataFrame, profile: Profile | None = None) -> list[Any]:
     """The CONTROL_EVENTS of the history, in time order (one job; none when the profile has none)."""
-    from pyspark.sql import functions as F
 
     if profile is not None and not profile.has(*CONTROL_EVENTS):
         return []
-    return events.filter(F.col("ev").isin(*CONTROL_EVENTS)).select(*CONTROL_COLUMNS).orderBy("ts").collect()
-
-
-def _control(events: DataFrame, control: list[Any] | None, kinds: tuple[str, ...]) -> list[Any]:
-    """The rows of these kinds, from ``control`` (control_events) when given, else read for them."""
-    from pyspark.sql import functions as F
-
-    if control is not None:
-        return [r for r in control if r["ev"] in kinds]
-    return events.filter(F.col("ev").isin(*kinds)).select(*CONTROL_COLUMNS).orderBy("ts").collect()
+    return control_rows(events, None, CONTROL_EVENTS, CONTROL_COLUMNS)
 
 
 def fault_windows(
@@ -47,7 +37,7 @@ def fault_windows(
     """Faults paired by fault_id from fault_start/fault_stop, and what did not pair."""
     if profile is not None and not profile.has("fault_start", "fault_stop"):
         return [], []
-    rows = _control(events, control, ("fault_start", "fault_stop"))
+    rows = control_rows(events, control, ("fault_start", "fault_stop"), CONTROL_COLUMNS)
     starts: dict[int, Any] = {}
     stops: dict[int, int] = {}
     warnings = []
@@ -81,7 +71,7 @@ def process_exits(
     if profile is not None and not profile.has("proc_exit"):
         return []
     keys = ("ts", "instance", "role", "pid", "code", "signal", "expected", "detail")
-    return [{k: r[k] for k in keys} for r in _control(events, control, ("proc_exit",))]
+    return [{k: r[k] for k in keys} for r in control_rows(events, control, ("proc_exit",), CONTROL_COLUMNS)]
 
 
 NS = 1_000_000_000
@@ -103,7 +93,8 @@ def completeness(
     """
     from pyspark.sql import functions as F
 
-    rows = _control(events, control, ("phase", "phase_done", "fault_start", "fault_error"))
+    kinds = ("phase", "phase_done", "fault_start", "fault_error")
+    rows = control_rows(events, control, kinds, CONTROL_COLUMNS)
     done = set(meta.get("phases_done") or {}) | {r["name"] for r in rows if r["ev"] == "phase_done"}
     entered = [r["name"] for r in rows if r["ev"] == "phase"]
     started = {r["fault_id"]: r for r in rows if r["ev"] == "fault_start"}

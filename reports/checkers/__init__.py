@@ -216,6 +216,19 @@ def events_of(ctx: CheckContext, *kinds: str) -> DataFrame:
     return ctx.events.filter(F.col("ev").isin(*kinds))
 
 
+def control_rows(
+    events: DataFrame, control: list[Any] | None, kinds: tuple[str, ...], columns: tuple[str, ...]
+) -> list[Any]:
+    """The history's events of ``kinds`` in time order: picked from ``control`` (the run's
+    control events as the report read them once, reports/run_facts.py) when given, else read
+    (their ``columns``, one query)."""
+    from pyspark.sql import functions as F
+
+    if control is not None:
+        return [r for r in control if r["ev"] in kinds]
+    return events.filter(F.col("ev").isin(*kinds)).select(*columns).orderBy("ts").collect()
+
+
 @dataclass
 class CheckResult:
     name: str

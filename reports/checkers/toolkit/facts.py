@@ -9,7 +9,7 @@ from typing import Any
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from reports.checkers import NS, CheckContext, events_of
+from reports.checkers import NS, CheckContext, control_rows, events_of
 
 MS = 1_000_000
 DEFAULT_CLIENT_BUDGET_S = 10.0
@@ -67,11 +67,7 @@ def process_events(ctx: CheckContext, *kinds: str) -> list[dict[str, Any]]:
     """The runner's process events of ``kinds`` (default ``proc_start`` and ``proc_exit``), in
     time order, as dicts of PROCESS_COLUMNS: from the control events the report read once
     (``ctx.control``, no query), else read."""
-    kinds = kinds or ("proc_start", "proc_exit")
-    if ctx.control is not None:
-        found = [r for r in ctx.control if r["ev"] in kinds]
-    else:
-        found = events_of(ctx, *kinds).select(*PROCESS_COLUMNS).orderBy("ts").collect()
+    found = control_rows(ctx.events, ctx.control, kinds or ("proc_start", "proc_exit"), PROCESS_COLUMNS)
     return [{c: r[c] for c in PROCESS_COLUMNS} for r in found]
 
 

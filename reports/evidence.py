@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from contract.history import owner_of, request_id
 from contract.links import target_instance
+from reports.checkers import shown_first
 
 if TYPE_CHECKING:
     from reports.checkers import CheckContext, CheckResult, FaultWindow
@@ -65,20 +66,6 @@ def example_request(ex: dict[str, Any]) -> str | None:
     if ex.get("cid") is not None and isinstance(ex.get("seq"), int):
         return request_id(str(ex["cid"]), ex["seq"])
     return None
-
-
-def shown_first(examples: list[dict[str, Any]], n: int = EXAMPLES_WITH_LOGS) -> list[int]:
-    """Which ``n`` examples of a check to show first (their indices, in time order): the
-    first of each kind of problem, so that every way the check broke is shown, then the
-    earliest others."""
-    picked: list[int] = []
-    labels: set[Any] = set()
-    for i, ex in enumerate(examples):
-        if ex.get("problem") not in labels:
-            labels.add(ex.get("problem"))
-            picked.append(i)
-    picked += [i for i in range(len(examples)) if i not in picked]
-    return sorted(picked[:n])
 
 
 def attach_evidence(ctx: CheckContext, results: list[CheckResult], t0_ns: int) -> None:
@@ -118,7 +105,7 @@ def attach_evidence(ctx: CheckContext, results: list[CheckResult], t0_ns: int) -
     instances = set((ctx.meta.get("processes") or {}).keys())
     logs_dir = ctx.run_dir / "logs" if ctx.run_dir is not None else None
     windows: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-    first = {id(r): set(shown_first(r.examples)) for r in results}
+    first = {id(r): set(shown_first(r.examples, EXAMPLES_WITH_LOGS)) for r in results}
     for result, index, ex in examples:
         evidence = _evidence(ex, by_request, ctx.faults, t0_ns, servers, instances)
         ex["evidence"] = evidence

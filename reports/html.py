@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from contract.rundir import FOLLOWER, RunDir
-from reports.evidence import EXAMPLES_WITH_LOGS, shown_first
+from reports.checkers import shown_first
+from reports.evidence import EXAMPLES_WITH_LOGS
 from reports.pages import page_template
 
 NS = 1_000_000_000

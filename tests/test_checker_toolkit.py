@@ -251,6 +251,25 @@ def test_offenders_of_one_frame_counted_with_its_totals(spark: Any, monkeypatch:
     assert (dict(none), none.totals) == ({}, {"last": max(times)})
 
 
+def test_every_kind_of_problem_is_shown_however_many_of_one_kind_came_first(spark: Any) -> None:
+    from reports.checkers import MAX_EXAMPLES, VIOLATED
+
+    many = MAX_EXAMPLES + 5
+    offenders = [(ts, "not ok", f"z{ts}") for ts in range(1, many + 1)] + [(500, "foreign", "a")]
+    frame = spark.createDataFrame(offenders, "ts long, problem string, job string")
+    found = toolkit.examples(frame)
+    assert [ex["problem"] for ex in found].count("not ok") == MAX_EXAMPLES and found[-1]["ts"] == 500
+    shown = toolkit.result("bad", violations=many + 1, examples=found).examples
+    assert shown[-1]["problem"] == "foreign" and len(shown) == MAX_EXAMPLES  # not cut by 10 earlier ones
+    assert [ex["ts"] for ex in shown] == [*range(1, MAX_EXAMPLES), 500]
+    assert toolkit.result("bad", violations=1, examples=found).status == VIOLATED
+    # problems(): the earliest rows of each label, whatever the frame's first column.
+    by_job = frame.filter("problem = 'not ok'").select("job", "ts")  # "z10" sorts before "z2"
+    labels = toolkit.problems(("not ok", by_job))
+    assert [ex["ts"] for ex in labels.shown("not ok")] == list(range(1, MAX_EXAMPLES + 1))
+    assert labels.n("not ok") == many
+
+
 def _recording(agg: Any, plans: list[str]) -> Any:
     """DataFrame.agg that also keeps the text of the aggregations asked for."""
 

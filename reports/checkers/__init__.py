@@ -46,6 +46,20 @@ NS = 1_000_000_000
 MAX_EXAMPLES = 10
 
 
+def shown_first(examples: list[dict[str, Any]], n: int) -> list[int]:
+    """Which ``n`` of a check's examples (in time order) to show (their indices, in time
+    order): the first of each kind of problem, so that every way the check broke is shown
+    however many of one kind came earlier, then the earliest others."""
+    picked: list[int] = []
+    labels: set[Any] = set()
+    for i, ex in enumerate(examples):
+        if ex.get("problem") not in labels:
+            labels.add(ex.get("problem"))
+            picked.append(i)
+    picked += [i for i in range(len(examples)) if i not in picked]
+    return sorted(picked[:n])
+
+
 @dataclass(frozen=True)
 class FaultWindow:
     """One fault, from its ``fault_start`` to its ``fault_stop`` (ns), with its class.

@@ -14,7 +14,6 @@ from contract.history import RID_PATTERN
 from reports.checkers.core import aggregates
 from reports.checkers.toolkit import (
     EVENT_KEYS,
-    MAX_EXAMPLES,
     CheckContext,
     CheckResult,
     checker,
@@ -470,7 +469,6 @@ def execution_count(ctx: CheckContext) -> CheckResult:
     found: list[dict[str, Any]] = []
     for df in offenders:
         found.extend(examples(df))
-    found = sorted(found, key=lambda e: e["ts"])[:MAX_EXAMPLES]
     for ex in found:
         if "executions" in ex:
             ex["executions"] = json.loads(ex["executions"])

@@ -155,7 +155,6 @@ def steady_state(ctx: CheckContext) -> CheckResult:
                 "problem", F.lit(f"p99 latency {p99_ms:.1f} ms above {bound_ms:g} ms (slowest reply)")
             )
         )
-        found = sorted(found, key=lambda e: e["ts"])[:MAX_EXAMPLES]
     if violations:
         return result(summary, figures, violations=violations, examples=found)
     if figures["judged_requests"] == 0:

@@ -23,6 +23,7 @@ from reports.checkers import (
     CheckResult,
     FaultWindow,
     planned_windows,
+    shown_first,
 )
 from reports.checkers.toolkit.facts import MS
 
@@ -39,8 +40,14 @@ def example(row: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 
 def examples(df: DataFrame, n: int = MAX_EXAMPLES) -> list[dict[str, Any]]:
-    """The first ``n`` rows of ``df`` by time, as examples."""
-    return [example(r.asDict()) for r in df.orderBy("ts").limit(n).collect()]
+    """The first ``n`` rows of ``df`` by time, as examples; where ``df`` labels its rows
+    with a ``problem``, the first ``n`` of each label, so that ``result`` can show every
+    kind of problem however many rows of one kind came first."""
+    if "problem" not in df.columns:
+        return [example(r.asDict()) for r in df.orderBy("ts").limit(n).collect()]
+    first = F.row_number().over(Window.partitionBy("problem").orderBy("ts"))
+    firsts = df.withColumn("_i", first).where(F.col("_i") <= n).drop("_i").orderBy("ts")
+    return [example(r.asDict()) for r in firsts.collect()]
 
 
 def rows(df: DataFrame, *cols: str, limit: int | None = None) -> list[dict[str, Any]]:
@@ -61,7 +68,8 @@ def result(
 
     Violated when ``violations`` is not 0; else unknown when ``unknown`` is given (the
     reason: what the history lacked and how to get it, "" when the summary says it all);
-    else held. It shows the earliest MAX_EXAMPLES of ``examples`` by time; ``figures`` are
+    else held. It shows MAX_EXAMPLES of ``examples`` in time order: the first of each
+    ``problem`` they name, then the earliest others (``shown_first``); ``figures`` are
     the numbers worth showing. For example::
 
         return result(f"{n} replies, {bad} out of order", {"replies": n}, violations=bad, examples=found)
@@ -69,7 +77,8 @@ def result(
         found = problems((LOST, lost), (TWICE, twice))  # one Spark action for both labels
         return result(summary, figures, violations=found.n(LOST, TWICE), examples=found.shown(LOST, TWICE))
     """
-    shown = sorted(examples, key=lambda e: e.get("ts") or 0)[:MAX_EXAMPLES]
+    by_time = sorted(examples, key=lambda e: e.get("ts") or 0)
+    shown = [by_time[i] for i in shown_first(by_time, MAX_EXAMPLES)]
     status = VIOLATED if violations else HELD if unknown is None else UNKNOWN
     return CheckResult("", status, violations, shown, summary, figures or {}, unknown or "")
 
@@ -147,8 +156,14 @@ def problems(*labelled: tuple[str, DataFrame], shown: Iterable[str] | None = Non
         for label, n in counts.items():
             found.setdefault(label, (n, []))
         return found
+    # The first examples are the earliest where a frame has a time (``ts``), whatever its
+    # first column (dwork's rows start with their task).
     frames = [
-        df.select(F.lit(label).alias("problem"), F.to_json(F.struct(*df.columns)).alias("row"))
+        df.select(
+            F.lit(label).alias("problem"),
+            (F.col("ts") if "ts" in df.columns else F.lit(None)).cast("long").alias("_ts"),
+            F.to_json(F.struct(*df.columns)).alias("row"),
+        )
         for label, df in labelled
     ]
     union = frames[0]
@@ -157,7 +172,7 @@ def problems(*labelled: tuple[str, DataFrame], shown: Iterable[str] | None = Non
     per_problem = Window.partitionBy("problem")
     firsts = (
         union.withColumn("n", F.count("*").over(per_problem))
-        .withColumn("i", F.row_number().over(per_problem.orderBy("row")))
+        .withColumn("i", F.row_number().over(per_problem.orderBy(F.col("_ts").asc_nulls_last(), "row")))
         .where(F.col("i") <= MAX_EXAMPLES)
     )
     found = Found()

@@ -263,6 +263,8 @@ def test_every_kind_of_problem_is_shown_however_many_of_one_kind_came_first(spar
     assert shown[-1]["problem"] == "foreign" and len(shown) == MAX_EXAMPLES  # not cut by 10 earlier ones
     assert [ex["ts"] for ex in shown] == [*range(1, MAX_EXAMPLES), 500]
     assert toolkit.result("bad", violations=1, examples=found).status == VIOLATED
+    assert [r["ts"] for r in toolkit.rows(frame, "ts", "problem", limit=2)] == [1, 2, 500]
+    assert [r["ts"] for r in toolkit.rows(frame, "ts", limit=2)] == [1, 2]
     # problems(): the earliest rows of each label, whatever the frame's first column.
     by_job = frame.filter("problem = 'not ok'").select("job", "ts")  # "z10" sorts before "z2"
     labels = toolkit.problems(("not ok", by_job))

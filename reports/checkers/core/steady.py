@@ -9,13 +9,13 @@ from pyspark.sql import functions as F
 
 from reports.checkers.core import aggregates
 from reports.checkers.toolkit import (
-    MAX_EXAMPLES,
     CheckContext,
     CheckResult,
     checker,
     count,
     events_of,
     examples,
+    firsts,
     result,
     timers,
     timers_of,
@@ -119,7 +119,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
             late_ones = requests.join(late_retries, ["cid", "seq"]).withColumn("problem_ts", F.col("late_ts"))
             troubled = troubled.unionByName(late_ones.select(*troubled.columns))
         found = examples(
-            aggregates.request_details(ctx, troubled.orderBy("problem_ts").limit(MAX_EXAMPLES)).select(
+            aggregates.request_details(ctx, firsts(troubled, by="excused", order="problem_ts")).select(
                 F.col("problem_ts").alias("ts"),
                 "src",
                 F.when(F.col("retries") > 0, "retry")

@@ -1,7 +1,8 @@
 """Building a check's result: ``result`` (the one builder), offending events as examples
-for a person to find in the logs (``example``, ``examples``, ``rows``), several labelled
-offender frames counted and sampled in one Spark action (``problems``), and duration
-figures (``spread``; ``spread_columns`` and ``spreads_of`` computed by Spark; ``ms``)."""
+for a person to find in the logs (``example``, ``examples``, ``rows``; ``firsts``: the
+first rows of each kind of problem), several labelled offender frames counted and sampled
+in one Spark action (``problems``), and duration figures (``spread``; ``spread_columns``
+and ``spreads_of`` computed by Spark; ``ms``)."""
 
 from __future__ import annotations
 
@@ -39,21 +40,26 @@ def example(row: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return out
 
 
+def firsts(df: DataFrame, n: int = MAX_EXAMPLES, *, by: str = "problem", order: str = "ts") -> DataFrame:
+    """The first ``n`` rows of ``df`` by ``order``; where ``df`` has a ``by`` column (the kind
+    of problem), the first ``n`` of each kind, so that ``result`` can show every kind
+    however many rows of one came first."""
+    if by not in df.columns:
+        return df.orderBy(order).limit(n)
+    first = F.row_number().over(Window.partitionBy(by).orderBy(order))
+    return df.withColumn("_i", first).where(F.col("_i") <= n).drop("_i").orderBy(order)
+
+
 def examples(df: DataFrame, n: int = MAX_EXAMPLES) -> list[dict[str, Any]]:
-    """The first ``n`` rows of ``df`` by time, as examples; where ``df`` labels its rows
-    with a ``problem``, the first ``n`` of each label, so that ``result`` can show every
-    kind of problem however many rows of one kind came first."""
-    if "problem" not in df.columns:
-        return [example(r.asDict()) for r in df.orderBy("ts").limit(n).collect()]
-    first = F.row_number().over(Window.partitionBy("problem").orderBy("ts"))
-    firsts = df.withColumn("_i", first).where(F.col("_i") <= n).drop("_i").orderBy("ts")
-    return [example(r.asDict()) for r in firsts.collect()]
+    """The first ``n`` rows of ``df`` by time (of each ``problem``: ``firsts``), as examples."""
+    return [example(r.asDict()) for r in firsts(df, n).collect()]
 
 
 def rows(df: DataFrame, *cols: str, limit: int | None = None) -> list[dict[str, Any]]:
-    """The rows of a small DataFrame, as dicts, in time order."""
-    df = df.select(*cols).orderBy("ts")
-    return [r.asDict() for r in (df.limit(limit) if limit else df).collect()]
+    """The rows of a small DataFrame, as dicts, in time order; with ``limit``, the first
+    ``limit`` (of each ``problem`` among ``cols``: ``firsts``)."""
+    df = df.select(*cols)
+    return [r.asDict() for r in (firsts(df, limit) if limit else df.orderBy("ts")).collect()]
 
 
 def result(

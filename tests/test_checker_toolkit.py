@@ -257,13 +257,17 @@ def test_every_kind_of_problem_is_shown_however_many_of_one_kind_came_first(spar
     many = MAX_EXAMPLES + 5
     offenders = [(ts, "not ok", f"z{ts}") for ts in range(1, many + 1)] + [(500, "foreign", "a")]
     frame = spark.createDataFrame(offenders, "ts long, problem string, job string")
-    found = toolkit.examples(frame)
-    assert [ex["problem"] for ex in found].count("not ok") == MAX_EXAMPLES and found[-1]["ts"] == 500
+    found = toolkit.examples(frame)  # the first ten, and the first of each kind
+    assert [ex["ts"] for ex in found] == [*range(1, MAX_EXAMPLES + 2), 500]
     shown = toolkit.result("bad", violations=many + 1, examples=found).examples
     assert shown[-1]["problem"] == "foreign" and len(shown) == MAX_EXAMPLES  # not cut by 10 earlier ones
     assert [ex["ts"] for ex in shown] == [*range(1, MAX_EXAMPLES), 500]
     assert toolkit.result("bad", violations=1, examples=found).status == VIOLATED
-    assert [r["ts"] for r in toolkit.rows(frame, "ts", "problem", limit=2)] == [1, 2, 500]
+    assert [r["ts"] for r in toolkit.rows(frame, "ts", "problem", limit=2)] == [1, 2, 3, 500]
+    # However many kinds (a label that names a time): the first n, and the first of n kinds.
+    late = [(ts, f"late by {ts} ms") for ts in range(1, 1000)]
+    distinct = spark.createDataFrame(late, "ts long, problem string")
+    assert [ex["ts"] for ex in toolkit.examples(distinct, 3)] == [1, 2, 3]
     assert [r["ts"] for r in toolkit.rows(frame, "ts", limit=2)] == [1, 2]
     # problems(): the earliest rows of each label, whatever the frame's first column.
     by_job = frame.filter("problem = 'not ok'").select("job", "ts")  # "z10" sorts before "z2"

@@ -50,14 +50,13 @@ def shown_first(examples: list[dict[str, Any]], n: int) -> list[int]:
     """Which ``n`` of a check's examples (in time order) to show (their indices, in time
     order): the first of each kind of problem, so that every way the check broke is shown
     however many of one kind came earlier, then the earliest others."""
-    picked: list[int] = []
-    labels: set[Any] = set()
+    first_of_kind: dict[Any, int] = {}
     for i, ex in enumerate(examples):
-        if ex.get("problem") not in labels:
-            labels.add(ex.get("problem"))
-            picked.append(i)
-    picked += [i for i in range(len(examples)) if i not in picked]
-    return sorted(picked[:n])
+        first_of_kind.setdefault(ex.get("problem"), i)
+    picked = list(first_of_kind.values())[:n]
+    chosen = set(picked)
+    picked += [i for i in range(len(examples)) if i not in chosen][: n - len(picked)]
+    return sorted(picked)
 
 
 @dataclass(frozen=True)

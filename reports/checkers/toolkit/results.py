@@ -42,22 +42,27 @@ def example(row: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 def firsts(df: DataFrame, n: int = MAX_EXAMPLES, *, by: str = "problem", order: str = "ts") -> DataFrame:
     """The first ``n`` rows of ``df`` by ``order``; where ``df`` has a ``by`` column (the kind
-    of problem), the first ``n`` of each kind, so that ``result`` can show every kind
-    however many rows of one came first."""
+    of problem), also the first row of each of its first ``n`` kinds, so that ``result`` can
+    show every kind however many rows of one came first. At most ``2 n`` rows, however many
+    kinds (a label may name a worker or a time)."""
     if by not in df.columns:
         return df.orderBy(order).limit(n)
-    first = F.row_number().over(Window.partitionBy(by).orderBy(order))
-    return df.withColumn("_i", first).where(F.col("_i") <= n).drop("_i").orderBy(order)
+    first = F.row_number().over(Window.partitionBy(by).orderBy(order)) == 1
+    marked = df.withColumn("_first", first)
+    kinds = marked.where(F.col("_first")).orderBy(order).limit(n)
+    others = marked.where(~F.col("_first")).orderBy(order).limit(n)
+    return kinds.unionByName(others).drop("_first").orderBy(order)
 
 
 def examples(df: DataFrame, n: int = MAX_EXAMPLES) -> list[dict[str, Any]]:
-    """The first ``n`` rows of ``df`` by time (of each ``problem``: ``firsts``), as examples."""
+    """The first ``n`` rows of ``df`` by time, and the first of each ``problem`` (``firsts``),
+    as examples."""
     return [example(r.asDict()) for r in firsts(df, n).collect()]
 
 
 def rows(df: DataFrame, *cols: str, limit: int | None = None) -> list[dict[str, Any]]:
     """The rows of a small DataFrame, as dicts, in time order; with ``limit``, the first
-    ``limit`` (of each ``problem`` among ``cols``: ``firsts``)."""
+    ``limit``, and the first of each ``problem`` among ``cols`` (``firsts``)."""
     df = df.select(*cols)
     return [r.asDict() for r in (firsts(df, limit) if limit else df.orderBy("ts")).collect()]
 

@@ -62,13 +62,19 @@ class SeedsMeta(TypedDict, total=False):
     folder: str  # the group's folder (index.html, seeds.json)
 
 
+#: A run.json that records no client budget (written before it was recorded): the longest a
+#: request of the default Lazy Pirate client takes (2.5 s x 4 attempts).
+DEFAULT_CLIENT_BUDGET_S = 10.0
+
+
 class RunMeta(TypedDict, total=False):
     """What ``run.json`` holds: what ran, and how far it got. Times are ``time.time_ns()``."""
 
     scenario: dict[str, Any]  # harness/scenario.py ``Scenario.as_dict``: name, seed, duration_s, options
     manifest: ManifestMeta
     expect_violated: list[str]  # checks the scenario expects to fail (a known weakness)
-    client_budget_s: float  # the longest a client may take over one request, retries included
+    client_budget_s: float  # the longest a client may take over one request, retries included: the
+    # adapter's own ``budget_s`` of its merged options, the largest of the load's client kinds
     plan: list[dict[str, Any]]  # the fault plan: kind, target, at_s, params and class (contract/faults.py)
     ports: dict[str, int]  # endpoint or link name -> port
     processes: dict[str, str]  # instance -> role

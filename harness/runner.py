@@ -27,7 +27,7 @@ from contract.errors import SetupError
 from contract.history import HistoryWriter, history_file
 from contract.outcomes import EXIT_INTERRUPTED
 from contract.ports import PortAllocator
-from contract.rundir import RunDir, RunMeta
+from contract.rundir import DEFAULT_CLIENT_BUDGET_S, RunDir, RunMeta
 from harness.manifest import ClientKind, client_endpoints
 from harness.progress import Progress
 from harness.replay import replay_record
@@ -94,20 +94,17 @@ def interrupts_deferred() -> Iterator[None]:
             signal.signal(sig, old)
 
 
-def client_budget_s(options: dict[str, Any]) -> float:
-    """How long a client may work on one request before it abandons it (timeout × attempts,
-    plus the pause before each resend, or the reply deadline of a client that never resends)."""
-    if options.get("reply_deadline_s"):
-        return float(options["reply_deadline_s"])
-    if "timeout_ms" in options:
-        retries = options.get("retries", 0)
-        return (options["timeout_ms"] * (retries + 1) + options.get("settle_ms", 0) * retries) / 1000
-    return 10.0
+def client_budget_s(kind: ClientKind) -> float:
+    """How long a client of ``kind`` may work on one request before it abandons it: its
+    adapter's own rule over its merged options (``ClientAdapter.budget_s``)."""
+    from loadtests.adapters import adapter_class
+
+    return adapter_class(kind.adapter).budget_s(kind.options)
 
 
 def load_budget_s(kinds: tuple[ClientKind, ...]) -> float:
     """The longest budget of the load's client kinds."""
-    return max((client_budget_s(k.options) for k in kinds), default=client_budget_s({}))
+    return max((client_budget_s(k) for k in kinds), default=DEFAULT_CLIENT_BUDGET_S)
 
 
 def planned_meta(scenario: Scenario, plan: list[PlannedFault]) -> RunMeta:

@@ -82,7 +82,7 @@ def test_the_noresend_flavour_promises_requeue_and_budgets_its_deadline() -> Non
     sync, noresend = manifest.clients  # resending clients and no-resend ones in one run
     assert "reply_deadline_s" not in sync.options
     assert noresend.options["reply_deadline_s"] >= manifest.promises.recovery_bound_s
-    assert client_budget_s(noresend.options) == noresend.options["reply_deadline_s"]
+    assert client_budget_s(noresend) == noresend.options["reply_deadline_s"]
     assert load_manifest("majordomo").promises.requeue is False
 
 

@@ -34,6 +34,7 @@ import zmq
 from greenlet import getcurrent
 
 from contract.history import HistoryWriter, payload_for, rid_in, rid_of, shown_body
+from contract.rundir import DEFAULT_CLIENT_BUDGET_S
 
 __all__ = ["payload_for", "received", "rid_of"]
 
@@ -270,6 +271,16 @@ def _same_type(value: Any, default: Any) -> bool:
     return isinstance(value, type(default))
 
 
+def resend_budget_s(options: dict[str, Any]) -> float:
+    """Lazy Pirate's rule, which most clients follow: ``timeout_ms`` for each of ``retries`` + 1
+    attempts, and ``settle_ms`` (where the client has it) before each resend; or the
+    ``reply_deadline_s`` of a client that never resends, where that is set."""
+    if options.get("reply_deadline_s"):
+        return float(options["reply_deadline_s"])
+    retries = options.get("retries", 0)
+    return (options["timeout_ms"] * (retries + 1) + options.get("settle_ms", 0) * retries) / 1000
+
+
 class ClientAdapter(ABC):
     """One client of a protocol, with one identity, used by one user at a time."""
 
@@ -304,6 +315,23 @@ class ClientAdapter(ABC):
                 )
         return problems
 
+    @classmethod
+    def budget_s(cls, options: dict[str, Any]) -> float:
+        """The longest this client works on one request, from its first send to its reply or
+        its abandon, retries included, with ``options`` (checked) over ``DEFAULTS``: the checks
+        excuse a request's trouble for this long after a fault (run.json ``client_budget_s``).
+        Lazy Pirate's rule (``resend_budget_s``) for an adapter with a ``timeout_ms`` or a
+        ``reply_deadline_s``; an adapter whose rule differs says its own."""
+        merged = cls.merged(options)
+        if "timeout_ms" in merged or merged.get("reply_deadline_s"):
+            return resend_budget_s(merged)
+        return DEFAULT_CLIENT_BUDGET_S
+
+    @classmethod
+    def merged(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """``options`` over the adapter's ``DEFAULTS``: what an instance works with."""
+        return {**cls.DEFAULTS, **options}
+
     def __init__(
         self, endpoints: str | Sequence[str], options: dict[str, Any], cid: str, context: zmq.Context
     ) -> None:
@@ -315,7 +343,7 @@ class ClientAdapter(ABC):
         if not self.endpoints:
             raise ValueError(f"{type(self).__name__}: no endpoint given")
         self.endpoint = self.endpoints[0]
-        self.options = {**self.DEFAULTS, **options}
+        self.options = self.merged(options)
         self.cid = cid
         self.context = context
 

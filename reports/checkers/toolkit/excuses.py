@@ -17,9 +17,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from contract.promises import expiry_s
+from contract.rundir import DEFAULT_CLIENT_BUDGET_S
 from reports.checkers import CheckContext, FaultWindow
 from reports.checkers.toolkit.facts import (
-    DEFAULT_CLIENT_BUDGET_S,
     END_OF_TIME,
     NS,
     Span,
@@ -279,7 +279,7 @@ class Timers:
     """How long after a fault's stop its requests are excused, and where that comes from."""
 
     after_s: float  # sends up to the fault's stop + after_s are excused
-    client_budget_s: float  # a client's timeout x attempts: how late an excused request may end
+    client_budget_s: float  # the adapter's worst case per request: how late an excused request may end
     source: str  # "expiry_ms = heartbeat_ms * liveness" or "steady_grace_s (no expiry_ms)"
 
     @property

@@ -9,10 +9,10 @@ from typing import Any
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from contract.rundir import DEFAULT_CLIENT_BUDGET_S
 from reports.checkers import NS, CheckContext, control_rows, events_of
 
 MS = 1_000_000
-DEFAULT_CLIENT_BUDGET_S = 10.0
 #: Later than any event: the end of a fault that never healed.
 END_OF_TIME = 1 << 62
 Span = tuple[int, int]  # [start, end] in ns

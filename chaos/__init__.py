@@ -1,2 +1,2 @@
-"""Faults: process killer, freezer, CPU starvation, network faults through a
-Toxiproxy-compatible proxy, and the seeded fault schedule (the nemesis)."""
+"""Faults: one card per fault kind (``chaos/kinds/``), the nemesis that carries out a seeded
+plan, CPU starvation, the Toxiproxy client and the embedded Toxiproxy-compatible server."""

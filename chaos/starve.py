@@ -320,11 +320,3 @@ def remove_leftovers() -> Leftovers:
                 else:
                     found.removed.append(cg)
     return found
-
-
-def starve(pid: int, duration_s: float, share: float = 0.1, method: str = "auto") -> str:
-    """Starve ``pid`` for ``duration_s`` seconds (blocking), then restore it; the method used."""
-    with Starvation(pid, share, method, max_s=duration_s + 60) as s:
-        used = s.used
-        time.sleep(duration_s)  # the fault's duration itself, not a synchronisation
-    return used or method

@@ -1,2 +1,2 @@
-"""Orchestration: scenario and manifest models, ports, the process supervisor, the
-history writer, the runner and the command line."""
+"""Orchestration, the top layer: the scenario and manifest readers, the topology, the
+process supervisor, the runner, many seeds, replay, shrink, the suite and the command line."""

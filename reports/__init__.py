@@ -1,1 +1,2 @@
-"""The report pipeline on PySpark: history -> checkers -> metrics -> verdict, JUnit, HTML."""
+"""The report pipeline on PySpark: history -> checks -> metrics -> verdict, JUnit, HTML; and,
+across runs, the results store, the matrix and baselines."""

@@ -3,10 +3,10 @@
 At demo size a report is many small Spark queries, and the driver plans each one in the
 thread that asked for it: run one after another they keep one core busy, however many the
 machine has. Spark runs jobs submitted from several threads at once (PySpark's pinned
-thread mode, the default, gives each Python thread its own JVM thread), so ``run_tasks``
+thread mode, the default, gives each Python thread its own JVM thread), so a ``Tasks`` pool
 hands the tasks to a few threads: ``ZCHAOS_REPORT_THREADS``, else the master's cores
 (``defaultParallelism``) up to MAX_THREADS. One thread runs them in order in the caller's
-thread, exactly as before. A ``Tasks`` pool takes tasks while its first ones already run,
+thread, exactly as before. The pool takes tasks while its first ones already run,
 so a report starts its metrics before it has read the fault windows the checks need.
 
 Each task runs in its own Spark job group (its name), so a cancelled report cancels its
@@ -149,17 +149,6 @@ class Tasks:
     def __exit__(self, kind: type[BaseException] | None, *_exc: object) -> None:
         if kind is not None:
             self.stop()
-
-
-def run_tasks(
-    spark: SparkSession, tasks: list[Task], threads: int, on_done: Callable[[Task], None] = lambda _t: None
-) -> None:
-    """Run every task, ``threads`` at a time (started in list order), each in the Spark job
-    group of its name; ``on_done`` is called in this thread as each ends. Values and errors
-    stay on the tasks: nothing is raised for them here."""
-    with Tasks(spark, threads if len(tasks) > 1 else 1) as pool:
-        pool.add(*tasks)
-        pool.wait(on_done)
 
 
 def _cancel(spark: SparkSession, tasks: list[Task], workers: list[threading.Thread]) -> None:

@@ -187,7 +187,6 @@ class ToxicType:
     go_struct: str
     attributes: tuple[tuple[str, str], ...]  # (json name, Go type), in the Go struct's order
     pipe: Callable[[Stage], Awaitable[None]]
-    stateful: bool = False
     closes_on_removal: bool = False  # Go's CleanupToxic: only timeout
 
 
@@ -206,7 +205,7 @@ TYPES: dict[str, ToxicType] = {
             (("average_size", "int"), ("size_variation", "int"), ("delay", "int")),
             slicer,
         ),
-        ToxicType("limit_data", "LimitDataToxic", (("bytes", "int64"),), limit_data, stateful=True),
+        ToxicType("limit_data", "LimitDataToxic", (("bytes", "int64"),), limit_data),
     )
 }
 

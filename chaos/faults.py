@@ -43,6 +43,9 @@ class Param:
     min: float | None = None  # inclusive bounds
     max: float | None = None
     choices: tuple[Any, ...] | None = None
+    #: It says how long the fault, or a part of it, lasts (seconds): ``zchaos shrink`` halves
+    #: it, and a fault ends after its longest such parameter.
+    length: bool = False
 
     @property
     def required(self) -> bool:
@@ -173,7 +176,7 @@ class FaultKind:
 
 
 def duration(doc: str = "how long the fault lasts") -> Param:
-    return Param(float, doc=doc, unit="s", min=0)
+    return Param(float, doc=doc, unit="s", min=0, length=True)
 
 
 def direction(default: str) -> Param:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos.kinds import FAULT_KINDS
 from contract.errors import SetupError
 from contract.outcomes import EXIT_INTERRUPTED, VIOLATED
 from contract.rundir import RunDir
@@ -48,8 +49,6 @@ from harness.seeds import derive_seeds
 TAIL_S = 4.0
 #: Fault lengths are not halved below this (seconds).
 MIN_FAULT_S = 0.5
-#: The fault parameters that say how long a fault lasts.
-LENGTH_PARAMS = ("duration_s", "restart_after_s")
 
 
 class BudgetSpent(Exception):
@@ -84,9 +83,15 @@ class ShrinkResult:
     toml: Path | None = None
 
 
+def length_params(fault: dict[str, Any]) -> tuple[str, ...]:
+    """The parameters of a fault line's kind that say how long it lasts (its card's ``length``)."""
+    kind = FAULT_KINDS.get(fault.get("kind", ""))
+    return tuple(name for name, spec in kind.params.items() if spec.length) if kind else ()
+
+
 def _fault_end(fault: dict[str, Any]) -> float:
     at = max(fault.get("at_s") or [0.0])
-    return float(at) + max(float(fault.get(p) or 0.0) for p in LENGTH_PARAMS)
+    return float(at) + max((float(fault.get(p) or 0.0) for p in length_params(fault)), default=0.0)
 
 
 def planned_faults(meta: dict[str, Any]) -> list[dict[str, Any]]:
@@ -236,7 +241,9 @@ class Shrinker:
 
     def shorter_faults(self, data: dict[str, Any]) -> dict[str, Any]:
         for i, fault in enumerate(data.get("faults") or []):
-            lengths = {p: float(fault[p]) for p in LENGTH_PARAMS if (fault.get(p) or 0) >= 2 * MIN_FAULT_S}
+            lengths = {
+                p: float(fault[p]) for p in length_params(fault) if (fault.get(p) or 0) >= 2 * MIN_FAULT_S
+            }
             if not lengths:
                 continue
             candidate = copy.deepcopy(data)

@@ -17,7 +17,7 @@ import pytest
 
 from harness.cli import main
 from harness.scenario import load_scenario
-from harness.shrink import _standalone, ddmin, planned_faults
+from harness.shrink import Shrinker, _fault_end, _standalone, ddmin, planned_faults
 from tests.procs import ROOT
 
 THREE_FAULTS = ROOT / "tests" / "blackbox" / "mdp-kill-among-faults.toml"
@@ -49,6 +49,26 @@ def test_the_plan_becomes_one_fault_line_per_injected_fault() -> None:
         {"kind": "kill", "target": "worker-2", "at_s": [2.5], "restart_after_s": 1.0},
         {"kind": "kill", "target": "worker-1", "at_s": [7.0], "restart_after_s": 1.0},
     ]
+
+
+def test_every_length_a_fault_card_declares_is_halved_and_ends_the_fault() -> None:
+    """The cards say which parameters are lengths (Param.length): restart's delay_s too."""
+
+    class Always:
+        changes: list[str] = []
+
+        def reproduces(self, candidate: dict, change: str) -> bool:
+            self.changes.append(change)
+            return True
+
+    data = {"faults": [{"kind": "restart", "target": "queue", "at_s": [3], "delay_s": 4.0},
+                       {"kind": "kill", "target": "worker-1", "at_s": [5], "restart_after_s": 2.0},
+                       {"kind": "kill", "target": "worker-2", "at_s": [9]}]}  # fmt: skip
+    assert [_fault_end(f) for f in data["faults"]] == [7.0, 7.0, 9.0]
+    stub = Always()
+    smaller = Shrinker.shorter_faults(stub, data)  # type: ignore[arg-type]
+    assert smaller["faults"][0]["delay_s"] == 2.0 and smaller["faults"][1]["restart_after_s"] == 1.0
+    assert stub.changes == ["fault 1 (restart): delay_s 4 -> 2", "fault 2 (kill): restart_after_s 2 -> 1"]
 
 
 def test_a_shrunk_scenario_names_its_manifest_by_absolute_path() -> None:

@@ -33,5 +33,9 @@ KIND = FaultKind(
     "SIGKILL the process group (a crash); start it again after restart_after_s if given",
     "process",
     run,
-    {"restart_after_s": Param(float, None, "start it again this long after (none: never)", "s", min=0)},
+    {
+        "restart_after_s": Param(
+            float, None, "start it again this long after (none: never)", "s", min=0, length=True
+        )
+    },
 )

@@ -115,8 +115,7 @@ class NetworkFaults:
         proxies = self.proxies_for(target)
         if kind.toxic is None:
             raise NetworkFaultError(f"fault kind {kind.name!r} is not made of a toxic")
-        default = kind.params["direction"].default if "direction" in kind.params else "both"
-        direction = params.get("direction", default)
+        direction = params.get("direction", kind.params["direction"].default)  # every toxic card has one
         if direction not in DIRECTIONS:
             raise NetworkFaultError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
         attributes = {

@@ -103,16 +103,3 @@ def test_the_nemesis_writes_the_fault_class_into_fault_start_and_the_plan() -> N
         OUTAGE,
         True,
     )
-
-
-def test_a_card_names_its_default_direction_once() -> None:
-    """The default direction of a toxic is the card's direction parameter (no second copy)."""
-    defaults = {n: k.params["direction"].default for n, k in FAULT_KINDS.items() if k.toxic is not None}
-    assert defaults == {
-        "partition": "both",
-        "reset": "upstream",
-        "latency": "downstream",
-        "bandwidth": "downstream",
-        "slicer": "downstream",
-        "limit_data": "downstream",
-    }

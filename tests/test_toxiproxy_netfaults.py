@@ -14,7 +14,7 @@ import zmq
 
 from chaos.kinds import FAULT_KINDS
 from chaos.nemesis import Nemesis, PlannedFault
-from chaos.netfaults import ActiveFault, NetworkFaultError, NetworkFaults
+from chaos.netfaults import DIRECTIONS, ActiveFault, NetworkFaultError, NetworkFaults
 from chaos.toxiproxy_client import ServerInfo, toxiproxy_server
 
 pytestmark = pytest.mark.timeout(90)
@@ -91,6 +91,22 @@ def apply(net: NetworkFaults, kind: str, target: str, params: dict) -> ActiveFau
     """Start a link fault as its card would (without the nemesis's history and timing)."""
     card = FAULT_KINDS[kind]
     return net.disable(target) if card.toxic is None else net.poison(card, target, params)
+
+
+@pytest.mark.parametrize("kind", sorted(k for k, card in FAULT_KINDS.items() if card.toxic is not None))
+def test_a_toxic_without_a_direction_acts_on_its_cards_default_streams(
+    kind: str, link: tuple[NetworkFaults, zmq.Socket], server: ServerInfo
+) -> None:
+    """The card's direction parameter is the one default: no other copy decides the streams."""
+    net, _ = link
+    card = FAULT_KINDS[kind]
+    required = {name: spec.min or 1 for name, spec in card.params.items() if spec.required}
+    fault = net.poison(card, "link:worker-1", {k: v for k, v in required.items() if k != "duration_s"})
+    try:
+        streams = sorted(t.stream for p in set(fault.proxies) for t in server.client.toxics(p).values())
+        assert streams == sorted(DIRECTIONS[card.params["direction"].default])
+    finally:
+        fault.revert()
 
 
 @pytest.mark.slow

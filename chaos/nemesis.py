@@ -1,7 +1,8 @@
 """The nemesis: turns a scenario's fault lines into a seeded plan and carries it out.
 
-``plan_faults`` is pure: the same seed, fault lines and topology give the same plan
-(which instance each ``worker:random`` hits, at which second). ``Nemesis`` then runs the
+``plan_faults`` is the one place a seed becomes a plan, and it is pure: the same seed,
+fault lines and topology give the same plan (at which seconds each line fires, from its
+``Schedule``, and which instance each ``worker:random`` hits). ``Nemesis`` then runs the
 plan against the live processes, one thread per fault occurrence so a long freeze does
 not delay the next kill, and records each fault as a ``fault_start``/``fault_stop`` pair
 in the history (Jepsen's nemesis model), with the fault's class from its card
@@ -54,6 +55,40 @@ class PlannedFault:
         return {**self.__dict__, **kind.fault_class()}
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """When one fault line fires, as the scenario says it: at given times, every N seconds,
+    or ``count`` times drawn from the seed within ``between``. Offsets from the load's start."""
+
+    at_s: tuple[float, ...] = ()
+    every_s: float | None = None
+    start_s: float = 0.0
+    until_s: float = 0.0
+    count: int = 0  # random: how many times, drawn within ``between``
+    between: tuple[float, float] = (0.0, 0.0)
+
+    def times(self, seed: int, index: int) -> tuple[float, ...]:
+        """The offsets of line ``index`` (from 1) of a run with ``seed``, in time order."""
+        if self.every_s is not None:
+            times, t = [], self.start_s
+            while t < self.until_s:
+                times.append(round(t, 3))
+                t += self.every_s
+            return tuple(times)
+        if self.count:
+            rng = random.Random(f"{seed}:{index}")
+            return tuple(sorted(round(rng.uniform(*self.between), 3) for _ in range(self.count)))
+        return self.at_s
+
+    def as_dict(self) -> dict[str, Any]:
+        """The schedule as the scenario file gives it."""
+        if self.every_s is not None:
+            return {"every_s": self.every_s, "start_s": self.start_s, "until_s": self.until_s}
+        if self.count:
+            return {"random": {"count": self.count, "between": list(self.between)}}
+        return {"at_s": list(self.at_s)}
+
+
 def resolve_target(selector: str, instances: dict[str, list[str]], rng: random.Random) -> list[str]:
     """The instances a target names: ``worker-2``, ``queue``, ``worker`` (all), ``worker:half``."""
     role, _, how = selector.partition(":")
@@ -70,14 +105,15 @@ def resolve_target(selector: str, instances: dict[str, list[str]], rng: random.R
 
 
 def plan_faults(fault_lines: Sequence[Any], instances: dict[str, list[str]], seed: int) -> list[PlannedFault]:
-    """Every fault occurrence of the run, in time order, with its target chosen by the seed.
+    """Every fault occurrence of the run, in time order: its times and its target drawn from
+    the seed.
 
-    ``fault_lines`` are ``harness.scenario.FaultSpec``-like (index, kind, target, times_s,
+    ``fault_lines`` are ``harness.scenario.FaultSpec``-like (index, kind, target, schedule,
     params); ``instances`` maps each role to its instance names.
     """
     planned: list[tuple[float, int, str, str, str, dict[str, Any]]] = []
     for line in fault_lines:
-        for n, at_s in enumerate(line.times_s):
+        for n, at_s in enumerate(line.schedule.times(seed, line.index)):
             rng = random.Random(f"{seed}:{line.index}:{n}")
             for target in resolve_target(line.target, instances, rng):
                 planned.append((at_s, line.index, line.kind, target, line.target, dict(line.params)))

@@ -106,12 +106,9 @@ def _describe(scenario) -> int:
             print(f"    command: {' '.join(kind.command)}")
     for fault in scenario.faults:
         # A summary: a fault line may fire thousands of times.
-        shown = ", ".join(f"{t:g}" for t in fault.times_s[:SHOWN_TIMES])
-        more = (
-            f" ... ({len(fault.times_s)} times, the last at {fault.times_s[-1]:g})"
-            if len(fault.times_s) > SHOWN_TIMES
-            else ""
-        )
+        times = fault.schedule.times(scenario.seed, fault.index)
+        shown = ", ".join(f"{t:g}" for t in times[:SHOWN_TIMES])
+        more = f" ... ({len(times)} times, the last at {times[-1]:g})" if len(times) > SHOWN_TIMES else ""
         print(f"  fault {fault.kind} on {fault.target} at {shown}{more} s")
     _describe_checks(scenario)
     return 0

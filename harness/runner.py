@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from chaos.kinds import FAULT_KINDS
 from chaos.malformed import endpoint_side
-from chaos.nemesis import Nemesis, PlannedFault, plan_faults
+from chaos.nemesis import Nemesis, PlannedFault
 from contract.errors import SetupError
 from contract.history import HistoryWriter, history_file
 from contract.outcomes import EXIT_INTERRUPTED
@@ -31,7 +31,7 @@ from contract.rundir import DEFAULT_CLIENT_BUDGET_S, RunDir, RunMeta
 from harness.manifest import ClientKind, client_endpoints
 from harness.progress import Progress
 from harness.replay import replay_record
-from harness.scenario import Scenario
+from harness.scenario import Scenario, fault_plan
 from harness.supervisor import Managed, ProcSpec, Supervisor, log_tail
 from harness.topology import PROJECT_ROOT, Topology
 from loadtests.config import ENV_LOAD, ClientLoad, LoadConfig, read_origin
@@ -124,10 +124,7 @@ def forecast(scenario: Scenario) -> dict[str, str]:
     the run.json the run would start with."""
     from reports.checkers import registry
 
-    plan = plan_faults(
-        scenario.faults, {r: scenario.instances(r) for r in scenario.manifest.roles}, scenario.seed
-    )
-    meta = planned_meta(scenario, plan)
+    meta = planned_meta(scenario, fault_plan(scenario))
     checkers = registry()
     return {name: checkers[name].forecast(meta) for name in scenario.manifest.promises.checks}
 
@@ -189,9 +186,7 @@ class Runner:
         self.follower: subprocess.Popen[bytes] | None = None
         self.supervisor.on_unexpected_exit = self._unexpected_exit
         self.roles = {i: r for r in scenario.manifest.roles for i in scenario.instances(r)}
-        self.plan: list[PlannedFault] = plan_faults(
-            scenario.faults, {r: scenario.instances(r) for r in scenario.manifest.roles}, scenario.seed
-        )
+        self.plan: list[PlannedFault] = fault_plan(scenario)
         self.meta: RunMeta = {
             **planned_meta(scenario, self.plan),
             "ports": self.topology.ports,

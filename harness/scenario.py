@@ -63,7 +63,6 @@ scenario (or, failing that, for any one scenario) in the runs folder's results s
 from __future__ import annotations
 
 import copy
-import random
 import re
 import tomllib
 from collections.abc import Sequence
@@ -73,6 +72,7 @@ from typing import Any
 
 from chaos.faults import SELECTORS, ParamProblem
 from chaos.kinds import FAULT_KINDS
+from chaos.nemesis import PlannedFault, Schedule, plan_faults
 from contract.errors import SetupError, key_path
 from contract.links import CLIENTS, covers
 from harness.config import (
@@ -151,12 +151,12 @@ class LoadSpec:
 
 @dataclass(frozen=True)
 class FaultSpec:
-    """One line of the fault schedule, before expansion into timed events."""
+    """One line of the fault schedule; ``fault_plan`` turns the lines into timed events."""
 
     index: int  # position in the file, from 1
     kind: str
     target: str
-    times_s: tuple[float, ...]  # offsets from the start of the load
+    schedule: Schedule  # when it fires (offsets from the start of the load)
     params: dict[str, Any]
 
 
@@ -208,7 +208,7 @@ class Scenario:
                 "phases": [p.as_dict() for p in self.load.phases],
             },
             "faults": [
-                {"kind": f.kind, "target": f.target, "times_s": list(f.times_s), "params": f.params}
+                {"kind": f.kind, "target": f.target, "schedule": f.schedule.as_dict(), "params": f.params}
                 for f in self.faults
             ],
             "expect_violated": list(self.expect_violated),
@@ -216,25 +216,21 @@ class Scenario:
         }
 
 
-def _schedule_times(ft: Table, rng: random.Random, duration_s: float) -> tuple[float, ...]:
-    """The offsets (s from load start) at which one fault line fires."""
+def _schedule(ft: Table, duration_s: float) -> Schedule:
+    """When one fault line fires; its times must lie within the load whatever the seed."""
     ways = [k for k in ("at_s", "every_s", "random") if ft.has(k)]
     if len(ways) != 1:
         raise ft.error(None, "give exactly one of at_s = [..], every_s = N or random = {count, between}")
     if ft.has("at_s"):
         at = ft.get("at_s", (list, float))
-        times = ft.list_of("at_s", float) if isinstance(at, list) else [float(at)]
+        schedule = Schedule(at_s=tuple(ft.list_of("at_s", float) if isinstance(at, list) else [float(at)]))
     elif ft.has("every_s"):
         every = ft.get("every_s", float, minimum=0.1)
         start = ft.get("start_s", float, every, minimum=0)
         until = ft.get("until_s", float, duration_s, minimum=0)
         if (until - start) / every > MAX_FAULT_TIMES:
             raise ft.error("every_s", f"fires more than {MAX_FAULT_TIMES} times from start_s to until_s")
-        times = []
-        t = start
-        while t < until:
-            times.append(round(t, 3))
-            t += every
+        schedule = Schedule(every_s=every, start_s=start, until_s=until)
     else:
         rt = ft.table("random")
         count = rt.get("count", int, minimum=1, maximum=MAX_FAULT_TIMES)
@@ -242,11 +238,14 @@ def _schedule_times(ft: Table, rng: random.Random, duration_s: float) -> tuple[f
         if len(between) != 2 or between[0] > between[1]:
             raise rt.error("between", f"expected [earliest_s, latest_s], got {between!r}")
         rt.done()
-        times = sorted(round(rng.uniform(*between), 3) for _ in range(count))
-    for t in times:
+        for t in between:  # every time drawn lies between them, on any seed
+            if not 0 <= t <= duration_s:
+                raise rt.error("between", f"fault time {t} s lies outside the load (0 to {duration_s} s)")
+        return Schedule(count=count, between=(between[0], between[1]))
+    for t in schedule.times(0, 0):  # at_s and every_s: the seed draws nothing
         if not 0 <= t <= duration_s:
             raise ft.error(None, f"fault time {t} s lies outside the load (0 to {duration_s} s)")
-    return tuple(times)
+    return schedule
 
 
 def _phases(lt: Table, users: int, spawn_rate: float, wait_ms: float) -> tuple[LoadPhase, ...]:
@@ -467,8 +466,7 @@ def parse_scenario(
             raise ft.error("kind", f"unknown fault {kind_name!r} (known: {', '.join(sorted(FAULT_KINDS))})")
         target = ft.get("target", str)
         check_target(target, kind.target == "link", manifest, topology, ft)
-        rng = random.Random(f"{seed}:{i}")
-        times = _schedule_times(ft, rng, duration_s)
+        schedule = _schedule(ft, duration_s)
         params = {}
         for pname, spec in kind.params.items():
             value = ft.get(
@@ -487,7 +485,7 @@ def parse_scenario(
                 kind.validate(params, target, manifest)
             except ParamProblem as problem:
                 raise ft.error(problem.key, problem.message) from None
-        faults.append(FaultSpec(i, kind_name, target, times, params))
+        faults.append(FaultSpec(i, kind_name, target, schedule, params))
 
     et = top.table("expect")
     expect_violated = tuple(et.list_of("violated", str, []))
@@ -554,8 +552,17 @@ def reparse(scenario: Scenario, data: dict[str, Any], *, where: str | Path = "")
 
 
 def with_seed(scenario: Scenario, seed: int) -> Scenario:
-    """The same scenario with another seed (its random fault times drawn again)."""
-    return reparse(scenario, {**scenario.source, "seed": seed})
+    """The same scenario with another seed: a field replaced, nothing parsed again (the
+    seed is drawn from only in ``fault_plan``)."""
+    return replace(scenario, seed=seed, source={**scenario.source, "seed": seed})
+
+
+def fault_plan(scenario: Scenario) -> list[PlannedFault]:
+    """The run's plan: every fault's times and targets drawn from the scenario's seed. The
+    runner, ``zchaos check``, ``--seeds``, replay and shrink all plan through here."""
+    return plan_faults(
+        scenario.faults, {r: scenario.instances(r) for r in scenario.manifest.roles}, scenario.seed
+    )
 
 
 def apply_sets(data: dict[str, Any], sets: Sequence[str], where: str | Path) -> dict[str, Any]:

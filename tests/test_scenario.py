@@ -13,7 +13,8 @@ from chaos.nemesis import plan_faults
 from contract.errors import SetupError
 from harness.config import dump_toml, load_toml
 from harness.manifest import load_manifest
-from harness.scenario import load_scenario
+from harness import scenario as scenario_module
+from harness.scenario import fault_plan, load_scenario, with_seed
 from tests.procs import ROOT
 
 GOOD = """
@@ -57,9 +58,10 @@ def test_a_good_scenario_is_read_whole(tmp_path: Path) -> None:
         ("lazy_pirate", {"timeout_ms": 2500, "retries": 3})
     ]
     kill, freeze = scenario.faults
-    assert kill.times_s == (10.0, 20.0, 30.0)
+    assert kill.schedule.times(scenario.seed, kill.index) == (10.0, 20.0, 30.0)
     assert kill.params == {"restart_after_s": 2.0}
-    assert len(freeze.times_s) == 2 and all(5 <= t <= 35 for t in freeze.times_s)
+    drawn = freeze.schedule.times(scenario.seed, freeze.index)
+    assert len(drawn) == 2 and all(5 <= t <= 35 for t in drawn)
 
 
 @pytest.mark.parametrize(
@@ -185,6 +187,31 @@ def test_the_same_seed_gives_the_same_plan(tmp_path: Path) -> None:
     assert any(plan != first for plan in other_seeds)  # the seed decides the targets
 
 
+def test_another_seed_is_a_field_replaced_and_draws_both_times_and_targets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The seeded plan is made in one place (fault_plan): with_seed parses nothing again, and
+    the plan of a scenario given another seed is the plan of its file with that seed."""
+    path = write(tmp_path, GOOD)
+    scenario = load_scenario(path)
+    monkeypatch.setattr(scenario_module, "parse_scenario", lambda *a, **k: pytest.fail("parsed again"))
+    reseeded = [with_seed(scenario, seed) for seed in range(10, 20)]
+    monkeypatch.undo()
+    plans = [fault_plan(s) for s in reseeded]
+    assert plans == [fault_plan(load_scenario(path, sets=(f"seed={seed}",))) for seed in range(10, 20)]
+    freeze_times = {tuple(f.at_s for f in plan if f.kind == "freeze") for plan in plans}
+    assert len(freeze_times) > 1, "the seed decides the random times too"
+    assert reseeded[0].source["seed"] == 10  # what a replay of it records
+
+
+def test_random_times_that_could_fall_outside_the_load_are_refused_on_every_seed(tmp_path: Path) -> None:
+    """Whether a scenario is valid does not depend on its seed: ``between`` must lie in the load."""
+    text = GOOD.replace("between = [5, 35]", "between = [5, 300]")
+    for seed in (1, 2, 3):
+        with pytest.raises(SetupError, match="between: fault time 300.0 s lies outside the load"):
+            load_scenario(write(tmp_path, text), sets=(f"seed={seed}",))
+
+
 def test_cli_exits_2_with_the_key_and_no_traceback(tmp_path: Path) -> None:
     path = write(tmp_path, GOOD.replace("users = 5", "userz = 5"))
     result = subprocess.run(
@@ -282,7 +309,7 @@ def test_set_overrides_dotted_keys_with_toml_values(tmp_path: Path) -> None:
     assert scenario.manifest.name == "faulty-paranoid-pirate"
     assert scenario.options["drop_every"] == 7
     assert scenario.load.users == 3 and scenario.load.clients[0].options["timeout_ms"] == 900
-    assert scenario.faults[0].times_s == (5.0, 12.5)
+    assert scenario.faults[0].schedule.at_s == (5.0, 12.5)
     assert scenario.description == "a bare word is a string"
     assert scenario.source["options"] == {"drop_every": 7}  # what a replay parses again
     assert scenario.sets == sets

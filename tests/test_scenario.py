@@ -11,9 +11,9 @@ import pytest
 
 from chaos.nemesis import plan_faults
 from contract.errors import SetupError
+from harness import scenario as scenario_module
 from harness.config import dump_toml, load_toml
 from harness.manifest import load_manifest
-from harness import scenario as scenario_module
 from harness.scenario import fault_plan, load_scenario, with_seed
 from tests.procs import ROOT
 
@@ -208,7 +208,7 @@ def test_random_times_that_could_fall_outside_the_load_are_refused_on_every_seed
     """Whether a scenario is valid does not depend on its seed: ``between`` must lie in the load."""
     text = GOOD.replace("between = [5, 35]", "between = [5, 300]")
     for seed in (1, 2, 3):
-        with pytest.raises(SetupError, match="between: fault time 300.0 s lies outside the load"):
+        with pytest.raises(SetupError, match=r"between: fault time 300\.0 s lies outside the load"):
             load_scenario(write(tmp_path, text), sets=(f"seed={seed}",))
 
 

@@ -148,6 +148,9 @@ class _Control:
     def signal(self, instance: str, sig: int, *, expected_exit: bool = False) -> int | None:
         return self.supervisor.signal(instance, sig, expected_exit=expected_exit)
 
+    def running(self, instance: str) -> int | None:
+        return self.supervisor.running(instance)
+
     def stop(self, instance: str) -> None:
         self.supervisor.stop(instance)
 

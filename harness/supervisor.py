@@ -203,6 +203,12 @@ class Supervisor:
                 os.killpg(managed.pid, sig)
             return managed.pid
 
+    def running(self, instance: str) -> int | None:
+        """The pid of ``instance`` if it runs now (a frozen process runs), else None."""
+        with self._lock:
+            managed = self.current.get(instance)
+            return managed.pid if managed is not None and managed.popen.poll() is None else None
+
     def stop(self, instance: str, timeout: float = 5.0) -> None:
         """Stop ``instance`` (its stop signal, then SIGKILL after ``timeout``) and wait for it."""
         with self._lock:

@@ -25,7 +25,7 @@ def run(nemesis: FaultRun, kind: FaultKind, fault: PlannedFault) -> None:
     if endpoint not in nemesis.endpoints:
         raise RuntimeError(f"the malformed fault needs the address of endpoint {endpoint!r}")
     address, side = nemesis.endpoints[endpoint]
-    if nemesis.control.signal(fault.target, 0) is None:  # signal 0: only whether it runs
+    if nemesis.control.running(fault.target) is None:
         nemesis.missed(fault)
         return
     rate = fault.params.get("rate_per_s", 20.0)

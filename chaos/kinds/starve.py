@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 def run(nemesis: FaultRun, kind: FaultKind, fault: PlannedFault) -> None:
-    pid = nemesis.control.signal(fault.target, 0)  # signal 0: only its pid
+    pid = nemesis.control.running(fault.target)
     if pid is None:
         nemesis.missed(fault)
         return

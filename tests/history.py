@@ -23,3 +23,8 @@ GENERIC = (
 def t(seconds: float) -> int:
     """The time ``seconds`` after T0 (ns)."""
     return T0 + int(seconds * NS)
+
+
+def ev(seconds: float, src: str, kind: str, **fields: object) -> dict[str, object]:
+    """One event of a hand-written history, ``seconds`` after T0."""
+    return {"ts": t(seconds), "src": src, "ev": kind, **fields}

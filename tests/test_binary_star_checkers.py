@@ -9,13 +9,9 @@ import pytest
 
 from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckContext, FaultWindow, registry
 from reports.history_frame import events_frame
-from tests.history import t
+from tests.history import ev, t
 
 ENDPOINTS = {"primary": "primary", "primary_state": "primary", "backup": "backup", "backup_state": "backup"}
-
-
-def ev(s: float, src: str, kind: str, **fields: Any) -> dict[str, Any]:
-    return {"ts": t(s), "src": src, "ev": kind, **fields}
 
 
 def request(cid: str, seq: int, s: float, endpoint: str, took: float = 0.002) -> list[dict[str, Any]]:

@@ -5,7 +5,6 @@ from the history, also from a history recorded before the class was (contract/fa
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 
@@ -16,6 +15,7 @@ from contract.faults import RECORDED_BEFORE, UNKNOWN_KIND, FaultClass, fault_cla
 from contract.history import EVENTS
 from contract.promises import HARMS, OUTAGE, SLOWDOWN
 from reports.checkers import FaultWindow
+from tests.doubles import EventList, GoneControl
 
 
 def card_class(kind: FaultKind) -> FaultClass:
@@ -66,25 +66,10 @@ def test_a_window_takes_what_fault_start_recorded_and_completes_an_old_history()
     assert fault_class("kill", "link:worker-1").scope == "link"
 
 
-class _NotRunning:
-    """A supervisor whose every target has already gone (the nemesis records a missed fault)."""
-
-    def signal(self, instance: str, sig: int, expected_exit: bool = False) -> None:
-        return None
-
-
-class _Sink:
-    def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
-
-    def emit(self, ev: str, **fields: Any) -> None:
-        self.items.append({"ev": ev, **fields})
-
-
 def test_the_nemesis_writes_the_fault_class_into_fault_start_and_the_plan() -> None:
-    sink = _Sink()
+    sink = EventList()
     planned = PlannedFault(1, 0.0, "freeze", "worker-1", "worker-1", {"duration_s": 1.0})
-    nemesis = Nemesis([planned], _NotRunning(), sink)
+    nemesis = Nemesis([planned], GoneControl(), sink)
     nemesis.start()
     deadline = time.monotonic() + 10
     while len(sink.items) < 2:

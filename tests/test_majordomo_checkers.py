@@ -7,17 +7,13 @@ from typing import Any
 
 from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckContext, registry
 from reports.history_frame import events_frame
-from tests.history import t
+from tests.history import ev
 
 
 def run(spark, name: str, events: list[dict[str, Any]], **promises: Any):
     meta = {"manifest": {"promises": {"checks": [name], **promises}}}
     ctx = CheckContext(spark, events_frame(spark, events), meta, [])
     return registry()[name].run(ctx)
-
-
-def ev(at: float, src: str, kind: str, **fields: Any) -> dict[str, Any]:
-    return {"ts": t(at), "src": src, "ev": kind, **fields}
 
 
 def abandoned(cid: str, seq: int, at: float) -> list[dict[str, Any]]:

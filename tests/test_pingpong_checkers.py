@@ -8,7 +8,7 @@ import pytest
 
 from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckContext, FaultWindow, registry
 from reports.history_frame import events_frame
-from tests.history import NS, T0, t
+from tests.history import NS, T0, ev, t
 
 OPTIONS = {"broker_timeout_ms": 1000, "n_timeouts": 3, "worker_expire_s": 3.0, "ping_ms": 1000}
 PROMISES = {"expire_margin_s": 1.0, "reconnect_margin_s": 1.0, "return_bound_s": 5.0, "resend_margin_s": 1.0}
@@ -23,10 +23,6 @@ def ctx(spark: Any, events: list[dict[str, Any]], faults=(), **options: Any) -> 
         "processes": PROCESSES,
     }
     return CheckContext(spark, events_frame(spark, events), meta, list(faults))
-
-
-def ev(s: float, src: str, kind: str, **fields: Any) -> dict[str, Any]:
-    return {"ts": t(s), "src": src, "ev": kind, **fields}
 
 
 def heartbeats(worker: str, src: str, start: float, stop: float, answer_s: float = 0.002) -> list[dict]:

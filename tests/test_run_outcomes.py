@@ -21,6 +21,7 @@ from harness.suite import SuiteEntry, suite_exit_code, write_index
 from reports.history_frame import events_frame
 from reports.run_facts import completeness
 from reports.store import record_run, store_path
+from tests.doubles import FailingControl
 from tests.procs import ROOT, nemesis_events, processes_of, run_process, wait_for
 
 # 20 s of load, a worker killed at 3 s (restarted) and another at 15 s; the runner is
@@ -78,23 +79,10 @@ def test_a_runner_killed_mid_run_is_reported_incomplete(tmp_path: Path, spark, c
     assert "run incomplete" in (run_dir / "report.html").read_text()
 
 
-class _Failing:
-    """A process control whose every operation fails (as a supervisor whose process will not start)."""
-
-    def signal(self, instance: str, sig: int, *, expected_exit: bool = False) -> int | None:
-        raise OSError(f"cannot signal {instance}")
-
-    def stop(self, instance: str) -> None:
-        raise OSError(f"cannot stop {instance}")
-
-    def start(self, instance: str) -> int:
-        raise OSError(f"cannot start {instance}")
-
-
 def test_a_fault_that_fails_when_it_fires_is_recorded_and_shown_without_a_traceback(tmp_path: Path) -> None:
     history = HistoryWriter(tmp_path / "nemesis.jsonl", "nemesis")
     plan = [PlannedFault(1, 0.0, "kill", "worker-1", "worker-1", {})]
-    nemesis = Nemesis(plan, _Failing(), history)
+    nemesis = Nemesis(plan, FailingControl(), history)
     stream = io.StringIO()
     progress = Progress(stream=stream, out=io.StringIO())
     progress.start_load(10, tmp_path, nemesis)

@@ -8,13 +8,9 @@ import pytest
 
 from reports.checkers import HELD, VIOLATED, CheckContext, registry
 from reports.history_frame import events_frame
-from tests.history import t
+from tests.history import ev
 
 PROCESSES = {"queue": "queue", "server-1": "server", "server-2": "server"}
-
-
-def ev(at_s: float, src: str, kind: str, **fields: Any) -> dict[str, Any]:
-    return {"ts": t(at_s), "src": src, "ev": kind, **fields}
 
 
 def ctx(spark: Any, events: list[dict[str, Any]]) -> CheckContext:

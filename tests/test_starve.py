@@ -28,6 +28,7 @@ from chaos.starve import (
     cgroup2_root,
     remove_leftovers,
 )
+from tests.doubles import EventList, PidControl
 from tests.procs import ROOT, nemesis_events, run_process, wait_for
 
 pytestmark = pytest.mark.timeout(90)
@@ -172,36 +173,16 @@ def test_bad_arguments_are_errors() -> None:
         Starvation(2**22 + 12345).start()
 
 
-class _Control:
-    """The nemesis's handle on one real process (what the runner's supervisor answers)."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-
-    def signal(self, instance: str, sig: int, *, expected_exit: bool = False) -> int | None:
-        os.kill(self.pid, sig)
-        return self.pid
-
-    def stop(self, instance: str) -> None: ...
-
-    def start(self, instance: str) -> int:
-        return self.pid
-
-
 def test_nemesis_starves_from_the_plan(spinner: Spinner) -> None:
     from chaos.nemesis import Nemesis, PlannedFault
 
-    events: list[dict] = []
-
-    class Sink:
-        def emit(self, ev: str, **fields: object) -> None:
-            events.append({"ev": ev, **fields})
-
+    sink = EventList()
+    events = sink.items
     pid = spinner.proc.pid
     affinity = os.sched_getaffinity(pid)
     before = spinner.rate(0.5)
     plan = [PlannedFault(1, 0.0, "starve", "worker-1", "worker-1", {"duration_s": 1.5, "share": 0.05})]
-    nemesis = Nemesis(plan, _Control(pid), Sink())
+    nemesis = Nemesis(plan, PidControl(pid), sink)
     nemesis.start()
     try:
         deadline = time.monotonic() + 10

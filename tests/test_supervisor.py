@@ -9,10 +9,8 @@ import os
 import re
 import socket
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
@@ -22,6 +20,7 @@ from contract.errors import SetupError
 from contract.history import HistoryWriter, read_events
 from contract.ports import PortAllocator, listening_pids
 from harness.supervisor import ProcSpec, Supervisor
+from tests.doubles import EventList, SupervisorControl
 from tests.procs import ROOT, wait_for
 
 pytestmark = pytest.mark.timeout(60)
@@ -56,36 +55,15 @@ def ready_lines(log: Path) -> dict[int, int]:
     return {int(m[1]): int(m[2]) for m in READY.finditer(log.read_text())}
 
 
-class _Control:
-    """The nemesis's handle on the supervisor (the runner's, without a topology)."""
-
-    def __init__(self, supervisor: Supervisor, spec: ProcSpec) -> None:
-        self.supervisor = supervisor
-        self.spec = spec
-
-    def signal(self, instance: str, sig: int, *, expected_exit: bool = False) -> int | None:
-        return self.supervisor.signal(instance, sig, expected_exit=expected_exit)
-
-    def stop(self, instance: str) -> None:
-        self.supervisor.stop(instance)
-
-    def start(self, instance: str) -> int:
-        return self.supervisor.start(self.spec).pid
-
-
 def test_a_restart_waits_for_the_new_incarnations_ready_line(supervisor: Supervisor, tmp_path: Path) -> None:
     spec = late_ready(tmp_path, 1.0)
     first = supervisor.start(spec)
     assert first.pid in ready_lines(spec.log), "start() returned before the process was ready"
 
-    events: list[dict[str, Any]] = []
-
-    class Sink:
-        def emit(self, ev: str, **fields: Any) -> None:
-            events.append({"ev": ev, "ts": time.time_ns(), **fields})
-
+    sink = EventList()
+    events = sink.items
     plan = [PlannedFault(1, 0.0, "restart", "server", "server", {"delay_s": 0.0})]
-    nemesis = Nemesis(plan, _Control(supervisor, spec), Sink())
+    nemesis = Nemesis(plan, SupervisorControl(supervisor, spec), sink)
     nemesis.start()
     try:
         wait_for(lambda: len(events) == 2, 30, "the restart to finish")

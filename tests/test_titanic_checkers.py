@@ -10,13 +10,9 @@ import pytest
 
 from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckContext, FaultWindow, registry
 from reports.history_frame import events_frame
-from tests.history import t
+from tests.history import ev, t
 
 REPLY, CLOSE = "titanic.reply", "titanic.close"
-
-
-def ev(at: float, src: str, kind: str, **fields: Any) -> dict[str, Any]:
-    return {"ts": t(at), "src": src, "ev": kind, **fields}
 
 
 def run(spark, name: str, events: list[dict[str, Any]], faults: list[FaultWindow] = (), **promises: Any):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import zmq
@@ -16,6 +15,7 @@ from chaos.kinds import FAULT_KINDS
 from chaos.nemesis import Nemesis, PlannedFault
 from chaos.netfaults import DIRECTIONS, ActiveFault, NetworkFaultError, NetworkFaults
 from chaos.toxiproxy_client import ServerInfo, toxiproxy_server
+from tests.doubles import EventList, GoneControl
 
 pytestmark = pytest.mark.timeout(90)
 NO_REPLY_S = 0.5
@@ -158,26 +158,6 @@ def test_bad_targets_and_parameters(link: tuple[NetworkFaults, zmq.Socket]) -> N
         apply(net, "latency", "worker-1", {"latency_ms": 1, "direction": "sideways"})
 
 
-class Control:
-    """The nemesis's handle on processes, as the runner gives it (no process here)."""
-
-    def signal(self, instance: str, sig: int, *, expected_exit: bool = False) -> int | None:
-        return None
-
-    def stop(self, instance: str) -> None: ...
-
-    def start(self, instance: str) -> int:
-        return 0
-
-
-class Events:
-    def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
-
-    def emit(self, ev: str, **fields: Any) -> None:
-        self.items.append({"ev": ev, **fields})
-
-
 def test_nemesis_runs_a_partition_from_the_plan(link: tuple[NetworkFaults, zmq.Socket]) -> None:
     net, req = link
     plan = [
@@ -185,8 +165,8 @@ def test_nemesis_runs_a_partition_from_the_plan(link: tuple[NetworkFaults, zmq.S
             1, 0.0, "partition", "worker-1", "worker:random", {"duration_s": 1.0, "direction": "both"}
         )
     ]
-    events = Events()
-    nemesis = Nemesis(plan, Control(), events, net)
+    events = EventList()
+    nemesis = Nemesis(plan, GoneControl(), events, net)
     nemesis.start()
     try:
         deadline = time.monotonic() + RECOVER_S
@@ -207,7 +187,7 @@ def test_nemesis_runs_a_partition_from_the_plan(link: tuple[NetworkFaults, zmq.S
 
 def test_nemesis_without_a_network_reports_an_error(link: tuple[NetworkFaults, zmq.Socket]) -> None:
     plan = [PlannedFault(1, 0.0, "latency", "worker-1", "worker-1", {"duration_s": 0.1, "latency_ms": 5})]
-    nemesis = Nemesis(plan, Control(), Events())  # a run without the fault proxy
+    nemesis = Nemesis(plan, GoneControl(), EventList())  # a run without the fault proxy
     nemesis.start()
     deadline = time.monotonic() + RECOVER_S
     while not nemesis._errors:

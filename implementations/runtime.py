@@ -44,6 +44,18 @@ def announce_ready(log: logging.Logger, what: str) -> None:
         handler.flush()
 
 
+def end_role(
+    writer: HistoryWriter, context: zmq.Context, *sockets: zmq.Socket | None, linger: int | None = None
+) -> None:
+    """A role's teardown, in its ``finally``: its sockets closed (with their own linger, or
+    ``linger``), its context ended, its history closed. A socket not made yet is None."""
+    for socket in sockets:
+        if socket is not None:
+            socket.close(linger=linger)
+    context.term()
+    writer.close()
+
+
 def describe(frames: list[bytes], limit: int = 4) -> str:
     """A short printable rendering of a message for logs and ``malformed`` events."""
     shown = [repr(f[:24]) for f in frames[:limit]]

@@ -57,7 +57,7 @@ import time
 import zmq
 
 from contract.history import HistoryWriter, rid_of
-from implementations.runtime import announce_ready, describe, start_role
+from implementations.runtime import announce_ready, describe, end_role, start_role
 
 log = logging.getLogger("bstar")
 
@@ -188,10 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         return serve(args, identity, writer, frontend, statepub, statesub, heartbeat_s, peer_timeout_s)
     finally:
         log.info("stopping")
-        for s in (frontend, statepub, statesub):
-            s.close()
-        ctx.term()
-        writer.close()
+        end_role(writer, ctx, frontend, statepub, statesub)
 
 
 def serve(

@@ -32,7 +32,7 @@ import time
 import zmq
 
 from contract.history import rid_of
-from implementations.runtime import announce_ready, describe, start_role
+from implementations.runtime import announce_ready, describe, end_role, start_role
 
 log = logging.getLogger("server")
 
@@ -98,9 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                 writer.emit("done", rid=rid, worker=args.name)
     finally:
         log.info("stopping")
-        socket.close()
-        ctx.term()
-        writer.close()
+        end_role(writer, ctx, socket)
     return 0
 
 

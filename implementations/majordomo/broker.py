@@ -47,7 +47,7 @@ import zmq
 
 from contract.history import HistoryWriter, rid_of
 from implementations.majordomo import mdp
-from implementations.runtime import announce_ready, start_role
+from implementations.runtime import announce_ready, end_role, start_role
 
 log = logging.getLogger("broker")
 
@@ -321,9 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         log.info("stopping: DISCONNECT to %d worker(s)", len(broker.workers))
         broker.disconnect_all()
-        socket.close()
-        ctx.term()
-        writer.close()
+        end_role(writer, ctx, socket)
     return 0
 
 

@@ -37,7 +37,7 @@ import zmq
 
 from contract.history import HistoryWriter, rid_of
 from implementations.majordomo import mdp
-from implementations.runtime import announce_ready, start_role
+from implementations.runtime import announce_ready, end_role, start_role
 
 log = logging.getLogger("worker")
 
@@ -167,8 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         log.info("stopping")
         worker.close()
-        ctx.term()
-        writer.close()
+        end_role(writer, ctx)
 
 
 if __name__ == "__main__":

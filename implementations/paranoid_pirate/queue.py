@@ -31,7 +31,7 @@ import zmq
 
 from contract.history import rid_of
 from implementations.paranoid_pirate.protocol import HEARTBEAT, Malformed, describe, parse_from_worker
-from implementations.runtime import announce_ready, start_role
+from implementations.runtime import announce_ready, end_role, start_role
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -152,10 +152,7 @@ def main(argv: list[str] | None = None) -> None:
                 for worker in idle:
                     backend.send_multipart([worker, HEARTBEAT])
     finally:
-        frontend.close()
-        backend.close()
-        ctx.term()
-        history.close()
+        end_role(history, ctx, frontend, backend)
 
 
 if __name__ == "__main__":

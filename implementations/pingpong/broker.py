@@ -66,7 +66,7 @@ from implementations.pingpong.protocol import (
     to_client,
     to_worker,
 )
-from implementations.runtime import announce_ready, drain, start_role
+from implementations.runtime import announce_ready, drain, end_role, start_role
 
 MAX_POLL_S = 0.1
 #: Messages read from one socket in one loop turn, so neither side starves the other.
@@ -300,10 +300,7 @@ def main(argv: list[str] | None = None) -> None:
         announce_ready(log, f"frontend {args.frontend} backend {args.backend}")
         broker.run()
     finally:
-        frontend.close()
-        backend.close()
-        context.term()
-        history.close()
+        end_role(history, context, frontend, backend)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ from implementations.reliable_sketch.protocol import (
     to_client,
     to_server,
 )
-from implementations.runtime import announce_ready, drain, start_role
+from implementations.runtime import announce_ready, drain, end_role, start_role
 
 MAX_POLL_S = 0.1
 BATCH = 200
@@ -261,10 +261,7 @@ def main(argv: list[str] | None = None) -> None:
         queue.run()
     finally:
         log.info("stopping: %d replies from disabled servers discarded", queue.discarded)
-        frontend.close()
-        backend.close()
-        context.term()
-        history.close()
+        end_role(history, context, frontend, backend)
 
 
 if __name__ == "__main__":

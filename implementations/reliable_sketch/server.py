@@ -31,7 +31,7 @@ import zmq
 
 from contract.history import HistoryWriter, rid_of
 from implementations.reliable_sketch.protocol import READY, Malformed, parse_request, reply
-from implementations.runtime import announce_ready, start_role
+from implementations.runtime import announce_ready, end_role, start_role
 
 MAX_POLL_MS = 250
 
@@ -100,9 +100,7 @@ def main(argv: list[str] | None = None) -> None:
         announce_ready(log, name)
         server.run()
     finally:
-        socket.close()
-        context.term()
-        history.close()
+        end_role(history, context, socket)
 
 
 if __name__ == "__main__":

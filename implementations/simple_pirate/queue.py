@@ -43,11 +43,7 @@ from collections import OrderedDict
 import zmq
 
 from contract.history import HistoryWriter, rid_of
-from implementations.runtime import (
-    announce_ready,
-    describe,
-    start_role,
-)
+from implementations.runtime import announce_ready, describe, end_role, start_role
 
 log = logging.getLogger("queue")
 
@@ -182,10 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         Queue(frontend, backend, writer).run()
     finally:
         log.info("stopping")
-        frontend.close()
-        backend.close()
-        ctx.term()
-        writer.close()
+        end_role(writer, ctx, frontend, backend)
     return 0
 
 

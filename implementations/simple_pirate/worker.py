@@ -24,7 +24,7 @@ import time
 import zmq
 
 from contract.history import rid_of
-from implementations.runtime import announce_ready, start_role
+from implementations.runtime import announce_ready, end_role, start_role
 
 log = logging.getLogger("worker")
 
@@ -81,9 +81,7 @@ def main(argv: list[str] | None = None) -> None:
                 writer.emit("done", rid=rid, worker=name)
     finally:
         log.info("stopping")
-        socket.close(linger=0)
-        ctx.term()
-        writer.close()
+        end_role(writer, ctx, socket, linger=0)
 
 
 if __name__ == "__main__":

@@ -107,7 +107,11 @@ class Table:
         minimum: float | None = None,
         maximum: float | None = None,
         choices: tuple[Any, ...] | None = None,
+        numbers_inside: bool = True,
     ) -> Any:
+        """The value of ``key``, checked. The numbers inside a table or list are held to the
+        general bound unless ``numbers_inside`` is false: a table read key by key (``table``,
+        ``tables``) checks each of its numbers when it is read, against that key's own bound."""
         self._seen.add(key)
         if key not in self.data:
             if default is _REQUIRED:
@@ -123,7 +127,7 @@ class Table:
             value = float(value)
         if _is_number(value):
             self._check_number(key, value, maximum)
-        elif isinstance(value, dict | list):
+        elif isinstance(value, dict | list) and numbers_inside:
             self._check_numbers_in(value, (key,))
         if minimum is not None and value < minimum:
             raise self.error(key, f"must be at least {minimum:g}, got {value!r}")
@@ -152,12 +156,12 @@ class Table:
                 self._check_numbers_in(v, (*path, k))
 
     def table(self, key: str, *, required: bool = False) -> Table:
-        value = self.get(key, dict, _REQUIRED if required else {})
+        value = self.get(key, dict, _REQUIRED if required else {}, numbers_inside=False)
         return Table(value, self.file, *self.path, key)
 
     def tables(self, key: str) -> Iterator[Table]:
         """An array of tables (``[[faults]]``)."""
-        items = self.get(key, list, [])
+        items = self.get(key, list, [], numbers_inside=False)
         for i, item in enumerate(items):
             if not isinstance(item, dict):
                 raise self.error(key, f"item {i + 1} should be a table, got {item!r}")
@@ -176,6 +180,7 @@ class Table:
         """The keys not read yet (for tables of free-form options); marks them read."""
         rest = {k: v for k, v in self.data.items() if k not in self._seen}
         self._seen.update(rest)
+        self._check_numbers_in(rest, ())
         return rest
 
     def done(self) -> None:

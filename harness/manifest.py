@@ -484,7 +484,7 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
             _check_runnable(rt, command, path.parent)
             probe_name, service, default_ready = None, rt.get("service", str, None), "none"
         records = _records(rt, command, probe_name)
-        count = rt.get("count", int, 1, minimum=0, maximum=MAX_INSTANCES)
+        count = rt.get("count", int, 1, minimum=1, maximum=MAX_INSTANCES)  # 0: nothing to judge
         scalable = rt.get("scalable", bool, False)
         ready = Readiness.parse(rt.get("ready", str, default_ready), rt, endpoints, role_name)
         env = rt.get("env", dict, {})

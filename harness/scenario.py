@@ -398,7 +398,8 @@ def parse_scenario(
     tt = top.table("topology")
     topology = {name: role.count for name, role in manifest.roles.items()}
     for role_name in list(tt.data):
-        count = tt.get(role_name, int, minimum=0, maximum=MAX_INSTANCES)
+        # Zero instances would leave every check with nothing to judge, and "judged" said so.
+        count = tt.get(role_name, int, minimum=1, maximum=MAX_INSTANCES)
         role = manifest.roles.get(role_name)
         if role is None:
             raise tt.error(role_name, f"no such role in {manifest.name} (roles: {sorted(manifest.roles)})")

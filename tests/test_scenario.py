@@ -76,6 +76,10 @@ def test_a_good_scenario_is_read_whole(tmp_path: Path) -> None:
         (('implementation = "paranoid-pirate"', 'implementation = "nope"'), "unknown implementation 'nope'"),
         (("duration_s = 4\n", "duration_s = 4\nduraton = 1\n"), "faults[1].duraton: unknown key"),
         (("between = [5, 35]", "between = [5, 99]"), "lies outside the load"),
+        (("users = 5", "users = 1e39"), "load.users: expected an integer"),
+        (("users = 5", "users = 10001"), "load.users: must be at most 10000"),
+        (("seed = 3", "seed = 1e39"), "seed: expected an integer"),
+        (("duration_s = 40", "duration_s = 1e39"), "duration_s: must be at most 604800, got 1e+39"),
     ],
 )
 def test_mistakes_name_the_file_and_the_key(tmp_path: Path, edit: tuple[str, str], message: str) -> None:
@@ -155,6 +159,17 @@ duration_s = 4
             "faults[0].share: must be at most 0.99",
         ),
         (GOOD, ('kind = "kill"', 'kind = "restart"\ndelay_s = -1'), "faults[0].delay_s: must be at least 0"),
+        # A huge number is held to its key's own bound, not the general one (issue 34 part 7).
+        (
+            NET,
+            ("duration_s = 4\n", "duration_s = 4\ntoxicity = 1e39\n"),
+            "faults[0].toxicity: must be at most 1, got 1e+39",
+        ),
+        (
+            NET,
+            ('kind = "partition"', 'kind = "starve"\nshare = 1e39'),
+            "faults[0].share: must be at most 0.99, got 1e+39",
+        ),
     ],
 )
 def test_fault_parameters_are_checked_against_the_table(
@@ -166,6 +181,24 @@ def test_fault_parameters_are_checked_against_the_table(
     with pytest.raises(SetupError) as caught:
         load_scenario(write(tmp_path, text))
     assert message in str(caught.value)
+
+
+def test_a_role_without_instances_is_refused_naming_the_key(tmp_path: Path) -> None:
+    # Faults on the queue alone: nothing else refused a topology without workers, and
+    # `zchaos check` said every check would be judged (issue 34 part 7).
+    text = NET.replace('target = "worker-1"', 'target = "queue"') + "\n[topology]\nworker = 0\n"
+    with pytest.raises(SetupError) as caught:
+        load_scenario(write(tmp_path, text))
+    assert "s.toml: topology.worker: must be at least 1, got 0" in str(caught.value)
+
+
+def test_a_manifest_role_without_instances_is_refused_naming_the_key(tmp_path: Path) -> None:
+    text = (ROOT / "implementations/paranoid_pirate/manifest.toml").read_text()
+    assert "count = 3" in text
+    path = write(tmp_path, text.replace("count = 3", "count = 0", 1), "m.toml")
+    with pytest.raises(SetupError) as caught:
+        load_manifest(path)
+    assert "m.toml: roles.worker.count: must be at least 1, got 0" in str(caught.value)
 
 
 def test_a_missing_or_broken_file_is_a_setup_error(tmp_path: Path) -> None:

@@ -21,7 +21,8 @@ from typing import Any
 import zmq.green as zmq
 from locust import User, task
 
-from contract.history import HistoryWriter, NullWriter, history_file, payload_for, request_id
+from contract.history import HistoryWriter, NullWriter, history_file
+from contract.payload import payload_for, request_id
 from loadtests.adapters import adapter_class
 from loadtests.adapters.base import (
     Abandoned,

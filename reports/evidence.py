@@ -33,8 +33,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from contract.history import owner_of, request_id
 from contract.links import target_instance
+from contract.payload import owner_of, request_id
 from reports.checkers import shown_first
 
 if TYPE_CHECKING:

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contract.errors import SetupError
-from contract.history import EVENTS, RID_PATTERN
+from contract.history import EVENTS
+from contract.payload import RID_PATTERN
 from contract.rundir import RunDir
 from reports.baseline import CHECK as BASELINE
 from reports.baseline import DOC as BASELINE_DOC

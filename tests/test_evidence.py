@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from contract.history import BODY_SHOWN, FRAME_SEPARATOR, owner_of, request_id, rid_in, shown_body
+from contract.payload import BODY_SHOWN, FRAME_SEPARATOR, owner_of, request_id, rid_in, shown_body
 from loadtests.adapters.base import received
 from reports.checkers import VIOLATED, CheckContext, FaultWindow, registry
 from reports.evidence import attach_evidence, line_time

@@ -17,7 +17,8 @@ import pytest
 import zmq
 
 from chaos.malformed import Wire, send_batch
-from contract.history import HistoryWriter, payload_for, read_events
+from contract.history import HistoryWriter, read_events
+from contract.payload import payload_for
 from contract.ports import PortAllocator
 from contract.rundir import RunDir
 from harness.runner import run_scenario

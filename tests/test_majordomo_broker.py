@@ -11,7 +11,8 @@ import time
 
 import zmq
 
-from contract.history import HistoryWriter, payload_for
+from contract.history import HistoryWriter
+from contract.payload import payload_for
 from loadtests.adapters.base import Abandoned, RequestLog
 from loadtests.adapters.mdp_async import MdpAsyncClient
 from loadtests.adapters.mdp_sync import MdpSyncClient

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import zmq
 
-from contract.history import HistoryWriter, payload_for, read_events, request_id
+from contract.history import HistoryWriter, read_events
+from contract.payload import payload_for, request_id
 from implementations.paranoid_pirate.protocol import (
     HEARTBEAT,
     READY,

@@ -56,7 +56,8 @@ import time
 
 import zmq
 
-from contract.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter
+from contract.payload import rid_of
 from implementations.runtime import announce_ready, describe, end_role, start_role
 
 log = logging.getLogger("bstar")

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 
 import zmq
 
-from contract.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter
+from contract.payload import rid_of
 from implementations.dwork import messages as m
 from implementations.runtime import announce_ready, start_role
 

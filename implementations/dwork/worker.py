@@ -32,7 +32,8 @@ import time
 
 import zmq
 
-from contract.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter
+from contract.payload import rid_of
 from implementations.dwork import messages as m
 from implementations.dwork.client import ApiClient, Timeout
 from implementations.runtime import announce_ready, start_role

@@ -26,7 +26,7 @@ import time
 
 import zmq
 
-from contract.history import rid_of
+from contract.payload import rid_of
 from implementations.runtime import announce_ready, end_role, start_role
 
 log = logging.getLogger("server")

@@ -45,7 +45,8 @@ from typing import Any
 
 import zmq
 
-from contract.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter
+from contract.payload import rid_of
 from implementations.majordomo import mdp
 from implementations.runtime import announce_ready, end_role, start_role
 

@@ -35,7 +35,8 @@ import time
 
 import zmq
 
-from contract.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter
+from contract.payload import rid_of
 from implementations.majordomo import mdp
 from implementations.runtime import announce_ready, end_role, start_role
 

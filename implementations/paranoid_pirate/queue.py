@@ -29,7 +29,7 @@ from collections import OrderedDict, deque
 
 import zmq
 
-from contract.history import rid_of
+from contract.payload import rid_of
 from implementations.paranoid_pirate.protocol import HEARTBEAT, Malformed, describe, parse_from_worker
 from implementations.runtime import announce_ready, end_role, start_role
 

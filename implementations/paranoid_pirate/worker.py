@@ -16,7 +16,8 @@ import time
 
 import zmq
 
-from contract.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter
+from contract.payload import rid_of
 from implementations.paranoid_pirate.protocol import (
     HEARTBEAT,
     READY,

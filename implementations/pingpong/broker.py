@@ -57,7 +57,8 @@ from dataclasses import dataclass
 
 import zmq
 
-from contract.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter
+from contract.payload import rid_of
 from implementations.pingpong.protocol import (
     PONG,
     Malformed,

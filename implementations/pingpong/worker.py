@@ -28,7 +28,8 @@ import time
 
 import zmq
 
-from contract.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter
+from contract.payload import rid_of
 from implementations.pingpong.protocol import PING, READY, Malformed, parse_from_broker, to_broker
 from implementations.runtime import announce_ready, start_role
 

@@ -29,7 +29,8 @@ import time
 
 import zmq
 
-from contract.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter
+from contract.payload import rid_of
 from implementations.reliable_sketch.protocol import READY, Malformed, parse_request, reply
 from implementations.runtime import announce_ready, end_role, start_role
 

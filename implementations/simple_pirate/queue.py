@@ -42,7 +42,8 @@ from collections import OrderedDict
 
 import zmq
 
-from contract.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter
+from contract.payload import rid_of
 from implementations.runtime import announce_ready, describe, end_role, start_role
 
 log = logging.getLogger("queue")

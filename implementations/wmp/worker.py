@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import zmq
 
-from contract.history import HistoryWriter, rid_of
+from contract.history import HistoryWriter
+from contract.payload import rid_of
 from implementations.runtime import announce_ready, start_role
 from implementations.wmp import wire
 

@@ -33,7 +33,8 @@ from typing import Any
 import zmq
 from greenlet import getcurrent
 
-from contract.history import HistoryWriter, payload_for, rid_in, rid_of, shown_body
+from contract.history import HistoryWriter
+from contract.payload import payload_for, rid_in, rid_of, shown_body
 from contract.rundir import DEFAULT_CLIENT_BUDGET_S
 
 __all__ = ["payload_for", "received", "rid_of"]

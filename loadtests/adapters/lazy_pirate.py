@@ -32,7 +32,7 @@ from typing import Any
 
 import zmq
 
-from contract.history import rid_of
+from contract.payload import rid_of
 from loadtests.adapters.base import (
     Abandoned,
     ClientAdapter,

@@ -10,7 +10,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from contract.history import RID_PATTERN
+from contract.payload import RID_PATTERN
 from reports.checkers.core import aggregates
 from reports.checkers.toolkit import (
     EVENT_KEYS,

@@ -18,6 +18,7 @@ import errno
 import os
 import socket
 import sys
+from collections.abc import Collection
 
 import psutil
 
@@ -115,18 +116,20 @@ def _group(pid: int) -> int | None:
         return None
 
 
-def listens(port: int, leader: int, foreign: set[int] | None = None) -> bool:
+def listens(port: int, leader: int, foreign: set[int] | None = None, *, also: Collection[int] = ()) -> bool:
     """Whether what process ``leader`` started listens on ``port``: itself, its process
-    group, or a descendant that left the group (True where the system cannot say). A port
-    that accepts is not enough: another program may have taken it between its allocation
-    and the subject's bind, and the subject's clients would then talk to that program. The
-    others found listening go into ``foreign``."""
+    group, a descendant that left the group, or one of ``also`` (processes known to be the
+    leader's although they left its tree: a daemon it started) or their descendants (True
+    where the system cannot say). A port that accepts is not enough: another program may
+    have taken it between its allocation and the subject's bind, and the subject's clients
+    would then talk to that program. The others found listening go into ``foreign``."""
     pids = listening_pids(port)
     if not pids:
         return True  # cannot tell: no /proc, or a listener we may not inspect
+    ours = {leader, *also}
     for pid in pids:
         with contextlib.suppress(psutil.Error):
-            if _group(pid) == leader or leader in {p.pid for p in psutil.Process(pid).parents()}:
+            if _group(pid) == leader or ours & {pid, *(p.pid for p in psutil.Process(pid).parents())}:
                 return True
     if foreign is not None:
         foreign.update(pids)

@@ -188,6 +188,7 @@ class Runner:
         self._proxy_stack = contextlib.ExitStack()
         self.follower: subprocess.Popen[bytes] | None = None
         self.supervisor.on_unexpected_exit = self._unexpected_exit
+        self.supervisor.notify = self.progress.note  # a role's command that left a process followed
         self.roles = {i: r for r in scenario.manifest.roles for i in scenario.instances(r)}
         self.plan: list[PlannedFault] = fault_plan(scenario)
         self.meta: RunMeta = {
@@ -204,8 +205,8 @@ class Runner:
         self.run.write_meta(self.meta)
 
     def _unexpected_exit(self, managed: Managed) -> None:
-        code = managed.popen.returncode
-        how = f"signal {-code}" if code < 0 else f"code {code}"
+        code = managed.returncode
+        how = "an unknown status" if code is None else f"signal {-code}" if code < 0 else f"code {code}"
         self.progress.warn(f"{managed.spec.instance} exited unexpectedly ({how}); see {managed.spec.log}")
 
     def _phase(self, name: str) -> None:
@@ -355,6 +356,7 @@ class Runner:
             argv=argv,
             log=self.run.log("locust"),
             env={ENV_LOAD: config.to_env()},
+            follow=False,  # the run waits for Locust's own process; what it leaves goes at teardown
         )
 
     def _wait_for_locust(self, locust: Managed) -> int:

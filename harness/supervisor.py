@@ -6,6 +6,18 @@ stdout and stderr in ``logs/<instance>.log``, and is recorded in the history
 exit). Processes are forked from one long-lived thread and ask the kernel to kill them
 when that thread's process dies (PR_SET_PDEATHSIG), so even a runner killed with SIGKILL
 leaves no broker behind; ``stop_all`` is the normal way out.
+
+A role's command may detach what it starts (``setsid prog &``, ``nohup prog &``, a
+double-fork daemon, a parent that forks and exits). The supervisor's process is the child
+subreaper (PR_SET_CHILD_SUBREAPER), so such a process is re-parented here rather than to
+init, and every process a role's command starts carries ``ZCHAOS_OWNER`` in its
+environment (naming this supervisor and the incarnation), so it is told apart from the
+runner's other children (Locust, the fault proxy, the history's follower). Signals and
+the stop reach every process of an instance; when the command exits while a process it
+started keeps running, that process is followed as the instance (its log and the terminal
+say so). A process that replaces its environment and leaves the command's tree cannot be
+attributed; a daemon re-parented here has no PR_SET_PDEATHSIG, so a runner killed with
+SIGKILL leaves it (``remove_leftovers`` ends it at the next run).
 """
 
 from __future__ import annotations
@@ -18,21 +30,64 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 from contract.errors import SetupError
 from contract.history import HistoryWriter
 from contract.ports import describe_pid, listening_pids, listens, port_accepts
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+#: In the environment of every process a role's command starts (inherited by what that
+#: starts in turn): ``<supervisor>/<instance>/<incarnation>``, the process's owner.
+ENV_OWNER = "ZCHAOS_OWNER"
+#: How long the supervisor keeps killing an instance's processes that appear while it does
+#: (a fork racing the SIGKILL), in seconds.
+KILL_LIMIT_S = 5.0
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     with contextlib.suppress(Exception):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def become_subreaper() -> bool:
+    """Make this process the child subreaper (Linux): an orphaned descendant is re-parented
+    here rather than to init, so a daemonizing role stays among this process's descendants.
+    False where the kernel does not offer it."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _returncode(info: os.waitid_result) -> int:
+    """A waitid result as Popen's returncode: the exit code, or minus the signal."""
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
+def _children() -> list[int]:
+    """This process's child pids (every thread's, as the kernel lists them)."""
+    pids: list[int] = []
+    for path in Path("/proc/self/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            pids += map(int, path.read_text().split())
+    return pids
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, process group, session) of ``pid`` from /proc; None if it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return fields[0], int(fields[2]), int(fields[3])
 
 
 def log_tail(path: Path, lines: int = 10) -> str:
@@ -94,20 +149,36 @@ class ProcSpec:
     ready_port: int | None = None  # ready when this port accepts connections
     ready_line: str | None = None  # ready when this regex matches a line of the log
     stop_signal: int = signal.SIGTERM
+    #: When the command exits leaving a process it started running, follow that process as
+    #: the instance (False: the instance ended; what it left is stopped with the run).
+    follow: bool = True
 
 
 @dataclass
 class Managed:
+    """One incarnation of an instance: the command's process and what it started."""
+
     spec: ProcSpec
     popen: subprocess.Popen
+    tag: str = ""  # its ENV_OWNER
     expected_exit: bool = False
     frozen: bool = False
     recorded: bool = False
     log_offset: int = 0  # where this incarnation's output begins in the (appended) log
+    #: The process the command started and left running when it exited, followed as the
+    #: instance from then on (None: the command's own process is the instance).
+    followed: psutil.Process | None = None
+    #: The followed process's exit (Popen's convention); None while it runs or when unknown.
+    followed_code: int | None = None
 
     @property
     def pid(self) -> int:
-        return self.popen.pid
+        return self.followed.pid if self.followed is not None else self.popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """How the instance ended (Popen's convention): its command's, or the followed process's."""
+        return self.popen.returncode if self.followed is None else self.followed_code
 
 
 class Supervisor:
@@ -124,10 +195,18 @@ class Supervisor:
         self._watcher = threading.Thread(target=self._watch, name="zchaos-reaper", daemon=True)
         self._watcher.start()
         self.on_unexpected_exit: Callable[[Managed], None] | None = None
+        self.notify: Callable[[str], None] | None = None  # tells the terminal of a followed process
+        self.subreaper = become_subreaper()
+        self._prefix = f"{os.getpid()}.{uuid.uuid4().hex[:8]}"  # this supervisor's ENV_OWNER prefix
+        self._incarnations = 0
+        self._owners: dict[tuple[int, float], str] = {}  # (pid, start) -> its ENV_OWNER
+        self._leaders: set[int] = set()  # the commands' pids: Popen reaps those
+        self._groups: set[int] = set()  # sessions and groups seen among the instances' processes
+        self._codes: dict[int, int] = {}  # adopted pid -> how it ended, reaped here
 
     # -- starting -----------------------------------------------------------------
 
-    def _popen(self, spec: ProcSpec) -> tuple[subprocess.Popen, int]:
+    def _popen(self, spec: ProcSpec, tag: str) -> tuple[subprocess.Popen, int]:
         spec.log.parent.mkdir(parents=True, exist_ok=True)
         with spec.log.open("ab") as log:
             # A restarted instance appends to the log of its previous incarnations: readiness
@@ -138,19 +217,24 @@ class Supervisor:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**self.base_env, **spec.env},
+                env={**self.base_env, **spec.env, ENV_OWNER: tag},
                 start_new_session=True,
                 preexec_fn=_die_with_parent,
             ), offset
 
     def start(self, spec: ProcSpec, *, ready_timeout: float = 30.0) -> Managed:
         """Start ``spec`` and wait until it is ready; SetupError if it dies or never is."""
+        with self._lock:
+            self._incarnations += 1
+            tag = f"{self._prefix}/{spec.instance}/{self._incarnations}"
         try:
-            popen, offset = self._spawner.submit(self._popen, spec).result()
+            popen, offset = self._spawner.submit(self._popen, spec, tag).result()
         except (OSError, subprocess.SubprocessError) as exc:
             raise SetupError(f"cannot start {spec.instance} ({spec.argv[0]}): {exc}") from None
-        managed = Managed(spec, popen, log_offset=offset)
+        managed = Managed(spec, popen, tag=tag, log_offset=offset)
         with self._lock:
+            self._leaders.add(popen.pid)
+            self._groups.add(popen.pid)  # its own session and group
             self.current[spec.instance] = managed
             self.every.append(managed)
         self.history.emit("proc_start", role=spec.role, instance=spec.instance, pid=popen.pid)
@@ -166,14 +250,20 @@ class Supervisor:
         deadline = time.monotonic() + timeout
         foreign: set[int] = set()  # who else listens on the ready port
         while time.monotonic() < deadline:
-            if managed.popen.poll() is not None:
+            with self._lock:
+                running = self._running(managed)
+            if not running:
                 raise SetupError(
-                    f"{spec.instance} exited with code {managed.popen.returncode} before it was ready"
+                    f"{spec.instance} exited with code {managed.returncode} before it was ready"
                     f"{_taken(spec.ready_port, foreign)}; last lines of {spec.log}:\n{log_tail(spec.log)}"
                 )
             port = spec.ready_port
-            if port is not None and port_accepts(port) and listens(port, managed.pid, foreign):
-                return
+            if port is not None and port_accepts(port):
+                # A daemon the command started listens from outside its tree: still the subject.
+                with self._lock:
+                    also = [p.pid for p in self._members(managed)] if managed.followed is not None else []
+                if listens(port, managed.popen.pid, foreign, also=also):
+                    return
             if pattern is not None and any(map(pattern.search, output.lines())):
                 return
             time.sleep(0.05)  # polling a condition with a deadline, not synchronising on time
@@ -185,13 +275,143 @@ class Supervisor:
             f"{_taken(spec.ready_port, foreign)}; last lines of {spec.log}:\n{log_tail(spec.log)}"
         )
 
+    # -- the processes of an instance ------------------------------------------------
+
+    def _owner(self, proc: psutil.Process) -> str:
+        """The ENV_OWNER of ``proc`` ('' if none, or it cannot be read), read once per process."""
+        key = (proc.pid, proc.create_time())
+        if key not in self._owners:
+            try:
+                self._owners[key] = proc.environ().get(ENV_OWNER, "")
+            except (psutil.Error, OSError):
+                return ""
+        return self._owners[key]
+
+    def _members(self, managed: Managed) -> list[psutil.Process]:
+        """The live processes of ``managed``: its command's process while it runs, and what
+        it started, in its tree or re-parented to this process; oldest first."""
+        return self._processes(lambda owner: owner == managed.tag, managed.popen.pid)
+
+    def _processes(self, owned: Callable[[str], bool], leader: int | None = None) -> list[psutil.Process]:
+        """The live descendants of this process whose ENV_OWNER is ``owned`` (or that are
+        ``leader``), and their descendants; oldest first."""
+        try:
+            tree = psutil.Process().children(recursive=True)
+        except psutil.Error:
+            return []
+        found: dict[int, psutil.Process] = {}
+        parents: dict[int, int] = {}
+        for proc in tree:
+            try:
+                if proc.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                parents[proc.pid] = proc.ppid()
+                if proc.pid == leader or owned(self._owner(proc)):
+                    found[proc.pid] = proc
+            except psutil.Error:
+                continue
+        grown = True
+        while grown:  # descendants that replaced their environment are still its own
+            grown = False
+            for proc in tree:
+                if proc.pid not in found and parents.get(proc.pid) in found:
+                    found[proc.pid] = proc
+                    grown = True
+        members = []
+        for proc in found.values():
+            with contextlib.suppress(psutil.Error):
+                self._groups.update((os.getsid(proc.pid), os.getpgid(proc.pid)))
+                members.append((proc.create_time(), proc.pid, proc))
+        return [proc for *_, proc in sorted(members)]
+
+    def _code_of(self, proc: psutil.Process) -> tuple[bool, int | None]:
+        """(ended, how) of a followed process: reaped here when it is this process's child."""
+        if proc.pid in self._codes:
+            return True, self._codes.pop(proc.pid)
+        try:
+            info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG)
+        except ChildProcessError:  # not a child of ours: alive while psutil says so
+            try:
+                return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE, None
+            except psutil.Error:
+                return True, None
+        return (False, None) if info is None else (True, _returncode(info))
+
+    def _running(self, managed: Managed) -> bool:
+        """Whether the instance still runs; when its command has exited leaving a process it
+        started running, that process is followed as the instance (said in its log). Call
+        with the lock held."""
+        if managed.recorded:
+            return False
+        if managed.followed is None:
+            if managed.popen.poll() is None:
+                return True
+            if not managed.spec.follow:
+                return False
+            ended = f"exited with {_how(managed.popen.returncode)}"
+        else:
+            done, code = self._code_of(managed.followed)
+            if not done:
+                return True
+            managed.followed_code = code
+            ended = f"(pid {managed.followed.pid}) ended with {_how(code)}"
+        members = self._members(managed)
+        if not members:
+            return False
+        managed.followed, managed.followed_code = members[0], None
+        self._follow_note(managed, ended)
+        return True
+
+    def _follow_note(self, managed: Managed, ended: str) -> None:
+        proc = managed.followed
+        assert proc is not None
+        try:
+            what = " ".join(proc.cmdline())[:200]
+        except psutil.Error:
+            what = "?"
+        instance = managed.spec.instance
+        text = (
+            f"{instance}'s command {ended}, but a process it started keeps running: pid {proc.pid} "
+            f"({what}) is followed as {instance} from now on (faults and the stop reach it)"
+        )
+        with contextlib.suppress(OSError), managed.spec.log.open("a") as log:
+            log.write(f"zchaos: {text}\n")
+        if self.notify is not None:
+            self.notify(text)
+
+    def _send(self, managed: Managed, sig: int) -> None:
+        """``sig`` to every process of ``managed``: its command's group and each process it
+        started. A SIGKILL is repeated until none is left (a fork may race it)."""
+        deadline = time.monotonic() + KILL_LIMIT_S
+        while True:
+            if managed.popen.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(managed.popen.pid, sig)
+            members = self._members(managed)
+            for proc in members:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(proc.pid, sig)
+            if sig != signal.SIGKILL or not members or time.monotonic() > deadline:
+                return
+            self._wait_gone(managed, time.monotonic() + 0.05)
+
+    def _wait_gone(self, managed: Managed, deadline: float) -> bool:
+        """Wait until no process of ``managed`` runs (its command reaped); False at ``deadline``."""
+        while True:
+            self._reap_adopted()
+            if managed.popen.poll() is not None and not self._members(managed):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)  # polling a condition with a deadline
+
     # -- signalling -----------------------------------------------------------------
 
     def signal(self, instance: str, sig: int, *, expected_exit: bool = False) -> int | None:
-        """Send ``sig`` to the process group of ``instance``; its pid, or None if it is gone."""
+        """Send ``sig`` to every process of ``instance``; its pid, or None if it is gone."""
         with self._lock:
             managed = self.current.get(instance)
-            if managed is None or managed.popen.poll() is not None:
+            if managed is None or not self._running(managed):
                 return None
             if expected_exit:
                 managed.expected_exit = True
@@ -199,9 +419,10 @@ class Supervisor:
                 managed.frozen = True
             elif sig == signal.SIGCONT:
                 managed.frozen = False
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(managed.pid, sig)
-            return managed.pid
+            pid = managed.pid
+            if sig != 0:
+                self._send(managed, sig)
+            return pid
 
     def running(self, instance: str) -> int | None:
         """The pid of ``instance`` if it runs now (a frozen process runs), else None."""
@@ -217,25 +438,22 @@ class Supervisor:
             self._stop([managed], timeout)
 
     def _stop(self, processes: Sequence[Managed], timeout: float) -> None:
-        live = [m for m in processes if m.popen.poll() is None]
-        for m in live:
-            m.expected_exit = True
-            with contextlib.suppress(ProcessLookupError):
+        with self._lock:
+            live = [m for m in processes if self._running(m)]
+            for m in live:
+                m.expected_exit = True
                 if m.frozen:  # a stopped process cannot act on SIGTERM
-                    os.killpg(m.pid, signal.SIGCONT)
-                os.killpg(m.pid, m.spec.stop_signal)
+                    self._send(m, signal.SIGCONT)
+                self._send(m, m.spec.stop_signal)
         deadline = time.monotonic() + timeout
         for m in live:
-            try:
-                m.popen.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(m.pid, signal.SIGKILL)
+            if not self._wait_gone(m, deadline):
+                self._send(m, signal.SIGKILL)
                 m.popen.wait()
         for m in live:
             # Whatever the group leader left behind in its group goes too.
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(m.pid, signal.SIGKILL)
+                os.killpg(m.popen.pid, signal.SIGKILL)
         self.reap()
 
     def stop_all(self, timeout: float = 5.0) -> None:
@@ -243,27 +461,59 @@ class Supervisor:
         with self._lock:
             everything = list(self.every)
         self._stop(everything, timeout)
+        # What an instance started and left after its end (Locust's, or a command not followed).
+        deadline = time.monotonic() + KILL_LIMIT_S
+        mine = self._prefix + "/"
+        while left := self._processes(lambda owner: owner.startswith(mine)):
+            for proc in left:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(proc.pid, signal.SIGKILL)
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)  # polling a condition with a deadline
         self._stop_watch.set()
         self._watcher.join(timeout=2)
         self._spawner.shutdown(wait=True)
+        self._reap_adopted()
+        self.reap()
 
     # -- watching -------------------------------------------------------------------
 
     def reap(self) -> None:
-        """Record the exit of every process that ended since the last call."""
+        """Record the exit of every instance that ended since the last call."""
         with self._lock:
+            self._reap_adopted()
             for m in self.every:
-                if m.recorded or m.popen.poll() is None:
+                if m.recorded or self._running(m):
                     continue
                 m.recorded = True
-                code = m.popen.returncode
-                fields = {"signal": -code} if code < 0 else {"code": code}
+                code = m.returncode
+                if code is None:
+                    fields: dict[str, object] = {"detail": "exit status unknown (not a child of zchaos)"}
+                else:
+                    fields = {"signal": -code} if code < 0 else {"code": code}
                 self.history.emit(
                     "proc_exit", role=m.spec.role, instance=m.spec.instance, pid=m.pid,
                     expected=m.expected_exit, **fields,
                 )  # fmt: skip
                 if not m.expected_exit and self.on_unexpected_exit is not None:
                     self.on_unexpected_exit(m)
+
+    def _reap_adopted(self) -> None:
+        """Reap the ended processes the instances' commands left to this process (the child
+        subreaper): each is told by its session or group, one the instances' processes were
+        seen in; the commands' own processes are Popen's to reap."""
+        own = {os.getsid(0), os.getpgid(0)}
+        with self._lock:
+            for pid in _children():
+                if pid in self._leaders:
+                    continue
+                stat = _stat(pid)
+                if stat is None or stat[0] != "Z" or not ({stat[1], stat[2]} & (self._groups - own)):
+                    continue
+                with contextlib.suppress(ChildProcessError):
+                    if (info := os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG)) is not None:
+                        self._codes[pid] = _returncode(info)
 
     def _watch(self) -> None:
         while not self._stop_watch.wait(0.1):
@@ -272,4 +522,10 @@ class Supervisor:
     def alive(self, instance: str) -> bool:
         with self._lock:
             managed = self.current.get(instance)
-            return managed is not None and managed.popen.poll() is None
+            return managed is not None and self._running(managed)
+
+
+def _how(code: int | None) -> str:
+    if code is None:
+        return "an unknown status"
+    return f"signal {-code}" if code < 0 else f"code {code}"

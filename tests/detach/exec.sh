@@ -1,0 +1,3 @@
+#!/bin/sh
+# A start script that becomes the server.
+exec "$@"

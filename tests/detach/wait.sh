@@ -1,0 +1,3 @@
+#!/bin/sh
+# A start script that runs the server as its child and waits for it.
+"$@"

@@ -1,0 +1,184 @@
+"""Subjects whose start command detaches the server (tests/detach/): the supervisor
+follows the server it leaves, a kill fault reaches it and the restart starts a new one on
+the same port, and nothing of them is left after the stop, also when the test fails."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from chaos.nemesis import Nemesis, PlannedFault
+from contract.history import HistoryWriter, read_events
+from contract.ports import PortAllocator
+from harness.supervisor import ProcSpec, Supervisor
+from tests.procs import ROOT, wait_for
+
+pytestmark = pytest.mark.timeout(90)
+
+DETACH = ROOT / "tests" / "detach"
+SERVER = [sys.executable, str(DETACH / "server.py")]
+#: variant -> the command that starts the server through it, and whether the command
+#: leaves the server behind when it exits (then the server is followed).
+VARIANTS = {
+    "setsid": (["sh", str(DETACH / "setsid.sh")], True),
+    "nohup": (["sh", str(DETACH / "nohup.sh")], True),
+    "double-fork-daemon": ([sys.executable, str(DETACH / "daemon.py")], True),
+    "fork-and-exit": ([sys.executable, str(DETACH / "fork.py")], True),
+    "exec": (["sh", str(DETACH / "exec.sh")], False),
+    "child-and-wait": (["sh", str(DETACH / "wait.sh")], False),
+}
+
+
+def pids(pidfile: Path) -> list[int]:
+    """The servers started so far, in order."""
+    return [int(n) for n in pidfile.read_text().split()] if pidfile.exists() else []
+
+
+def running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def served_by(port: int) -> int:
+    """The pid the server on ``port`` answers with."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+        return int(conn.recv(64))
+
+
+class _Control:
+    def __init__(self, supervisor: Supervisor, spec: ProcSpec) -> None:
+        self.supervisor = supervisor
+        self.spec = spec
+
+    def signal(self, instance: str, sig: int, *, expected_exit: bool = False) -> int | None:
+        return self.supervisor.signal(instance, sig, expected_exit=expected_exit)
+
+    def stop(self, instance: str) -> None:
+        self.supervisor.stop(instance)
+
+    def start(self, instance: str) -> int:
+        return self.supervisor.start(self.spec).pid
+
+
+@pytest.fixture
+def pidfile(tmp_path: Path) -> Iterator[Path]:
+    """Where the servers write their pids; after the test (failed or not) any of them still
+    running is killed, and the test fails for having left it."""
+    path = tmp_path / "servers.pid"
+    yield path
+    left = [pid for pid in pids(path) if running(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], f"servers left running after the test: {left}"
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_a_kill_fault_reaches_the_server_and_nothing_is_left(
+    tmp_path: Path, pidfile: Path, variant: str
+) -> None:
+    launcher, detaches = VARIANTS[variant]
+    history = HistoryWriter(tmp_path / "runner.jsonl", "runner")
+    supervisor = Supervisor(history, dict(os.environ))
+    notes: list[str] = []
+    supervisor.notify = notes.append
+    try:
+        with PortAllocator() as ports:
+            port = ports.allocate()
+            spec = ProcSpec(
+                instance="server", role="server", argv=[*launcher, *SERVER, str(port), str(pidfile)],
+                log=tmp_path / "server.log", ready_port=port,
+            )  # fmt: skip
+            managed = supervisor.start(spec, ready_timeout=30)
+            [first] = wait_for(lambda: pids(pidfile), 10, "the server's pid")
+            assert served_by(port) == first
+            if detaches:
+                # The command is gone; the server it left is the instance.
+                wait_for(lambda: managed.followed is not None, 10, "the server to be followed")
+                assert managed.pid == first
+                assert f"pid {first}" in notes[0] and "followed as server" in notes[0]
+                assert "followed as server" in spec.log.read_text()
+            assert supervisor.alive("server")
+            # A freeze stops the server itself, and thaws it.
+            assert supervisor.signal("server", signal.SIGSTOP) == managed.pid
+            wait_for(lambda: psutil.Process(first).status() == psutil.STATUS_STOPPED, 10, "the freeze")
+            supervisor.signal("server", signal.SIGCONT)
+            wait_for(lambda: psutil.Process(first).status() != psutil.STATUS_STOPPED, 10, "the thaw")
+            assert supervisor.signal("server", 0) == managed.pid  # whom starve takes CPU from
+
+            events: list[dict[str, Any]] = []
+
+            class Sink:
+                def emit(self, ev: str, **fields: Any) -> None:
+                    events.append({"ev": ev, **fields})
+
+            plan = [PlannedFault(1, 0.0, "kill", "server", "server", {"restart_after_s": 0.2})]
+            nemesis = Nemesis(plan, _Control(supervisor, spec), Sink())
+            nemesis.start()
+            try:
+                wait_for(lambda: len(events) == 2, 40, "the kill and the restart")
+            finally:
+                assert nemesis.stop() == []
+            assert [e["ev"] for e in events] == ["fault_start", "fault_stop"], events
+            assert events[0]["pid"] == managed.pid
+            assert not running(first), "the kill did not reach the server"
+            second = pids(pidfile)[-1]
+            assert second != first and served_by(port) == second  # the restart got the port
+        supervisor.stop_all()
+        assert [pid for pid in pids(pidfile) if running(pid)] == []
+    finally:
+        supervisor.stop_all()
+        history.close()
+    exits = [e for e in read_events(tmp_path / "runner.jsonl") if e["ev"] == "proc_exit"]
+    assert len(exits) == 2 and all(e["expected"] for e in exits), exits
+    assert exits[0]["signal"] == signal.SIGKILL or variant == "child-and-wait"  # sh reports 137
+
+
+SCENARIO = """
+implementation = "{manifest}"
+duration_s = 10
+drain_s = 5
+[load]
+users = 4
+wait_ms = 20
+[[faults]]
+kind = "kill"
+target = "server"
+at_s = [3]
+restart_after_s = 1
+"""
+
+
+@pytest.mark.slow
+def test_a_run_kills_restarts_and_stops_a_daemonized_server(tmp_path: Path) -> None:
+    """Through the runner, with a manifest by path: the server is a double-fork daemon
+    (tests/detach/lazy-pirate-daemon.toml). Once the kill missed it, the restart found the
+    port taken and the run was VIOLATED; the daemon outlived zchaos."""
+    from tests.procs import processes_of, run_process
+
+    scenario = tmp_path / "daemon.toml"
+    scenario.write_text(SCENARIO.format(manifest=DETACH / "lazy-pirate-daemon.toml"))
+    runs = tmp_path / "runs"
+    with run_process(scenario, runs) as runner:
+        output, _ = runner.communicate(timeout=240)
+    text = output.decode(errors="replace")
+    assert runner.returncode == 0, text
+    assert "is followed as server" in text
+    [run] = runs.glob("*-daemon")
+    nemesis = [e for e in read_events(run / "history" / "nemesis.jsonl") if e["ev"] == "fault_start"]
+    exits = [e for e in read_events(run / "history" / "runner.jsonl") if e["ev"] == "proc_exit"]
+    servers = [e for e in exits if e["instance"] == "server"]
+    # The kill's target was the daemon, and the daemon died of it; then the restarted one stopped.
+    assert [e["pid"] for e in nemesis] == [servers[0]["pid"]] and servers[0]["signal"] == signal.SIGKILL
+    assert len(servers) == 2 and all(e["expected"] for e in exits)
+    assert processes_of(runs) == []
+    assert not any(running(e["pid"]) for e in servers)

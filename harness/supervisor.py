@@ -428,7 +428,7 @@ class Supervisor:
         """The pid of ``instance`` if it runs now (a frozen process runs), else None."""
         with self._lock:
             managed = self.current.get(instance)
-            return managed.pid if managed is not None and managed.popen.poll() is None else None
+            return managed.pid if managed is not None and self._running(managed) else None
 
     def stop(self, instance: str, timeout: float = 5.0) -> None:
         """Stop ``instance`` (its stop signal, then SIGKILL after ``timeout``) and wait for it."""

@@ -10,7 +10,6 @@ import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
@@ -19,6 +18,7 @@ from chaos.nemesis import Nemesis, PlannedFault
 from contract.history import HistoryWriter, read_events
 from contract.ports import PortAllocator
 from harness.supervisor import ProcSpec, Supervisor
+from tests.doubles import EventList, SupervisorControl
 from tests.procs import ROOT, wait_for
 
 pytestmark = pytest.mark.timeout(90)
@@ -53,21 +53,6 @@ def served_by(port: int) -> int:
     """The pid the server on ``port`` answers with."""
     with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
         return int(conn.recv(64))
-
-
-class _Control:
-    def __init__(self, supervisor: Supervisor, spec: ProcSpec) -> None:
-        self.supervisor = supervisor
-        self.spec = spec
-
-    def signal(self, instance: str, sig: int, *, expected_exit: bool = False) -> int | None:
-        return self.supervisor.signal(instance, sig, expected_exit=expected_exit)
-
-    def stop(self, instance: str) -> None:
-        self.supervisor.stop(instance)
-
-    def start(self, instance: str) -> int:
-        return self.supervisor.start(self.spec).pid
 
 
 @pytest.fixture
@@ -113,16 +98,12 @@ def test_a_kill_fault_reaches_the_server_and_nothing_is_left(
             wait_for(lambda: psutil.Process(first).status() == psutil.STATUS_STOPPED, 10, "the freeze")
             supervisor.signal("server", signal.SIGCONT)
             wait_for(lambda: psutil.Process(first).status() != psutil.STATUS_STOPPED, 10, "the thaw")
-            assert supervisor.signal("server", 0) == managed.pid  # whom starve takes CPU from
+            assert supervisor.running("server") == managed.pid  # whom starve takes CPU from
 
-            events: list[dict[str, Any]] = []
-
-            class Sink:
-                def emit(self, ev: str, **fields: Any) -> None:
-                    events.append({"ev": ev, **fields})
-
+            sink = EventList()
+            events = sink.items
             plan = [PlannedFault(1, 0.0, "kill", "server", "server", {"restart_after_s": 0.2})]
-            nemesis = Nemesis(plan, _Control(supervisor, spec), Sink())
+            nemesis = Nemesis(plan, SupervisorControl(supervisor, spec), sink)
             nemesis.start()
             try:
                 wait_for(lambda: len(events) == 2, 40, "the kill and the restart")

@@ -51,10 +51,12 @@ def quick(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff lint and format check."""
-    session.install("ruff>=0.15,<0.18")
+    """ruff lint and format check, then mypy over the packages (pyproject.toml [tool.mypy]);
+    the project is installed so that mypy reads its dependencies' own types."""
+    session.install("-e", ".[lint]")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("mypy")
 
 
 @nox.session(python=PYTHON)

@@ -60,7 +60,7 @@ class StarveError(Exception):
 
 def _mounts() -> list[tuple[str, Path, set[str]]]:
     """(fstype, mount point, options) of every cgroup mount."""
-    out = []
+    out: list[tuple[str, Path, set[str]]] = []
     try:
         text = Path("/proc/self/mounts").read_text()
     except OSError:

@@ -112,7 +112,7 @@ class ToxiproxyClient:
         with _LIBRARY_LOCK:
             saved = (APIConsumer.host, APIConsumer.port, toxiproxy.api.requests)
             APIConsumer.host, APIConsumer.port = self.host, self.port
-            toxiproxy.api.requests = _Requests(self.session, self.timeout)  # type: ignore[assignment]
+            toxiproxy.api.requests = _Requests(self.session, self.timeout)
             try:
                 yield self._server
             finally:

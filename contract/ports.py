@@ -104,9 +104,12 @@ def listening_pids(port: int) -> set[int] | None:
         found = psutil.net_connections("tcp")
     except (psutil.Error, NotImplementedError):
         return None
-    pids = {c.pid for c in found if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port}
-    pids.discard(None)  # a listener we may not inspect (another user's)
-    return pids
+    # pid None: a listener we may not inspect (another user's)
+    return {
+        c.pid
+        for c in found
+        if c.pid is not None and c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+    }
 
 
 def _group(pid: int) -> int | None:

@@ -23,7 +23,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from contract.errors import SetupError
 
@@ -85,7 +85,7 @@ class RunMeta(TypedDict, total=False):
     phases_done: dict[str, int]  # phase -> its end; without load and drain the run was cut short
     fault_proxy: dict[str, Any]  # url, kind (zchaos or toxiproxy), links
     faults_injected: int
-    fault_errors: list[dict[str, Any]]
+    fault_errors: list[str]  # one line per fault that failed (chaos/nemesis.py)
     leftovers_removed: list[str]  # what an earlier, killed run had left and this one swept
     subject_version: str  # --subject-version: the version of the system under test (else the manifest's)
     replay: ReplayMeta
@@ -185,4 +185,4 @@ class RunDir:
             raise SetupError(
                 "run.json lacks manifest.promises.checks (the checks to run)", where=self.run_json
             )
-        return meta
+        return cast(RunMeta, meta)  # JSON that write_meta wrote, or an older run.json: keys may be missing

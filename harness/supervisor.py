@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -489,7 +490,7 @@ class Supervisor:
                 m.recorded = True
                 code = m.returncode
                 if code is None:
-                    fields: dict[str, object] = {"detail": "exit status unknown (not a child of zchaos)"}
+                    fields: dict[str, Any] = {"detail": "exit status unknown (not a child of zchaos)"}
                 else:
                     fields = {"signal": -code} if code < 0 else {"code": code}
                 self.history.emit(

@@ -23,15 +23,17 @@ def test_committed_generated_code_matches_the_proto(tmp_path: Path) -> None:
             "protoc",
             f"-I{PACKAGE / 'proto'}",
             f"--python_out={tmp_path}",
+            f"--pyi_out={tmp_path}",
             str(PACKAGE / "proto" / "TaskMsg.proto"),
         ]
     )
     assert code == 0
-    fresh = (tmp_path / "TaskMsg_pb2.py").read_text()
-    assert fresh == (PACKAGE / "TaskMsg_pb2.py").read_text(), (
-        "implementations/dwork/TaskMsg_pb2.py is stale: regenerate it with "
-        "python -m grpc_tools.protoc -Iproto --python_out=. proto/TaskMsg.proto (in implementations/dwork)"
-    )
+    for name in ("TaskMsg_pb2.py", "TaskMsg_pb2.pyi"):  # the code, and its types for mypy
+        fresh = (tmp_path / name).read_text()
+        assert fresh == (PACKAGE / name).read_text(), (
+            f"implementations/dwork/{name} is stale: regenerate it with python -m grpc_tools.protoc "
+            "-Iproto --python_out=. --pyi_out=. proto/TaskMsg.proto (in implementations/dwork)"
+        )
 
 
 TASK = m.TaskMsg(name="t1", deps=["t0"], body=b"c:1|x")

@@ -247,9 +247,9 @@ class Api:
             log("warn", "Deprecated POST on proxy update; use PATCH", proxy=name)
         proxy = self.get_proxy(name)
         obj = self.decode_object(body, "toxiproxy.Proxy")
-        _, listen, upstream, enabled = self.proxy_fields(obj, proxy.listen, proxy.upstream, proxy.enabled)
+        _name, listen, upstream, enabled = self.proxy_fields(obj, proxy.listen, proxy.upstream, proxy.enabled)
         try:
-            _, _, resolved = resolve_listen(listen)
+            _host, _port, resolved = resolve_listen(listen)
         except ProxyError as err:
             raise ApiError(str(err), 500) from None
         if proxy.listen != resolved or proxy.upstream != upstream:

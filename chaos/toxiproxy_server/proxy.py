@@ -249,7 +249,7 @@ def resolve_listen(addr: str) -> tuple[str, int, str]:
         except socket.gaierror:
             raise ProxyError(f"lookup {host}: no such host") from None
         infos.sort(key=lambda i: i[0] != socket.AF_INET)  # Go prefers IPv4 for listening
-        text_host = infos[0][4][0]
+        text_host = str(infos[0][4][0])  # an IPv4 or IPv6 address: typed str | int for other families
     text = f"[{text_host}]:{port}" if ":" in text_host else f"{text_host}:{port}"
     return text_host, port, text
 

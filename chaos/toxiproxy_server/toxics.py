@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -186,7 +186,7 @@ class ToxicType:
     name: str
     go_struct: str
     attributes: tuple[tuple[str, str], ...]  # (json name, Go type), in the Go struct's order
-    pipe: Callable[[Stage], Awaitable[None]]
+    pipe: Callable[[Stage], Coroutine[Any, Any, None]]
     closes_on_removal: bool = False  # Go's CleanupToxic: only timeout
 
 

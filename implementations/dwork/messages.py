@@ -16,6 +16,8 @@ Choices where the seed is open:
 
 from __future__ import annotations
 
+from typing import Any
+
 from google.protobuf.message import DecodeError
 
 from implementations.dwork import TaskMsg_pb2 as pb
@@ -86,7 +88,7 @@ def parse_request(data: bytes) -> QueryMsg:
     return msg
 
 
-def query(t: int, **fields) -> QueryMsg:
+def query(t: QueryMsg.Type, **fields: Any) -> QueryMsg:
     """A QueryMsg of type ``t`` with ``fields`` (``task`` a list of TaskMsg)."""
     tasks = fields.pop("task", ())
     msg = QueryMsg(type=t, **fields)

@@ -102,7 +102,7 @@ class Scheduler:
     def steal(self, req: m.QueryMsg) -> m.QueryMsg:
         where = req.location
         self.active.add(where)
-        given = []
+        given: list[m.TaskMsg] = []
         while self.ready and len(given) < (req.n if req.HasField("n") else 1):
             task = self.tasks[self.ready.popleft()]
             task.state, task.location = ASSIGNED, where

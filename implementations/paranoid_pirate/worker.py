@@ -86,6 +86,7 @@ class Worker:
         replies = self.handle(request)
         if rid is not None:
             self.history.emit("done", rid=rid, worker=self.name)
+        assert self.socket is not None  # run() connected before serving
         for reply in replies:
             self.socket.send_multipart(reply)
 
@@ -93,11 +94,12 @@ class Worker:
         interval = self.args.heartbeat_ms / 1000
         backoff = self.args.reconnect_ms / 1000
         self.connect()
+        assert self.socket is not None  # connect() made it
         announce_ready(self.log, self.name)
         liveness = self.args.liveness
         heartbeat_at = time.monotonic() + interval
         while True:
-            if self.socket.poll(max(0.0, heartbeat_at - time.monotonic()) * 1000, zmq.POLLIN):
+            if self.socket.poll(int(max(0.0, heartbeat_at - time.monotonic()) * 1000), zmq.POLLIN):
                 frames = self.socket.recv_multipart()
                 liveness = self.args.liveness
                 backoff = self.args.reconnect_ms / 1000

@@ -242,12 +242,12 @@ class Broker:
             self._remove(worker, "silent", f"{silent * 1000:.0f} ms since its last message")
         if self.resend_s:
             late = [
-                w
+                (w, s.job)
                 for w, s in self.workers.items()
                 if s.job is not None and now - s.job.dispatched_at >= self.resend_s
             ]
-            for worker in late:
-                self._remove(worker, "no result", f"job {self.workers[worker].job.rid} outstanding")
+            for worker, job in late:
+                self._remove(worker, "no result", f"job {job.rid} outstanding")
         self.dispatch(now)
 
     def run(self) -> None:
@@ -258,7 +258,7 @@ class Broker:
         poll_backend.register(self.backend, zmq.POLLIN)
         while True:
             poller = poll_both if self.idle and not self.waiting else poll_backend
-            ready = dict(poller.poll(MAX_POLL_S * 1000))
+            ready = dict(poller.poll(int(MAX_POLL_S * 1000)))
             if self.backend in ready:
                 drain(self.backend, self.on_backend, BATCH)
             if self.frontend in ready:

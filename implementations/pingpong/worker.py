@@ -82,6 +82,7 @@ class Worker:
 
     def run(self) -> None:
         self.connect()
+        assert self.socket is not None  # connect() made it
         announce_ready(self.log, self.name)
         heard = time.monotonic()
         next_ping = heard + self.ping_s
@@ -120,6 +121,7 @@ class Worker:
         self.writer.emit("exec", rid=rid, worker=self.name)
         if self.work_s:
             time.sleep(self.work_s)
+        assert self.socket is not None  # run() connected before handling
         self.socket.send_multipart(to_broker(msg.job))
         self.writer.emit("done", rid=rid, worker=self.name)
 

@@ -211,7 +211,7 @@ class Queue:
         while True:
             poller = poll_both if self.ready and not self.resend else poll_backend
             timeout = max(0.0, min(MAX_POLL_S, self.next_deadline() - time.monotonic()))
-            ready = dict(poller.poll(timeout * 1000))
+            ready = dict(poller.poll(int(timeout * 1000)))
             if self.backend in ready:
                 drain(self.backend, self.on_backend, BATCH)
             if self.frontend in ready:

@@ -39,6 +39,7 @@ import argparse
 import logging
 import sys
 from collections import OrderedDict
+from typing import Any
 
 import zmq
 
@@ -115,9 +116,8 @@ class Queue:
             why = "not from a worker serving that client"
             log.warning("dropped a reply from %s: %s", worker_name(worker), why)
             rid = rid_of(body[0]) if body else None
-            self.writer.emit(
-                "discard", worker=worker_name(worker), reason=why, **({"rid": rid} if rid else {})
-            )
+            extra: dict[str, Any] = {"rid": rid} if rid else {}
+            self.writer.emit("discard", worker=worker_name(worker), reason=why, **extra)
             return
         else:
             del self.busy[worker]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Any
 
 from contract.family import Family, Junk, JunkCase, Probe, ProbeOption
 from implementations.junk import once, req_client_cases
 from implementations.wmp import wire
 
 
-def _wmp(command: str, **headers: str) -> Callable[[random.Random], list[bytes]]:
+def _wmp(command: str, **headers: Any) -> Callable[[random.Random], list[bytes]]:
     return lambda rng: wire.encode(wire.make(command, "junk-" + rng.randbytes(3).hex(), **headers))
 
 

@@ -89,8 +89,8 @@ class Device:
             return
         if msg.command == "READY" and not msg.route:
             out = wire.encode(msg.via(self.me))
-            for sock in self.uplinks:
-                self._send(sock, out)
+            for uplink in self.uplinks:
+                self._send(uplink, out)
             return
         if not msg.route:
             self.malformed(rest, f"{msg.command} without a route: a device has no jobs of its own")

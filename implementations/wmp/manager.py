@@ -30,6 +30,7 @@ import os
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import zmq
 
@@ -228,7 +229,7 @@ class Manager:
                 detail="not given by this manager",
             )
             return
-        detail = {}
+        detail: dict[str, Any] = {}
         if job.worker != msg.origin:
             detail["detail"] = f"given to {job.worker}"
         self.history.emit("wmp_result", worker=msg.origin, manager=self.me, job=job_id, rid=job.rid, **detail)

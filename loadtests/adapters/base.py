@@ -88,7 +88,7 @@ def recv_within(socket: zmq.Socket, timeout_ms: float) -> list[bytes] | None:
     if isinstance(socket, GreenSocket):
         ready = socket.wait_for(_POLLIN, timeout_ms / 1000)
     else:
-        ready = bool(socket.poll(timeout_ms, zmq.POLLIN))
+        ready = bool(socket.poll(int(timeout_ms), zmq.POLLIN))  # pyzmq truncates a float alike
     if not ready:
         return None
     frames = [socket.recv(_NOBLOCK)]
@@ -102,7 +102,7 @@ def recv_within(socket: zmq.Socket, timeout_ms: float) -> list[bytes] | None:
 _SIGNALLED, _STRUCK = object(), object()
 
 
-class GreenSocket(zmq.Socket):  # type: ignore[type-arg]
+class GreenSocket(zmq.Socket):
     """A socket for a green (gevent) process such as Locust's, cheaper to wait on than
     zmq.green's, for a load client whose receive is most of its own time.
 
@@ -133,7 +133,8 @@ class GreenSocket(zmq.Socket):  # type: ignore[type-arg]
     def wait_for(self, event: int, timeout_s: float | None) -> bool:
         """Whether the socket has ``event`` (POLLIN, POLLOUT) now or gets it within
         ``timeout_s`` (None: without a limit), the greenlet switched out meanwhile."""
-        if self.getsockopt(_EVENTS) & event:
+        # pyzmq types every option's value int | bytes; EVENTS is an int (no cast: a hot path)
+        if self.getsockopt(_EVENTS) & event:  # type: ignore[operator]
             return True
         hub, back = self._hub, getcurrent().switch
         timer = None
@@ -148,7 +149,7 @@ class GreenSocket(zmq.Socket):  # type: ignore[type-arg]
                 why = hub.switch()
                 if why is not _SIGNALLED and why is not _STRUCK:
                     raise RuntimeError(f"a stray switch into a greenlet waiting on a socket: {why!r}")
-                if self.getsockopt(_EVENTS) & event:
+                if self.getsockopt(_EVENTS) & event:  # type: ignore[operator]
                     return True
                 if why is _STRUCK:
                     return False
@@ -157,7 +158,10 @@ class GreenSocket(zmq.Socket):  # type: ignore[type-arg]
             if timer is not None:
                 timer.close()
 
-    def send(self, data: Any, flags: int = 0, copy: bool = True, track: bool = False, **kwargs: Any) -> Any:
+    # One signature for all of pyzmq's overloads of send (on ``copy``): each passes through.
+    def send(  # type: ignore[override]
+        self, data: Any, flags: int = 0, copy: bool = True, track: bool = False, **kwargs: Any
+    ) -> Any:
         if flags & _NOBLOCK:
             return super().send(data, flags, copy, track, **kwargs)
         while True:

@@ -31,7 +31,7 @@ def graph(prefix: str, shape: str, size: int, body: bytes, origin: str) -> tuple
     """The tasks of one graph and the names of its leaves (the tasks nothing waits for)."""
     names = [f"{prefix}/{i}" for i in range(size)]
     if shape == "chain":
-        deps = [[]] + [[names[i - 1]] for i in range(1, size)]
+        deps: list[list[str]] = [[]] + [[names[i - 1]] for i in range(1, size)]
         leaves = [names[-1]]
     elif shape == "fanout":
         deps = [[]] + [[names[0]] for _ in range(1, size)]

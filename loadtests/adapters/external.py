@@ -251,7 +251,7 @@ class ExternalClient(AsyncClientAdapter):
             return None
         return message
 
-    def _on_line(self, line: bytes, done: list[tuple[RequestLog, Reply | Abandoned]]) -> None:
+    def _on_line(self, line: bytes, done: list[tuple[RequestLog, Reply | Abandoned | Lost]]) -> None:
         message = self._parse(line)
         if message is not None:
             MESSAGES[message["type"]][1](self, message, line, done)

@@ -28,6 +28,7 @@ from typing import Any
 
 import zmq
 
+from contract.history import HistoryWriter
 from loadtests.adapters.base import Abandoned, AsyncClientAdapter, Lost, Reply, RequestLog, rid_of
 from loadtests.adapters.mdp_sync import MDPC01, MmiProbe, body_with_frames, poller_for, reply_mismatch
 
@@ -72,7 +73,7 @@ class MdpAsyncClient(AsyncClientAdapter):
         self.socket.connect(self.endpoint)
         timeout_ms = int(self.options["timeout_ms"])
         self.mmi = MmiProbe(context, self.endpoint, self.service, timeout_ms) if self.mmi_every > 0 else None
-        self.writer = None  # the history writer, known from the first request's log
+        self.writer: HistoryWriter | None = None  # the history writer, known from the first request's log
 
     def expected_reply(self, body: list[bytes]) -> list[bytes]:
         return body_with_frames(body, self.body_frames)
@@ -92,7 +93,7 @@ class MdpAsyncClient(AsyncClientAdapter):
         return len(self.pending)
 
     def poll(self, timeout_s: float) -> list[tuple[RequestLog, Reply | Abandoned | Lost]]:
-        done: list[tuple[RequestLog, Reply | Abandoned]] = []
+        done: list[tuple[RequestLog, Reply | Abandoned | Lost]] = []
         now = time.monotonic()
         wait = timeout_s
         if self.pending:

@@ -33,10 +33,12 @@ class ManifestMeta(TypedDict, total=False):
 
     name: str
     version: str  # the version of the system under test, '' when the manifest gives none
+    path: str  # the manifest file
     promises: dict[str, Any]  # contract/promises.py ``Promises.as_dict``: checks, bounds, extra
     options: dict[str, Any]  # the implementation's knobs
     endpoints: dict[str, str]  # endpoint name -> the role that binds it
     clients: list[dict[str, Any]]  # the client kinds: name, adapter, endpoints, options, in_order
+    roles: dict[str, dict[str, Any]]  # role -> count, scalable, command, probe, service, records
 
 
 class ReplayMeta(TypedDict, total=False):

@@ -30,6 +30,7 @@ from contract.promises import (
     expiry_s,
     survive_rule,
 )
+from contract.rundir import ManifestMeta
 from harness.config import MAX_INSTANCES, MAX_USERS, Table, load_toml
 from implementations import probes
 
@@ -145,7 +146,7 @@ class Manifest:
     def directory(self) -> Path:
         return self.path.parent
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> ManifestMeta:
         return {
             "name": self.name,
             "version": self.version,

@@ -148,11 +148,12 @@ class Progress:
 
     def _phase_label(self, elapsed: float) -> str:
         """`` phase idle (2/3, 1 user)`` while a phased load runs, else nothing."""
-        phase = self._load.phase_at(elapsed) if self._load else None
-        if phase is None:
+        load = self._load
+        phase = load.phase_at(elapsed) if load else None
+        if load is None or phase is None:
             return ""
-        n = self._load.phases.index(phase) + 1
-        return f"  phase {phase.name} ({n}/{len(self._load.phases)}, {_users(phase.users)})"
+        n = load.phases.index(phase) + 1
+        return f"  phase {phase.name} ({n}/{len(load.phases)}, {_users(phase.users)})"
 
     def end_load(self) -> None:
         self._fault_errors()

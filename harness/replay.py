@@ -103,15 +103,16 @@ def scenario_of_run(run_dir: str | Path) -> tuple[Scenario, list[str]]:
     notes = []
     manifest = None
     manifest_path = Path(record["manifest_path"])
-    if record.get("manifest_text") is not None:
+    manifest_text = record.get("manifest_text")
+    if manifest_text is not None:
         try:
-            data = tomllib.loads(record["manifest_text"])
+            data = tomllib.loads(manifest_text)
         except tomllib.TOMLDecodeError as exc:
             raise SetupError(f"the recorded manifest text does not parse: {exc}", where=where) from None
         manifest = parse_manifest(data, manifest_path)
-        if _text(manifest_path) != record["manifest_text"]:
+        if _text(manifest_path) != manifest_text:
             notes.append(f"{manifest_path} changed since the run; replaying the manifest text it recorded")
-    scenario_path = Path(record["scenario_path"]) if record.get("scenario_path") else None
+    scenario_path = Path(path) if (path := record.get("scenario_path")) else None
     if scenario_path is not None and record.get("scenario_text") not in (None, _text(scenario_path)):
         notes.append(f"{scenario_path} changed since the run; replaying the scenario it recorded")
     scenario = parse_scenario(

@@ -445,10 +445,10 @@ def parse_scenario(
         clients=clients,
         phases=phases,
     )
-    for kind in clients:
-        deadline_problem = reply_deadline_problem(kind.options, manifest.promises)
+    for client_kind in clients:
+        deadline_problem = reply_deadline_problem(client_kind.options, manifest.promises)
         if deadline_problem:
-            raise lt.error("client", f"client kind {kind.name!r}: {deadline_problem}")
+            raise lt.error("client", f"client kind {client_kind.name!r}: {deadline_problem}")
     fixed = sum(k.users for k in clients)
     if fixed > load.users or (fixed == load.users and any(k.users == 0 for k in clients)):
         shared = [k.name for k in clients if k.users == 0]

@@ -23,7 +23,7 @@ from typing import Any
 
 from contract.errors import SetupError
 from contract.outcomes import BAD_INPUT, EXIT_INTERRUPTED, UNKNOWN, VIOLATED, combine_outcomes, exit_code
-from contract.rundir import RunDir
+from contract.rundir import RunDir, RunMeta
 from harness.progress import Progress
 from harness.runner import Runner
 from harness.scenario import Scenario, with_seed
@@ -180,7 +180,9 @@ def run_seeds(
         progress.phase(f"seed {index}/{count}: {seed} ({scenario.name})")
         entry = SeedRun(seed)
         result.runs.append(entry)
-        meta = {"seeds": {"base": scenario.seed, "index": index, "count": count, "folder": str(folder)}}
+        meta: RunMeta = {
+            "seeds": {"base": scenario.seed, "index": index, "count": count, "folder": str(folder)}
+        }
         try:
             runner = Runner(
                 with_seed(scenario, seed), runs_dir=folder, progress=progress, meta=meta, store=store,

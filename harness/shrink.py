@@ -37,7 +37,7 @@ from typing import Any
 from chaos.kinds import FAULT_KINDS
 from contract.errors import SetupError
 from contract.outcomes import EXIT_INTERRUPTED, VIOLATED
-from contract.rundir import RunDir
+from contract.rundir import RunDir, RunMeta
 from harness.config import dump_toml
 from harness.progress import Progress
 from harness.replay import scenario_of_run
@@ -94,7 +94,7 @@ def _fault_end(fault: dict[str, Any]) -> float:
     return float(at) + max((float(fault.get(p) or 0.0) for p in length_params(fault)), default=0.0)
 
 
-def planned_faults(meta: dict[str, Any]) -> list[dict[str, Any]]:
+def planned_faults(meta: RunMeta) -> list[dict[str, Any]]:
     """The run's fault plan as fault lines: one per fault injected, at its time, on its target."""
     return [
         {"kind": f["kind"], "target": f["target"], "at_s": [f["at_s"]], **f.get("params", {})}

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from contract.errors import SetupError
-from contract.rundir import RunDir
+from contract.rundir import RunDir, RunMeta
 from reports.checkers import CheckResult
 from reports.pages import page_template
 from reports.store import FIGURES, baseline_run, key_figures, store_for_run
@@ -57,7 +57,7 @@ SLACK = {"recovery_ratio": ("recovery_slack_s", 0.5), "p99_ratio": ("p99_slack_m
 ORDER = {"passed": 0, "unknown": 1, "incomplete": 1, "violated": 2}
 
 
-def read_run(run_root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def read_run(run_root: Path) -> tuple[dict[str, Any], RunMeta]:
     """A run folder's verdict and run.json (SetupError naming the file when either is missing)."""
     run = RunDir(run_root)
     meta = run.read_meta()
@@ -71,7 +71,7 @@ def read_run(run_root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         raise SetupError(f"cannot read verdict.json: {exc}", where=run.verdict_json) from None
 
 
-def _figures(verdict: dict[str, Any], meta: dict[str, Any]) -> dict[tuple[str, Any], dict[str, Any]]:
+def _figures(verdict: dict[str, Any], meta: RunMeta) -> dict[tuple[str, Any], dict[str, Any]]:
     return {(f["name"], f["fault_id"]): f for f in key_figures(verdict, meta)}
 
 
@@ -83,8 +83,8 @@ def _limit(key: str, base: float, promise: dict[str, Any]) -> float:
 
 
 def compare(
-    now: tuple[dict[str, Any], dict[str, Any]],
-    base: tuple[dict[str, Any], dict[str, Any]],
+    now: tuple[dict[str, Any], RunMeta],
+    base: tuple[dict[str, Any], RunMeta],
     promise: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The comparison rows, checks first then figures: ``what``, ``baseline``, ``now``,
@@ -111,7 +111,7 @@ def compare(
         n, b = figures.get(key), base_figures.get(key)
         row: dict[str, Any] = {
             "kind": "figure",
-            "what": name if fault_id is None else f"{name} ({(n or b)['detail']})",
+            "what": name if fault_id is None else f"{name} ({(n or base_figures[key])['detail']})",
             "name": name,
             "fault_id": fault_id,
             "unit": FIGURES[name],
@@ -160,7 +160,7 @@ def describe(row: dict[str, Any]) -> str:
     return text
 
 
-def baseline_check(meta: dict[str, Any], verdict: dict[str, Any], store: Path) -> CheckResult | None:
+def baseline_check(meta: RunMeta, verdict: dict[str, Any], store: Path) -> CheckResult | None:
     """The ``baseline`` check of a run whose scenario promises one (None when it does not):
     the run's verdict (without this check) against the stored baseline's."""
     promise = (meta.get("scenario") or {}).get("baseline")

@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from contract.rundir import FOLLOWER, RunDir
+from contract.rundir import FOLLOWER, RunDir, RunMeta
 from reports.checkers import shown_first
 from reports.evidence import EXAMPLES_WITH_LOGS
 from reports.pages import page_template
@@ -407,7 +407,7 @@ def _event_details(event: dict[str, Any]) -> str:
     return ", ".join(f"{k}={_fmt(v)}" for k, v in event.items() if k not in EVENT_SHOWN_ELSEWHERE)
 
 
-def render_html(verdict: dict[str, Any], meta: dict[str, Any], run: RunDir) -> str:
+def render_html(verdict: dict[str, Any], meta: RunMeta, run: RunDir) -> str:
     """The report page as a string."""
     metrics = verdict.get("metrics") or {}
     t0 = metrics.get("t0_ns") or meta.get("load_started_ns") or 0
@@ -464,5 +464,5 @@ def render_html(verdict: dict[str, Any], meta: dict[str, Any], run: RunDir) -> s
     )
 
 
-def write_html(verdict: dict[str, Any], meta: dict[str, Any], run: RunDir, path: Path) -> None:
+def write_html(verdict: dict[str, Any], meta: RunMeta, run: RunDir, path: Path) -> None:
     path.write_text(render_html(verdict, meta, run), encoding="utf-8")

@@ -8,6 +8,7 @@ reply (Locust rounds to whole milliseconds; the history does not).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -140,7 +141,7 @@ def timeline(
     by_second = {r["t"]: r for r in passed[BY_SECOND]}
     if not by_second:
         return []
-    span = range(min(by_second), max(by_second) + 1)
+    span: Sequence[int] = range(min(by_second), max(by_second) + 1)
     if len(span) > MAX_TIMELINE_S:  # a wild timestamp must not make millions of empty rows
         span = sorted(by_second)
     out = []
@@ -263,7 +264,7 @@ def client_kinds(events: DataFrame, passed: dict[str, list[Any]] | None = None) 
     for r in sorted(rows, key=lambda r: r["k"]):
         lat = latencies.get(r["k"])
         p50, p99 = _q(lat, 0.5, 0.99)
-        figures = {name: int(r[name] or 0) for name in KIND_COUNTS}
+        figures: dict[str, Any] = {name: int(r[name] or 0) for name in KIND_COUNTS}
         figures["latency_ms"] = {
             "p50": _ms(p50),
             "p99": _ms(p99),

@@ -16,6 +16,7 @@ rather than counting what is missing (its sends, say) as violations of the syste
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 import traceback
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from contract.errors import SetupError
 from contract.history import EVENTS
 from contract.payload import RID_PATTERN
-from contract.rundir import RunDir
+from contract.rundir import RunDir, RunMeta
 from reports.baseline import CHECK as BASELINE
 from reports.baseline import DOC as BASELINE_DOC
 from reports.baseline import baseline_check
@@ -164,7 +165,7 @@ def run_checks(
             return CheckResult(name, UNKNOWN, summary=failed, reason=f"{failed} (see errors)")
 
     _prepare_shared(ctx, clean, leave_out, [checkers[name] for name in names if name in checkers])
-    checks = [Task(name, lambda i=i, name=name: check(i, name)) for i, name in enumerate(names)]
+    checks = [Task(name, functools.partial(check, i, name)) for i, name in enumerate(names)]
     try:
         with contextlib.ExitStack() as stack:
             if pool is None:
@@ -206,7 +207,7 @@ def _prepare_shared(ctx: CheckContext, clean: CheckContext, leave_out: bool, che
 def check_run(
     spark: SparkSession,
     run: RunDir,
-    meta: dict[str, Any],
+    meta: RunMeta,
     say: Callable[[str], None],
     pending: Conversion | None = None,
 ) -> dict[str, Any]:
@@ -224,7 +225,7 @@ def check_run(
         return _check_history(spark, run, meta, history, say, pool)
 
 
-def _metrics(spark: SparkSession, history: History, meta: dict[str, Any]) -> dict[str, Any]:
+def _metrics(spark: SparkSession, history: History, meta: RunMeta) -> dict[str, Any]:
     from reports.checkers.toolkit import run_time
     from reports.metrics import compute_metrics
 
@@ -233,7 +234,7 @@ def _metrics(spark: SparkSession, history: History, meta: dict[str, Any]) -> dic
 
 
 def _check_history(
-    spark: SparkSession, run: RunDir, meta: dict[str, Any], history: History, say: Callable[[str], None],
+    spark: SparkSession, run: RunDir, meta: RunMeta, history: History, say: Callable[[str], None],
     pool: Tasks,
 ) -> dict[str, Any]:  # fmt: skip
     """check_run's rest, while ``pool`` computes the metrics."""
@@ -340,7 +341,7 @@ def build_report(
             verdict = check_run(spark, run, meta, say, pending)
         finally:
             for key, value in saved.items():
-                spark.conf.set(key, value)
+                spark.conf.set(key, value)  # type: ignore[arg-type]  # pyspark types conf.get str | None; a SQL conf with a default gives a str
     finally:
         if pending is not None:  # Ctrl-C or an error: stopped, no half-written Parquet form left
             pending.abandon()

@@ -12,6 +12,8 @@ from reports.checkers import CheckResult, FaultWindow, Profile, control_rows
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from contract.rundir import RunMeta
+
 #: The run's own few events (phases, faults, process starts and exits), read in one job and
 #: shared by the fault windows, the completeness, the table of processes and the checks.
 CONTROL_EVENTS = ("phase", "phase_done", "fault_start", "fault_stop", "fault_error",
@@ -79,7 +81,7 @@ NS = 1_000_000_000
 
 def completeness(
     events: DataFrame,
-    meta: dict[str, Any],
+    meta: RunMeta,
     control: list[Any] | None = None,
     last_ts: int | None = None,
 ) -> tuple[list[str], dict[str, Any]]:
@@ -104,7 +106,7 @@ def completeness(
     if load_start is None:  # a run.json written before the load began
         load_start = next((r["ts"] for r in rows if r["ev"] == "phase" and r["name"] == "load"), None)
     if last_ts is None:
-        last_ts = events.agg(F.max("ts")).first()[0]
+        last_ts = events.agg(F.max("ts")).collect()[0][0]
     reached_s = (last_ts - load_start) / NS if load_start is not None and last_ts is not None else None
     duration = (meta.get("scenario") or {}).get("duration_s")
     figures = {

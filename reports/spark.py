@@ -122,7 +122,7 @@ def driver_java_options(events: int | None) -> str:
     there on, the serial collector below SERIAL_GC_EVENTS. They go in
     spark.driver.extraJavaOptions, so that a user's own options there replace them (two
     collectors asked for would stop the JVM from starting)."""
-    options = []
+    options: list[str] = []
     if events is not None and events < QUICK_JVM_EVENTS:
         options += QUICK_COMPILER
     elif events is not None:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from contract.errors import SetupError
-from contract.rundir import RunDir
+from contract.rundir import RunDir, RunMeta
 
 STORE_NAME = "results.sqlite"
 #: Written in a run folder by ``zchaos baseline RUN --label L``: the labels the run is a baseline for.
@@ -155,7 +155,7 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-def key_figures(verdict: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]:
+def key_figures(verdict: dict[str, Any], meta: RunMeta) -> list[dict[str, Any]]:
     """The figure rows of one run (name, value, unit, fault_id, detail), from its verdict."""
     rows: list[dict[str, Any]] = []
 
@@ -198,7 +198,7 @@ def key_figures(verdict: dict[str, Any], meta: dict[str, Any]) -> list[dict[str,
     return rows
 
 
-def subject_version(meta: dict[str, Any]) -> str:
+def subject_version(meta: RunMeta) -> str:
     """The version of the system under test, when the run was given one."""
     return str(meta.get("subject_version") or (meta.get("manifest") or {}).get("version") or "")
 

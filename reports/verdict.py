@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from contract.outcomes import INCOMPLETE, PASSED, UNKNOWN, VIOLATED, combine_outcomes, exit_code
+from contract.rundir import RunMeta
 from reports.checkers import HELD, CheckResult
 from reports.checkers import UNKNOWN as CHECK_UNKNOWN
 from reports.checkers import VIOLATED as CHECK_VIOLATED
@@ -59,7 +60,7 @@ def check_entry(result: CheckResult, *, expected: bool, doc: str = "") -> dict[s
 
 
 def build_verdict(
-    meta: dict[str, Any],
+    meta: RunMeta,
     results: list[CheckResult],
     metrics: dict[str, Any],
     *,

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from contract.faults import fault_class
 from contract.links import Link, parse_link
 from contract.promises import OUTAGE
+from contract.rundir import RunMeta
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -159,7 +160,7 @@ class CheckContext:
 
     spark: SparkSession
     events: DataFrame  # every history event, with the columns of contract.history.FIELD_TYPES
-    meta: dict[str, Any]  # run.json
+    meta: RunMeta  # run.json
     faults: list[FaultWindow]
     run_dir: Path | None = None  # the run directory, for checkers that read logs/ (None in unit tests)
     profile: Profile | None = None  # None: not counted (unit tests), ask the events
@@ -259,7 +260,7 @@ class CheckResult:
         return self.status != VIOLATED
 
 
-def planned_windows(meta: dict[str, Any], *, timed: bool = True) -> list[FaultWindow]:
+def planned_windows(meta: RunMeta, *, timed: bool = True) -> list[FaultWindow]:
     """The faults of a plan (run.json's ``plan``) as windows with their class: from their
     time (``at_s`` after a load starting at 0) for their own ``duration_s`` (a fault with no
     duration of its own, a kill, for none); ``timed=False``: no times (0, None)."""
@@ -305,9 +306,9 @@ class Checker:
     #: run of that plan can only leave it unknown, else ''. It gets run.json as the runner
     #: writes it before the load (scenario, manifest, plan) and applies the check's own rule
     #: for that unknown, the one the check applies to a run.
-    foresee: Callable[[dict[str, Any]], str] | None = None
+    foresee: Callable[[RunMeta], str] | None = None
 
-    def forecast(self, meta: dict[str, Any]) -> str:
+    def forecast(self, meta: RunMeta) -> str:
         """Why a run of the plan ``meta`` can only leave this check unknown ('' when it may
         be judged): events it needs that no role of the manifest records (run.json's roles
         say what each records; a role without that word, zchaos's own program, may record
@@ -394,7 +395,7 @@ def checker(
     shares: tuple[str, ...] = (),
     on_fewer: str = "violations",
     reads: tuple[str, ...] = (),
-    foresee: Callable[[dict[str, Any]], str] | None = None,
+    foresee: Callable[[RunMeta], str] | None = None,
 ) -> Callable[[Callable[[CheckContext], CheckResult]], Callable]:
     """Register ``fn`` as the checker ``name`` (documented by ``doc``), needing ``needs``;
     ``reads_clients=False`` for one that reads only the subject's, probes' and harness's

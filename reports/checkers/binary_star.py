@@ -375,7 +375,7 @@ def _failovers(ctx: CheckContext, ans: DataFrame) -> list[dict[str, Any]]:
                 & ((F.col("endpoint") != last["endpoint"]) | (F.col("s") > F.lit(stop)))
             )
             .agg(F.min("r"))
-            .first()[0]
+            .collect()[0][0]
         )
         out.append({"fault": f, "endpoint": last["endpoint"], "resumed": resumed})
     return out
@@ -502,7 +502,7 @@ def no_lost_failover(ctx: CheckContext) -> CheckResult:
     agg = across.agg(
         F.count("*").alias("n"),
         F.sum((F.col("retries") > 0).cast("int")).alias("resent"),
-    ).first()
+    ).collect()[0]
     n_lost = lost.count()
     n_pending = pending.count()
     shown = [

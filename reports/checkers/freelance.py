@@ -213,8 +213,8 @@ def freelance_failover_served(ctx: CheckContext) -> CheckResult:
         F.sum((F.col("due") & ~F.col("open")).cast("int")).alias("due"),
         F.sum((~F.col("due")).cast("int")).alias("excused"),
         F.sum((F.col("due") & ~F.col("open") & F.col("problem").isNotNull()).cast("int")).alias("bad"),
-    ).first()
-    figures = {
+    ).collect()[0]
+    figures: dict[str, Any] = {
         "requests": count(row["requests"]),
         "judged": count(row["due"]),
         "excused_no_server": count(row["excused"]),
@@ -272,7 +272,7 @@ def freelance_dead_server_avoided(ctx: CheckContext) -> CheckResult:
             "dead_server_bound_ms in [promises]",
         )
     sends = events_of(ctx, "send").select("ts", "src", "ev", "cid", "seq", "rid", "endpoint", "kind")
-    row = sends.agg(F.count("*").alias("sends"), F.count("endpoint").alias("named")).first()
+    row = sends.agg(F.count("*").alias("sends"), F.count("endpoint").alias("named")).collect()[0]
     spans = out_spans(ctx)
     late = [(e, lo + detect, hi) for e, found in spans.items() for lo, hi in found if hi > lo + detect]
     figures: dict[str, Any] = {

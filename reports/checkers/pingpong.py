@@ -117,7 +117,7 @@ def pings_answered(ctx: CheckContext) -> CheckResult:
         F.sum((F.col("late") & ~F.col("excused")).cast("int")).alias("unanswered"),
         F.expr("percentile_approx(CASE WHEN NOT excused THEN answer_ns END, 0.99)").alias("p99"),
         F.max(F.when(~F.col("late") & ~F.col("excused"), F.col("answer_ns"))).alias("max"),
-    ).first()
+    ).collect()[0]
     total, unanswered, excused = count(agg["pings"]), count(agg["unanswered"]), count(agg["excused"])
     figures = {
         "pings": total,
@@ -173,7 +173,12 @@ def expiry(ctx: CheckContext) -> CheckResult:
     end = broker_end(ctx)
     # Only the broker's own faults excuse a late expiry: the worker's death or stall, or its
     # link's, is what expiry is for.
-    broker_down = {"own": False, "link": False, "grace_ns": FAULT_GRACE_NS, "instance": "instance"}
+    broker_down: dict[str, Any] = {
+        "own": False,
+        "link": False,
+        "grace_ns": FAULT_GRACE_NS,
+        "instance": "instance",
+    }
     # Everything the check asks of a connection, in one grouping of its events (no join):
     # what the broker heard from it (READY, PINGs and results, but what the worker sent into a
     # partitioned or otherwise lossy link), whether it registered, its jobs sent and done,
@@ -242,13 +247,13 @@ def expiry(ctx: CheckContext) -> CheckResult:
     rows_of = with_excused(rows_of, ctx, "idle_excused", ts="conn_last_ts", until="deadline", **broker_down)
     idle = F.col("first") & (F.col("registered") == 1) & F.col("conn_last_ts").isNotNull()
     due = idle & (F.col("deadline") <= end)
-    never = (
+    never_expired = (
         due
         & ~F.col("busy")
         & ~F.coalesce(F.col("expired_ts") >= F.col("conn_last_ts"), F.lit(False))
         & ~F.col("idle_excused")
     )
-    rows_of = rows_of.withColumn("never", never)
+    rows_of = rows_of.withColumn("never", never_expired)
     counted = rows_of.agg(
         F.sum((due & F.col("busy")).cast("int")).alias("silent_busy"),
         F.sum(F.col("never").cast("int")).alias("never"),
@@ -258,10 +263,10 @@ def expiry(ctx: CheckContext) -> CheckResult:
             expiry_after_last_message=F.col("reason") == "silent",
             unreachable_after_last_message=F.col("reason") == "unreachable",
         ),
-    ).first()
+    ).collect()[0]
     never, silent_busy = count(counted["never"]), count(counted["silent_busy"])
     n_wrong = count(counted["wrong"])
-    figures = {
+    figures: dict[str, Any] = {
         "worker_expire_s": expire_ns / NS,
         "margin_s": margin_ns / NS,
         **spreads_of(counted, "expiry_after_last_message", "unreachable_after_last_message"),
@@ -389,7 +394,7 @@ def reconnect(ctx: CheckContext) -> CheckResult:
                     example(row, silent_ms=ms(silent), problem="silent past N_TIMEOUTS, no reconnect")
                 )
                 reported = (start, ts)
-    figures = {
+    figures: dict[str, Any] = {
         "silence_ms": ms(silence_ns),
         "margin_ms": ms(margin_ns),
         "reconnects": len(silences),
@@ -463,12 +468,13 @@ def workers_return(ctx: CheckContext) -> CheckResult:
             F.min(F.when((F.col("inst") == instance) & (F.col("ts") >= started), F.col("ts"))).alias(f"p{i}")
             for i, (_f, _s, started, _u, instance) in enumerate(pairs)
         )
-    ).first() if pairs else None  # fmt: skip
+    ).collect()[0] if pairs else None  # fmt: skip
     # The worker itself down or cut off (from the fault's start to the bound) is excused.
     kept = []
     for i, (fault_id, start_ns, started, until, instance) in enumerate(pairs):
         if overlaps(excused_spans(ctx, instance, broker=False), start_ns, until):
             continue
+        assert firsts is not None  # read when there are pairs
         back = firsts[f"p{i}"]
         after = None if back is None else back - started
         kept.append(
@@ -557,7 +563,7 @@ def resend(ctx: CheckContext) -> CheckResult:
         F.percentile("delay_ns", 0.5).alias("median"),
         F.max("delay_ns").alias("max"),
         F.sum(F.col("early").cast("int")).alias("early"),
-    ).first()
+    ).collect()[0]
     n_early, n_late = count(stats["early"]), late.count()
     cols = ("ts", "src", "worker", "rid", "next_ts", "next_worker", "next_detail", "reply_ts")
     found = [
@@ -573,7 +579,12 @@ def resend(ctx: CheckContext) -> CheckResult:
         )
         for r in rows(late, *cols, limit=MAX_EXAMPLES)
     ]
-    resent_after = {"count": count(stats["n"]), "min_ms": None, "median_ms": None, "max_ms": None}
+    resent_after: dict[str, Any] = {
+        "count": count(stats["n"]),
+        "min_ms": None,
+        "median_ms": None,
+        "max_ms": None,
+    }
     if resent_after["count"]:
         resent_after.update(min_ms=ms(stats["min"]), median_ms=ms(stats["median"]), max_ms=ms(stats["max"]))
     violations = n_early + n_late

@@ -18,11 +18,12 @@ events of the instance whose name is the broker's history source.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from contract.rundir import RunMeta
 from reports.checkers.toolkit import (
     END_OF_TIME,
     CheckContext,
@@ -71,7 +72,7 @@ def stale_execution(ctx: CheckContext) -> CheckResult:
         F.count("*").alias("execs"),
         F.sum(F.col("stale").cast("int")).alias("n"),
         F.countDistinct(F.when(F.col("stale"), F.col("rid"))).alias("requests"),
-    ).first()
+    ).collect()[0]
     n_execs, n, requests = count(row["execs"]), count(row["n"]), count(row["requests"])
     figures = {"policy": policy, "stale_executions": n, "requests": requests, "exec_events": n_execs}
     if n_execs == 0:
@@ -203,7 +204,7 @@ def alive_spans(ctx: CheckContext, roles: list[str], broker_roles: set[str]) -> 
     return alive, serving
 
 
-def mmi_tolerance_s(meta: dict[str, Any]) -> float | None:
+def mmi_tolerance_s(meta: RunMeta) -> float | None:
     """How late an MMI answer may follow a worker's death or arrival: ``mmi_tolerance_s`` if
     promised, else the broker's expiry (heartbeat_ms x liveness) plus one heartbeat (its
     timer's turn, or a worker's reconnect after a broker restart); None if neither is known
@@ -218,7 +219,7 @@ def mmi_tolerance_s(meta: dict[str, Any]) -> float | None:
     return None
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -239,7 +240,7 @@ def _undeclared(services: list[str]) -> str:
     )
 
 
-def _services_of(meta: dict[str, Any]) -> dict[str, list[str]]:
+def _services_of(meta: RunMeta) -> dict[str, list[str]]:
     """Each Majordomo service the manifest's roles serve, and those roles."""
     found: dict[str, list[str]] = {}
     for name, role in meta["manifest"].get("roles", {}).items():
@@ -248,7 +249,7 @@ def _services_of(meta: dict[str, Any]) -> dict[str, list[str]]:
     return found
 
 
-def _mmi_unknown_by_plan(meta: dict[str, Any]) -> str:
+def _mmi_unknown_by_plan(meta: RunMeta) -> str:
     """The reason mmi_service is unknown on any run of this plan, or '': by the check's own
     rules, no client asks (no ``mmi_every``), no role serves what they ask, no tolerance."""
     asking = [k for k in meta["manifest"].get("clients") or [] if (k.get("options") or {}).get("mmi_every")]
@@ -271,7 +272,7 @@ def _mmi_unknown_by_plan(meta: dict[str, Any]) -> str:
 )
 def mmi_service(ctx: CheckContext) -> CheckResult:
     answers = events_of(ctx, "mmi_answer")
-    row = answers.agg(F.count("*").alias("n"), F.collect_set("service").alias("services")).first()
+    row = answers.agg(F.count("*").alias("n"), F.collect_set("service").alias("services")).collect()[0]
     if not row["n"]:
         return result("no MMI answers recorded", unknown=NO_MMI_ANSWERS)
     manifest = ctx.meta["manifest"]

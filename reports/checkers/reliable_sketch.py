@@ -52,7 +52,7 @@ def no_repeat_exec(ctx: CheckContext) -> CheckResult:
         F.count("*").alias("n"),
         F.countDistinct("rid").alias("rids"),
         F.sum(repeated.cast("int")).alias("repeats"),
-    ).first()
+    ).collect()[0]
     replays = kind_count(ctx, "replay")
     violations = count(agg["repeats"])
     figures = {
@@ -133,7 +133,7 @@ def disabled_discarded(ctx: CheckContext) -> CheckResult:
         .unionByName(tag(events_of(ctx, "discard").filter(F.col("reason") == "disabled server"), "discarded"))
         .unionByName(tag(events_of(ctx, "worker_expired").filter(F.col("reason") == "disabled"), "disabled"))
         .agg(*(F.sum(t).alias(t) for t in tagged))
-        .first()
+        .collect()[0]
     )
     not_discarded, discarded, disabled = (
         count(counted[t]) for t in ("not_discarded", "discarded", "disabled")

@@ -27,7 +27,9 @@ nothing, so a user's server is judged the same way.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from reports.checkers.toolkit import (
@@ -106,7 +108,7 @@ def titanic_durable(ctx: CheckContext) -> CheckResult:
     open_ = unanswered & F.col("abandon_ts").isNull()
     has_exec = "exec" in ctx.event_kinds()
     unexecuted = F.col("got_ts").isNotNull() & (F.col("execs") == 0) & F.lit(has_exec)
-    cols = [F.col("ack_ts").alias("ts"), "src", "cid", "seq", "rid", "uuid"]
+    cols: list[Column | str] = [F.col("ack_ts").alias("ts"), "src", "cid", "seq", "rid", "uuid"]
     spans = _process_faults(ctx)
     # Obtained across a fault: a fault acted while the request waited between its ticket
     # and its reply, whether it began before the ticket (stored while a worker was down)
@@ -190,7 +192,16 @@ def titanic_durable(ctx: CheckContext) -> CheckResult:
 def titanic_executed_once(ctx: CheckContext) -> CheckResult:
     mode = str(ctx.promises.get("titanic_execution", "at_least_once"))
     twice = F.col("execs") > F.col("sends")
-    ran_again = [F.col("ack_ts").alias("ts"), "src", "cid", "seq", "rid", "sends", "execs", "exec_ts"]
+    ran_again: list[Column | str] = [
+        F.col("ack_ts").alias("ts"),
+        "src",
+        "cid",
+        "seq",
+        "rid",
+        "sends",
+        "execs",
+        "exec_ts",
+    ]
     # Its examples are read only where they are violations (a second query).
     found = problems_in(
         _tickets(ctx),
@@ -204,7 +215,7 @@ def titanic_executed_once(ctx: CheckContext) -> CheckResult:
         ),
     )
     row = found.totals
-    figures = {
+    figures: dict[str, Any] = {
         "mode": mode,
         "ticketed_requests": count(row["requests"]),
         "histogram": {k: count(row[f"x{k[0]}"]) for k in ("0", "1", "2", "3+")},

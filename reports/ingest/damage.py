@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlparse
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
+    from contract.rundir import RunMeta
     from reports.checkers import Checker, Profile
 
 MAX_BAD_LINES_LOCATED = 100  # unreadable lines listed (file, line number) in verdict.json
@@ -221,7 +222,7 @@ class Damage:
 CUT_OFF_SLACK_NS = 2_000_000_000
 
 
-def damage_scope(account: dict[str, Any], meta: dict[str, Any]) -> Damage:
+def damage_scope(account: dict[str, Any], meta: RunMeta) -> Damage:
     """What the damage ``account`` (history_damage's) leaves in doubt. A line naming a request
     leaves that request out; one naming only a client, that client; one naming neither, every
     writer of its file. A file cut mid-line lost its last line (attributed as any other), and

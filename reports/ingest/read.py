@@ -290,7 +290,7 @@ def _writers_per_kind(spark: SparkSession) -> Iterator[None]:
     try:
         yield
     finally:
-        spark.conf.set(key, saved)
+        spark.conf.set(key, saved)  # type: ignore[arg-type]  # pyspark types conf.get str | None; a SQL conf with a default gives a str
 
 
 def _writers(raw: DataFrame, names: list[str]) -> DataFrame:

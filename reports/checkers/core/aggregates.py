@@ -11,6 +11,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from contract.rundir import RunMeta
 from reports.checkers.toolkit import (
     MAX_EXAMPLES,
     NS,
@@ -59,7 +60,7 @@ def excused_spans(load: Span, faults: list[FaultWindow], t: Timers) -> list[Span
     return merge_spans(spans)
 
 
-def planned_coverage(meta: dict[str, Any], t: Timers) -> dict[str, Any]:
+def planned_coverage(meta: RunMeta, t: Timers) -> dict[str, Any]:
     """``coverage`` as the plan foresees it, before any run (``zchaos check``): the load from
     0 to ``duration_s``, each fault as ``planned_windows`` sets it. A run's faults last at
     least that long (a restart waits for its process to be ready), so a run judges about as
@@ -186,7 +187,7 @@ def prepare(ctx: CheckContext, names: Iterable[str]) -> None:
         for name in names:
             ctx.shared(name, SHARED[name])
     finally:
-        spark.conf.set(BYPASS_PARTIAL, saved)
+        spark.conf.set(BYPASS_PARTIAL, saved)  # type: ignore[arg-type]  # pyspark types conf.get str | None; a SQL conf with a default gives a str
 
 
 def per_request(ctx: CheckContext, *, last_seq: bool = True) -> DataFrame:
@@ -338,9 +339,9 @@ def totals_and_firsts(
     one the totals first, then the offenders if there are any."""
     if ctx.profile is not None and ctx.profile.events >= ONE_PASS_MIN_EVENTS:
         firsts = F.min_by(F.when(offending, F.struct(*df.columns)), F.when(offending, F.col(order)), n)
-        row = df.agg(*totals, firsts.alias("_firsts")).first()
+        row = df.agg(*totals, firsts.alias("_firsts")).collect()[0]
         return row, [r.asDict() for r in row["_firsts"] or []]
-    row = df.agg(*totals, F.sum(offending.cast("int")).alias("_offending")).first()
+    row = df.agg(*totals, F.sum(offending.cast("int")).alias("_offending")).collect()[0]
     if not row["_offending"]:
         return row, []
     return row, [r.asDict() for r in df.filter(offending).orderBy(order).limit(n).collect()]

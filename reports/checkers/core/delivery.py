@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from contract.payload import RID_PATTERN
+from contract.rundir import RunMeta
 from reports.checkers.core import aggregates
 from reports.checkers.toolkit import (
     EVENT_KEYS,
@@ -163,7 +164,7 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
         F.sum(F.when(F.col("n") > 1, F.col("n") - 1)).alias("extra"),
         F.sum(F.when(F.col("n") > 1, 1)).alias("dup_rids"),
         F.max("n").alias("max_n"),
-    ).first()
+    ).collect()[0]
     extra = count(row["extra"])
     figures = {
         "deliveries": count(row["deliveries"]),
@@ -203,7 +204,7 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
 # --- in_order --------------------------------------------------------------------------
 
 
-def _order_kinds(meta: dict[str, Any]) -> tuple[list[str], list[str], bool]:
+def _order_kinds(meta: RunMeta) -> tuple[list[str], list[str], bool]:
     """(the client kinds that promise order, those that do not, whether anything does):
     each kind promises it or not (default: the manifest's promise); a mixed load is checked
     on the kinds that do."""
@@ -214,7 +215,7 @@ def _order_kinds(meta: dict[str, Any]) -> tuple[list[str], list[str], bool]:
     return ordered, unordered, bool(ordered if kinds else promised)
 
 
-def _order_not_promised(meta: dict[str, Any]) -> str:
+def _order_not_promised(meta: RunMeta) -> str:
     """The reason in_order is unknown on any run of this plan, or ''."""
     if _order_kinds(meta)[2]:
         return ""
@@ -318,7 +319,7 @@ def correct_reply(ctx: CheckContext) -> CheckResult:
         F.sum((is_reply & F.col("problem").isNotNull()).cast("int")).alias("bad_replies"),
         F.sum((~is_reply & F.col("problem").isNull()).cast("int")).alias("stale_own"),
         F.sum((~is_reply & F.col("problem").isNotNull()).cast("int")).alias("bad_unexpected"),
-    ).first()
+    ).collect()[0]
     figures = {
         "replies": count(row["replies"]),
         "replies_not_ok": count(row["bad_replies"]),
@@ -377,7 +378,7 @@ def execution_count(ctx: CheckContext) -> CheckResult:
         F.sum("execs").alias("execs"),
         F.sum(F.when(F.col("execs") > 1, 1)).alias("multi"),
         F.sum(((F.col("execs") > 0) & ~F.col("sent")).cast("int")).alias("unsent"),
-    ).first()
+    ).collect()[0]
     row = hist
     n_unsent = count(hist["unsent"])
     unsent = per_rid.filter(~F.col("sent"))
@@ -409,7 +410,7 @@ def execution_count(ctx: CheckContext) -> CheckResult:
         )
     offenders: list[DataFrame] = []
     violations = n_unsent
-    ex_cols = [
+    ex_cols: list[Column | str] = [
         "ts",
         "src",
         "ev",

@@ -7,6 +7,7 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
+from contract.rundir import RunMeta
 from reports.checkers.core import aggregates
 from reports.checkers.toolkit import (
     CheckContext,
@@ -24,7 +25,7 @@ from reports.checkers.toolkit import (
 # --- steady_state ----------------------------------------------------------------------
 
 
-def _too_little_planned(meta: dict[str, Any]) -> str:
+def _too_little_planned(meta: RunMeta) -> str:
     """The reason steady_state is unknown on any run of this plan: the rule of a run's
     (``too_little_judged``) on the load the plan leaves it at most, or ''."""
     t = timers_of(meta)
@@ -81,7 +82,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
             F.max(F.when(not_excused, F.col("latency_us"))).alias("max_us"),
             F.sum("late").alias("late"),
         )
-        .first()
+        .collect()[0]
     )
     late = count(row["late"])
     retries, abandons, replies = count(row["retries"]) + late, count(row["abandons"]), count(row["replies"])

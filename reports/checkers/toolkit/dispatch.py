@@ -132,7 +132,7 @@ def registered_dispatch(ctx: CheckContext) -> CheckResult:
             )
         )
         .agg(F.sum("d").alias("d"), F.sum("b").alias("b"), F.sum("x").alias("x"))
-        .first()
+        .collect()[0]
     )
     dispatches, violations, expirations = count(counted["d"]), count(counted["b"]), count(counted["x"])
     found = [

@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from contract.promises import expiry_s
-from contract.rundir import DEFAULT_CLIENT_BUDGET_S
+from contract.rundir import DEFAULT_CLIENT_BUDGET_S, RunMeta
 from reports.checkers import CheckContext, FaultWindow
 from reports.checkers.toolkit.facts import (
     END_OF_TIME,
@@ -119,7 +119,7 @@ def _excusing(
 ) -> list[tuple[int, int, str | None]]:
     """(lo, hi, the instance it excuses or None for every one) of each fault that counts."""
     brokers = broker_instances(ctx) if targeted else set()
-    out = []
+    out: list[tuple[int, int, str | None]] = []
     for f in ctx.faults:
         if (lossy_only and not f.lossy) or (outage_only and not f.outage):
             continue
@@ -301,7 +301,7 @@ def timers(ctx: CheckContext) -> Timers:
     return timers_of(ctx.meta)
 
 
-def timers_of(meta: dict[str, Any]) -> Timers:
+def timers_of(meta: RunMeta) -> Timers:
     """``timers`` of a run.json (or of the plan ``zchaos check`` makes of one)."""
     promises = meta["manifest"]["promises"]
     budget = float(meta.get("client_budget_s") or DEFAULT_CLIENT_BUDGET_S)

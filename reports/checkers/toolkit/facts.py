@@ -4,12 +4,12 @@ serves it, a broker or a queue; a role that only connects is a worker)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from contract.rundir import DEFAULT_CLIENT_BUDGET_S
+from contract.rundir import DEFAULT_CLIENT_BUDGET_S, RunMeta
 from reports.checkers import NS, CheckContext, control_rows, events_of
 
 MS = 1_000_000
@@ -25,14 +25,16 @@ def options(ctx: CheckContext) -> dict[str, Any]:
     return options_of(ctx.meta)
 
 
-def options_of(meta: dict[str, Any]) -> dict[str, Any]:
+def options_of(meta: RunMeta) -> dict[str, Any]:
     """``options`` of a run.json (or of the plan ``zchaos check`` makes of one)."""
     merged = dict(meta.get("manifest", {}).get("options") or {})
     merged.update(meta.get("scenario", {}).get("options") or {})
     return merged
 
 
-def run_time(ctx: CheckContext, key: str) -> int:
+def run_time(
+    ctx: CheckContext, key: Literal["started_ns", "load_started_ns", "load_stopped_ns", "ended_ns"]
+) -> int:
     """A time of run.json (``load_started_ns``...), else the first/last event's time."""
     value = ctx.meta.get(key)
     if value is not None:
@@ -40,7 +42,7 @@ def run_time(ctx: CheckContext, key: str) -> int:
     if ctx.profile is not None:
         return ctx.profile.first_ts if key in ("started_ns", "load_started_ns") else ctx.profile.last_ts
     fn = F.min if key in ("started_ns", "load_started_ns") else F.max
-    found = ctx.events.agg(fn("ts")).first()[0]
+    found = ctx.events.agg(fn("ts")).collect()[0][0]
     return int(found or 0)
 
 
@@ -48,7 +50,7 @@ def history_end(ctx: CheckContext) -> int:
     """When recording ended: the last event of the history (ns)."""
     if ctx.profile is not None:
         return ctx.profile.last_ts
-    return int(ctx.events.agg(F.max("ts")).first()[0] or 0)
+    return int(ctx.events.agg(F.max("ts")).collect()[0][0] or 0)
 
 
 def kind_count(ctx: CheckContext, kind: str) -> int:

@@ -203,7 +203,7 @@ def problems_in(
     frame and a second query for its totals made Spark analyse, optimise and plan a copy of
     the frame per label (titanic_durable: four copies of a grouping by request)."""
     counts = [F.count_if(cond).alias(f"_n{i}") for i, (_label, cond, _cols) in enumerate(labelled)]
-    row = df.agg(*totals, *counts).first().asDict()
+    row = df.agg(*totals, *counts).collect()[0].asDict()
     offending = [
         (label, df.filter(cond).select(*cols))
         for i, (label, cond, cols) in enumerate(labelled)
@@ -243,7 +243,7 @@ def spread_columns(value: str, **where: Column) -> list[Column]:
 
 def spreads_of(row: Any, *names: str) -> dict[str, dict[str, float | int | None]]:
     """name -> ``spread`` of its durations, from an aggregation's ``row`` with its ``spread_columns``."""
-    out = {}
+    out: dict[str, dict[str, float | int | None]] = {}
     for name in names:
         n = int(row[f"_{name}_n"] or 0)
         out[name] = (

@@ -1,7 +1,8 @@
 """The process supervisor: starts, watches, signals and stops every process of a run.
 
 Each process runs in its own process group (so a signal reaches its children too), with
-stdout and stderr in ``logs/<instance>.log``, and is recorded in the history
+stdout and stderr in ``logs/<instance>.log`` (a role's read through a pseudo-terminal, each
+line stamped with its arrival time: ``harness/output.py``), and is recorded in the history
 (``proc_start``/``proc_exit``, with ``expected`` saying whether the harness caused the
 exit). Processes are forked from one long-lived thread and ask the kernel to kill them
 when that thread's process dies (PR_SET_PDEATHSIG), so even a runner killed with SIGKILL
@@ -41,7 +42,9 @@ import psutil
 
 from contract.errors import SetupError
 from contract.history import HistoryWriter
+from contract.logstamp import stamp, unstamped
 from contract.ports import describe_pid, listening_pids, listens, port_accepts
+from harness.output import Captured, OutputReader, output_pair
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -117,6 +120,25 @@ def _taken(port: int | None, foreign: set[int]) -> str:
     )
 
 
+def _silence(managed: Managed) -> str:
+    """The likely cause when a process waited for by a line wrote nothing at all."""
+    spec = managed.spec
+    if spec.ready_line is None or spec.log.stat().st_size > managed.log_offset:
+        return ""
+    if managed.output is not None and managed.output.tty:
+        return (
+            "; it wrote nothing at all: if it prints that line, it holds it in a buffer of its own "
+            "(flush after printing it, e.g. fflush(stdout) in C), or wait for a port it binds instead "
+            '(ready = "port:ENDPOINT")'
+        )
+    return (
+        "; it wrote nothing at all: if it prints that line, its output is likely buffered (C's stdio "
+        "buffers a file or pipe fully): flush after printing it, or start it line-buffered "
+        f'(command = ["stdbuf", "-oL", "{spec.argv[0]}", ...]), or wait for a port it binds '
+        '(ready = "port:ENDPOINT")'
+    )
+
+
 class _NewOutput:
     """The lines a process writes to its log from ``offset`` on, read as they come."""
 
@@ -135,7 +157,7 @@ class _NewOutput:
             return []
         self.offset += len(data)
         *done, self.partial = (self.partial + data).split(b"\n")
-        return [line.decode(errors="replace") for line in (*done, self.partial)]
+        return [unstamped(line.decode(errors="replace")) for line in (*done, self.partial)]
 
 
 @dataclass
@@ -153,6 +175,13 @@ class ProcSpec:
     #: When the command exits leaving a process it started running, follow that process as
     #: the instance (False: the instance ended; what it left is stopped with the run).
     follow: bool = True
+    #: every endpoint it binds (name -> port): ready only once it listens on each, whatever
+    #: its rule (a queue whose second bind failed is not ready); with neither a ready port
+    #: nor a line, nothing is waited for
+    binds: dict[str, int] = field(default_factory=dict)
+    #: its output read by the supervisor through a pseudo-terminal (line-buffered by the
+    #: program's stdio), each line stamped (harness/output.py); else straight into the log
+    captured: bool = False
 
 
 @dataclass
@@ -171,6 +200,7 @@ class Managed:
     followed: psutil.Process | None = None
     #: The followed process's exit (Popen's convention); None while it runs or when unknown.
     followed_code: int | None = None
+    output: Captured | None = None  # its output on the way to the log, when captured
 
     @property
     def pid(self) -> int:
@@ -192,6 +222,7 @@ class Supervisor:
         self.every: list[Managed] = []
         self._lock = threading.RLock()
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix="zchaos-spawn")
+        self._output = OutputReader()
         self._stop_watch = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="zchaos-reaper", daemon=True)
         self._watcher.start()
@@ -207,21 +238,34 @@ class Supervisor:
 
     # -- starting -----------------------------------------------------------------
 
-    def _popen(self, spec: ProcSpec, tag: str) -> tuple[subprocess.Popen, int]:
+    def _popen(self, spec: ProcSpec, tag: str) -> tuple[subprocess.Popen, int, Captured | None]:
         spec.log.parent.mkdir(parents=True, exist_ok=True)
         with spec.log.open("ab") as log:
             # A restarted instance appends to the log of its previous incarnations: readiness
             # must only read from here on.
             offset = log.tell()
-            return subprocess.Popen(
-                spec.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**self.base_env, **spec.env, ENV_OWNER: tag},
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            ), offset
+            if not spec.captured:
+                return self._spawn(spec, tag, log), offset, None
+        reader, writer, tty = output_pair()
+        try:
+            popen = self._spawn(spec, tag, writer)
+        except BaseException:
+            os.close(reader)
+            raise
+        finally:
+            os.close(writer)  # the child has it: the reader sees the end when the child's copies close
+        return popen, offset, self._output.add(reader, spec.log, tty)
+
+    def _spawn(self, spec: ProcSpec, tag: str, output: Any) -> subprocess.Popen:
+        return subprocess.Popen(
+            spec.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env={**self.base_env, **spec.env, ENV_OWNER: tag},
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
 
     def start(self, spec: ProcSpec, *, ready_timeout: float = 30.0) -> Managed:
         """Start ``spec`` and wait until it is ready; SetupError if it dies or never is."""
@@ -229,10 +273,10 @@ class Supervisor:
             self._incarnations += 1
             tag = f"{self._prefix}/{spec.instance}/{self._incarnations}"
         try:
-            popen, offset = self._spawner.submit(self._popen, spec, tag).result()
+            popen, offset, output = self._spawner.submit(self._popen, spec, tag).result()
         except (OSError, subprocess.SubprocessError) as exc:
             raise SetupError(f"cannot start {spec.instance} ({spec.argv[0]}): {exc}") from None
-        managed = Managed(spec, popen, tag=tag, log_offset=offset)
+        managed = Managed(spec, popen, tag=tag, log_offset=offset, output=output)
         with self._lock:
             self._leaders.add(popen.pid)
             self._groups.add(popen.pid)  # its own session and group
@@ -250,31 +294,54 @@ class Supervisor:
         output = _NewOutput(spec.log, managed.log_offset)
         deadline = time.monotonic() + timeout
         foreign: set[int] = set()  # who else listens on the ready port
+        rule_met = False
+        unbound: list[str] = []
         while time.monotonic() < deadline:
             with self._lock:
                 running = self._running(managed)
             if not running:
+                if managed.output is not None:  # its last words, read to the end
+                    managed.output.closed.wait(1.0)
                 raise SetupError(
                     f"{spec.instance} exited with code {managed.returncode} before it was ready"
                     f"{_taken(spec.ready_port, foreign)}; last lines of {spec.log}:\n{log_tail(spec.log)}"
                 )
             port = spec.ready_port
-            if port is not None and port_accepts(port):
-                # A daemon the command started listens from outside its tree: still the subject.
-                with self._lock:
-                    also = [p.pid for p in self._members(managed)] if managed.followed is not None else []
-                if listens(port, managed.popen.pid, foreign, also=also):
-                    return
+            if port is not None and self._listens(managed, port, foreign):
+                rule_met = True
             if pattern is not None and any(map(pattern.search, output.lines())):
-                return
+                rule_met = True
+            if rule_met:
+                unbound = [
+                    f"{name} (port {p})"
+                    for name, p in spec.binds.items()
+                    if not self._listens(managed, p, foreign)
+                ]
+                if not unbound:
+                    return
             time.sleep(0.05)  # polling a condition with a deadline, not synchronising on time
         what = (
             f"port {spec.ready_port} to accept" if spec.ready_port else f"a line matching {spec.ready_line!r}"
         )
+        if unbound:
+            what += (
+                f", which came, and for a listener of its own on every endpoint it binds: "
+                f"{', '.join(unbound)} had none (a bind that failed?)"
+            )
         raise SetupError(
             f"{spec.instance} was not ready after {timeout:.0f} s (waited for {what})"
-            f"{_taken(spec.ready_port, foreign)}; last lines of {spec.log}:\n{log_tail(spec.log)}"
+            f"{_taken(spec.ready_port, foreign)}{_silence(managed)}; "
+            f"last lines of {spec.log}:\n{log_tail(spec.log)}"
         )
+
+    def _listens(self, managed: Managed, port: int, foreign: set[int]) -> bool:
+        """Whether ``port`` accepts and the instance's own processes are who listens there."""
+        if not port_accepts(port):
+            return False
+        # A daemon the command started listens from outside its tree: still the subject.
+        with self._lock:
+            also = [p.pid for p in self._members(managed)] if managed.followed is not None else []
+        return listens(port, managed.popen.pid, foreign, also=also)
 
     # -- the processes of an instance ------------------------------------------------
 
@@ -376,7 +443,8 @@ class Supervisor:
             f"({what}) is followed as {instance} from now on (faults and the stop reach it)"
         )
         with contextlib.suppress(OSError), managed.spec.log.open("a") as log:
-            log.write(f"zchaos: {text}\n")
+            mark = stamp(time.time_ns()).decode() if managed.spec.captured else ""
+            log.write(f"{mark}zchaos: {text}\n")
         if self.notify is not None:
             self.notify(text)
 
@@ -472,6 +540,7 @@ class Supervisor:
             if time.monotonic() > deadline:
                 break
             time.sleep(0.02)  # polling a condition with a deadline
+        self._output.close()
         self._stop_watch.set()
         self._watcher.join(timeout=2)
         self._spawner.shutdown(wait=True)

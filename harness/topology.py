@@ -143,8 +143,13 @@ class Topology:
             role=role_name,
             argv=argv,
             log=self.run.log(instance),
-            env={**role.env, ENV_SOURCE: instance},
+            env={
+                **{var: PLACEHOLDER.sub(fill, value) for var, value in role.env.items()},
+                ENV_SOURCE: instance,
+            },
             ready_port=ready_port,
             ready_line=ready_line,
             stop_signal=getattr(signal, role.stop_signal),
+            binds={endpoint: self.ports[endpoint] for endpoint in role.binds},
+            captured=True,
         )

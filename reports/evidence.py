@@ -19,10 +19,11 @@ query over the history:
   the first of each kind of problem, then the earliest), their log lines within
   LOG_WINDOW_S of the example, copied from ``logs/<instance>.log``.
 
-A log line's time is read from its start (an ISO date and time, or a time of day as the
-built-in implementations write, taken in the report machine's time zone); a line without
-one (a traceback's) goes with the line before. A log whose lines carry no time is named,
-not copied.
+A log line's time is read from its start: the arrival stamp the supervisor puts on every
+line of a role's log (``contract/logstamp.py``, taken off the copied text), else the
+program's own (an ISO date and time, or a time of day as the built-in implementations
+write, taken in the report machine's time zone); a line without one (a traceback's) goes
+with the line before. A log whose lines carry no time is named, not copied.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contract.links import target_instance
+from contract.logstamp import stamp_time, unstamped
 from contract.payload import owner_of, request_id
 from reports.checkers import shown_first
 
@@ -221,8 +223,12 @@ _CLOCK = re.compile(r"^\[?(\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?\b")
 
 
 def line_time(line: str, near_ns: int) -> int | None:
-    """The time (ns) a log line starts with, or None. A time of day alone is taken on the
-    day (local time zone) that puts it nearest ``near_ns``."""
+    """The time (ns) a log line starts with, or None: its arrival stamp, else the program's
+    own. A time of day alone is taken on the day (local time zone) that puts it nearest
+    ``near_ns``."""
+    stamped = stamp_time(line)
+    if stamped is not None:
+        return stamped
     m = _ISO.match(line)
     if m:
         date, hh, mm, ss, frac, zone = m.groups()
@@ -272,7 +278,7 @@ def _copy_log_lines(path: Path, windows: list[tuple[int, dict[str, Any]]], t0_ns
                     continue
                 for k, (lo, hi, _, _) in enumerate(spans):
                     if lo <= current <= hi:
-                        picked[k].append((current, number, line[:LOG_LINE_CHARS]))
+                        picked[k].append((current, number, unstamped(line)[:LOG_LINE_CHARS]))
     except OSError as exc:
         for _, _, _, entry in spans:
             entry["note"] = f"could not read it: {exc}"

@@ -33,6 +33,7 @@ class ManifestMeta(TypedDict, total=False):
 
     name: str
     version: str  # the version of the system under test, '' when the manifest gives none
+    family: str | None  # the protocol family the manifest says it speaks, if it says
     path: str  # the manifest file
     promises: dict[str, Any]  # contract/promises.py ``Promises.as_dict``: checks, bounds, extra
     options: dict[str, Any]  # the implementation's knobs

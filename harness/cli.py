@@ -3,11 +3,15 @@
 Exit codes are the run outcome's (contract/outcomes.py, listed in the README): 0 passed,
 1 violated, 2 bad input (the message says which file and key), 3 unknown (a promised check
 could not be decided), 4 incomplete (the run did not carry out its plan), 130 interrupted.
+A command whose output pipe the reader closed (``zchaos check ... | head``) ends quietly
+with 141, as a program killed by SIGPIPE would.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -21,6 +25,7 @@ examples:
   zchaos run --replay runs/20261121T120000Z-paranoid-pirate-kill-worker
   zchaos shrink runs/20261121T120000Z-paranoid-pirate-kill-worker --budget 20
   zchaos check scenarios/paranoid-pirate-kill-worker.toml
+  zchaos check my-manifest.toml --smoke   # start your system, send it a few requests, stop
   zchaos run scenarios/majordomo-kill-busy-worker.toml --set implementation=../my-mdp.toml \
       --set options.heartbeat_ms=500   # the scenario against your own system
   zchaos suite scenarios/ci/
@@ -82,9 +87,46 @@ SHOWN_TIMES = 8  # fault times `zchaos check` prints per fault line
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
+    from harness.manifest import is_manifest, load_manifest
     from harness.scenario import load_scenario
 
+    if is_manifest(args.scenario):
+        if args.set:
+            raise SetupError("--set goes with a scenario file, not a manifest", where="zchaos check")
+        manifest = load_manifest(args.scenario)
+        _describe_manifest(manifest)
+        if not args.smoke:
+            return 0
+        from harness.smoke import smoke
+
+        print(f"smoke: starting {manifest.name} ...", flush=True)
+        return smoke(manifest)
+    if args.smoke:
+        raise SetupError("--smoke goes with a manifest (zchaos run runs a scenario)", where="zchaos check")
     return _describe(load_scenario(args.scenario, sets=args.set))
+
+
+def _describe_manifest(manifest) -> None:
+    """What a valid manifest starts, how it is judged ready, and how a run would judge it."""
+    from harness.scenario import parse_scenario
+
+    family = f", family {manifest.family}" if manifest.family else ""
+    print(f"{manifest.path}: valid manifest of {manifest.name}{family}")
+    for warning in manifest.warnings:
+        print(f"  warning: {warning}")
+    for role in manifest.roles.values():
+        count = f"x{role.count}" + (" (scalable)" if role.scalable else "")
+        ready = f"{role.ready.kind}:{role.ready.arg}" if role.ready.arg else role.ready.kind
+        binds = f", binds {', '.join(role.binds)}" if role.binds else ""
+        print(f"  role {role.name} {count}: ready {ready}{binds}")
+        print(f"    {'probe ' + role.probe if role.probe else 'command'}: {' '.join(role.command)}")
+    for kind in manifest.clients:
+        options = ", ".join(f"{k}={v!r}" for k, v in kind.options.items()) or "defaults"
+        print(f"  client kind {kind.name}: {kind.adapter}, endpoints {', '.join(kind.endpoints)}; {options}")
+    print("  a run of it with no fault:")
+    _describe_checks(
+        parse_scenario({"implementation": str(manifest.path), "duration_s": 30}, None, manifest=manifest)
+    )
 
 
 def _describe(scenario) -> int:
@@ -399,9 +441,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_run)
 
-    p = sub.add_parser("check", help="validate a scenario and its manifest without running it")
-    p.add_argument("scenario", help="a scenario file (TOML)")
+    p = sub.add_parser(
+        "check", help="validate a scenario and its manifest, or a manifest alone, without running it"
+    )
+    p.add_argument("scenario", help="a scenario file (TOML), or a manifest (a file, or a built-in's name)")
     _add_set(p)
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="(a manifest) start it, wait until ready, send a few requests through its clients, stop",
+    )
     p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("suite", help="run every scenario of a folder (the CI suite)")
@@ -507,6 +556,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The exit of a command whose standard output was closed under it (128 + SIGPIPE).
+EXIT_CLOSED_PIPE = 128 + signal.SIGPIPE
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
@@ -520,6 +573,12 @@ def main(argv: list[str] | None = None) -> int:
     caller_session = spark is not None and spark.running()  # main() called in a process using Spark
     try:
         code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+    except BrokenPipeError:
+        # The reader went away: nothing more can be said to it, and no traceback either
+        # (the interpreter's own flush at exit goes to /dev/null).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_CLOSED_PIPE
     except SetupError as exc:
         print(f"zchaos: error: {exc}", file=sys.stderr)
         code = exc.exit_code

@@ -138,6 +138,9 @@ class Manifest:
     roles: dict[str, Role]
     promises: Promises
     version: str = ""  # the version of the system under test, when the manifest gives one
+    #: the protocol family it speaks (implementations/<family>/card.py), when it says so: the
+    #: ``malformed`` fault's junk and ``probe = true`` follow it
+    family: str | None = None
     #: what is valid but likely a mistake (a misspelt option passed to a client program):
     #: ``zchaos check`` and the start of a run print them
     warnings: tuple[str, ...] = field(default=(), compare=False)
@@ -150,6 +153,7 @@ class Manifest:
         return {
             "name": self.name,
             "version": self.version,
+            "family": self.family,
             "path": str(self.path),
             "clients": [c.as_dict() for c in self.clients],
             "options": self.options,
@@ -169,7 +173,9 @@ class Manifest:
         }
 
 
-def _check_placeholders(role: Table, command: list[str], endpoints: dict[str, str], options: dict):
+def _check_placeholders(
+    role: Table, command: list[str], endpoints: dict[str, str], options: dict, key: str = "command"
+) -> None:
     for arg in command:
         for m in PLACEHOLDER.finditer(arg):
             head, sub = m.group(1), m.group(2)
@@ -182,14 +188,31 @@ def _check_placeholders(role: Table, command: list[str], endpoints: dict[str, st
             known = [*SIMPLE_PLACEHOLDERS, *(f"bind.{e}" for e in endpoints)]
             known += [f"connect.{e}" for e in endpoints] + [f"public.{e}" for e in endpoints]
             known += [f"opt.{o}" for o in options]
-            raise role.error("command", f"unknown placeholder {m.group(0)} (known: {', '.join(known)})")
+            raise role.error(key, f"unknown placeholder {m.group(0)} (known: {', '.join(known)})")
+
+
+def _probe_name(rt: Table, family: str | None) -> str:
+    """The probe a role names, or its manifest's family's for ``probe = true``."""
+    name = rt.get("probe", (str, bool))
+    if isinstance(name, str):
+        return name
+    if name is False:
+        raise rt.error("probe", "give the probe's name, or true for the manifest's family's probe")
+    from implementations import families
+
+    card = families().get(family or "")
+    if card is None or card.probe is None:
+        with_probe = ", ".join(sorted(f for f, c in families().items() if c.probe))
+        why = "the manifest names no family" if family is None else f"family {family!r} has no probe worker"
+        raise rt.error("probe", f"true takes the family's probe, but {why} (families with one: {with_probe})")
+    return card.probe.name
 
 
 def _probe_command(
-    rt: Table, binds: tuple[str, ...], endpoints: dict[str, str], options: dict[str, Any]
+    rt: Table, binds: tuple[str, ...], endpoints: dict[str, str], options: dict[str, Any], family: str | None
 ) -> tuple[list[str], str, str | None, str]:
     """The command of a role that runs a probe worker: (command, probe, service, default ready)."""
-    name = rt.get("probe", str)
+    name = _probe_name(rt, family)
     available = probes()
     probe = available.get(name)
     if probe is None:
@@ -319,10 +342,11 @@ def _check_runnable(table: Table, command: list[str], directory: Path) -> None:
     if program == "{python}":  # then its script, when it is one of the manifest's files
         script = command[1] if len(command) > 1 else ""
         file = directory / script.removeprefix("{manifest_dir}/")
-        if script.startswith("{manifest_dir}/") and not file.is_file():
+        if script.startswith("{manifest_dir}/") and "{" not in str(file) and not file.is_file():
             raise table.error("command", f"{script!r}: no such file {file}")
         return
-    if "{" in program and not program.startswith("{manifest_dir}/"):
+    # Another placeholder ({opt.X}: a program a scenario may choose) is known only at the run.
+    if "{" in program.removeprefix("{manifest_dir}/"):
         return
     nearby = directory / Path(program).name
     beside = f' (there is {nearby}: write "{{manifest_dir}}/{nearby.name}")' if nearby.is_file() else ""
@@ -460,6 +484,12 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
     name = top.get("name", str)
     description = top.get("description", str, "")
     version = top.get("version", str, "")
+    family = top.get("family", str, None)
+    if family is not None:
+        from implementations import families
+
+        if family not in families():
+            raise top.error("family", f"unknown family {family!r} (known: {', '.join(families())})")
 
     options = top.get("options", dict, {})
     endpoints_table = top.table("endpoints", required=True)
@@ -476,19 +506,25 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
         if rt.has("probe"):
             if rt.has("command"):
                 raise rt.error("probe", "give either command or probe, not both")
-            command, probe_name, service, default_ready = _probe_command(rt, binds, endpoints, options)
+            command, probe_name, service, default_ready = _probe_command(
+                rt, binds, endpoints, options, family
+            )
         else:
             command = rt.list_of("command", str)
             if not command:
                 raise rt.error("command", "is empty")
             _check_placeholders(rt, command, endpoints, options)
             _check_runnable(rt, command, path.parent)
-            probe_name, service, default_ready = None, rt.get("service", str, None), "none"
+            # A role that binds is ready, unless it says otherwise, once it listens on them all.
+            default_ready = f"port:{binds[0]}" if binds else "none"
+            probe_name, service = None, rt.get("service", str, None)
         records = _records(rt, command, probe_name)
         count = rt.get("count", int, 1, minimum=1, maximum=MAX_INSTANCES)  # 0: nothing to judge
         scalable = rt.get("scalable", bool, False)
         ready = Readiness.parse(rt.get("ready", str, default_ready), rt, endpoints, role_name)
-        env = rt.get("env", dict, {})
+        env = {str(k): str(v) for k, v in rt.get("env", dict, {}).items()}
+        for var, value in env.items():  # filled in as the command is (harness/topology.py)
+            _check_placeholders(rt, [value], endpoints, options, f"env.{var}")
         stop_signal = rt.get("stop_signal", str, "SIGTERM", choices=SIGNALS)
         rt.done()
         joined = " ".join(command)
@@ -498,7 +534,7 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
             count=count,
             scalable=scalable,
             ready=ready,
-            env={str(k): str(v) for k, v in env.items()},
+            env=env,
             stop_signal=stop_signal,
             binds=binds,
             connects=tuple(e for e in endpoints if f"{{connect.{e}}}" in joined),
@@ -526,6 +562,7 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
         roles=roles,
         promises=promises,
         version=version,
+        family=family,
         warnings=tuple(warnings),
     )
 
@@ -633,6 +670,19 @@ def builtin_manifests() -> dict[str, Path]:
         if isinstance(name, str):
             found[name] = path
     return found
+
+
+def is_manifest(ref: str | Path) -> bool:
+    """Whether ``ref`` names a manifest (a built-in's name, or a TOML file with [roles] and
+    no ``implementation``) rather than a scenario."""
+    text = str(ref)
+    if not text.endswith(".toml") and "/" not in text:
+        return text in builtin_manifests()
+    path = Path(text)
+    if not path.is_file():
+        return False
+    data = load_toml(path, "file")
+    return "roles" in data and "implementation" not in data
 
 
 def load_manifest(ref: str | Path, *, relative_to: Path | None = None) -> Manifest:

@@ -110,7 +110,10 @@ class OutputReader:
                     captured.close()
 
     def close(self, timeout: float = 2.0) -> None:
-        """Read what is left (until ``timeout``), then stop and close every log."""
+        """Read what is left (until ``timeout``), then stop and close every log (once: a
+        second call does nothing)."""
+        if self._stopping.is_set():
+            return
         deadline = time.monotonic() + timeout
         with self._lock:
             left = [key.data for key in self._selector.get_map().values() if key.data is not None]

@@ -102,3 +102,13 @@ def test_a_silent_program_is_named_as_likely_buffered(supervisor: Supervisor, tm
     # its buffer, and the error says what probably happened and what to do.
     with pytest.raises(SetupError, match=r"wrote nothing at all.*buffered.*stdbuf.*-oL"):
         supervisor.start(quiet(tmp_path, captured=False), ready_timeout=2.0)
+
+
+def test_stopping_twice_is_stopping_once(tmp_path: Path) -> None:
+    history = HistoryWriter(tmp_path / "runner.jsonl", "runner")
+    sup = Supervisor(history, dict(os.environ))
+    sup.start(quiet(tmp_path, captured=True), ready_timeout=20.0)
+    sup.stop_all()
+    sup.stop_all()  # as a test's cleanup may, after the test stopped it
+    history.close()
+    assert unstamped((tmp_path / "worker.log").read_text().split("\n")[-1]) == "bye"

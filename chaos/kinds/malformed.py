@@ -1,6 +1,7 @@
 """``malformed``: a hostile or broken peer. Junk of a protocol family (chaos/malformed.py)
 sent straight to an endpoint the target binds, never through a link's proxy: the sender is
-the attacker, not a link. ``family`` defaults to the manifest's family; the side (client or
+the attacker, not a link. ``family`` defaults to the manifest's ``family`` (else its
+name, when that is a family's); the side (client or
 worker junk) is the client side for an endpoint the manifest's clients use, the worker side
 otherwise."""
 
@@ -55,8 +56,9 @@ def run(nemesis: FaultRun, kind: FaultKind, fault: PlannedFault) -> None:
 
 
 def validate(params: dict[str, Any], target: str, manifest: Any) -> None:
-    """An endpoint the target binds, and a family zchaos has junk for: the manifest's name
-    when it is one (``majordomo``, or ``majordomo-async`` as a flavour of it)."""
+    """An endpoint the target binds, and a family zchaos has junk for: the manifest's
+    ``family``, else its name when it is one (``majordomo``, or ``majordomo-async`` as a
+    flavour of it)."""
     role, _, _ = target.partition(":")
     role = role[:-1] if role not in manifest.roles and role[:-1] in manifest.roles else role
     if role not in manifest.roles:  # an instance name: worker-2
@@ -67,12 +69,14 @@ def validate(params: dict[str, Any], target: str, manifest: Any) -> None:
             "endpoint", f"{params['endpoint']!r} is not an endpoint that {target!r} binds (it binds: {bound})"
         )
     known = families()
-    family = params.get("family")
+    family = params.get("family") or manifest.family
     if family is None:
         family = next((f for f in known if manifest.name == f or manifest.name.startswith(f + "-")), None)
         if family is None:
             raise ParamProblem(
-                "family", f"required: {manifest.name!r} is not a family zchaos has junk for; one of {known}"
+                "family",
+                f"required: {manifest.name!r} is not a family zchaos has junk for and declares none "
+                f'(family = "..." in the manifest, or on this fault); one of {known}',
             )
     elif family not in known:
         raise ParamProblem("family", f"unknown family {family!r} (known: {', '.join(known)})")

@@ -14,9 +14,14 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from contract.errors import SetupError
 from contract.outcomes import EXIT_INTERRUPTED
+
+if TYPE_CHECKING:
+    from harness.manifest import Manifest
+    from harness.scenario import Scenario
 
 EPILOG = """\
 examples:
@@ -106,7 +111,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return _describe(load_scenario(args.scenario, sets=args.set))
 
 
-def _describe_manifest(manifest) -> None:
+def _describe_manifest(manifest: Manifest) -> None:
     """What a valid manifest starts, how it is judged ready, and how a run would judge it."""
     from harness.scenario import parse_scenario
 
@@ -129,7 +134,7 @@ def _describe_manifest(manifest) -> None:
     )
 
 
-def _describe(scenario) -> int:
+def _describe(scenario: Scenario) -> int:
     """What a valid scenario would run (its manifest and client kinds were validated loading it)."""
     manifest = scenario.manifest
     print(f"{scenario.path}: valid")
@@ -156,7 +161,7 @@ def _describe(scenario) -> int:
     return 0
 
 
-def _describe_checks(scenario) -> None:
+def _describe_checks(scenario: Scenario) -> None:
     """The checks a run would judge, with the promises as the scenario makes them, and those
     that any run of it can only leave unknown, with why and what to change."""
     import json

@@ -174,7 +174,7 @@ class Manifest:
 
 
 def _check_placeholders(
-    role: Table, command: list[str], endpoints: dict[str, str], options: dict, key: str = "command"
+    role: Table, command: list[str], endpoints: dict[str, str], options: dict[str, Any], key: str = "command"
 ) -> None:
     for arg in command:
         for m in PLACEHOLDER.finditer(arg):

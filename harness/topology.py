@@ -12,6 +12,7 @@ the runner routes it through a fault proxy with ``route``.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from dataclasses import dataclass
@@ -123,7 +124,7 @@ class Topology:
             "run_dir": str(self.run.root),
         }
 
-        def fill(match) -> str:
+        def fill(match: re.Match[str]) -> str:
             head, sub = match.group(1), match.group(2)
             if sub is None:
                 return simple[head]

@@ -29,6 +29,7 @@ import argparse
 import logging
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import zmq
@@ -171,7 +172,7 @@ class Scheduler:
 
     # -- the graph -----------------------------------------------------------------
 
-    def _add_deps(self, task: Task, deps) -> None:
+    def _add_deps(self, task: Task, deps: Iterable[str]) -> None:
         for dep in deps:
             if dep == task.name:
                 continue
@@ -192,7 +193,7 @@ class Scheduler:
             task.state = WAITING
             self.ready.remove(task.name)
 
-    def _requeue(self, task: Task, reason: str, deps) -> None:
+    def _requeue(self, task: Task, reason: str, deps: Iterable[str]) -> None:
         self.assigned.get(task.location, set()).discard(task.name)
         self.history.emit("task_requeue", job=task.name, worker=task.location, reason=reason)
         task.state, task.location = WAITING, ""

@@ -10,9 +10,12 @@ with 141, as a program killed by SIGPIPE would.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -576,21 +579,40 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spark = sys.modules.get("reports.spark")
     caller_session = spark is not None and spark.running()  # main() called in a process using Spark
+    with _sigterm_interrupts():
+        try:
+            code = args.func(args)
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        except BrokenPipeError:
+            # The reader went away: nothing more can be said to it, and no traceback either
+            # (the interpreter's own flush at exit goes to /dev/null).
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            code = EXIT_CLOSED_PIPE
+        except SetupError as exc:
+            print(f"zchaos: error: {exc}", file=sys.stderr)
+            code = exc.exit_code
+        except KeyboardInterrupt:
+            print("zchaos: interrupted", file=sys.stderr)
+            code = EXIT_INTERRUPTED
+        return code if caller_session else _end_spark(code)
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM is Ctrl-C for every command: the same cleanup, what finished written, exit 130
+    (during a run's processes the runner's own handler takes over, harness/runner.py)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
     try:
-        code = args.func(args)
-        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
-    except BrokenPipeError:
-        # The reader went away: nothing more can be said to it, and no traceback either
-        # (the interpreter's own flush at exit goes to /dev/null).
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = EXIT_CLOSED_PIPE
-    except SetupError as exc:
-        print(f"zchaos: error: {exc}", file=sys.stderr)
-        code = exc.exit_code
-    except KeyboardInterrupt:
-        print("zchaos: interrupted", file=sys.stderr)
-        code = EXIT_INTERRUPTED
-    return code if caller_session else _end_spark(code)
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _end_spark(code: int) -> int:

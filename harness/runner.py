@@ -486,7 +486,13 @@ class Runner:
             return RunResult(self.run, EXIT_INTERRUPTED, None)
         if not report:
             return RunResult(self.run, 0, None)
-        return self.report()
+        try:
+            return self.report()
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM as zchaos's command line turns it
+            self.progress.warn(
+                f"interrupted during the report; the run is whole: `zchaos report {self.run.root}` builds it"
+            )
+            return RunResult(self.run, EXIT_INTERRUPTED, None)
 
     def report(self) -> RunResult:
         verdict = build_report_for(self.run, self.progress, self.store)

@@ -8,7 +8,8 @@ the scenario's own: the first is the scenario's seed itself (so ``--seeds 1`` is
 run), the others are drawn from a generator seeded with it, so the same scenario always
 gets the same N seeds. Each run records its place (``seeds`` in run.json: base seed,
 index, count) and prints its seed; the group writes ``index.html`` and ``seeds.json`` and
-prints, per check, how many seeds broke it and which.
+prints, per check, how many seeds broke it and which. An interrupted group (Ctrl-C, SIGTERM)
+still writes its summary: the seeds that finished, the group marked interrupted (exit 130).
 """
 
 from __future__ import annotations
@@ -88,11 +89,20 @@ class SeedsResult:
 
     @property
     def outcome(self) -> str:
-        """The runs' outcomes combined (bad input if a run could not be set up)."""
-        outcomes = [r.outcome for r in self.runs]
-        if BAD_INPUT in outcomes:
+        """The runs' outcomes combined (bad input if a run could not be set up, interrupted
+        if the group was: its finished seeds are ``finished_outcome``)."""
+        if BAD_INPUT in (r.outcome for r in self.runs):
             return BAD_INPUT
-        return combine_outcomes([o for o in outcomes if o != "interrupted"])
+        return "interrupted" if self.interrupted else self.finished_outcome
+
+    @property
+    def finished_outcome(self) -> str:
+        """The outcomes of the runs that finished, combined."""
+        return combine_outcomes([r.outcome for r in self.runs if r.outcome != "interrupted"])
+
+    @property
+    def finished(self) -> int:
+        return sum(r.outcome != "interrupted" for r in self.runs)
 
     @property
     def exit_code(self) -> int:
@@ -137,6 +147,8 @@ class SeedsResult:
             "outcome": self.outcome,
             "exit_code": self.exit_code,
             "interrupted": self.interrupted,
+            "finished": self.finished,  # runs that ended with a verdict (or a set-up error)
+            "finished_outcome": self.finished_outcome if self.finished else None,
             "checks": self.checks(),
             "runs": [
                 {
@@ -191,6 +203,8 @@ def run_seeds(
             entry.run_dir = runner.run.root
             run = runner.execute(report=report)
             entry.exit_code, entry.verdict = run.exit_code, run.verdict
+        except KeyboardInterrupt:  # outside a run's own handling: the seeds done are still summarised
+            entry.exit_code = EXIT_INTERRUPTED
         except SetupError as exc:
             # The set-up of every seed is the same: the next would fail alike.
             entry.error = str(exc)
@@ -211,6 +225,9 @@ def print_summary(result: SeedsResult, out: Any = None) -> None:
     n, planned = len(result.runs), len(result.seeds)
     broke = [r.seed for r in result.runs if r.outcome == VIOLATED]
     ran = f"{n} of {planned} seeds run" if n < planned else f"{n} seeds"
+    if result.interrupted:
+        ran = f"interrupted after {result.finished} of {planned} seeds"
+        ran += f" ({result.finished_outcome} on those)" if result.finished else ""
     print(
         f"\n{result.scenario.name}: {result.outcome} ({ran}, violated on {len(broke)}), "
         f"exit {result.exit_code}; summary: {result.folder / 'index.html'}",
@@ -241,6 +258,8 @@ def write_summary(result: SeedsResult) -> None:
         )
     lines = "".join(f"<li>{html.escape(line)}</li>" for line in result.lines())
     title = html.escape(f"{result.scenario.name}: {len(result.runs)} seeds")
+    if result.interrupted:
+        title += html.escape(f" (interrupted: {result.finished} of {len(result.seeds)} finished)")
     (result.folder / "index.html").write_text(
         f"<!doctype html><meta charset=utf-8><title>{title}</title>"
         "<style>body{font:14px system-ui,sans-serif;margin:2em}td,th{padding:.3em .8em;text-align:left}"

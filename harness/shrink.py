@@ -41,7 +41,7 @@ from contract.rundir import RunDir, RunMeta
 from harness.config import dump_toml
 from harness.progress import Progress
 from harness.replay import scenario_of_run
-from harness.runner import Runner
+from harness.runner import Runner, RunResult
 from harness.scenario import Scenario, reparse
 from harness.seeds import derive_seeds
 
@@ -66,6 +66,7 @@ class Trial:
     run_dirs: list[Path] = field(default_factory=list)
     invalid: str = ""  # why the candidate is not a valid scenario (then it did not run)
     cut_short: str = ""  # why it ran on fewer seeds than planned (the budget was spent)
+    interrupted: bool = False  # its last run was interrupted: whether it reproduces is not known
 
 
 @dataclass
@@ -196,8 +197,12 @@ class Shrinker:
             trial.seeds.append(seed)
             trial.run_dirs.append(runner.run.root)
             self.runs_used += 1
-            result = runner.execute()
+            try:
+                result = runner.execute()
+            except KeyboardInterrupt:
+                result = RunResult(runner.run, EXIT_INTERRUPTED, None)
             if result.exit_code == EXIT_INTERRUPTED:
+                trial.interrupted = True
                 raise KeyboardInterrupt
             status = ((result.verdict or {}).get("checks", {}).get(self.check) or {}).get("status")
             if status == VIOLATED:
@@ -360,6 +365,8 @@ def write_report(result: ShrinkResult, scenario: Scenario) -> None:
             outcome = f"invalid: {t.invalid}"
         elif t.reproduced_on is not None:
             outcome = f"yes, seed {t.reproduced_on}"
+        elif t.interrupted:
+            outcome = f"interrupted (on seed {t.seeds[-1]}): not known"
         elif t.cut_short:
             outcome = f"{'not run' if not t.seeds else 'no'}: {t.cut_short}"
         else:

@@ -128,6 +128,8 @@ def run_suite(
             entry.run_dir = runner.run.root
             result = runner.execute()
             entry.exit_code, entry.verdict = result.exit_code, result.verdict
+        except KeyboardInterrupt:  # outside the run's own handling: the index still says what ran
+            entry.exit_code = EXIT_INTERRUPTED
         except SetupError as exc:
             entry.error = str(exc)
             progress.warn(f"{scenario.name}: {exc}")

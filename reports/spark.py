@@ -34,12 +34,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import traceback
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -145,6 +147,7 @@ def get_spark(events: int | None = None) -> SparkSession:
     from pyspark.find_spark_home import _find_spark_home
 
     spark_home = Path(_find_spark_home())
+    _bridge_to_log()
     threading.Thread(target=_preload, name="zchaos-preload", daemon=True).start()
     plan = cds.prepare(spark_home, CONF_DIR / "log4j2.properties", _log)
     try:
@@ -243,6 +246,29 @@ def _jvm_process() -> subprocess.Popen | None:
 
     gateway = SparkContext._gateway
     return getattr(gateway, "proc", None) if gateway is not None else None
+
+
+class _BridgeMessages(logging.Filter):
+    """py4j logs the errors of its connections to the JVM on the root logger, with their
+    tracebacks (``logging.exception``): a report interrupted during a call printed four on
+    the terminal. They go to SPARK_LOG, beside the JVM's own; every other record passes."""
+
+    PATH = f"{os.sep}py4j{os.sep}"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.PATH not in record.pathname:
+            return True
+        text = record.getMessage()
+        if record.exc_info:
+            text += "\n" + "".join(traceback.format_exception(*record.exc_info)).rstrip()
+        _log(f"py4j {record.levelname}: {text}")
+        return False
+
+
+def _bridge_to_log() -> None:
+    root = logging.getLogger()
+    if not any(isinstance(f, _BridgeMessages) for f in root.filters):
+        root.addFilter(_BridgeMessages())
 
 
 def _log(text: str) -> None:

@@ -78,13 +78,22 @@ def run_process(
 def report_process(
     run_root: Path, env: dict[str, str] | None = None, wait_s: float = 60
 ) -> Iterator[tuple[subprocess.Popen, list[str]]]:
-    """``zchaos report RUN`` in a process group of its own (SIGINT to the group is a terminal's
+    """``zchaos report RUN`` as ``zchaos_process`` runs it."""
+    with zchaos_process("report", str(run_root), env=env, wait_s=wait_s) as found:
+        yield found
+
+
+@contextlib.contextmanager
+def zchaos_process(
+    *args: str, env: dict[str, str] | None = None, wait_s: float = 60
+) -> Iterator[tuple[subprocess.Popen, list[str]]]:
+    """``zchaos ARGS`` in a process group of its own (SIGINT to the group is a terminal's
     Ctrl-C), with the lines it prints collected as they come. After the block it is waited for
     (``wait_s``); if the block fails, the group is killed."""
     import threading
 
     report = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "report", str(run_root)],
+        [sys.executable, "-m", "harness.cli", *args],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         env=env, text=True,
     )  # fmt: skip

@@ -1,7 +1,10 @@
-"""A run interrupted half-way (Ctrl-C or SIGTERM) stops every process it started."""
+"""A command interrupted half-way (Ctrl-C or SIGTERM) stops every process it started, exits
+130, writes what finished (a seeds summary, a shrink report that names the candidate it
+cut short) and prints no traceback, not even the JVM bridge's."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -9,7 +12,15 @@ from pathlib import Path
 import pytest
 
 from contract.history import read_events
-from tests.procs import jvms_under, nemesis_events, processes_of, report_process, run_process, wait_for
+from tests.procs import (
+    jvms_under,
+    nemesis_events,
+    processes_of,
+    report_process,
+    run_process,
+    wait_for,
+    zchaos_process,
+)
 
 pytestmark = pytest.mark.slow  # whole scenario runs: left out of `./dev quick`
 
@@ -64,8 +75,113 @@ def test_an_interrupted_report_stops_its_checks_and_its_jvm(tmp_path: Path) -> N
         os.killpg(report.pid, signal.SIGINT)
     output = "".join(lines)
     assert report.returncode == 130, output
-    assert "zchaos: interrupted" in output
+    assert "zchaos: interrupted" in output and "Traceback" not in output
     assert "writing verdict.json" not in output
     _, alive = psutil.wait_procs(jvms, timeout=30)
     assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
     assert not run.verdict_json.exists()
+
+
+def test_an_interrupt_as_the_report_reads_the_history_prints_no_bridge_traceback(tmp_path: Path) -> None:
+    """py4j logs its broken calls with their tracebacks on the root logger: four of them
+    reached the terminal when Ctrl-C came while Spark read the history."""
+    from tests.test_report import make_run
+
+    run = make_run(tmp_path / "run")
+    with report_process(run.root, wait_s=60) as (report, lines):
+        wait_for(lambda: any("reading history" in line for line in lines), 120, "the history to be read")
+        os.killpg(report.pid, signal.SIGINT)
+    output = "".join(lines)
+    assert report.returncode == 130, output
+    assert "Traceback" not in output and "py4j" not in output, output
+
+
+SHORT = """
+implementation = "lazy-pirate"
+duration_s = 3
+drain_s = 2
+[load]
+users = 2
+wait_ms = 20
+"""
+
+
+def _interrupt(proc, sig: int) -> None:
+    """SIGINT as a terminal sends it (to the group), SIGTERM as `kill PID` does (to zchaos)."""
+    if sig == signal.SIGINT:
+        os.killpg(proc.pid, sig)
+    else:
+        os.kill(proc.pid, sig)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupted_seeds_write_the_summary_of_the_seeds_that_finished(tmp_path: Path, sig: int) -> None:
+    import psutil
+
+    scenario = tmp_path / "short.toml"
+    scenario.write_text(SHORT)
+    runs = tmp_path / "runs"
+    with zchaos_process("run", str(scenario), "--seeds", "3", "--runs-dir", str(runs), wait_s=90) as (
+        proc,
+        lines,
+    ):
+        # The second seed's report: the first seed has finished.
+        wait_for(lambda: sum("checking " in line for line in lines) == 2, 240, "the second seed's report")
+        jvms = jvms_under(proc.pid)
+        _interrupt(proc, sig)
+    output = "".join(lines)
+    assert proc.returncode == 130, output
+    assert "Traceback" not in output, output
+    [summary] = runs.glob("seeds-*/seeds.json")
+    seeds = json.loads(summary.read_text())
+    assert seeds["interrupted"] and seeds["exit_code"] == 130 and seeds["outcome"] == "interrupted"
+    assert seeds["finished"] == 1 and seeds["finished_outcome"] == "passed"
+    assert [r["outcome"] for r in seeds["runs"]] == ["passed", "interrupted"]
+    assert "interrupted after 1 of 3 seeds (passed on those)" in output
+    assert "interrupted: 1 of 3 finished" in (summary.parent / "index.html").read_text()
+    assert processes_of(runs) == []
+    _, alive = psutil.wait_procs(jvms, timeout=30)
+    assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
+
+
+SHRINKABLE = """
+implementation = "lazy-pirate"
+duration_s = 10
+drain_s = 2
+[load]
+users = 2
+wait_ms = 20
+[[faults]]
+kind = "freeze"
+target = "server"
+at_s = [1]
+duration_s = 1
+"""
+
+
+def test_an_interrupted_shrink_marks_the_candidate_it_ran_as_interrupted(tmp_path: Path) -> None:
+    """Its shrink.md said "no" for the candidate cut short, as if it had not reproduced."""
+    scenario = tmp_path / "shrinkable.toml"
+    scenario.write_text(SHRINKABLE)
+    runs = tmp_path / "runs"
+    with run_process(scenario, runs, "--no-report") as runner:
+        runner.communicate(timeout=120)
+    assert runner.returncode == 0
+    [run] = [p.parent for p in runs.glob("*/run.json")]
+    # What shrink reads of the report: which check to keep violated.
+    (run / "verdict.json").write_text(
+        json.dumps({"outcome": "violated", "checks": {"no_lost": {"status": "violated"}}})
+    )
+    args = ("shrink", str(run), "--budget", "3", "--seeds-per-candidate", "1", "--check", "no_lost")
+    with zchaos_process(*args, wait_s=90) as (proc, lines):
+        wait_for(lambda: any("[load]" in line for line in lines), 120, "the first candidate's load")
+        _interrupt(proc, signal.SIGTERM)
+    output = "".join(lines)
+    assert proc.returncode == 130, output
+    assert "Traceback" not in output, output
+    [report] = runs.glob("shrink-*/shrink.md")
+    text = report.read_text()
+    assert "ended early: interrupted" in text
+    [row] = [line for line in text.splitlines() if line.startswith("| 1 |")]
+    assert row.endswith("| interrupted (on seed 1): not known |"), text
+    assert processes_of(runs) == []

@@ -56,6 +56,34 @@ def expiry_s(expr: float | str | None, options: dict[str, Any]) -> float | None:
     return product / 1000
 
 
+#: A no-resend client's ``reply_deadline_s`` taken from the system's own timers and the
+#: fault plan (``timer_deadline_s``) rather than written as a number.
+AUTO_DEADLINE = "auto"
+
+
+def timer_deadline_s(
+    outage_times_s: Collection[float], expiry: float, recovery_bound_s: float
+) -> tuple[float, int]:
+    """The reply deadline a client that never resends needs on a correct system, and the
+    most outages one request can live through: (seconds, outages).
+
+    Each outage a request lives through (its worker killed, frozen or cut off) can hold it
+    until the system notices, one ``expiry`` (s), before it is handed on (a request may be
+    re-queued once per kill); after the last one the system serves again within its
+    recovery bound. So a deadline of ``recovery_bound_s + n x expiry`` covers ``n`` outages,
+    and ``n`` is the most outage starts of the plan inside any stretch that long (found by
+    widening the stretch until it holds no more).
+    """
+    times = sorted(outage_times_s)
+    outages = 0
+    while True:
+        deadline = recovery_bound_s + outages * expiry
+        most = max((sum(1 for u in times if t <= u <= t + deadline) for t in times), default=0)
+        if most <= outages:
+            return deadline, outages
+        outages = most
+
+
 def survive_rule(entry: str, fault_kinds: Collection[str] | None = None) -> tuple[str, str]:
     """``"outage:some"`` -> (``"outage"``, ``"some"``); ValueError for what is not a rule.
 

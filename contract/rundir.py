@@ -76,6 +76,8 @@ class RunMeta(TypedDict, total=False):
     scenario: dict[str, Any]  # harness/scenario.py ``Scenario.as_dict``: name, seed, duration_s, options
     manifest: ManifestMeta
     expect_violated: list[str]  # checks the scenario expects to fail (a known weakness)
+    notes: list[str]  # what of the scenario did not apply to the implementation under test, and why
+    warnings: list[str]  # what may make the run call a correct system wrong (harness/scenario.py)
     client_budget_s: float  # the longest a client may take over one request, retries included: the
     # adapter's own ``budget_s`` of its merged options, the largest of the load's client kinds
     plan: list[dict[str, Any]]  # the fault plan: kind, target, at_s, params and class (contract/faults.py)

@@ -143,6 +143,10 @@ def _describe(scenario: Scenario) -> int:
     print(f"{scenario.path}: valid")
     for warning in manifest.warnings:
         print(f"  warning: {warning}")
+    for warning in scenario.warnings:
+        print(f"  warning: {warning}")
+    for note in scenario.notes:
+        print(f"  note: {note}")
     print(f"  implementation {manifest.name} ({manifest.path})")
     print(f"  {scenario.duration_s:g} s of load, {scenario.load.users} users, seed {scenario.seed}")
     topology = ", ".join(f"{role} x{n}" for role, n in scenario.topology.items())

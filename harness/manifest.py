@@ -21,6 +21,7 @@ from chaos.kinds import FAULT_KINDS
 from contract.errors import SetupError
 from contract.links import CLIENTS, link_name
 from contract.promises import (
+    AUTO_DEADLINE,
     DEFAULT_AVAILABILITY_FLOOR,
     DEFAULT_LATENCY_P99_MS,
     DEFAULT_RECOVERY_BOUND_S,
@@ -619,10 +620,13 @@ def reply_deadline_problem(options: dict[str, Any], promises: Promises) -> str |
     system answers while it is still recovering as promised.
     """
     deadline = options.get("reply_deadline_s")
-    if deadline is None or deadline == 0:
+    if deadline is None or deadline == 0 or deadline == AUTO_DEADLINE:
         return None
     if isinstance(deadline, bool) or not isinstance(deadline, int | float) or deadline < 0:
-        return f"reply_deadline_s must be a number of seconds (0: resend as usual), got {deadline!r}"
+        return (
+            f"reply_deadline_s must be a number of seconds (0: resend as usual) or {AUTO_DEADLINE!r}, "
+            f"got {deadline!r}"
+        )
     if deadline < promises.recovery_bound_s:
         return (
             f"reply_deadline_s = {deadline:g} is shorter than [promises] recovery_bound_s = "
@@ -685,12 +689,10 @@ def is_manifest(ref: str | Path) -> bool:
     return "roles" in data and "implementation" not in data
 
 
-def load_manifest(ref: str | Path, *, relative_to: Path | None = None) -> Manifest:
-    """A manifest by built-in name (``paranoid-pirate``) or by path (``./my-broker.toml``).
-
-    A relative path is taken from ``relative_to`` (the scenario's folder) when it exists
-    there, else from the current directory.
-    """
+def manifest_path(ref: str | Path, *, relative_to: Path | None = None) -> Path:
+    """The file of a manifest named by built-in name (``paranoid-pirate``) or by path
+    (``./my-broker.toml``), resolved. A relative path is taken from ``relative_to`` (the
+    scenario's folder) when it exists there, else from the current directory."""
     text = str(ref)
     if not text.endswith(".toml") and "/" not in text:
         builtins = builtin_manifests()
@@ -699,10 +701,14 @@ def load_manifest(ref: str | Path, *, relative_to: Path | None = None) -> Manife
                 f"unknown implementation {text!r}; built-in ones: {', '.join(sorted(builtins))} "
                 "(or give the path of a manifest .toml)"
             )
-        path = builtins[text]
-    else:
-        path = Path(text)
-        if not path.is_absolute() and relative_to is not None and (relative_to / path).exists():
-            path = relative_to / path
-    path = path.resolve()
+        return builtins[text].resolve()
+    path = Path(text)
+    if not path.is_absolute() and relative_to is not None and (relative_to / path).exists():
+        path = relative_to / path
+    return path.resolve()
+
+
+def load_manifest(ref: str | Path, *, relative_to: Path | None = None) -> Manifest:
+    """A manifest by built-in name or by path (``manifest_path``)."""
+    path = manifest_path(ref, relative_to=relative_to)
     return parse_manifest(load_toml(path, "manifest"), path)

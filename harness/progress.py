@@ -95,6 +95,8 @@ class Progress:
             )
         for fault in plan:
             self._print(f"    {fault.describe()}")
+        for note in scenario.notes:
+            self._print(f"  note: {note}")
 
     def phase(self, name: str) -> None:
         self._print(f"[{name}]")
@@ -175,10 +177,22 @@ class Progress:
         for name, check in checks.items():
             status = check.get("status", "unknown")
             mark = STATUS_MARK.get(status, status)
-            expected = "  (expected)" if check.get("expected") and status == "violated" else ""
+            expected = ""
+            if check.get("expected") and status == "violated":
+                expected = "  (expected)"
+            elif check.get("expected") and status == "held":
+                # a known weakness the run did not show fails the run: the line must say why
+                mark, expected = (
+                    STATUS_MARK["violated"],
+                    "  (expected to be violated: the run did not show it)",
+                )
             print(f"  {mark} {name:<{width}}  {check.get('summary', '')}{expected}", file=out)
             if status == "unknown" and check.get("reason") and check.get("reason") != check.get("summary"):
                 print(f"       {'':<{width}}  unknown: {check['reason']}", file=out)
+        for warning in verdict.get("warnings") or []:
+            print(f"  ! {warning}", file=out)
+        for note in verdict.get("notes") or []:
+            print(f"  note: {note}", file=out)
         outcome = str(verdict.get("outcome") or "unknown")
         for reason in verdict.get("reasons") or []:
             if not reason.split(":", 1)[0].endswith(" unknown"):  # an unknown check shows above

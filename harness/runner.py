@@ -113,6 +113,8 @@ def planned_meta(scenario: Scenario, plan: list[PlannedFault]) -> RunMeta:
         "scenario": scenario.as_dict(),
         "manifest": scenario.manifest.as_dict(),
         "expect_violated": list(scenario.expect_violated),
+        "notes": list(scenario.notes),
+        "warnings": list(scenario.warnings),
         "client_budget_s": load_budget_s(scenario.load.clients),
         "plan": [f.as_dict() for f in plan],
     }
@@ -454,7 +456,7 @@ class Runner:
     def execute(self, *, report: bool = True) -> RunResult:
         """Run the scenario; teardown always happens, whatever goes wrong."""
         self.progress.header(self.scenario, self.run, self.plan)
-        for warning in self.scenario.manifest.warnings:
+        for warning in (*self.scenario.manifest.warnings, *self.scenario.warnings):
             self.progress.warn(warning)
         try:
             with interrupts_raise():

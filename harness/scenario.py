@@ -4,6 +4,7 @@
 name = "paranoid-pirate-kill-worker"     # default: the file's stem
 description = "Workers are killed under load and restarted; nothing may be lost."
 implementation = "paranoid-pirate"       # a built-in name, or the path of a manifest
+written_for = "paranoid-pirate"          # default: implementation (see "another implementation" below)
 seed = 7                                 # same seed: same faults, same request streams
 duration_s = 60                          # how long the load runs
 drain_s = 8                              # after the load: time for requests in flight
@@ -25,6 +26,12 @@ client = { timeout_ms = 2500 }           # overrides of the client options (ever
 [clients.sync]                           # overrides for one client kind of the manifest
 options = { timeout_ms = 5000 }          # validated against the kind's adapter
 weight = 2                               # or users = 3 (a fixed number of its users)
+in_order = false                         # its replies may come in any order
+
+[clients.mdp_async]                      # with adapter: a kind the scenario brings where the
+adapter = "mdp_async"                    # manifest has none of that name (a built-in client
+endpoint = "frontend"                    # of the family its clients speak; default endpoint:
+                                         # its first kind's), else that kind's override
 
 [promises]                               # overrides of the manifest's [promises] values
 latency_p99_ms = 400.0                   # (not checks; same types as the manifest's)
@@ -47,6 +54,7 @@ restart_after_s = 2                      # or random = { count = 3, between = [5
 
 [expect]
 violated = []                            # checks expected to fail (a known weakness)
+implementation = "paranoid-pirate"       # whose weakness it is (default: written_for)
 
 [baseline]                               # optional: do not regress against a stored baseline run
 label = "v1.4"                           # `zchaos baseline RUN --label v1.4` stores one
@@ -54,6 +62,13 @@ recovery_ratio = 1.5                     # each recovery at most 1.5x the baseli
 p99_ratio = 2.0                          # p99 latency at most 2x the baseline's (+ p99_slack_ms, 1.0)
 availability_ratio = 0.9                 # lowest availability at least 0.9x the baseline's
 ```
+
+A scenario is written for one implementation (``written_for``; ``--set
+implementation=...`` keeps it at the file's ``implementation``) and may run against
+another. Then what is about the one it was written for does not apply: ``[expect]`` is set
+aside (every check is judged), and an ``[options]`` key, a ``[load] client`` option or a
+``[clients.NAME]`` kind the implementation under test does not have is skipped; each says
+so in ``notes`` (``zchaos check``, the run's terminal, run.json and the report).
 
 A ``[baseline]`` adds the ``baseline`` check (reports/baseline.py): violated when the run
 regresses beyond a ratio it gives, unknown when no baseline ``label`` is stored for the
@@ -75,6 +90,7 @@ from chaos.kinds import FAULT_KINDS
 from chaos.nemesis import PlannedFault, Schedule, plan_faults
 from contract.errors import SetupError, key_path
 from contract.links import CLIENTS, covers
+from contract.promises import AUTO_DEADLINE, OUTAGE, expiry_s, timer_deadline_s
 from harness.config import (
     MAX_DURATION_S,
     MAX_FAULT_TIMES,
@@ -91,10 +107,12 @@ from harness.manifest import (
     ClientKind,
     Manifest,
     Promises,
+    adapter_of,
     check_client_options,
     known_options,
     link_names,
     load_manifest,
+    manifest_path,
     parse_promises,
     reply_deadline_problem,
 )
@@ -175,6 +193,12 @@ class Scenario:
     faults: tuple[FaultSpec, ...]
     expect_violated: tuple[str, ...]
     baseline: dict[str, Any] | None = None  # [baseline]: label and the ratios it bounds
+    written_for: str = ""  # the implementation its [expect] and own settings are about
+    expect_set_aside: tuple[str, ...] = ()  # [expect] violated, about another implementation
+    #: what of the scenario did not apply to the implementation under test, and why
+    notes: tuple[str, ...] = ()
+    #: what may make the run call a correct system wrong (a reply deadline its timers outlast)
+    warnings: tuple[str, ...] = ()
     # What it was parsed from (its TOML data, overrides such as --seed included) and its
     # manifest as the manifest's file says: enough to parse it again with a change
     # (another seed, a smaller variant) and to replay it (harness/replay.py).
@@ -213,6 +237,10 @@ class Scenario:
             ],
             "expect_violated": list(self.expect_violated),
             "baseline": self.baseline,
+            "written_for": self.written_for,
+            "expect_set_aside": list(self.expect_set_aside),
+            "notes": list(self.notes),
+            "warnings": list(self.warnings),
         }
 
 
@@ -302,30 +330,50 @@ def check_target(
     raise ft.error("target", f"unknown target {target!r} (known: {', '.join(known)})")
 
 
-def _client_overrides(top: Table, lt: Table, manifest: Manifest) -> tuple[ClientKind, ...]:
-    """The manifest's client kinds with ``[load] client`` and ``[clients.NAME]`` applied."""
-    common = lt.get("client", dict, {})
-    for key in common:
-        if not any(key in k.options or _knows(k, key) for k in manifest.clients):
-            known = "; ".join(
-                f"kind {k.name}: {known_options(k.adapter, k.options)}" for k in manifest.clients
-            )
-            raise lt.error("client", f"{key!r} is not a client option of {manifest.name} ({known})")
+def _client_overrides(
+    top: Table, lt: Table, manifest: Manifest, foreign: Foreign | None
+) -> tuple[ClientKind, ...]:
+    """The manifest's client kinds with ``[load] client`` and ``[clients.NAME]`` applied;
+    with ``foreign`` (another implementation than the scenario's own) what they lack is
+    skipped and noted there instead of refused."""
     ct = top.table("clients")
-    by_name = {k.name: k for k in manifest.clients}
-    for name in ct.data:
+    brought = _brought_kinds(ct, manifest)
+    pool = (*manifest.clients, *brought)
+    common = dict(lt.get("client", dict, {}))
+    for key in list(common):
+        if not any(key in k.options or _knows(k, key) for k in pool):
+            if foreign is not None:
+                foreign.skip("[load] client", key, "a client option")
+                del common[key]
+                continue
+            known = "; ".join(f"kind {k.name}: {known_options(k.adapter, k.options)}" for k in pool)
+            raise lt.error("client", f"{key!r} is not a client option of {manifest.name} ({known})")
+    by_name = {k.name: k for k in pool}
+    for name in list(ct.data):
         if name not in by_name:
+            if foreign is not None:
+                foreign.skip("[clients]", name, "a client kind")
+                ct.get(name, dict)
+                continue
             raise ct.error(name, f"no client kind {name!r} in {manifest.name} (kinds: {sorted(by_name)})")
     kinds = []
-    for kind in manifest.clients:
+    for kind in pool:
         applied = {k: v for k, v in common.items() if k in kind.options or _knows(kind, k)}
         check_client_options(kind.adapter, applied, lt, "client")
-        weight, users = kind.weight, kind.users
+        weight, users, in_order = kind.weight, kind.users, kind.in_order
         if kind.name in ct.data:
             kt = ct.table(kind.name)
-            own = kt.get("options", dict, {})
-            for key in own:
+            # what _brought_kinds read of another Table of the same data
+            for key in ("adapter", "endpoint") if kind in brought else ("adapter",):
+                kt.get(key, object, None)
+            in_order = kt.get("in_order", bool, in_order)
+            own = dict(kt.get("options", dict, {}))
+            for key in list(own):
                 if key not in kind.options and not _knows(kind, key):
+                    if foreign is not None:
+                        foreign.skip(f"[clients.{kind.name}] options", key, "a client option")
+                        del own[key]
+                        continue
                     known = known_options(kind.adapter, kind.options)
                     raise kt.table("options").error(
                         key, f"not a client option of kind {kind.name!r} ({known})"
@@ -341,11 +389,135 @@ def _client_overrides(top: Table, lt: Table, manifest: Manifest) -> tuple[Client
             kt.done()
             if kt.has("users") and users == 0:
                 continue  # switched off: no user of this kind
-        kinds.append(replace(kind, options={**kind.options, **applied}, weight=weight, users=users))
+        kinds.append(
+            replace(kind, options={**kind.options, **applied}, weight=weight, users=users, in_order=in_order)
+        )
     ct.done()
     if not kinds:
         raise ct.error(None, "every client kind has users = 0: there would be no load at all")
     return tuple(kinds)
+
+
+def _family_of(adapter: str) -> str | None:
+    from implementations import families
+
+    return next((f.name for f in families().values() if adapter in f.adapters), None)
+
+
+def _brought_kinds(ct: Table, manifest: Manifest) -> list[ClientKind]:
+    """The client kinds a scenario brings: each ``[clients.NAME]`` with an ``adapter`` that
+    is no kind of the manifest, a built-in client of the family the manifest's clients speak
+    (the asynchronous MDP client for any Majordomo broker). Its endpoints default to the
+    manifest's first kind's; its options, weight, users and in_order are read as an
+    override's. The same table on a manifest that has the kind is an override of it."""
+    by_name = {k.name: k for k in manifest.clients}
+    brought = []
+    for name in list(ct.data):
+        kt = ct.table(name)
+        if not kt.has("adapter"):
+            continue
+        adapter = kt.get("adapter", str)
+        if name in by_name:
+            if adapter != by_name[name].adapter:
+                raise kt.error(
+                    "adapter",
+                    f"kind {name!r} of {manifest.name} uses adapter {by_name[name].adapter!r}: "
+                    "give the kind you bring a name of its own",
+                )
+            continue
+        if adapter_of(adapter, kt).RUNS_PROGRAM:
+            raise kt.error("adapter", "a scenario brings built-in clients only; a program is its manifest's")
+        family = _family_of(adapter)
+        spoken = {f for k in manifest.clients if (f := _family_of(k.adapter))}
+        if family not in spoken:
+            raise kt.error(
+                "adapter",
+                f"adapter {adapter!r} speaks {family or 'no family'}; the clients of {manifest.name} speak "
+                f"{', '.join(sorted(spoken)) or 'no protocol zchaos knows'}",
+            )
+        endpoints = manifest.clients[0].endpoints
+        if kt.has("endpoint"):
+            endpoints = (kt.get("endpoint", str),)
+            if endpoints[0] not in manifest.endpoints:
+                raise kt.error(
+                    "endpoint", f"{endpoints[0]!r} is not in [endpoints] {sorted(manifest.endpoints)}"
+                )
+        brought.append(ClientKind(name, adapter, endpoints, {}, in_order=manifest.promises.in_order))
+    return brought
+
+
+@dataclass
+class Foreign:
+    """A scenario run against another implementation than the one it was written for: what
+    of it that implementation lacks is skipped, each with a note saying why."""
+
+    written_for: str
+    manifest: Manifest
+    notes: list[str] = field(default_factory=list)
+
+    def skip(self, where: str, key: str, what: str) -> None:
+        self.notes.append(
+            f"{where} {key}: {what} of {self.written_for}, the implementation the scenario was written "
+            f"for; {self.manifest.name} has none, so it is skipped"
+        )
+
+
+def is_implementation(ref: str, manifest: Manifest, scenario_path: Path | None) -> bool:
+    """``ref`` (a built-in name or a manifest's path, as a scenario gives it) names ``manifest``."""
+    try:
+        found = manifest_path(ref, relative_to=scenario_path.parent if scenario_path else None)
+    except SetupError:
+        return False  # no such built-in: not this one either
+    return found == manifest.path.resolve()
+
+
+def _reply_deadlines(
+    kinds: tuple[ClientKind, ...],
+    promises: Promises,
+    options: dict[str, Any],
+    faults: list[FaultSpec],
+    notes: list[str],
+    seed: int,
+) -> tuple[tuple[ClientKind, ...], list[str]]:
+    """The client kinds with each ``reply_deadline_s = "auto"`` made the deadline the
+    system's own timers need under this fault plan (``timer_deadline_s``, noted in
+    ``notes``), and a warning for each deadline given as a number that falls short of it."""
+    declared = expiry_s(promises.expiry_ms, options)
+    expiry = promises.steady_grace_s if declared is None else declared
+    source = (
+        "[promises] steady_grace_s, as no expiry_ms is given"
+        if declared is None
+        else f"[promises] expiry_ms = {promises.expiry_ms}"
+    )
+    times = [t for f in faults if FAULT_KINDS[f.kind].harm == OUTAGE for t in f.schedule.times(seed, f.index)]
+    needed, outages = timer_deadline_s(times, expiry, promises.recovery_bound_s)
+    why = (
+        f"{outages} outage(s) of the fault plan one request can live through, each held up to the expiry "
+        f"{expiry:g} s ({source}) before it is handed on, + recovery_bound_s {promises.recovery_bound_s:g}"
+    )
+    resolved, warnings = [], []
+    for kind in kinds:
+        deadline = kind.options.get("reply_deadline_s")
+        if deadline == AUTO_DEADLINE:
+            kind = replace(kind, options={**kind.options, "reply_deadline_s": needed})
+            notes.append(f"client kind {kind.name}: reply_deadline_s = auto = {needed:g} s ({why})")
+        elif _never_resends(kind) and 0 < float(deadline or 0) < needed:
+            warnings.append(
+                f"client kind {kind.name}: reply_deadline_s = {deadline:g} s cannot cover the system's own "
+                f"timers ({why} = {needed:g} s): a correct system may answer after it and the request counts "
+                f'as lost; give reply_deadline_s = "{AUTO_DEADLINE}" (or at least {needed:g})'
+            )
+        resolved.append(kind)
+    return tuple(resolved), warnings
+
+
+def _never_resends(kind: ClientKind) -> bool:
+    """A client of ``kind`` sends each request once, and calls it lost after its deadline."""
+    from loadtests.adapters import adapter_class
+
+    deadline = kind.options.get("reply_deadline_s")
+    number = isinstance(deadline, int | float) and not isinstance(deadline, bool)
+    return number and adapter_class(kind.adapter).NO_RESEND_DEADLINE
 
 
 def _knows(kind: ClientKind, key: str) -> bool:
@@ -390,6 +562,10 @@ def parse_scenario(
         except SetupError as exc:
             raise top.error("implementation", str(exc)) from None
     base_manifest = manifest
+    written_for = top.get("written_for", str, impl_ref)
+    own = written_for == impl_ref or is_implementation(written_for, manifest, path)
+    notes: list[str] = []
+    foreign = None if own else Foreign(written_for, manifest, notes)
     seed = top.get("seed", int, 1, maximum=MAX_SEED)
     duration_given = top.has("duration_s")
     duration_s = top.get("duration_s", float, 60.0, minimum=1, maximum=MAX_DURATION_S)
@@ -412,13 +588,17 @@ def parse_scenario(
     options = dict(manifest.options)
     for key in list(ot.data):
         if key not in manifest.options:
+            if foreign is not None:  # e.g. the work_ms of our workers, for a system of the user's
+                foreign.skip("[options]", key, "an option")
+                ot.get(key, object)
+                continue
             raise ot.error(key, f"not an option of {manifest.name} (options: {sorted(manifest.options)})")
         options[key] = ot.get(key, type(manifest.options[key]))
     ot.done()
 
     lt = top.table("load")
     defaults = LoadSpec()
-    clients = _client_overrides(top, lt, manifest)
+    clients = _client_overrides(top, lt, manifest, foreign)
     promises = _override_promises(top, manifest.promises, options)
     manifest = replace(manifest, clients=clients, promises=promises)
     users = lt.get("users", int, defaults.users, minimum=1, maximum=MAX_USERS)
@@ -445,10 +625,6 @@ def parse_scenario(
         clients=clients,
         phases=phases,
     )
-    for client_kind in clients:
-        deadline_problem = reply_deadline_problem(client_kind.options, manifest.promises)
-        if deadline_problem:
-            raise lt.error("client", f"client kind {client_kind.name!r}: {deadline_problem}")
     fixed = sum(k.users for k in clients)
     if fixed > load.users or (fixed == load.users and any(k.users == 0 for k in clients)):
         shared = [k.name for k in clients if k.users == 0]
@@ -488,8 +664,25 @@ def parse_scenario(
                 raise ft.error(problem.key, problem.message) from None
         faults.append(FaultSpec(i, kind_name, target, schedule, params))
 
+    clients, warnings = _reply_deadlines(clients, manifest.promises, options, faults, notes, seed)
+    for client_kind in clients:
+        deadline_problem = reply_deadline_problem(client_kind.options, manifest.promises)
+        if deadline_problem:
+            raise lt.error("client", f"client kind {client_kind.name!r}: {deadline_problem}")
+    manifest = replace(manifest, clients=clients)
+    load = replace(load, clients=clients)
+
     et = top.table("expect")
     expect_violated = tuple(et.list_of("violated", str, []))
+    about = et.get("implementation", str, written_for)
+    expect_set_aside: tuple[str, ...] = ()
+    if expect_violated and not (own if about == written_for else is_implementation(about, manifest, path)):
+        # A known weakness of one implementation says nothing of another: judged like any check.
+        expect_set_aside, expect_violated = expect_violated, ()
+        notes.append(
+            f"[expect] violated = {list(expect_set_aside)} is about {about}, not {manifest.name} "
+            f"({manifest.path}): set aside, so those checks are judged like every other"
+        )
     for check in expect_violated:
         if check not in manifest.promises.checks:
             raise et.error(
@@ -512,6 +705,10 @@ def parse_scenario(
         faults=tuple(faults),
         expect_violated=expect_violated,
         baseline=baseline,
+        written_for=written_for,
+        expect_set_aside=expect_set_aside,
+        notes=tuple(notes),
+        warnings=tuple(warnings),
         source=source,
         base_manifest=base_manifest,
     )
@@ -626,8 +823,13 @@ def load_scenario(path: str | Path, *, sets: Sequence[str] = ()) -> Scenario:
     data = load_toml(path, "scenario")
     if not sets:
         return parse_scenario(data, path.resolve(), where=path)
+    changed = apply_sets(data, sets, path)
+    written = data.get("implementation")
+    if "written_for" not in changed and isinstance(written, str) and changed.get("implementation") != written:
+        # Run against another implementation, it is still the file's scenario for its own.
+        changed["written_for"] = written
     try:
-        scenario = parse_scenario(apply_sets(data, sets, path), path.resolve(), where=path)
+        scenario = parse_scenario(changed, path.resolve(), where=path)
     except SetupError as exc:
         raise _from_set(exc, sets, path) from None
     return replace(scenario, sets=tuple(sets))

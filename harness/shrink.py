@@ -3,14 +3,17 @@
 ``zchaos shrink RUN`` starts from what the run ran (its replay record, harness/replay.py)
 with its fault plan written out: one ``[[faults]]`` line per fault the run injected, at its
 time and on the instance the seed chose, so that dropping one fault leaves the others
-as they were. It then tries smaller candidates, keeping each one that still violates the
-check, in passes until a pass changes nothing or the budget is spent:
+as they were. It first tries the two big cheap steps, each one run where a step-by-step
+search takes many: no fault at all (when that still violates the check, the load alone
+breaks the system, and shrink says so plainly: the faults are not to blame), then a single
+user. Then it tries smaller candidates, keeping each one that still violates the check, in
+passes until a pass changes nothing or the budget is spent:
 
 1. fewer faults: delta debugging (Zeller's ddmin) over the fault lines;
 2. a shorter load (halved, never before the last fault's end plus a margin);
 3. shorter faults (``duration_s`` and ``restart_after_s`` halved);
 4. fewer users, then fewer instances of each scalable role (halved, then one less);
-5. no fault at all (a bug the load alone shows).
+5. no fault at all again (what a smaller load or topology may need none for).
 
 A candidate counts as reproducing if one of its first ``seeds_per_candidate`` seeds (the
 seed that last reproduced, then seeds derived from it, harness/seeds.py) violates the
@@ -82,6 +85,7 @@ class ShrinkResult:
     final_run: Path | None = None  # the run that last reproduced (the original run if none did)
     exit_code: int = 0
     toml: Path | None = None
+    load_alone: bool = False  # the check was violated with no fault at all
 
 
 def length_params(fault: dict[str, Any]) -> tuple[str, ...]:
@@ -159,6 +163,7 @@ class Shrinker:
         self.final_run: Path | None = None
         self.best: dict[str, Any] = {}  # the last candidate that reproduced: the smallest so far
         self.tried: set[str] = set()  # candidates already tried (their data but the seed)
+        self.load_alone = False  # a candidate with no fault at all reproduced
 
     def _spent(self) -> str:
         if self.runs_used >= self.budget_runs:
@@ -293,9 +298,24 @@ class Shrinker:
         if not data.get("faults"):
             return data
         candidate = {**copy.deepcopy(data), "faults": []}
-        return candidate if self.reproduces(candidate, "no fault at all") else data
+        if not self.reproduces(candidate, "no fault at all"):
+            return data
+        self.load_alone = True
+        self.progress.note(f"the load alone breaks {self.check}: it is violated with no fault at all")
+        return candidate
+
+    def one_user(self, data: dict[str, Any]) -> dict[str, Any]:
+        load = data.get("load") or {}
+        users = int(load.get("users", self.scenario.load.users))
+        if load.get("phases") or users <= 2:  # halving tries 2 -> 1 as cheaply
+            return data
+        candidate = copy.deepcopy(data)
+        candidate.setdefault("load", {})["users"] = 1
+        return candidate if self.reproduces(candidate, f"users {users} -> 1") else data
 
     def search(self, data: dict[str, Any]) -> dict[str, Any]:
+        # The big cheap steps first: each costs one candidate and may save most of the search.
+        data = self.one_user(self.no_faults(data))
         steps = (
             self.fewer_faults, self.shorter_load, self.shorter_faults, self.fewer_users,
             self.fewer_instances, self.no_faults,
@@ -353,6 +373,14 @@ def write_report(result: ShrinkResult, scenario: Scenario) -> None:
         f"- runs used: {result.runs_used}; candidates tried: {len(result.trials)}, "
         f"reproduced: {sum(t.reproduced_on is not None for t in result.trials)}",
         f"- search {'ended early: ' + result.stopped if result.stopped else 'finished'}",
+        *(
+            [
+                f"- **the load alone breaks the system**: `{result.check}` is violated with no fault at all; "
+                "the faults are not to blame (fewer users or a slower pace is where to look)"
+            ]
+            if result.load_alone
+            else []
+        ),
         f"- final verdict ({result.final_run.name if result.final_run else '-'}): "
         f"{_verdict_line(result.final_run, result.check)}",
         f"- rerun it: `zchaos run {result.toml}`" if result.toml else "",
@@ -454,6 +482,7 @@ def shrink_run(
     result.smallest = smallest = shrinker.best
 
     result.trials, result.runs_used = shrinker.trials, shrinker.runs_used
+    result.load_alone = shrinker.load_alone
     result.final_run = shrinker.final_run or run_path
     result.toml = folder / f"{scenario.name}-shrunk.toml"
     header = (
@@ -463,5 +492,7 @@ def shrink_run(
     result.toml.write_text(header + dump_toml(_standalone(smallest, scenario)))
     write_report(result, scenario)
     progress.phase(f"shrink done: {_describe(smallest, scenario)}")
+    if result.load_alone:
+        print(f"the load alone breaks the system: {check} is violated with no fault at all")
     print(f"smallest scenario: {result.toml}\nshrink report: {folder / 'shrink.md'}")
     return result

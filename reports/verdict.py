@@ -105,6 +105,8 @@ def build_verdict(
         "reasons": reasons,
         "status": combine([r.status for r in results]),
         "expect_violated": sorted(expected),
+        "notes": list(meta.get("notes") or []),  # e.g. an [expect] about another implementation, set aside
+        "warnings": list(meta.get("warnings") or []),  # e.g. a reply deadline the system's timers outlast
         "checks": checks,
         "errors": errors,
         "incomplete": incomplete,

@@ -29,3 +29,16 @@ def test_ci_scenario_verdict(path: Path, tmp_path: Path, spark) -> None:
     assert result.exit_code == 0, json.dumps(summary, indent=1)
     violated = {name for name, c in checks.items() if c["status"] == "violated"}
     assert violated == set(scenario.expect_violated)
+
+
+BASELINES = sorted((ROOT / "scenarios").glob("*-baseline.toml"))
+
+
+# One no-fault run per family (tests/test_families.py asks that every family has one): ten
+# runs, a soak; the CI suite above already runs the families' faulty scenarios.
+@pytest.mark.soak
+@pytest.mark.parametrize("path", BASELINES, ids=[p.stem for p in BASELINES])
+def test_a_family_baseline_passes_on_our_implementation(path: Path, tmp_path: Path, spark) -> None:
+    result = run_scenario(load_scenario(path), runs_dir=tmp_path)
+    summary = {name: (c["status"], c["summary"]) for name, c in result.verdict["checks"].items()}
+    assert result.exit_code == 0, json.dumps(summary, indent=1)

@@ -46,6 +46,16 @@ def manifest_names(package: Path) -> set[str]:
     return {load_toml(p, "manifest")["name"] for p in package.glob("manifest*.toml")}
 
 
+def baselines() -> dict[str, list[str]]:
+    """Implementation -> the stock scenarios that run it with no fault (its steady state)."""
+    found: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "scenarios").glob("*.toml")):
+        data = load_toml(path, "scenario")
+        if not data.get("faults"):
+            found.setdefault(str(data.get("implementation")), []).append(path.name)
+    return found
+
+
 def pieces(card: Family, package: Path) -> dict[str, object]:
     """Everything the family has, for a person reading a failure."""
     return {
@@ -64,6 +74,8 @@ def family_problems(card: Family, package: Path) -> list[str]:
     problems = []
     if card.name not in manifest_names(package):
         problems.append(f"no manifest*.toml in its package is named {card.name!r}")
+    if not any(baselines().get(name) for name in manifest_names(package)):
+        problems.append("no stock scenario without faults runs it (scenarios/<family>-baseline.toml)")
     if card.probe is not None:
         if importlib.util.find_spec(card.probe.module) is None:
             problems.append(f"probe module {card.probe.module} does not exist")
@@ -134,3 +146,11 @@ def test_a_half_registered_family_is_caught() -> None:
     for bad, message in broken:
         found = family_problems(bad, package)
         assert any(message in p for p in found), (message, found)
+
+
+def test_a_family_without_a_baseline_scenario_is_caught(tmp_path: Path) -> None:
+    card = replace(families()["majordomo"], name="majordomo-ng")
+    (tmp_path / "manifest.toml").write_text('name = "majordomo-ng"\n')
+    missing = "no stock scenario without faults runs it (scenarios/<family>-baseline.toml)"
+    assert missing in family_problems(card, tmp_path)
+    assert missing not in family_problems(families()["majordomo"], packages()["majordomo"])

@@ -79,9 +79,13 @@ def test_steady_state_counts_a_lost_request_outside_fault_windows(spark):
 def test_the_noresend_flavour_promises_requeue_and_budgets_its_deadline() -> None:
     manifest = load_manifest("majordomo-noresend")
     assert manifest.promises.requeue is True
-    sync, noresend = manifest.clients  # resending clients and no-resend ones in one run
+    # its deadline comes from the broker's timers under the scenario's fault plan
+    assert manifest.clients[1].options["reply_deadline_s"] == "auto"
+    scenario = load_scenario(ROOT / "scenarios" / "majordomo-noresend-kill-busy-worker.toml")
+    sync, noresend = scenario.load.clients  # resending clients and no-resend ones in one run
     assert "reply_deadline_s" not in sync.options
-    assert noresend.options["reply_deadline_s"] >= manifest.promises.recovery_bound_s
+    # two kills 6 s apart, each holding a request one 3 s expiry, then the 10 s recovery bound
+    assert noresend.options["reply_deadline_s"] == 16.0 >= manifest.promises.recovery_bound_s
     assert client_budget_s(noresend) == noresend.options["reply_deadline_s"]
     assert load_manifest("majordomo").promises.requeue is False
 
@@ -89,7 +93,7 @@ def test_the_noresend_flavour_promises_requeue_and_budgets_its_deadline() -> Non
 def test_a_deadline_below_the_recovery_bound_is_refused_naming_the_key(tmp_path: Path) -> None:
     text = (ROOT / "implementations" / "majordomo" / "manifest-noresend.toml").read_text()
     bad = tmp_path / "m.toml"
-    bad.write_text(text.replace("reply_deadline_s = 12.0", "reply_deadline_s = 4.0").replace(
+    bad.write_text(text.replace('reply_deadline_s = "auto"', "reply_deadline_s = 4.0").replace(
         "{manifest_dir}", str(ROOT)))  # fmt: skip
     with pytest.raises(SetupError) as caught:
         load_manifest(bad)

@@ -9,6 +9,7 @@ loses its request (no_lost); a latency on the clients' link and a short freeze l
 
 from __future__ import annotations
 
+import io
 import json
 import tomllib
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.progress import Progress
 from harness.scenario import load_scenario
 from harness.shrink import Shrinker, _fault_end, _standalone, ddmin, planned_faults
 from tests.procs import ROOT
@@ -109,3 +111,43 @@ def test_a_three_fault_run_shrinks_to_the_one_kill_that_breaks_it(
     assert verdict["checks"]["no_lost"]["status"] == "violated"
     # the report says how to run it again
     assert f"<code>zchaos run --replay {rerun}</code>" in (rerun / "report.html").read_text()
+
+
+class Recorder(Shrinker):
+    """A Shrinker whose candidates reproduce when ``rule`` says so of their data instead of
+    by runs: a unit test of ``search``'s order."""
+
+    def __init__(self, rule) -> None:  # no super().__init__: nothing runs
+        self.rule = rule
+        self.changes: list[str] = []
+        self.scenario = load_scenario(THREE_FAULTS)
+        self.check = "no_lost"
+        self.load_alone = False
+        self.progress = Progress(stream=io.StringIO(), out=io.StringIO())
+        self.tried: set[str] = set()
+
+    def reproduces(self, data: dict, change: str) -> bool:
+        key = json.dumps({k: v for k, v in data.items() if k != "seed"}, sort_keys=True)
+        if key in self.tried:
+            return False
+        self.tried.add(key)
+        self.changes.append(change)
+        return self.rule(data)
+
+
+def test_shrink_tries_no_fault_and_one_user_first_and_says_when_the_load_alone_breaks_it() -> None:
+    data = load_scenario(THREE_FAULTS).source | {"load": {"users": 8}}
+    overload = Recorder(lambda c: c["load"]["users"] >= 4)  # breaks with 4 users or more, faults or not
+    smallest = overload.search(data)
+    assert overload.changes[:2] == ["no fault at all", "users 8 -> 1"]
+    assert overload.load_alone is True
+    assert smallest["faults"] == [] and smallest["load"]["users"] == 4
+
+
+def test_a_bug_that_needs_its_fault_is_not_blamed_on_the_load() -> None:
+    data = load_scenario(THREE_FAULTS).source | {"load": {"users": 8}}
+    kill = Recorder(lambda c: any(f["kind"] == "kill" for f in c.get("faults", [])))
+    smallest = kill.search(data)
+    assert kill.changes[:2] == ["no fault at all", "users 8 -> 1"]
+    assert kill.load_alone is False
+    assert [f["kind"] for f in smallest["faults"]] == ["kill"] and smallest["load"]["users"] == 1

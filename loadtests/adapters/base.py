@@ -35,6 +35,7 @@ from greenlet import getcurrent
 
 from contract.history import HistoryWriter
 from contract.payload import payload_for, rid_in, rid_of, shown_body
+from contract.promises import AUTO_DEADLINE
 from contract.rundir import DEFAULT_CLIENT_BUDGET_S
 
 __all__ = ["payload_for", "received", "rid_of"]
@@ -301,6 +302,9 @@ class ClientAdapter(ABC):
     #: it runs a program of the user's: the Locust user passes it ``command``, ``log_path``,
     #: ``writer`` and ``kind`` as keyword arguments too
     RUNS_PROGRAM = False
+    #: ``reply_deadline_s`` > 0 makes it a client that never resends and records ``lost``:
+    #: a deadline the system's own timers must fit (``zchaos check`` warns when they do not)
+    NO_RESEND_DEADLINE = False
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> list[tuple[str, str]]:
@@ -313,6 +317,8 @@ class ClientAdapter(ABC):
             if key not in cls.DEFAULTS:
                 if not cls.OPEN_OPTIONS:
                     problems.append((key, "unknown client option"))
+            elif key == "reply_deadline_s" and value == AUTO_DEADLINE:
+                continue  # a number by the time a client starts (harness/scenario.py)
             elif not _same_type(value, cls.DEFAULTS[key]):
                 want = _type_name(cls.DEFAULTS[key])
                 problems.append(

@@ -48,6 +48,7 @@ from loadtests.adapters.base import (
 class LazyPirateClient(ClientAdapter):
     DEFAULTS: dict[str, Any] = {"timeout_ms": 2500, "retries": 3, "settle_ms": 0, "reply_deadline_s": 0.0}
     MAX_ENDPOINTS = None
+    NO_RESEND_DEADLINE = True
     SUMMARY = (
         "Lazy Pirate client (REQ, timeout, new socket, resend); fails over across several endpoints "
         "(settle_ms: a pause before each resend, as Binary Star's client); reply_deadline_s > 0: "

@@ -53,6 +53,7 @@ class MdpAsyncClient(AsyncClientAdapter):
         "mmi_every": 0,
         "reply_deadline_s": 0.0,
     }
+    NO_RESEND_DEADLINE = True
     SUMMARY = "Majordomo 0.1 asynchronous client (DEALER, a window of requests in flight)"
 
     def __init__(

@@ -225,9 +225,13 @@ class Runner:
     # -- the phases -------------------------------------------------------------------
 
     def _remove_leftovers(self) -> None:
-        """Undo what runs killed without their teardown left on the host (starvation cgroups)."""
+        """Undo what runs killed without their teardown left on the host (starvation cgroups,
+        daemons of their roles)."""
         from chaos.starve import remove_leftovers
+        from harness.supervisor import remove_leftovers as end_leftover_processes
 
+        for what in end_leftover_processes():
+            self.progress.note(f"ended a process left by a dead zchaos run: {what}")
         found = remove_leftovers()
         for path in found.removed:
             self.progress.note(f"removed a CPU-starvation cgroup left by a dead zchaos run: {path}")

@@ -18,7 +18,7 @@ the stop reach every process of an instance; when the command exits while a proc
 started keeps running, that process is followed as the instance (its log and the terminal
 say so). A process that replaces its environment and leaves the command's tree cannot be
 attributed; a daemon re-parented here has no PR_SET_PDEATHSIG, so a runner killed with
-SIGKILL leaves it (``remove_leftovers`` ends it at the next run).
+SIGKILL leaves it: ``remove_leftovers`` ends it at the next run.
 """
 
 from __future__ import annotations
@@ -229,7 +229,8 @@ class Supervisor:
         self.on_unexpected_exit: Callable[[Managed], None] | None = None
         self.notify: Callable[[str], None] | None = None  # tells the terminal of a followed process
         self.subreaper = become_subreaper()
-        self._prefix = f"{os.getpid()}.{uuid.uuid4().hex[:8]}"  # this supervisor's ENV_OWNER prefix
+        # This supervisor's ENV_OWNER prefix: its process (pid and start, remove_leftovers), then its own.
+        self._prefix = f"{_runner_id(os.getpid())}.{uuid.uuid4().hex[:8]}"
         self._incarnations = 0
         self._owners: dict[tuple[int, float], str] = {}  # (pid, start) -> its ENV_OWNER
         self._leaders: set[int] = set()  # the commands' pids: Popen reaps those
@@ -593,6 +594,33 @@ class Supervisor:
         with self._lock:
             managed = self.current.get(instance)
             return managed is not None and self._running(managed)
+
+
+def _runner_id(pid: int) -> str | None:
+    """``<pid>-<start time in centiseconds>`` of a process (a reused pid has another start)."""
+    try:
+        return f"{pid}-{round(psutil.Process(pid).create_time() * 100)}"
+    except psutil.Error:
+        return None
+
+
+def remove_leftovers() -> list[str]:
+    """End the processes whose supervisor's process is gone (a runner killed with SIGKILL):
+    a daemon a role's command left has no PR_SET_PDEATHSIG and is re-parented to init then.
+    Each is told by its ENV_OWNER; what was ended, described, is returned."""
+    ended = []
+    for proc in psutil.process_iter():
+        try:
+            owner = proc.environ().get(ENV_OWNER, "")
+            runner = owner.partition(".")[0]
+            if not owner or _runner_id(int(runner.partition("-")[0])) == runner:
+                continue
+            what = f"pid {proc.pid} ({' '.join(proc.cmdline())[:160]}; {owner})"
+            proc.kill()
+            ended.append(what)
+        except (psutil.Error, OSError, ValueError):
+            continue
+    return ended
 
 
 def _how(code: int | None) -> str:

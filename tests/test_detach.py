@@ -163,3 +163,33 @@ def test_a_run_kills_restarts_and_stops_a_daemonized_server(tmp_path: Path) -> N
     assert len(servers) == 2 and all(e["expected"] for e in exits)
     assert processes_of(runs) == []
     assert not any(running(e["pid"]) for e in servers)
+
+
+@pytest.mark.slow
+def test_a_daemon_left_by_a_runner_killed_with_sigkill_is_ended_by_the_next_run(tmp_path: Path) -> None:
+    """A runner killed with SIGKILL has no teardown, and a daemon has no PR_SET_PDEATHSIG:
+    the daemon outlives it, until the next run's sweep (remove_leftovers) ends it."""
+    from harness.supervisor import remove_leftovers
+    from tests.procs import processes_of, run_process
+
+    scenario = tmp_path / "daemon.toml"
+    scenario.write_text(SCENARIO.format(manifest=DETACH / "lazy-pirate-daemon.toml").replace("10", "120", 1))
+    runs = tmp_path / "runs"
+
+    def servers() -> list[psutil.Process]:
+        # The server itself, not daemon.py on its way to it.
+        server = ["-m", "implementations.lazy_pirate.server"]
+        return [p for p in processes_of(runs) if p.cmdline()[1:3] == server]
+
+    try:
+        with run_process(scenario, runs, output=False) as runner:
+            [server] = wait_for(servers, 60, "the daemonized server")
+            os.killpg(runner.pid, signal.SIGKILL)
+            runner.wait()
+        assert running(server.pid), "the daemon died with the runner: nothing to sweep"
+        ended = remove_leftovers()
+        assert any(f"pid {server.pid} " in what for what in ended), ended
+        wait_for(lambda: not processes_of(runs), 30, "every process of the killed run to end")
+    finally:
+        for proc in processes_of(runs):
+            proc.kill()

@@ -9,7 +9,7 @@ naming the file (no run.json, no history, nothing in it).
 A damaged history is named, not blamed on the system: the reader locates every line that
 is not an event, and what each bad line names (a request, a client, or every writer of its
 file: reports/ingest/damage.py) is left out of the checks that read client events, which
-keep only what still stands without it (Checker.on_fewer) and are UNKNOWN otherwise,
+keep only what still stands without it (Checker.on_damage) and are UNKNOWN otherwise,
 rather than counting what is missing (its sends, say) as violations of the system.
 """
 
@@ -59,7 +59,7 @@ def without_clients(events: DataFrame, cids: list[str], rids: list[str] | None =
 
 def damaged_result(result: CheckResult, damage: Damage, checker: Checker, ctx: CheckContext) -> CheckResult:
     """A check judged without the damaged clients' and requests' events. What stands depends on
-    the check (``Checker.on_fewer``): a violation of a check of each request stands (found
+    the check (``Checker.on_damage``): a violation of a check of each request stands (found
     among the others), and so does a pass of a check that some reply shows (recovery); the
     rest cannot vouch for what was left out (unknown). An unknown that only leaving them out
     caused says so, instead of blaming the subject for events it wrote."""
@@ -70,8 +70,8 @@ def damaged_result(result: CheckResult, damage: Damage, checker: Checker, ctx: C
         if (missing and all(k in ctx.event_kinds() for k in missing)) or not clean_has_requests(result):
             result.reason = left + "with them left out nothing was left to judge. Rerun, or restore the file."
         return result
-    stands = (result.status == HELD and checker.on_fewer == "holds") or (
-        result.status != HELD and checker.on_fewer == "violations"
+    stands = (result.status == HELD and checker.on_damage.stands == "holds") or (
+        result.status != HELD and checker.on_damage.stands == "violations"
     )
     if stands:
         result.summary += f" (left out, damaged history: {gone})"
@@ -153,7 +153,7 @@ def run_checks(
                 name, UNKNOWN, summary="no such checker", reason="no checker has this name (zchaos list)"
             )
         try:
-            if damage and leave_out and found.reads_clients:
+            if damage and leave_out and found.on_damage.reads_clients:
                 result = damaged_result(found.run(clean), damage, found, ctx)
             else:
                 result = found.run(ctx)
@@ -196,7 +196,9 @@ def _prepare_shared(ctx: CheckContext, clean: CheckContext, leave_out: bool, che
     kinds = ctx.event_kinds()
     runnable = [c for c in checks if all(k in kinds for k in c.needs)]
     for target in [ctx] if clean is ctx else [ctx, clean]:
-        on_target = [c for c in runnable if (clean if leave_out and c.reads_clients else ctx) is target]
+        on_target = [
+            c for c in runnable if (clean if leave_out and c.on_damage.reads_clients else ctx) is target
+        ]
         names = {name for c in on_target for name in c.shares}
         # A frame that cannot be planned fails again in the check that reads it, which then
         # reports the error as that check's (run_checks); nothing to report here.

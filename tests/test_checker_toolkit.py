@@ -300,3 +300,33 @@ def test_check_modules_import_through_the_toolkit_alone() -> None:
                 assert allowed, f"{path.relative_to(CHECKERS_DIR)} imports {node.module}"
                 renamed = [a.name for a in node.names if a.asname]
                 assert not renamed, f"{path.relative_to(CHECKERS_DIR)} renames {renamed} on import"
+
+
+@pytest.mark.parametrize(
+    ("on_damage", "status", "stands"),
+    [
+        (toolkit.WHOLE_RUN, "violated", False),
+        (toolkit.WHOLE_RUN, "held", False),
+        (toolkit.EACH_REQUEST, "violated", True),
+        (toolkit.EACH_REQUEST, "held", False),
+        (toolkit.SOME_REPLY, "held", True),
+        (toolkit.SOME_REPLY, "violated", False),
+    ],
+)
+def test_what_stands_of_a_check_with_damaged_requests_left_out_is_its_on_damage(
+    on_damage: toolkit.OnDamage, status: str, stands: bool
+) -> None:
+    """A check that says nothing of damage (the default, WHOLE_RUN) is unknown whatever it
+    found for the rest: a new check cannot vouch for requests it never saw by mistake."""
+    from reports.checkers import Checker, CheckResult
+    from reports.ingest.damage import Damage
+    from reports.pipeline import damaged_result
+
+    assert Checker("new_check", "doc", fn=lambda ctx: None).on_damage == toolkit.WHOLE_RUN  # type: ignore[arg-type,return-value]
+    checker = Checker("new_check", "doc", fn=lambda ctx: None, on_damage=on_damage)  # type: ignore[arg-type,return-value]
+    found = CheckResult("new_check", status, violations=int(status == "violated"), summary="found")
+    damage = Damage(clients={"client-2": "its file ends mid-line"})
+    after = damaged_result(found, damage, checker, None)  # type: ignore[arg-type]  # read only for an unknown
+    assert (after.status == status) is stands
+    assert after.status in (status, "unknown")
+    assert ("client-2" in after.summary) is True

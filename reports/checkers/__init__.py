@@ -283,6 +283,38 @@ def planned_windows(meta: RunMeta, *, timed: bool = True) -> list[FaultWindow]:
     return windows
 
 
+STANDS = ("violations", "holds", "neither")
+
+
+@dataclass(frozen=True)
+class OnDamage:
+    """What a check makes of a damaged history (a load client's history file cut, lines that
+    cannot be read): the damaged clients' requests are left out, and what the check found for
+    the rest may or may not stand for the whole run."""
+
+    #: it reads the load clients' events (directly or through the requests they sent); one
+    #: that reads only the subject's, the probes' and the harness's events is judged as usual
+    reads_clients: bool = True
+    #: what still stands with some requests left out: "violations" for a check of each
+    #: request (a violation found among the others is one), "holds" for one that some reply
+    #: shows (recovery), "neither" for one of shares or whole sequences (then unknown)
+    stands: str = "neither"
+
+    def __post_init__(self) -> None:
+        if self.stands not in STANDS:
+            raise ValueError(f"OnDamage.stands must be one of {', '.join(STANDS)}, got {self.stands!r}")
+
+
+#: The default, and the safe choice for a new check: with requests left out it is unknown.
+WHOLE_RUN = OnDamage()
+#: A check of each request: a violation found among the other requests stands.
+EACH_REQUEST = OnDamage(stands="violations")
+#: A check that some reply satisfies (recovery): a pass found with the others stands.
+SOME_REPLY = OnDamage(stands="holds")
+#: A check that reads no client's events: a damaged client history leaves it whole.
+SUBJECT_EVENTS = OnDamage(reads_clients=False)
+
+
 @dataclass(frozen=True)
 class Checker:
     name: str
@@ -290,15 +322,10 @@ class Checker:
     fn: Callable[[CheckContext], CheckResult]
     #: event kinds only the subject writes, each needed at least once (see the module doc)
     needs: tuple[str, ...] = ()
-    #: whether it reads the load clients' events (directly or through requests they sent):
-    #: a damaged client history then makes it judge without that client's requests
-    reads_clients: bool = True
+    #: what it makes of a damaged client history (``OnDamage``; by default nothing stands)
+    on_damage: OnDamage = WHOLE_RUN
     #: the shared aggregates it reads (core.aggregates.SHARED), planned before the checks start
     shares: tuple[str, ...] = ()
-    #: what still stands when some requests are left out (a damaged history): "violations"
-    #: for a check of each request (one found among the others is one), "holds" for one
-    #: that some reply satisfies (recovery), "neither" for one of shares or of whole sequences
-    on_fewer: str = "violations"
     #: event kinds it reads when the history has them, judging more (titanic_durable counts
     #: executions where workers record exec): a damaged writer of one makes it unknown too
     reads: tuple[str, ...] = ()
@@ -391,25 +418,21 @@ def checker(
     doc: str,
     *,
     needs: tuple[str, ...] = (),
-    reads_clients: bool = True,
-    shares: tuple[str, ...] = (),
-    on_fewer: str = "violations",
     reads: tuple[str, ...] = (),
+    on_damage: OnDamage = WHOLE_RUN,
+    shares: tuple[str, ...] = (),
     foresee: Callable[[RunMeta], str] | None = None,
 ) -> Callable[[Callable[[CheckContext], CheckResult]], Callable]:
-    """Register ``fn`` as the checker ``name`` (documented by ``doc``), needing ``needs``;
-    ``reads_clients=False`` for one that reads only the subject's, probes' and harness's
-    events, which a damaged client history leaves whole; ``shares``: the shared
-    aggregates it reads (``core.aggregates.SHARED``: per_request, per_rid); ``on_fewer``: what
-    stands of its result with requests left out (``Checker.on_fewer``); ``reads``: kinds it
-    reads when present (``Checker.reads``); ``foresee``: its rule for an unknown that the plan
-    alone decides (``Checker.foresee``).
+    """Register ``fn`` as the checker ``name``, documented by ``doc``. What it reads:
+    ``needs``, event kinds only the subject writes (without them it is unknown) and ``reads``,
+    kinds it judges more with when present (``Checker.reads``); what it makes of a damaged
+    history: ``on_damage`` (``OnDamage``: WHOLE_RUN by default, EACH_REQUEST, SOME_REPLY,
+    SUBJECT_EVENTS); how it is scheduled: ``shares``, the shared aggregates it reads
+    (``core.aggregates.SHARED``), planned before the checks start; and ``foresee``, its rule
+    for an unknown that the plan alone decides (``Checker.foresee``, for ``zchaos check``).
 
     The check returns ``toolkit.result(...)``; the registry names it ``name``."""
     from contract.history import EVENTS
-
-    if on_fewer not in ("violations", "holds", "neither"):
-        raise ValueError(f"checker {name!r}: on_fewer must be violations, holds or neither")
 
     unknown = [k for k in (*needs, *reads) if k not in EVENTS]
     if unknown:
@@ -419,7 +442,7 @@ def checker(
         if name in _REGISTRY and _REGISTRY[name].fn is not fn:
             raise ValueError(f"checker {name!r} registered twice")
         _REGISTRY[name] = Checker(
-            name, doc, fn, tuple(needs), reads_clients, tuple(shares), on_fewer, tuple(reads), foresee
+            name, doc, fn, tuple(needs), on_damage, tuple(shares), tuple(reads), foresee
         )
         return fn
 

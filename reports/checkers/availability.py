@@ -110,7 +110,6 @@ def answered_attempts(ctx: CheckContext) -> DataFrame:
     "through each fault the manifest promises to survive (survives, e.g. one worker of several "
     "killed, a slow link), the share of attempts answered ok stays at least availability_floor "
     "times the share just before the fault",
-    on_fewer="neither",
 )
 def availability(ctx: CheckContext) -> CheckResult:
     floor = float(ctx.promises.get("availability_floor", 0.5))

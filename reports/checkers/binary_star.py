@@ -51,6 +51,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from reports.checkers.toolkit import (
+    EACH_REQUEST,
     END_OF_TIME,
     MAX_EXAMPLES,
     NS,
@@ -277,7 +278,6 @@ def _minus(span: tuple[int, int], cuts: list[tuple[int, int]]) -> list[tuple[int
     "bstar_single_active",
     "never two servers answering as active at once: from which endpoint answered when (client history), "
     "handovers the fault plan explains, and the servers' own state events where they write them",
-    on_fewer="neither",
     reads=("bstar_state",),
 )
 def single_active(ctx: CheckContext) -> CheckResult:
@@ -388,7 +388,6 @@ def _bound_s(ctx: CheckContext) -> float:
 @checker(
     "bstar_failover_time",
     "after the answering server dies or stalls, another one (or it, back) answers within failover_bound_s",
-    on_fewer="neither",
 )
 def failover_time(ctx: CheckContext) -> CheckResult:
     ans = ctx.shared("bstar_answers", answers)  # one shuffle for the three checks
@@ -454,6 +453,7 @@ def failover_time(ctx: CheckContext) -> CheckResult:
     "bstar_no_lost_failover",
     "no request lost across a failover: each one in flight or sent until service resumed gets a reply "
     "(at-least-once; resends and executions on both servers counted)",
+    on_damage=EACH_REQUEST,
 )
 def no_lost_failover(ctx: CheckContext) -> CheckResult:
     ans = ctx.shared("bstar_answers", answers)  # one shuffle for the three checks

@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from reports.checkers.toolkit import (
+    EACH_REQUEST,
     NS,
     CheckContext,
     CheckResult,
@@ -43,6 +44,7 @@ CREATED = "task created"
     "dwork_complete_once",
     "dwork: every task completes exactly once; it runs again only after its worker's Exit or a Transfer",
     needs=("task_create", "task_complete"),
+    on_damage=EACH_REQUEST,
 )
 def complete_once(ctx: CheckContext) -> CheckResult:
     created = events_of(ctx, "task_create").where(F.col("detail").isNull()).select("job", "ts")
@@ -102,6 +104,7 @@ EDGES = "dependency"
     "dwork_deps_first",
     "dwork: no task is assigned or starts before all its dependencies completed",
     needs=("task_create", "task_complete"),
+    on_damage=EACH_REQUEST,
 )
 def deps_first(ctx: CheckContext) -> CheckResult:
     edges = (
@@ -149,6 +152,7 @@ RECENT = "created near the end, not completed yet"
     "dwork_all_complete",
     "dwork: every created task completes in the end (while workers are alive)",
     needs=("task_create",),
+    on_damage=EACH_REQUEST,
 )
 def all_complete(ctx: CheckContext) -> CheckResult:
     created = (
@@ -184,6 +188,7 @@ RETURNED = "task put back by Exit"
     "dwork_exit_requeues",
     "dwork: Exit puts every task its worker held back in the ready pool",
     needs=("task_assign",),
+    on_damage=EACH_REQUEST,
 )
 def exit_requeues(ctx: CheckContext) -> CheckResult:
     expired = events_of(ctx, "worker_expired").select("worker", F.col("ts").alias("exit_ts"))

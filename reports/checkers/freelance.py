@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 
 from contract.links import CLIENTS
 from reports.checkers.toolkit import (
+    EACH_REQUEST,
     END_OF_TIME,
     MS,
     NS,
@@ -159,6 +160,7 @@ def _span_rows(spans: dict[str, list[tuple[int, int]]]) -> list[tuple[str, int, 
     "while at least one server is alive and reachable (no kill, freeze or cut link on it, by "
     "the fault plan and the supervisor), every request is answered within serve_bound_s "
     "(default: the client budget); requests no server could serve are excused and counted",
+    on_damage=EACH_REQUEST,
 )
 def freelance_failover_served(ctx: CheckContext) -> CheckResult:
     servers = _servers(ctx)
@@ -262,6 +264,7 @@ def freelance_failover_served(ctx: CheckContext) -> CheckResult:
     "freelance_dead_server_avoided",
     "no request goes to a server later than the clients' ping timeout (server_ttl_ms) after "
     "it died, froze or was cut off from them, until it is back (from the sends' endpoint)",
+    on_damage=EACH_REQUEST,
 )
 def freelance_dead_server_avoided(ctx: CheckContext) -> CheckResult:
     detect = ping_timeout_ns(ctx)

@@ -33,9 +33,11 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from reports.checkers.toolkit import (
+    EACH_REQUEST,
     MAX_EXAMPLES,
     MS,
     NS,
+    SUBJECT_EVENTS,
     CheckContext,
     CheckResult,
     FaultWindow,
@@ -94,7 +96,7 @@ def broker_end(ctx: CheckContext) -> int:
     "every PING a worker sends gets a PONG on the same connection within BROKER_TIMEOUT "
     "(outside faults on that worker, the broker or their link)",
     needs=("ping", "pong"),
-    reads_clients=False,
+    on_damage=SUBJECT_EVENTS,
 )
 def pings_answered(ctx: CheckContext) -> CheckResult:
     bound_ns = int(float(options(ctx).get("broker_timeout_ms", 1000)) * MS)
@@ -149,7 +151,7 @@ def pings_answered(ctx: CheckContext) -> CheckResult:
     "pingpong_no_dispatch_to_expired",
     "the broker sends a job only to a worker it has registered and not expired since",
     needs=("dispatch", "worker_ready"),
-    reads_clients=False,
+    on_damage=SUBJECT_EVENTS,
 )
 def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
     return registered_dispatch(ctx)
@@ -163,7 +165,7 @@ def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
     "an idle worker silent for WORKER_EXPIRE_SECONDS is removed, no sooner and at most "
     "expire_margin_s later; the figure is the time from its last message to its expiry",
     needs=("worker_ready", "ping"),
-    reads_clients=False,
+    on_damage=SUBJECT_EVENTS,
 )
 def expiry(ctx: CheckContext) -> CheckResult:
     opts = options(ctx)
@@ -326,7 +328,7 @@ def expiry(ctx: CheckContext) -> CheckResult:
     "a worker that hears nothing for N_TIMEOUTS x BROKER_TIMEOUT reconnects (not sooner, "
     "at most reconnect_margin_s later) and its READY registers the new connection",
     needs=("ping",),
-    reads_clients=False,
+    on_damage=SUBJECT_EVENTS,
 )
 def reconnect(ctx: CheckContext) -> CheckResult:
     opts = options(ctx)
@@ -423,7 +425,7 @@ def _restarts_process(fault: FaultWindow) -> bool:
     "pingpong_workers_return",
     "after the broker is restarted, every running worker is registered again within return_bound_s",
     needs=("worker_ready",),
-    reads_clients=False,
+    on_damage=SUBJECT_EVENTS,
 )
 def workers_return(ctx: CheckContext) -> CheckResult:
     bound_ns = int(float(ctx.promises.get("return_bound_s", 5.0)) * NS)
@@ -512,6 +514,7 @@ def workers_return(ctx: CheckContext) -> CheckResult:
     "with resend on: a job whose worker returns no result goes to another worker resend_ms "
     "after its dispatch (at most resend_margin_s later, never sooner)",
     needs=("dispatch",),
+    on_damage=EACH_REQUEST,
 )
 def resend(ctx: CheckContext) -> CheckResult:
     resend_ns = int(float(options(ctx).get("resend_ms", 0)) * MS)

@@ -25,7 +25,9 @@ from pyspark.sql import functions as F
 
 from contract.rundir import RunMeta
 from reports.checkers.toolkit import (
+    EACH_REQUEST,
     END_OF_TIME,
+    SUBJECT_EVENTS,
     CheckContext,
     CheckResult,
     checker,
@@ -54,6 +56,7 @@ def _restarts(ctx: CheckContext) -> DataFrame:
     "requests a worker executed after their client had abandoned them (counted; a violation "
     'only where the manifest promises stale_execution = "forbidden")',
     needs=("exec",),
+    on_damage=EACH_REQUEST,
 )
 def stale_execution(ctx: CheckContext) -> CheckResult:
     policy = str(ctx.promises.get("stale_execution", "allowed"))
@@ -97,7 +100,7 @@ def stale_execution(ctx: CheckContext) -> CheckResult:
     "the broker dispatches only to workers registered with it and not expired since "
     "(nor registered with an earlier incarnation of the broker only)",
     needs=("dispatch", "worker_ready"),
-    reads_clients=False,
+    on_damage=SUBJECT_EVENTS,
 )
 def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
     base = ["ts", "src", "ev", "worker", "rid", "service"]
@@ -269,6 +272,7 @@ def _mmi_unknown_by_plan(meta: RunMeta) -> str:
     "service the supervisor knew to be alive (started, not killed, frozen or cut off), give or "
     "take the broker's expiry: 200 only if one was alive, 404 only if none was alive throughout",
     foresee=_mmi_unknown_by_plan,
+    on_damage=EACH_REQUEST,
 )
 def mmi_service(ctx: CheckContext) -> CheckResult:
     answers = events_of(ctx, "mmi_answer")

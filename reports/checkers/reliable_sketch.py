@@ -17,8 +17,10 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from reports.checkers.toolkit import (
+    EACH_REQUEST,
     MAX_EXAMPLES,
     NS,
+    SUBJECT_EVENTS,
     CheckContext,
     CheckResult,
     checker,
@@ -41,6 +43,7 @@ from reports.checkers.toolkit import (
     "sketch_no_repeat_exec",
     "a server never executes the same request twice in a row: a repeat is answered from its cache",
     needs=("exec",),
+    on_damage=EACH_REQUEST,
 )
 def no_repeat_exec(ctx: CheckContext) -> CheckResult:
     execs = events_of(ctx, "exec").select("ts", "src", "ev", "worker", "rid")
@@ -77,7 +80,7 @@ def no_repeat_exec(ctx: CheckContext) -> CheckResult:
     "sketch_disabled_discarded",
     "every reply a server sends while the queue has it disabled is discarded (counted), never forwarded",
     needs=("worker_ready", "done"),
-    reads_clients=False,
+    on_damage=SUBJECT_EVENTS,
 )
 def disabled_discarded(ctx: CheckContext) -> CheckResult:
     queue = events_of(ctx, "worker_ready", "worker_expired").select(
@@ -167,7 +170,7 @@ def disabled_discarded(ctx: CheckContext) -> CheckResult:
     "sketch_no_dispatch_to_disabled",
     "the queue sends a request only to a server it has registered and not disabled or forgotten since",
     needs=("dispatch", "worker_ready"),
-    reads_clients=False,
+    on_damage=SUBJECT_EVENTS,
 )
 def no_dispatch_to_disabled(ctx: CheckContext) -> CheckResult:
     return registered_dispatch(ctx)

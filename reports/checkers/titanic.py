@@ -33,6 +33,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from reports.checkers.toolkit import (
+    EACH_REQUEST,
     CheckContext,
     CheckResult,
     checker,
@@ -96,6 +97,7 @@ def _process_faults(ctx: CheckContext) -> list[tuple[int, int]]:
     "acknowledged, unclosed uuid, never abandoned past the reply deadline, executed where workers "
     "record exec; across kills of the server, broker and workers (faults excuse nothing)",
     reads=("exec",),
+    on_damage=EACH_REQUEST,
 )
 def titanic_durable(ctx: CheckContext) -> CheckResult:
     tickets = _tickets(ctx)
@@ -188,6 +190,7 @@ def titanic_durable(ctx: CheckContext) -> CheckResult:
     "compared with its sends); violations only where the manifest promises "
     'titanic_execution = "exactly_once"',
     needs=("exec",),
+    on_damage=EACH_REQUEST,
 )
 def titanic_executed_once(ctx: CheckContext) -> CheckResult:
     mode = str(ctx.promises.get("titanic_execution", "at_least_once"))
@@ -267,6 +270,7 @@ def _probe_check(ctx: CheckContext, probe: str, what: str) -> CheckResult:
     "titanic_no_phantom_reply",
     "titanic.reply about a uuid nobody was ever given (the client's forged probes) answers 400, "
     "never a reply or pending",
+    on_damage=EACH_REQUEST,
 )
 def titanic_no_phantom_reply(ctx: CheckContext) -> CheckResult:
     return _probe_check(ctx, "forged", "a uuid never issued")
@@ -276,6 +280,7 @@ def titanic_no_phantom_reply(ctx: CheckContext) -> CheckResult:
     "titanic_closed_stay_closed",
     "titanic.reply about a uuid whose titanic.close was answered 200 (the client's closed probes) "
     "answers 400, also after restarts",
+    on_damage=EACH_REQUEST,
 )
 def titanic_closed_stay_closed(ctx: CheckContext) -> CheckResult:
     return _probe_check(ctx, "closed", "a closed uuid")

@@ -22,6 +22,8 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from reports.checkers.toolkit import (
+    EACH_REQUEST,
+    SUBJECT_EVENTS,
     CheckContext,
     CheckResult,
     checker,
@@ -63,6 +65,7 @@ NEVER_ACCEPTED = "given, never accepted (lost on the way, or its lock had expire
     "wmp_single_take",
     "WMP: each job is TAKEn by exactly one worker (given once, accepted once)",
     needs=("wmp_take", "wmp_result"),
+    on_damage=EACH_REQUEST,
 )
 def single_take(ctx: CheckContext) -> CheckResult:
     takes = events_of(ctx, "wmp_take").select("ts", "src", "worker", "manager", "job", "lock", "pid")
@@ -113,7 +116,7 @@ FULL = "worker process that reached its capacity"
     "wmp_capacity",
     "WMP: a worker never holds more jobs and locks than its capacity",
     needs=("wmp_lock",),
-    reads_clients=False,
+    on_damage=SUBJECT_EVENTS,
 )
 def capacity(ctx: CheckContext) -> CheckResult:
     ev = _worker_side(events_of(ctx, "wmp_lock", "wmp_unlock", "wmp_done", "wmp_take"))
@@ -192,7 +195,7 @@ NO_ANSWER = "NO"
     "wmp_no_releases",
     "WMP: a NO from the manager releases the worker's lock (it never becomes a job)",
     needs=("wmp_lock", "wmp_result"),
-    reads_clients=False,
+    on_damage=SUBJECT_EVENTS,
 )
 def no_releases(ctx: CheckContext) -> CheckResult:
     nos = _manager_side(events_of(ctx, "wmp_no")).select(
@@ -239,7 +242,7 @@ LOCK = "lock"
     "wmp_lock_timeout",
     "WMP: a lock neither TAKEn nor refused is released after its timeout, not before",
     needs=("wmp_lock",),
-    reads_clients=False,
+    on_damage=SUBJECT_EVENTS,
 )
 def lock_timeout(ctx: CheckContext) -> CheckResult:
     timeout = _lock_timeout_ns(ctx)
@@ -289,6 +292,7 @@ SENT = "result sent"
     "wmp_result_routing",
     "WMP: every result reaches the manager that gave the job, through devices too",
     needs=("wmp_done", "wmp_result"),
+    on_damage=EACH_REQUEST,
 )
 def result_routing(ctx: CheckContext) -> CheckResult:
     sent = _worker_side(events_of(ctx, "wmp_done")).select(

@@ -14,6 +14,7 @@ from contract.payload import RID_PATTERN
 from contract.rundir import RunMeta
 from reports.checkers.core import aggregates
 from reports.checkers.toolkit import (
+    EACH_REQUEST,
     EVENT_KEYS,
     CheckContext,
     CheckResult,
@@ -38,6 +39,7 @@ from reports.checkers.toolkit import (
     "resends records `lost` when its reply_deadline_s ran out, which counts as lost (inside "
     "a fault window only where the manifest promises requeue)",
     shares=("per_request",),
+    on_damage=EACH_REQUEST,
 )
 def no_lost(ctx: CheckContext) -> CheckResult:
     # Every send, reply, abandon and lost of a request met in one group (shared with steady_state).
@@ -141,6 +143,7 @@ def no_lost(ctx: CheckContext) -> CheckResult:
     "no_duplicate",
     "each request is delivered at most once: its replies plus the unexpected messages carrying its id",
     shares=("per_rid",),
+    on_damage=EACH_REQUEST,
 )
 def no_duplicate(ctx: CheckContext) -> CheckResult:
     cols = ["ts", "src", "ev", "cid", "seq", "rid", "got_rid"]
@@ -227,6 +230,7 @@ def _order_not_promised(meta: RunMeta) -> str:
     "per client, replies arrive in strictly increasing seq (only where the manifest promises "
     "in_order; otherwise unknown, so CI shows it as skipped rather than as a pass)",
     foresee=_order_not_promised,
+    on_damage=EACH_REQUEST,
 )
 def in_order(ctx: CheckContext) -> CheckResult:
     ordered, unordered, _ = _order_kinds(ctx.meta)
@@ -300,6 +304,7 @@ def in_order(ctx: CheckContext) -> CheckResult:
     "correct_reply",
     "each reply is the one for its request: payload intact (ok), and no message meant for "
     "another client or without a request id",
+    on_damage=EACH_REQUEST,
 )
 def correct_reply(ctx: CheckContext) -> CheckResult:
     is_reply = F.col("ev") == "reply"
@@ -352,6 +357,7 @@ def correct_reply(ctx: CheckContext) -> CheckResult:
     "request executed twice is a violation (the example lists every execution)",
     needs=("exec",),
     shares=("per_rid",),
+    on_damage=EACH_REQUEST,
 )
 def execution_count(ctx: CheckContext) -> CheckResult:
     mode = ctx.promises.get("execution", "at_least_once")

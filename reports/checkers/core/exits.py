@@ -8,6 +8,7 @@ from pathlib import Path
 
 from reports.checkers.toolkit import (
     MAX_EXAMPLES,
+    SUBJECT_EVENTS,
     CheckContext,
     CheckResult,
     checker,
@@ -39,7 +40,7 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_bytes: int = 64 * 1024
     "no_unexpected_exit",
     "no process ends unless the harness ended it (a fault or the teardown); a crash shows "
     "with the tail of its log",
-    reads_clients=False,
+    on_damage=SUBJECT_EVENTS,
 )
 def no_unexpected_exit(ctx: CheckContext) -> CheckResult:
     procs = process_events(ctx)

@@ -9,6 +9,7 @@ from pyspark.sql import functions as F
 
 from reports.checkers.toolkit import (
     NS,
+    SOME_REPLY,
     CheckContext,
     CheckResult,
     FaultWindow,
@@ -61,7 +62,7 @@ def _first_after(ctx: CheckContext, healed: list[FaultWindow]) -> tuple[dict[int
     "recovery",
     "after each fault stops, the system serves an ok reply again within recovery_bound_s "
     "(and, as a figure, when the target worker executes again)",
-    on_fewer="holds",
+    on_damage=SOME_REPLY,
 )
 def recovery(ctx: CheckContext) -> CheckResult:
     bound_s = float(ctx.promises.get("recovery_bound_s", 10.0))

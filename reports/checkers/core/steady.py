@@ -39,7 +39,6 @@ def _too_little_planned(meta: RunMeta) -> str:
     "abandon, no lost request, reply latency p99 within latency_p99_ms; unknown when that "
     "judged under a fifth of the load time",
     shares=("per_request",),
-    on_fewer="neither",
     foresee=_too_little_planned,
 )
 def steady_state(ctx: CheckContext) -> CheckResult:

@@ -26,10 +26,15 @@ The generic checks' own helpers (one row per request, the whole-request excuse) 
 """
 
 from reports.checkers import (
+    EACH_REQUEST,
     MAX_EXAMPLES,
+    SOME_REPLY,
+    SUBJECT_EVENTS,
+    WHOLE_RUN,
     CheckContext,
     CheckResult,
     FaultWindow,
+    OnDamage,
     checker,
     events_of,
     planned_windows,
@@ -88,16 +93,21 @@ from reports.checkers.toolkit.results import (
 )
 
 __all__ = [
+    "EACH_REQUEST",
     "END_OF_TIME",
     "EVENT_KEYS",
     "MAX_EXAMPLES",
     "MS",
     "NS",
+    "SOME_REPLY",
+    "SUBJECT_EVENTS",
     "WARMUP_NS",
+    "WHOLE_RUN",
     "CheckContext",
     "CheckResult",
     "FaultWindow",
     "Found",
+    "OnDamage",
     "Span",
     "Timers",
     "any_row",

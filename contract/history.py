@@ -317,7 +317,7 @@ FAMILY_EVENTS: dict[str, dict[str, EventKind]] = {
             "scheduler",
             ("job", "worker", "reason"),
             (),
-            "an assigned task went back to the pool (exit, transfer)",
+            "an assigned task went back to the pool (reason: exit, transfer, lease)",
         ),
         "task_run": EventKind("worker", ("job", "worker"), ("rid",), "a worker started running a task"),
     },

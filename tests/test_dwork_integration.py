@@ -1,10 +1,12 @@
 """dwork with real processes on loopback: the scheduler's API answered request by request,
 workers running graphs in dependency order, a killed worker's tasks put back by the
-monitor's Exit, a stopped worker handing its tasks back with Transfer."""
+monitor's Exit, a stopped worker handing its tasks back with Transfer, a stranger's Steal
+holding a task only for its lease."""
 
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -22,12 +24,12 @@ T = m.T
 class Dwork:
     """A scheduler (and, when asked, a monitor and workers) recording to one history."""
 
-    def __init__(self, procs: Procs, zctx: zmq.Context, tmp: Path) -> None:
+    def __init__(self, procs: Procs, zctx: zmq.Context, tmp: Path, *scheduler_args: str) -> None:
         self.procs = procs
         self.history = tmp / "history"
         self.api_ep = procs.endpoint()
         self.monitor_ep = procs.endpoint()
-        self.start("scheduler", "implementations.dwork.scheduler", "--bind", self.api_ep)
+        self.start("scheduler", "implementations.dwork.scheduler", "--bind", self.api_ep, *scheduler_args)
         self.api = ApiClient(zctx, self.api_ep, timeout_ms=5000)
 
     def start(self, name: str, module: str, *args: str):
@@ -160,3 +162,69 @@ def test_stopped_worker_hands_back_what_it_had_not_run(dwork: Dwork) -> None:
     assert sorted(e["job"] for e in dwork.events("task_requeue")) == ["s/0", "s/1", "s/2"]
     assert {e["reason"] for e in dwork.events("task_requeue")} == {"transfer"}
     assert dwork.call(T.OK).n == 3
+
+
+def test_a_strangers_steal_holds_a_task_only_for_its_lease(
+    procs: Procs, zctx: zmq.Context, tmp_path: Path
+) -> None:
+    """A peer that is no worker (the monitor never heard of it) sends one Steal, gets the
+    graph's root and goes silent. Before the lease the graph waited for it for ever (issue
+    34 part 7: 1 fuzz run in 20); now the root goes back to the pool when its lease runs out
+    and a real worker completes the graph."""
+    lease_ms = 800
+    dwork = Dwork(procs, zctx, tmp_path, "--lease-ms", str(lease_ms))
+    tasks, _ = graph("h", "chain", 2, b"h|x", "test")
+    dwork.call(T.Create, task=tasks)
+    stranger = zctx.socket(zmq.DEALER)
+    stranger.linger = 0
+    stranger.setsockopt(zmq.ROUTING_ID, b"junk-5eed")
+    stranger.connect(dwork.api_ep)
+    stranger.send_multipart([b"", m.query(T.Steal, location="junk-5eed").SerializeToString()])
+    assert stranger.poll(5000)
+    stolen_at = time.monotonic()
+    taken = m.parse_reply(stranger.recv_multipart()[-1])
+    assert taken.type == T.Transfer and names(taken) == ["h/0"]
+    dwork.monitor()
+    dwork.worker("worker-1", "--work-ms", "5")
+    wait_for(lambda: dwork.state("h/1") == "done", lease_ms / 1000 + 10, "worker-1 to complete the graph")
+    took = time.monotonic() - stolen_at
+    requeues = [(e["job"], e["worker"], e["reason"]) for e in dwork.events("task_requeue")]
+    assert requeues == [("h/0", "junk-5eed", "lease")]
+    assert {(e["job"], e["worker"]) for e in dwork.events("task_complete")} == {
+        ("h/0", "worker-1"),
+        ("h/1", "worker-1"),
+    }
+    assert took >= lease_ms / 1000  # not before the lease ran out
+    # The stranger's Complete, should it ever come, no longer counts.
+    late = dwork.call(T.Complete, task=[m.TaskMsg(name="h/0", body=b"junk")], location="junk-5eed")
+    assert late.type == T.NotFound
+    assert dwork.call(T.Lookup, name="h/0").location == "worker-1"
+
+
+@pytest.mark.parametrize("lease_s", [None, 2.0])
+def test_the_lease_runs_from_each_steal(tmp_path: Path, lease_s: float | None) -> None:
+    """The scheduler alone, its clock given: without a lease (the seed's scheduler) a Steal
+    holds its task however long; with one, the task is back at the lease's end, not before,
+    and a lease of an earlier assignment never takes a task from its new holder."""
+    import logging
+
+    from contract.history import HistoryWriter
+    from implementations.dwork.scheduler import Scheduler
+
+    writer = HistoryWriter(tmp_path / "scheduler.jsonl", "scheduler")
+    sched = Scheduler(logging.getLogger("test"), writer, lease_s)
+    tasks, _ = graph("u", "chain", 2, b"u|x", "test")
+    sched.create(m.query(T.Create, task=tasks))
+    assert names(sched.steal(m.query(T.Steal, location="stranger"), now=100.0)) == ["u/0"]
+    assert sched.expire(now=101.9) == []
+    if lease_s is None:
+        assert sched.next_expiry() is None and sched.expire(now=1e9) == []
+        assert sched.tasks["u/0"].location == "stranger"
+        return
+    assert sched.expire(now=102.0) == ["u/0"] and sched.tasks["u/0"].state == "ready"
+    assert names(sched.steal(m.query(T.Steal, location="w1"), now=102.5)) == ["u/0"]
+    assert sched.expire(now=104.0) == []  # w1's lease runs to 104.5
+    done = sched.complete(m.query(T.Complete, task=[m.TaskMsg(name="u/0")], location="w1"))
+    assert done.type == T.OK
+    assert sched.expire(now=1e9) == []  # completed: its lease no longer matters
+    writer.close()

@@ -1,6 +1,6 @@
 """The dwork scheduler: a task graph served over ZeroMQ with QueryMsg (the seed's API).
 
-    python -m implementations.dwork.scheduler --bind tcp://127.0.0.1:5555
+    python -m implementations.dwork.scheduler --bind tcp://127.0.0.1:5555 [--lease-ms 5000]
 
 One ROUTER socket; every request ``[peer, '', QueryMsg]`` gets one reply in the same
 envelope (REQ clients, or DEALERs that add the empty frame). A request that does not
@@ -16,6 +16,14 @@ Choices where the seed is open (see also ``messages.py``):
   ignored and logged). Completed tasks are remembered for dependencies and Lookup.
 - Steal marks its location active; Exit marks it down and puts its assigned tasks back in
   the ready pool (NotFound, as an FYI, when it was not active; its tasks move anyway).
+- A Steal assigns its tasks for a lease (``--lease-ms``, default 5 s): a task neither
+  completed nor transferred by then goes back to the ready pool (``task_requeue`` with
+  reason ``lease``), and a later Complete or Transfer of it from that location is NotFound.
+  The seed has no lease, so any peer that sent one Steal and went away (a stranger that is
+  no worker, a worker the monitor never watched, a Steal whose reply was lost) held its
+  tasks, and the graphs waiting on them, for ever; the monitor's Exit only reaches the
+  workers that send it heartbeats. The lease is longer than the monitor's timeout, so a
+  watched worker that dies is still put down by Exit first.
 - Complete accepts the tasks assigned to the location; those that are not (unknown,
   assigned elsewhere, already complete) come back in a NotFound reply and stay as they are.
 - Transfer is all or nothing: if any task is not assigned to the location, NotFound and no
@@ -26,6 +34,7 @@ Choices where the seed is open (see also ``messages.py``):
 from __future__ import annotations
 
 import argparse
+import heapq
 import logging
 import time
 from collections import deque
@@ -52,12 +61,25 @@ class Task:
     state: str = WAITING
     location: str = ""
     result: bytes = b""
+    lease: int = 0  # the assignment it is held under (Scheduler.leases); 0 when not assigned
+
+
+#: How long a Steal holds its tasks by default (--lease-ms): beyond the monitor's timeout
+#: (manifest.toml down_after_ms), far beyond the work of one task.
+LEASE_MS = 5000
 
 
 class Scheduler:
-    def __init__(self, log: logging.Logger, history: HistoryWriter) -> None:
+    def __init__(
+        self, log: logging.Logger, history: HistoryWriter, lease_s: float | None = LEASE_MS / 1000
+    ) -> None:
         self.log = log
         self.history = history
+        self.lease_s = lease_s  # None: no lease, as the seed (a task stays with its stealer)
+        # (deadline, assignment, task): a task is due back when its deadline passed and it is
+        # still held under that assignment; entries of tasks completed or moved since are skipped.
+        self.leases: list[tuple[float, int, str]] = []
+        self.assignments = 0
         self.tasks: dict[str, Task] = {}
         self.waiters: dict[str, set[str]] = {}  # name of a task not created yet -> tasks waiting for it
         self.ready: deque[str] = deque()
@@ -100,13 +122,18 @@ class Scheduler:
             self._settle(task)
         return m.query(m.T.OK)
 
-    def steal(self, req: m.QueryMsg) -> m.QueryMsg:
+    def steal(self, req: m.QueryMsg, now: float | None = None) -> m.QueryMsg:
         where = req.location
         self.active.add(where)
         given: list[m.TaskMsg] = []
+        now = time.monotonic() if now is None else now
         while self.ready and len(given) < (req.n if req.HasField("n") else 1):
             task = self.tasks[self.ready.popleft()]
             task.state, task.location = ASSIGNED, where
+            self.assignments += 1
+            task.lease = self.assignments
+            if self.lease_s is not None:
+                heapq.heappush(self.leases, (now + self.lease_s, task.lease, task.name))
             self.assigned.setdefault(where, set()).add(task.name)
             self.history.emit("task_assign", job=task.name, worker=where)
             given.append(m.TaskMsg(name=task.name, origin=task.origin, body=task.body))
@@ -170,6 +197,29 @@ class Scheduler:
         text = ", ".join(f"{n} {s}" for s, n in counts.items()) + f"; {len(self.active)} active workers"
         return m.query(m.T.OK, name=text, n=len(self.ready))
 
+    # -- leases --------------------------------------------------------------------
+
+    def next_expiry(self) -> float | None:
+        """When the earliest lease runs out (time.monotonic), None when no task is leased."""
+        return self.leases[0][0] if self.leases else None
+
+    def expire(self, now: float | None = None) -> list[str]:
+        """Put back in the pool every task whose lease ran out while its stealer held it; their names."""
+        now = time.monotonic() if now is None else now
+        back = []
+        while self.leases and self.leases[0][0] <= now:
+            _, lease, name = heapq.heappop(self.leases)
+            task = self.tasks[name]
+            if task.state != ASSIGNED or task.lease != lease:
+                continue  # completed, transferred or put back since that Steal
+            self.log.info(
+                "%s held by %s for %.1f s without a Complete: back to the pool", name, task.location,
+                self.lease_s or 0,
+            )  # fmt: skip
+            self._requeue(task, "lease", ())
+            back.append(name)
+        return back
+
     # -- the graph -----------------------------------------------------------------
 
     def _add_deps(self, task: Task, deps: Iterable[str]) -> None:
@@ -196,13 +246,20 @@ class Scheduler:
     def _requeue(self, task: Task, reason: str, deps: Iterable[str]) -> None:
         self.assigned.get(task.location, set()).discard(task.name)
         self.history.emit("task_requeue", job=task.name, worker=task.location, reason=reason)
-        task.state, task.location = WAITING, ""
+        task.state, task.location, task.lease = WAITING, "", 0
         self._add_deps(task, deps)
         self._settle(task)
 
 
 def serve(sock: zmq.Socket, scheduler: Scheduler, log: logging.Logger, history: HistoryWriter) -> None:
     while True:
+        # Wake for the next lease to run out even when no request comes (a held task's
+        # stealer may be the only peer left).
+        due = scheduler.next_expiry()
+        wait = -1 if due is None else max(0, int((due - time.monotonic()) * 1000) + 1)
+        if not sock.poll(wait):
+            scheduler.expire()
+            continue
         frames = sock.recv_multipart()
         try:
             cut = frames.index(b"")
@@ -221,6 +278,7 @@ def serve(sock: zmq.Socket, scheduler: Scheduler, log: logging.Logger, history: 
         else:
             reply = scheduler.handle(req)
         sock.send_multipart([*frames[:-1], reply.SerializeToString()])
+        scheduler.expire()
 
 
 def say_exit(sock: zmq.Socket, grace_s: float = 0.2) -> None:
@@ -237,7 +295,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bind", required=True, help="endpoint to bind (clients and workers)")
     parser.add_argument("--name", default="scheduler", help="name in logs and the history")
+    parser.add_argument(
+        "--lease-ms", type=int, default=LEASE_MS,
+        help="a stolen task not completed in this long goes back to the pool (0: held until Exit)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.lease_ms < 0:
+        parser.error("--lease-ms must be 0 or more")
     log, history = start_role(args.name)
     ctx = zmq.Context()
     sock = ctx.socket(zmq.ROUTER)
@@ -245,7 +309,8 @@ def main(argv: list[str] | None = None) -> None:
     sock.bind(args.bind)
     announce_ready(log, f"dwork scheduler on {args.bind}")
     try:
-        serve(sock, Scheduler(log, history), log, history)
+        lease_s = args.lease_ms / 1000 if args.lease_ms else None
+        serve(sock, Scheduler(log, history, lease_s), log, history)
     finally:
         try:
             say_exit(sock)

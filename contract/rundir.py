@@ -97,6 +97,35 @@ class RunMeta(TypedDict, total=False):
     seeds: SeedsMeta  # only in a run of ``--seeds N``
 
 
+#: The UTC time in the name of every folder zchaos makes for its output (runs, suites,
+#: many-seeds groups, shrinks): sorted by name is sorted by start.
+STAMP = "%Y%m%dT%H%M%SZ"
+#: How many folders of one name and second ``new_folder`` tries before it gives up.
+MAX_SAME_NAME = 1000
+
+
+def new_folder(base: str | Path, *, prefix: str = "", name: str = "") -> Path:
+    """A new, empty folder under ``base`` that no other zchaos made or writes into:
+    ``[<prefix>-]<UTC time>[-<name>]``, with ``-1``, ``-2`` ... added when one of that name
+    exists. Every command's output folder is made here (run, suite, seeds, shrink).
+
+    The folder is claimed by an exclusive mkdir, which the file system makes atomic: of two
+    processes that start in the same second (two ``zchaos suite`` into one runs folder),
+    one gets the plain name and the other the next suffix, and neither writes over the
+    other's files. A name that exists is never reused, whoever made it."""
+    base = Path(base)
+    base.mkdir(parents=True, exist_ok=True)
+    stem = "-".join(part for part in (prefix, time.strftime(STAMP, time.gmtime()), name) if part)
+    for n in range(MAX_SAME_NAME):
+        folder = base / (f"{stem}-{n}" if n else stem)
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        return folder
+    raise SetupError(f"{MAX_SAME_NAME} folders named {stem}[-N] exist already; clear some out", where=base)
+
+
 #: The name of the history follower's log in ``logs/``.
 FOLLOWER = "follower"
 
@@ -154,20 +183,10 @@ class RunDir:
     @classmethod
     def create(cls, base: str | Path, scenario_name: str) -> RunDir:
         """A new, empty run directory under ``base``, named by UTC time and scenario."""
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        base = Path(base)
-        for n in range(1000):
-            suffix = f"-{n}" if n else ""
-            root = base / f"{stamp}-{scenario_name}{suffix}"
-            try:
-                root.mkdir(parents=True)
-            except FileExistsError:
-                continue
-            run = cls(root)
-            for sub in (run.history, run.logs, run.locust):
-                sub.mkdir()
-            return run
-        raise RuntimeError(f"cannot create a run directory under {base}")
+        run = cls(new_folder(base, name=scenario_name))
+        for sub in (run.history, run.logs, run.locust):
+            sub.mkdir()
+        return run
 
     def write_meta(self, meta: RunMeta) -> None:
         """Replace ``run.json`` whole (written aside, then renamed: never half a file)."""

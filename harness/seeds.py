@@ -17,14 +17,13 @@ from __future__ import annotations
 import html
 import json
 import random
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from contract.errors import SetupError
 from contract.outcomes import BAD_INPUT, EXIT_INTERRUPTED, UNKNOWN, VIOLATED, combine_outcomes, exit_code
-from contract.rundir import RunDir, RunMeta
+from contract.rundir import RunDir, RunMeta, new_folder
 from harness.progress import Progress
 from harness.runner import Runner
 from harness.scenario import Scenario, with_seed
@@ -179,14 +178,7 @@ def run_seeds(
     folder), where the matrix shows the scenario's cell as "k of N seeds"."""
     progress = progress or Progress()
     store = store or store_path(runs_dir)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    folder = runs_dir / f"seeds-{stamp}-{scenario.name}"
-    for n in range(1, 1000):
-        try:
-            folder.mkdir(parents=True)
-            break
-        except FileExistsError:
-            folder = runs_dir / f"seeds-{stamp}-{scenario.name}-{n}"
+    folder = new_folder(runs_dir, prefix="seeds", name=scenario.name)
     result = SeedsResult(scenario, folder, derive_seeds(scenario.seed, count))
     for index, seed in enumerate(result.seeds, start=1):
         progress.phase(f"seed {index}/{count}: {seed} ({scenario.name})")

@@ -40,7 +40,7 @@ from typing import Any
 from chaos.kinds import FAULT_KINDS
 from contract.errors import SetupError
 from contract.outcomes import EXIT_INTERRUPTED, VIOLATED
-from contract.rundir import RunDir, RunMeta
+from contract.rundir import RunDir, RunMeta, new_folder
 from harness.config import dump_toml
 from harness.progress import Progress
 from harness.replay import scenario_of_run
@@ -453,9 +453,7 @@ def shrink_run(
         reparse(scenario, data, where="the run's fault plan")
     except SetupError:
         data["faults"] = copy.deepcopy(scenario.source.get("faults", []))  # as the scenario says
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    folder = (out_dir or run_path.parent) / f"shrink-{stamp}-{scenario.name}"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = new_folder(out_dir or run_path.parent, prefix="shrink", name=scenario.name)
     progress.phase(
         f"shrink {run_path.name}: keep {check} violated; from {_describe(data, scenario)}; "
         f"budget {budget_runs} runs" + (f" or {budget_s:g} s" if budget_s is not None else "")

@@ -29,7 +29,6 @@ the end (harness/cli.py), so no JVM outlives the suite. Why this shape:
 from __future__ import annotations
 
 import contextlib
-import time
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from pathlib import Path
 
 from contract.errors import SetupError
 from contract.outcomes import BAD_INPUT, EXIT_INTERRUPTED, PASSED, UNKNOWN, combine_outcomes, exit_code
+from contract.rundir import new_folder
 from harness.progress import Progress
 from harness.runner import Runner
 from harness.scenario import Scenario, load_scenario
@@ -102,8 +102,7 @@ def run_suite(
         raise SetupError("no scenario files (*.toml) here", where=directory)
     scenarios = [load_scenario(path, sets=sets) for path in files]  # all validated before any runs
 
-    suite_dir = runs_dir / f"suite-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    suite_dir.mkdir(parents=True, exist_ok=True)
+    suite_dir = new_folder(runs_dir, prefix="suite")  # its own, also beside a suite of the same second
     entries: list[SuiteEntry] = []
     interrupted = False
     for n, scenario in enumerate(scenarios, start=1):

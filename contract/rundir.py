@@ -11,6 +11,11 @@ runs/20261121T120000Z-paranoid-pirate-kill-worker/
   report.html
 ```
 
+A report replaces ``verdict.json``, ``junit.xml`` and ``report.html`` whole, and marks the
+ones it is about to replace stale first (``STALE`` in verdict.json, reports/pipeline.py): a
+report killed half-way leaves the run saying "unknown, stale", never the old outcome for a
+history that may now say otherwise. ``RunDir.read_verdict`` reads it for everyone else.
+
 ``run.json`` is written by the runner and read by the report pipeline, both through this
 module: ``RunMeta`` below is its schema, ``RunDir.write_meta`` and ``RunDir.read_meta``
 the only ways in and out (``read_meta`` checks what a report needs and names the file when
@@ -126,6 +131,17 @@ def new_folder(base: str | Path, *, prefix: str = "", name: str = "") -> Path:
     raise SetupError(f"{MAX_SAME_NAME} folders named {stem}[-N] exist already; clear some out", where=base)
 
 
+#: verdict.json's key of a verdict a report started to replace and did not (reports/verdict.py
+#: ``stale_verdict``): since when, what it said, why it no longer stands.
+STALE = "stale"
+
+
+def stale_reason(verdict: dict[str, Any]) -> str | None:
+    """Why a verdict (verdict.json's object) is stale, None when it is not."""
+    stale = verdict.get(STALE)
+    return str(stale.get("why") or "a report did not finish") if isinstance(stale, dict) else None
+
+
 #: The name of the history follower's log in ``logs/``.
 FOLLOWER = "follower"
 
@@ -193,6 +209,25 @@ class RunDir:
         tmp = self.run_json.with_suffix(".tmp")
         tmp.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
         tmp.replace(self.run_json)
+
+    def read_verdict(self, *, fresh: bool = False) -> dict[str, Any]:
+        """``verdict.json`` (SetupError naming the file when it is missing or unreadable);
+        ``fresh``: also when it is stale, for what must not stand on an old verdict (a
+        baseline, a comparison, a shrink)."""
+        rebuild = f"`zchaos report {self.root}` builds it"
+        try:
+            verdict = json.loads(self.verdict_json.read_text())
+        except FileNotFoundError:
+            raise SetupError(
+                f"no verdict.json: the run has no report yet ({rebuild})", where=self.verdict_json
+            ) from None
+        except (OSError, ValueError) as exc:
+            raise SetupError(f"cannot read verdict.json: {exc}", where=self.verdict_json) from None
+        if not isinstance(verdict, dict):
+            raise SetupError(f"verdict.json should hold a JSON object ({rebuild})", where=self.verdict_json)
+        if fresh and (why := stale_reason(verdict)) is not None:
+            raise SetupError(f"verdict.json is stale: {why}", where=self.verdict_json)
+        return cast(dict[str, Any], verdict)
 
     def read_meta(self) -> RunMeta:
         """``run.json``, checked for what a report needs (SetupError naming the file if not)."""

@@ -517,7 +517,7 @@ def build_report_for(
 
     progress.phase("report")
     started = time.monotonic()
-    verdict = build_report(run.root, progress=progress.note, events=events)
+    verdict = build_report(run.root, progress=progress.note, events=events, store=store)
     progress.note(f"report built in {time.monotonic() - started:.1f} s")
     progress.verdict(verdict, run)
     try:

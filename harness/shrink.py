@@ -353,10 +353,12 @@ def _describe(data: dict[str, Any], scenario: Scenario) -> str:
 
 
 def _verdict_line(run: Path | None, check: str) -> str:
-    if run is None or not RunDir(run).verdict_json.exists():
+    if run is None:
         return "no verdict"
-
-    verdict = json.loads(RunDir(run).verdict_json.read_text())
+    try:
+        verdict = RunDir(run).read_verdict()
+    except SetupError:
+        return "no verdict"
     entry = verdict.get("checks", {}).get(check) or {}
     return f"{verdict.get('outcome')}; {check}: {entry.get('status')} ({entry.get('summary', '')})"
 
@@ -404,13 +406,9 @@ def write_report(result: ShrinkResult, scenario: Scenario) -> None:
 
 
 def violated_check(run: RunDir, check: str | None) -> str:
-    """The check to keep violated: ``check``, or the run's first violated one."""
-    if not run.verdict_json.exists():
-        raise SetupError(
-            "the run has no verdict.json: build its report first (zchaos report)", where=run.root
-        )
-
-    checks = json.loads(run.verdict_json.read_text()).get("checks") or {}
+    """The check to keep violated: ``check``, or the run's first violated one (of a verdict
+    that stands: a stale one may not be the history's)."""
+    checks = run.read_verdict(fresh=True).get("checks") or {}
     violated = [name for name, c in checks.items() if c.get("status") == VIOLATED]
     if check is None:
         if not violated:

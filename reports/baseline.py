@@ -16,7 +16,6 @@ lacks the figures. The slack keeps a 20 ms recovery from failing against a 10 ms
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -58,17 +57,11 @@ ORDER = {"passed": 0, "unknown": 1, "incomplete": 1, "violated": 2}
 
 
 def read_run(run_root: Path) -> tuple[dict[str, Any], RunMeta]:
-    """A run folder's verdict and run.json (SetupError naming the file when either is missing)."""
+    """A run folder's verdict and run.json (SetupError naming the file when either is missing,
+    or the verdict is stale: a comparison with an old verdict's figures would say nothing)."""
     run = RunDir(run_root)
     meta = run.read_meta()
-    try:
-        return json.loads(run.verdict_json.read_text()), meta
-    except FileNotFoundError:
-        raise SetupError(
-            "no verdict.json: build the report first (zchaos report RUN)", where=run.verdict_json
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise SetupError(f"cannot read verdict.json: {exc}", where=run.verdict_json) from None
+    return run.read_verdict(fresh=True), meta
 
 
 def _figures(verdict: dict[str, Any], meta: RunMeta) -> dict[tuple[str, Any], dict[str, Any]]:

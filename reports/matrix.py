@@ -6,8 +6,9 @@ named under it). A cell sums up every run of that system
 on that scenario: for each seed its latest run, the outcomes combined (violated >
 incomplete > unknown > passed) with "k of N seeds" when several seeds ran, the key figures
 (slowest recovery, lowest availability, p99 latency; the worst over the seeds), a mark
-when a run regressed against its baseline (reports/baseline.py), and a link to the run
-page of the worst seed (each seed's page is linked too). A small inline script sorts the
+when a run regressed against its baseline (reports/baseline.py), a mark when a seed's
+verdict is stale (its report did not finish: unknown, never its old outcome), and a link to
+the run page of the worst seed (each seed's page is linked too). A small inline script sorts the
 rows by a column (worst first) and filters them; the page uses no network.
 """
 
@@ -36,13 +37,15 @@ class Cell:
     href: str | None  # the worst seed's run page
     figures: list[str]  # the key figures, formatted
     regressed: bool = False  # a run of it violated its baseline check
+    stale: int = 0  # seeds whose verdict is stale (outcome unknown: a report did not finish)
     problems: list[str] = field(default_factory=list)  # checks not passed, and why (worst seed)
 
     @property
     def problem_checks(self) -> str:
-        """The checks that did not pass, but the baseline's, which ``regressed`` shows."""
+        """The checks that did not pass, but the baseline's, which ``regressed`` shows (and
+        the stale verdict, which ``stale`` does)."""
         names = [p.split(":", 1)[0] for p in self.problems]
-        return ", ".join(n for n in names if not n.startswith(f"{BASELINE} "))
+        return ", ".join(n for n in names if not n.startswith(f"{BASELINE} ") and n != "stale verdict")
 
     @property
     def rank(self) -> int:
@@ -105,10 +108,12 @@ def build_cells(runs: list[dict[str, Any]], link: Any) -> dict[tuple[str, str], 
                 "outcome": r["outcome"],
                 "href": link(r),
                 "regressed": (r["checks"].get(BASELINE) or {}).get("outcome") == "violated",
+                "stale": bool(r.get("stale")),
             }
             for r in chosen
         ]
-        problems = [
+        problems = [f"stale verdict: {worst['stale']}"] if worst.get("stale") else []
+        problems += [
             f"{n} {c['outcome']}: {c['detail']}"
             for n, c in worst["checks"].items()
             if c["outcome"] != "passed"
@@ -122,6 +127,7 @@ def build_cells(runs: list[dict[str, Any]], link: Any) -> dict[tuple[str, str], 
             figures=key_figures(chosen),
             regressed=any(s["regressed"] for s in seeds),
             problems=problems,
+            stale=sum(s["stale"] for s in seeds),
         )
     return cells
 

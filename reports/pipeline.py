@@ -11,6 +11,11 @@ is not an event, and what each bad line names (a request, a client, or every wri
 file: reports/ingest/damage.py) is left out of the checks that read client events, which
 keep only what still stands without it (Checker.on_damage) and are UNKNOWN otherwise,
 rather than counting what is missing (its sends, say) as violations of the system.
+
+A report that replaces an earlier one first marks the old outputs stale (``mark_stale``:
+verdict.json, junit.xml, report.html and the results store's row say unknown, stale, and
+why), and writes its own aside, putting them in place at its end: a report killed half-way
+leaves no PASSED for a history it never finished checking, and no half-written file.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
+import sqlite3
 import time
 import traceback
 from collections.abc import Callable
@@ -35,7 +42,8 @@ from reports.checkers import HELD, UNKNOWN, CheckContext, Checker, CheckResult, 
 from reports.ingest.damage import Damage, damage_scope
 from reports.ingest.read import PARQUET, History, expected_events, read_events, start_conversion
 from reports.run_facts import completeness, control_events, fault_rows, fault_windows, process_exits
-from reports.store import store_for_run
+from reports.store import record_run, store_for_run
+from reports.verdict import stale_verdict
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -314,9 +322,15 @@ def _check_history(
 
 
 def build_report(
-    run_dir: Path, *, progress: Callable[[str], None] | None = None, events: int | None = None
+    run_dir: Path,
+    *,
+    progress: Callable[[str], None] | None = None,
+    events: int | None = None,
+    store: Path | None = None,
 ) -> dict[str, Any]:
-    """Check a run directory's history and write its verdict.json, junit.xml and report.html.
+    """Check a run directory's history and write its verdict.json, junit.xml and report.html
+    (an earlier verdict marked stale first, in them and in ``store``: default the run's,
+    reports/store.py ``store_for_run``).
 
     Uses the process's Spark session, started here if none runs (sized for ``events`` events,
     by default this run's; a command that reports several runs in one session passes the
@@ -324,8 +338,6 @@ def build_report(
     (harness/cli.py). Returns the verdict (the content of verdict.json). Raises SetupError,
     naming the file, when the directory is not a run or its history holds no event.
     """
-    from reports.html import write_html
-    from reports.junit import write_junit
     from reports.spark import FITTED, get_spark, running
 
     say = progress or (lambda _message: None)
@@ -333,6 +345,7 @@ def build_report(
     if not run.root.is_dir():
         raise SetupError("no such run directory", where=run.root)
     meta = run.read_meta()
+    mark_stale(run, meta, say, store)
     # The JSON lines go to Parquet (pyarrow, its own threads) while the JVM starts (one core).
     pending = start_conversion(run, say)
     try:
@@ -348,9 +361,59 @@ def build_report(
         if pending is not None:  # Ctrl-C or an error: stopped, no half-written Parquet form left
             pending.abandon()
     say("writing verdict.json, junit.xml, report.html")
-    tmp = run.verdict_json.with_suffix(".tmp")
-    tmp.write_text(json.dumps(verdict, indent=2, default=str))
-    tmp.replace(run.verdict_json)
-    write_junit(verdict, run.junit_xml)
-    write_html(verdict, meta, run, run.report_html)
+    write_outputs(run, verdict, meta)
     return verdict
+
+
+def write_outputs(run: RunDir, verdict: dict[str, Any], meta: RunMeta) -> None:
+    """report.html, junit.xml, then verdict.json, each written aside and put in place whole:
+    verdict.json, the file the other readers trust, last, so it never vouches for pages of
+    another verdict."""
+    from reports.html import write_html
+    from reports.junit import write_junit
+
+    write_whole(run.report_html, lambda tmp: write_html(verdict, meta, run, tmp))
+    write_whole(run.junit_xml, lambda tmp: write_junit(verdict, tmp))
+    write_whole(run.verdict_json, lambda tmp: tmp.write_text(json.dumps(verdict, indent=2, default=str)))
+
+
+def write_whole(path: Path, write: Callable[[Path], object]) -> None:
+    """``write`` an output to a file aside (``.NAME.tmp``), then put it in place: never half a
+    file, and nothing left aside when the writing fails."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def mark_stale(run: RunDir, meta: RunMeta, say: Callable[[str], None], store: Path | None = None) -> None:
+    """Before a report replaces a run's verdict: the verdict there is, and the pages and the
+    results store's row made from it, say unknown and stale (reports/verdict.py
+    ``stale_verdict``) until the report's own are in place. Before, a report killed
+    half-way left verdict.json and the store saying PASSED for a history that might now say
+    otherwise. A run without a readable verdict has nothing to mark."""
+    try:
+        old = run.read_verdict()
+    except SetupError:
+        return
+    say("marking the earlier verdict stale until this report ends")
+    stale = stale_verdict(old, since_ns=time.time_ns(), run_root=run.root)
+    from reports.html import write_html
+    from reports.junit import write_junit
+
+    pages: list[tuple[Path, Callable[[Path], object]]] = [
+        (run.report_html, lambda tmp: write_html(stale, meta, run, tmp)),
+        (run.junit_xml, lambda tmp: write_junit(stale, tmp)),
+    ]
+    for path, write in pages:
+        try:
+            write_whole(path, write)
+        except Exception:  # e.g. an old verdict of another version the page cannot show:
+            path.unlink(missing_ok=True)  # no page rather than one with the old outcome
+    write_whole(run.verdict_json, lambda tmp: tmp.write_text(json.dumps(stale, indent=2, default=str)))
+    try:
+        record_run(run.root, store)
+    except (SetupError, sqlite3.OperationalError) as exc:  # StoreDamaged among them
+        say(f"the results store could not mark it stale: {exc}")

@@ -19,6 +19,10 @@ Rows of ``results``: ``kind`` is ``check`` (``name`` the check, ``outcome`` its 
 ``figure`` (``name`` one of FIGURES, ``value`` in ``unit``; ``fault_id`` and ``detail`` say
 which fault a per-fault figure is about). Each row repeats the run's identity (scenario,
 implementation, subject version, seed, zchaos version, time): one table answers most questions.
+
+A run whose verdict is stale (a report started to replace it and did not finish:
+reports/pipeline.py ``mark_stale``) has ``outcome`` unknown and ``stale`` saying why; a
+store of schema 1 gets the column when it is next opened.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from contract.errors import SetupError
-from contract.rundir import RunDir, RunMeta
+from contract.rundir import RunDir, RunMeta, stale_reason
 
 STORE_NAME = "results.sqlite"
 #: Written in a run folder by ``zchaos baseline RUN --label L``: the labels the run is a baseline for.
@@ -42,7 +46,7 @@ BASELINE_FILE = "baseline.json"
 BUSY_TIMEOUT_S = 60.0
 #: How deep run folders lie under the runs folder: RUN, suite-*/RUN, suite-*/seeds-*/RUN.
 RUN_DEPTH = 3
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: The key figures of a run, with their units (a figure that a run does not have is left out).
 FIGURES: dict[str, str] = {
     "recovery_s": "s",  # per fault: from its stop to the first ok reply
@@ -71,7 +75,8 @@ CREATE TABLE IF NOT EXISTS runs (
     zchaos_version TEXT NOT NULL,
     started_ns INTEGER,
     recorded_ns INTEGER NOT NULL,
-    report TEXT                     -- report.html, relative to the store's folder
+    report TEXT,                    -- report.html, relative to the store's folder
+    stale TEXT                      -- why the run's verdict is stale (NULL when it is not)
 );
 CREATE TABLE IF NOT EXISTS results (
     run TEXT NOT NULL REFERENCES runs(run) ON DELETE CASCADE,
@@ -91,8 +96,10 @@ CREATE TABLE IF NOT EXISTS baselines (
     run TEXT NOT NULL,
     PRIMARY KEY (label, scenario)
 );
-PRAGMA user_version = {SCHEMA_VERSION};
 """
+#: What each schema version adds to a store of the one before, column by column (table,
+#: column, its declaration): CREATE TABLE IF NOT EXISTS leaves an existing table as it was.
+COLUMNS_ADDED = {2: [("runs", "stale", "TEXT")]}
 
 
 class StoreDamaged(SetupError):
@@ -136,7 +143,7 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA foreign_keys = ON")
             if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-                db.executescript(SCHEMA)
+                _upgrade(db)
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise
@@ -149,6 +156,26 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
         yield db
     finally:
         db.close()
+
+
+def _upgrade(db: sqlite3.Connection) -> None:
+    """Bring a new or older store to SCHEMA_VERSION: the tables made, the columns added since;
+    under the write lock, so two processes opening one old store add each column once."""
+    db.executescript(SCHEMA)  # IF NOT EXISTS throughout; outside any transaction, as it must be
+    db.execute("BEGIN IMMEDIATE")  # (a store locked past the busy timeout raises here: nothing to undo)
+    try:
+        for version, added in sorted(COLUMNS_ADDED.items()):
+            if version > SCHEMA_VERSION:
+                continue
+            for table, column, declared in added:
+                present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+                if column not in present:
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declared}")
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 def _num(v: Any) -> float | None:
@@ -212,14 +239,7 @@ def run_record(run_root: Path, store_dir: Path) -> tuple[dict[str, Any], list[di
     has a verdict (SetupError naming the file when it has none or it is unreadable)."""
     run = RunDir(run_root)
     meta = run.read_meta()
-    try:
-        verdict = json.loads(run.verdict_json.read_text())
-    except FileNotFoundError:
-        raise SetupError(
-            "no verdict.json: the run has no report yet (zchaos report RUN)", where=run.verdict_json
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise SetupError(f"cannot read verdict.json: {exc}", where=run.verdict_json) from None
+    verdict = run.read_verdict()
     scenario = meta.get("scenario") or {}
     implementation = verdict.get("implementation") or (meta.get("manifest") or {}).get("name") or ""
     version = subject_version(meta)
@@ -245,6 +265,7 @@ def run_record(run_root: Path, store_dir: Path) -> tuple[dict[str, Any], list[di
         "started_ns": meta.get("started_ns"),
         "recorded_ns": time.time_ns(),
         "report": f"{rel}/report.html" if run.report_html.exists() else None,
+        "stale": stale_reason(verdict),  # its outcome is then unknown (reports/verdict.py)
     }
     results = [
         {
@@ -409,7 +430,9 @@ def baseline_run(store: Path, label: str, scenario: str) -> str | None:
 
 def mark_baseline(run_root: Path, label: str, store: Path | None = None) -> Path:
     """Make a run the baseline ``label`` for its scenario: written into the run folder (so a
-    rebuilt store keeps it) and into the store. Returns the store's path."""
+    rebuilt store keeps it) and into the store. Returns the store's path. A run whose verdict
+    is stale (or missing) cannot be one (SetupError): its figures may not be the history's."""
+    RunDir(run_root).read_verdict(fresh=True)
     path = run_root / BASELINE_FILE
     labels: list[str] = []
     with contextlib.suppress(OSError, ValueError, TypeError, KeyError):

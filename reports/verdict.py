@@ -9,14 +9,19 @@ exist leaves its check unknown, with the error in ``errors``. A run that did not
 out its plan (``incomplete``: runner killed, a fault failed to fire) is incomplete. The
 run's outcome combines them as violated > incomplete > unknown > passed; ``reasons`` says
 in words why a run is not simply passed or violated.
+
+A verdict a report started to replace is stale (``stale_verdict``) until that report ends:
+its outcome is unknown, whatever it was, and it says why and what it was.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+from pathlib import Path
 from typing import Any
 
 from contract.outcomes import INCOMPLETE, PASSED, UNKNOWN, VIOLATED, combine_outcomes, exit_code
-from contract.rundir import RunMeta
+from contract.rundir import STALE, RunMeta
 from reports.checkers import HELD, CheckResult
 from reports.checkers import UNKNOWN as CHECK_UNKNOWN
 from reports.checkers import VIOLATED as CHECK_VIOLATED
@@ -114,3 +119,28 @@ def build_verdict(
     }
     verdict.update(extra or {})
     return verdict
+
+
+#: How a stale verdict's line in ``reasons`` and ``errors`` begins (one of each, the newest).
+STALE_PREFIX = "stale verdict: "
+
+
+def stale_verdict(verdict: dict[str, Any], *, since_ns: int, run_root: Path) -> dict[str, Any]:
+    """``verdict`` as it stands while a report started at ``since_ns`` replaces it: unknown
+    (exit 3), with ``stale`` (since_ns, was: the outcome it had, why) and the why first in
+    ``reasons`` and in ``errors`` (JUnit's ``report`` error). Its checks stay as they were
+    found, under that outcome. A verdict already stale keeps the outcome it had first."""
+    was = (verdict.get(STALE) or {}).get("was") or verdict.get("outcome") or UNKNOWN
+    since = dt.datetime.fromtimestamp(since_ns / 1e9, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    why = (
+        f"a report of this run started at {since} and did not finish (killed, or still running); "
+        f"this verdict ({was}) is from an earlier report and may not match the history: "
+        f"`zchaos report {run_root}` rebuilds it"
+    )
+    marked = dict(verdict)
+    marked[STALE] = {"since_ns": since_ns, "was": was, "why": why}
+    marked["outcome"], marked["passed"], marked["exit_code"] = UNKNOWN, False, exit_code(UNKNOWN)
+    for key in ("reasons", "errors"):
+        kept = [r for r in verdict.get(key) or [] if not str(r).startswith(STALE_PREFIX)]
+        marked[key] = [STALE_PREFIX + why, *kept]
+    return marked

@@ -1,6 +1,7 @@
 """A command interrupted half-way (Ctrl-C or SIGTERM) stops every process it started, exits
 130, writes what finished (a seeds summary, a shrink report that names the candidate it
-cut short) and prints no traceback, not even the JVM bridge's."""
+cut short) and prints no traceback, not even the JVM bridge's. A report killed outright
+(SIGKILL) leaves the verdict it was replacing marked stale."""
 
 from __future__ import annotations
 
@@ -185,3 +186,39 @@ def test_an_interrupted_shrink_marks_the_candidate_it_ran_as_interrupted(tmp_pat
     [row] = [line for line in text.splitlines() if line.startswith("| 1 |")]
     assert row.endswith("| interrupted (on seed 1): not known |"), text
     assert processes_of(runs) == []
+
+
+def test_a_killed_report_leaves_the_verdict_it_was_replacing_marked_stale(tmp_path: Path, spark) -> None:
+    """SIGKILL (no handler of ours runs) once the report's JVM runs: verdict.json and the
+    results store kept saying the old outcome for a history the report never finished
+    checking (issue 34 part 5). Now both say unknown and stale, with what it was; the next
+    report that ends leaves no mark and nothing aside."""
+    import psutil
+
+    from reports.pipeline import build_report
+    from reports.store import read_runs, record_run, store_path
+    from tests.test_report import make_run
+
+    runs = tmp_path / "runs"
+    run = make_run(runs / "run")
+    first = build_report(run.root)
+    record_run(run.root)
+    with report_process(run.root, wait_s=30) as (report, lines):
+        jvms = wait_for(lambda: jvms_under(report.pid), 120, "the report's JVM")
+        os.killpg(report.pid, signal.SIGKILL)
+    assert report.returncode == -signal.SIGKILL, "".join(lines)
+    _, alive = psutil.wait_procs(jvms, timeout=30)
+    assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
+    verdict = json.loads(run.verdict_json.read_text())
+    assert verdict["outcome"] == "unknown" and verdict["exit_code"] == 3
+    assert verdict["stale"]["was"] == first["outcome"] != "unknown"
+    assert "stale verdict" in run.junit_xml.read_text() and 'id="stale"' in run.report_html.read_text()
+    (row,) = read_runs(store_path(runs))
+    assert row["outcome"] == "unknown" and "did not finish" in row["stale"]
+
+    again = build_report(run.root)
+    record_run(run.root)
+    assert again["outcome"] == first["outcome"] and "stale" not in json.loads(run.verdict_json.read_text())
+    (row,) = read_runs(store_path(runs))
+    assert row["outcome"] == first["outcome"] and row["stale"] is None
+    assert [p.name for p in run.root.iterdir() if p.name.startswith(".") or p.name.endswith(".tmp")] == []

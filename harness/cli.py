@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 EPILOG = """\
 examples:
-  zchaos run scenarios/paranoid-pirate-kill-worker.toml
+  zchaos run paranoid-pirate-kill-worker   # a stock scenario by name (zchaos list shows them)
   zchaos run scenarios/paranoid-pirate-kill-worker.toml --seeds 10
   zchaos run --replay runs/20261121T120000Z-paranoid-pirate-kill-worker
   zchaos shrink runs/20261121T120000Z-paranoid-pirate-kill-worker --budget 20
@@ -36,7 +36,7 @@ examples:
   zchaos check my-manifest.toml --smoke   # start your system, send it a few requests, stop
   zchaos run scenarios/majordomo-kill-busy-worker.toml --set implementation=../my-mdp.toml \
       --set options.heartbeat_ms=500   # the scenario against your own system
-  zchaos suite scenarios/ci/
+  zchaos suite ci --junit-xml reports/zchaos.xml   # the stock CI suite
   zchaos report runs/20261121T120000Z-paranoid-pirate-kill-worker [RUN...]
   zchaos matrix runs                      # systems x scenarios of every stored run
   zchaos baseline runs/RUN --label v1.4   # make RUN the baseline v1.4 of its scenario
@@ -71,7 +71,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         for note in notes:
             print(f"zchaos: note: {note}", file=sys.stderr)
     else:
-        scenario = load_scenario(args.scenario, sets=args.set)
+        scenario = load_scenario(_scenario_file(args.scenario), sets=args.set)
     if args.seed is not None:
         scenario = with_seed(scenario, args.seed)
     if args.check:
@@ -111,7 +111,18 @@ def _cmd_check(args: argparse.Namespace) -> int:
         return smoke(manifest)
     if args.smoke:
         raise SetupError("--smoke goes with a manifest (zchaos run runs a scenario)", where="zchaos check")
-    return _describe(load_scenario(args.scenario, sets=args.set))
+    return _describe(load_scenario(_scenario_file(args.scenario), sets=args.set))
+
+
+def _scenario_file(ref: str) -> Path:
+    """The file a scenario argument names (a path, or a stock scenario's name), saying which
+    file a name found."""
+    from harness.stock import find_scenario
+
+    path, note = find_scenario(ref)
+    if note:
+        print(f"zchaos: note: {note}", file=sys.stderr)
+    return path
 
 
 def _describe_manifest(manifest: Manifest) -> None:
@@ -194,18 +205,40 @@ def _describe_checks(scenario: Scenario) -> None:
 
 
 def _cmd_suite(args: argparse.Namespace) -> int:
+    from harness.stock import find_suite
     from harness.suite import run_suite
 
     if args.seeds < 1:
         raise SetupError(f"--seeds must be at least 1, got {args.seeds}", where="zchaos suite")
+    junit = _junit_target(args.junit_xml) if args.junit_xml is not None else None
+    directory, note = find_suite(args.directory)
+    if note:
+        print(f"zchaos: note: {note}", file=sys.stderr)
     return run_suite(
-        Path(args.directory),
+        directory,
+        junit_xml=junit,
         runs_dir=Path(args.runs_dir),
         seeds=args.seeds,
         until_violated=args.until_violated,
         subject_version=args.subject_version,
         sets=args.set,
     )
+
+
+def _junit_target(given: str) -> Path:
+    """Where ``--junit-xml`` puts the suite's JUnit file, checked before any scenario runs:
+    its folder is made as pytest makes it; a folder given, or one that cannot be made, is
+    refused now rather than after the runs."""
+    path = Path(given)
+    if given.endswith(os.sep) or path.is_dir():
+        raise SetupError("is a folder; --junit-xml takes a file path, e.g. reports/zchaos.xml", where=given)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SetupError(f"cannot make its folder: {exc.strerror}", where=given) from None
+    if not os.access(path.parent, os.W_OK):
+        raise SetupError(f"cannot write into {path.parent}", where=given)
+    return path
 
 
 def _cmd_shrink(args: argparse.Namespace) -> int:
@@ -385,14 +418,37 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print(f"  {checker.name:<20} {checker.doc}")
         if checker.needs:
             print(f"  {'':<20} needs: {checker.needs_text()}")
-    found = sorted(Path("scenarios").rglob("*.toml")) if Path("scenarios").is_dir() else []
-    if not found:  # outside the checkout: say so rather than print an empty heading
-        print("\nscenarios: none in ./scenarios (run from the zchaos checkout to list the stock ones)")
-    else:
-        print("\nscenarios:")
-    for path in found:
-        print(f"  {path}")
+    _list_scenarios()
     return 0
+
+
+def _list_scenarios() -> None:
+    """The stock scenarios by name with their files, the docs that ship, and the scenarios of
+    a ./scenarios folder when it is not the stock one."""
+    from harness.stock import docs, stock_root, stock_scenarios
+
+    root = stock_root()
+    stock = stock_scenarios()
+    if root is None or not stock:
+        print("\nstock scenarios: none (this zchaos was built without them)")
+    else:
+        width = max(map(len, stock))
+        print(
+            f"\nstock scenarios ({len(stock)}; zchaos run NAME runs one, zchaos suite ci the CI suite; "
+            "a file of the name in the current folder wins):"
+        )
+        for name, path in stock.items():
+            print(f"  {name:<{width}}  {path}")
+    here = Path("scenarios")
+    if here.is_dir() and (root is None or here.resolve() != (root / "scenarios").resolve()):
+        print("\nscenarios in ./scenarios:")
+        for path in sorted(here.rglob("*.toml")):
+            print(f"  {path}")
+    shipped = docs()
+    if shipped:
+        print("\ndocumentation:")
+        for path in shipped:
+            print(f"  {path}")
 
 
 def _cmd_toxiproxy(args: argparse.Namespace, rest: list[str]) -> int:
@@ -420,6 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action=_Version, help="print zchaos's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser(
@@ -431,7 +488,9 @@ def build_parser() -> argparse.ArgumentParser:
         "reproduces it (zchaos run --replay RUN).",
     )
     p.add_argument(
-        "scenario", nargs="?", help="a scenario file (TOML), e.g. scenarios/paranoid-pirate-kill-worker.toml"
+        "scenario",
+        nargs="?",
+        help="a scenario file (TOML), or a stock scenario's name (zchaos list): paranoid-pirate-kill-worker",
     )
     p.add_argument(
         "--replay", metavar="RUN", help="run again what a stored run ran (its recorded scenario and seed)"
@@ -456,7 +515,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "check", help="validate a scenario and its manifest, or a manifest alone, without running it"
     )
-    p.add_argument("scenario", help="a scenario file (TOML), or a manifest (a file, or a built-in's name)")
+    p.add_argument(
+        "scenario",
+        help="a scenario (a file, or a stock scenario's name), or a manifest (a file, or a built-in's name)",
+    )
     _add_set(p)
     p.add_argument(
         "--smoke",
@@ -466,8 +528,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("suite", help="run every scenario of a folder (the CI suite)")
-    p.add_argument("directory", help="a folder of scenario files, e.g. scenarios/ci/")
+    p.add_argument(
+        "directory", help="a folder of scenario files, or a stock one's name: ci (the CI suite), scenarios"
+    )
     p.add_argument("--runs-dir", default="runs", help="where run folders go (default: runs)")
+    p.add_argument(
+        "--junit-xml",
+        metavar="PATH",
+        help="write the suite's JUnit file to PATH too (its folder is made; one is always in the suite's)",
+    )
     p.add_argument(
         "--subject-version",
         help="the version of the systems under test, for the results store and the matrix",
@@ -566,6 +635,28 @@ def build_parser() -> argparse.ArgumentParser:
         "toxiproxy", help="a Toxiproxy-compatible fault proxy server (-host, -port, -config)", add_help=False
     ).set_defaults(func=None)
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed package's version (harness/replay.py), looked up only when
+    asked, not on every command's start."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(
+            option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, help=help
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        from harness.replay import zchaos_version
+
+        print(f"zchaos {zchaos_version()}")
+        parser.exit()
 
 
 #: The exit of a command whose standard output was closed under it (128 + SIGPIPE).

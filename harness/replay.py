@@ -12,6 +12,7 @@ streams.
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import shlex
 import subprocess
 import tomllib
@@ -22,21 +23,37 @@ from contract.errors import SetupError
 from contract.rundir import ReplayMeta, RunDir
 from harness.manifest import parse_manifest
 from harness.scenario import Scenario, apply_sets, parse_scenario
-from harness.topology import PROJECT_ROOT
+from harness.stock import checkout_root, shown_name
 
 
 @functools.cache
 def zchaos_version() -> str:
-    """The package version, with the git commit of the checkout when there is one."""
-    version = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]["version"]
+    """The installed package's version (its metadata), with the git commit when zchaos runs
+    from a checkout of its own; a bare checkout that was never installed (the tests'
+    pythonpath) has no metadata, and its pyproject.toml says the version instead."""
+    root = checkout_root()
+    try:
+        version = importlib.metadata.version("zchaos")
+    except importlib.metadata.PackageNotFoundError:
+        version = _checkout_version(root)
+    if root is None or not (root / ".git").exists():
+        # Only our own checkout's commit: the folder of an installed package may be inside
+        # the user's repository (a project's .venv), whose commit says nothing of zchaos.
+        return version
     try:
         commit = subprocess.run(
-            ["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short=12", "HEAD"],
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
             capture_output=True, text=True, timeout=10, check=True,
         ).stdout.strip()  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return version
     return f"{version}+g{commit}" if commit else version
+
+
+def _checkout_version(root: Path | None) -> str:
+    if root is None:
+        return "unknown (zchaos is neither installed nor run from its checkout)"
+    return str(tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"])
 
 
 def _text(path: Path | None) -> str | None:
@@ -63,7 +80,10 @@ def replay_commands(scenario: Scenario, run: RunDir) -> list[str]:
 
 
 def _shown(path: Path) -> str:
-    """A path as a user would type it here: relative to the current folder when inside it."""
+    """A path as a user would type it here: a stock scenario's name, else relative to the
+    current folder when inside it."""
+    if (name := shown_name(path)) is not None:
+        return name
     try:
         return str(path.relative_to(Path.cwd()))
     except ValueError:

@@ -29,6 +29,8 @@ the end (harness/cli.py), so no JVM outlives the suite. Why this shape:
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -92,9 +94,11 @@ def run_suite(
     seeds: int = 1,
     until_violated: bool = False,
     sets: Sequence[str] = (),
+    junit_xml: Path | None = None,
 ) -> int:
     """Run every scenario of ``directory`` (on ``seeds`` seeds each, with the ``--set``
-    overrides ``sets``); the suite's exit code."""
+    overrides ``sets``); the suite's exit code. The JUnit file is the suite folder's
+    ``junit.xml``, and also ``junit_xml`` when given (``--junit-xml``, for CI)."""
     progress = progress or Progress()
     store = store_path(runs_dir)
     files = sorted(directory.glob("*.toml"))
@@ -139,6 +143,12 @@ def run_suite(
 
     write_index(suite_dir, entries, store)
     write_junit(suite_dir, entries)
+    junit_error = None
+    if junit_xml is not None:
+        try:
+            copy_junit(suite_dir / "junit.xml", junit_xml)
+        except SetupError as exc:  # said after the summary; the suite folder's copy stands
+            junit_error = exc
     passed = sum(e.outcome == PASSED for e in entries)
     others = ", ".join(
         f"{n} {o}"
@@ -149,9 +159,14 @@ def run_suite(
         f"suite: {passed}/{len(scenarios)} scenarios passed"
         + (f" ({others})" if others else "")
         + f"; index: {suite_dir / 'index.html'}"
+        + (f"; JUnit: {junit_xml}" if junit_xml is not None and junit_error is None else "")
     )
     with contextlib.suppress(SetupError):  # a damaged store was named when the runs were added
         print(f"reliability matrix of every run in {runs_dir}: {write_store_matrix(runs_dir)}")
+    if junit_error is not None:
+        print(f"zchaos: error: {junit_error}", file=sys.stderr)
+        if not interrupted:  # CI reads that file: a suite whose JUnit is not there is no pass
+            return exit_code(BAD_INPUT)
     return suite_exit_code(entries, interrupted=interrupted)
 
 
@@ -162,6 +177,18 @@ def suite_exit_code(entries: list[SuiteEntry], *, interrupted: bool = False) -> 
     if any(e.outcome == BAD_INPUT for e in entries):
         return exit_code(BAD_INPUT)
     return exit_code(combine_outcomes([e.outcome for e in entries]))
+
+
+def copy_junit(source: Path, target: Path) -> None:
+    """The suite's JUnit file at ``target`` too, whole or not at all: a CI job that reads it
+    never sees half a file (written beside it, then renamed over it)."""
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_bytes(source.read_bytes())
+        temporary.replace(target)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise SetupError(f"cannot write the suite's JUnit file: {exc.strerror}", where=target) from None
 
 
 def write_index(suite_dir: Path, entries: list[SuiteEntry], store: Path) -> None:

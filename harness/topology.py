@@ -24,9 +24,10 @@ from contract.ports import PortAllocator
 from contract.rundir import RunDir
 from harness.manifest import PLACEHOLDER, ClientKind, client_endpoints, client_link_name, instance_link_name
 from harness.scenario import Scenario
+from harness.stock import checkout_root
 from harness.supervisor import ProcSpec
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parent.parent  # the checkout, or site-packages once installed
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,12 @@ class Topology:
 
     def base_env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH")) if p)
+        if checkout_root() is not None:
+            # A checkout's packages for a role run by {python} (tests import them from there).
+            # Not site-packages once installed: our interpreter finds its packages itself, and a
+            # user's program run by another Python would import our dependencies (pyzmq built
+            # for our Python) before its own.
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH")) if p)
         env["PYTHONUNBUFFERED"] = "1"
         env[ENV_HISTORY_DIR] = str(self.run.history)
         return env

@@ -200,12 +200,17 @@ def test_a_misspelt_required_key_is_named_with_the_spelling_given(tmp_path: Path
     assert code == 2 and "roles.server.command: missing" in err and "'comand' a misspelling" in err, err
 
 
-def test_list_outside_the_checkout_says_there_are_no_scenarios(tmp_path: Path, monkeypatch) -> None:
+def test_list_outside_the_checkout_shows_the_stock_scenarios_with_their_files(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Before: outside the checkout it listed none (issue 34 part 6; tests/test_install.py)."""
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert main(["list"]) == 0
-    assert out.getvalue().rstrip().endswith("(run from the zchaos checkout to list the stock ones)")
+    text = out.getvalue()
+    assert f"  {ROOT / 'scenarios' / 'ci' / 'pingpong-kills.toml'}\n" in text
+    assert text.rstrip().endswith(str(ROOT / "docs" / "manifest.md"))
 
 
 def test_load_names_the_run_after_the_manifest_not_its_file(monkeypatch) -> None:

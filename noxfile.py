@@ -39,7 +39,8 @@ def _parallel() -> list[str]:
 def tests(session: nox.Session) -> None:
     """The test suite: unit, integration, end to end, and the CI scenarios."""
     session.install("-e", ".[test]")
-    session.run("pytest", *_parallel(), "-m", "not soak", *session.posargs)
+    # The slowest tests are listed at the end, so that CI's own output shows where the time goes.
+    session.run("pytest", *_parallel(), "-m", "not soak", "--durations=30", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -1,4 +1,5 @@
-"""Errors a user can act on. The CLI prints them (no traceback) and exits 2."""
+"""Errors a user can act on. The CLI prints them (no traceback) and exits 2 (4 for a file
+of zchaos's own that could not be written: the run's outputs are incomplete)."""
 
 from __future__ import annotations
 
@@ -28,3 +29,15 @@ def key_path(file: str | Path, *keys: str | int) -> str:
     for key in keys:
         parts += f"[{key}]" if isinstance(key, int) else (f".{key}" if parts else str(key))
     return f"{file}: {parts}" if parts else str(file)
+
+
+class CannotWrite(SetupError):
+    """A file of zchaos's own could not be written (a full disk, most often): what it would have
+    said is missing, so the outcome is incomplete (exit 4), and nothing half-written is left."""
+
+    exit_code = 4  # contract/outcomes.py: incomplete
+
+    def __init__(self, path: str | Path, exc: OSError, what: str = "") -> None:
+        why = (exc.strerror or str(exc)).lower()
+        super().__init__(f"{why}: {what}" if what else why, where=path)
+        self.errno = exc.errno

@@ -14,8 +14,11 @@ without depending on the rest of the harness. A process started outside a run (n
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -436,14 +439,27 @@ class HistoryWriter:
 
     The file is opened with O_APPEND and each event is a single unbuffered write, so a
     process killed at any moment loses nothing it had recorded and leaves no torn line.
+
+    A writer that cannot write (a full disk above all) stops recording instead of raising
+    into the process it records for: a subject of ours must not crash for zchaos's own
+    trouble. It takes back the part of a line a short write left, leaves a marker beside
+    its file (``mark_stopped``: when, and why) so that the run and a later report know
+    the file is not whole, says so once on stderr (``announce``) and records nothing more:
+    a line written after a gap would look like a whole history.
     """
 
-    def __init__(self, path: str | os.PathLike[str], src: str) -> None:
+    def __init__(self, path: str | os.PathLike[str], src: str, *, announce: bool = True) -> None:
         self.path = Path(path)
         self.src = src
+        self.announce = announce  # say on stderr when it stops (the runner says it its own way)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._open_fd: int | None = self._fd  # closed by close() only, also after a stop
         self._heads: dict[tuple[str, str | None], _RequestHead] = {}
+        #: Why it stopped recording ("No space left on device"), None while it records.
+        self.stopped: str | None = None
+        if find_stopped(self.path) is not None:  # a restarted process: its file has a gap already
+            self._fd, self.stopped = None, "an earlier writer of this file stopped recording"
 
     @property
     def enabled(self) -> bool:
@@ -455,7 +471,42 @@ class HistoryWriter:
         record = {"ts": time.time_ns() if ts is None else ts, "src": src or self.src, "ev": ev}
         record.update(fields)
         if self._fd is not None:
-            os.write(self._fd, (_to_json(record) + "\n").encode())
+            self._write(self._fd, (_to_json(record) + "\n").encode())
+
+    def _write(self, fd: int, line: bytes) -> None:
+        """One whole line, or none: a short write (the disk filled mid-line) is completed or
+        taken back, and a write that fails stops the writer."""
+        try:
+            done = os.write(fd, line)
+        except OSError as exc:
+            self._stop(fd, exc, 0)
+            return
+        while done < len(line):
+            try:
+                done += os.write(fd, line[done:])
+            except OSError as exc:
+                self._stop(fd, exc, done)
+                return
+
+    def _stop(self, fd: int, exc: OSError, torn: int) -> None:
+        # Not closed here: another thread may be about to write to this descriptor, and a
+        # number closed and reused would put its line into some other file.
+        self._fd = None
+        if torn:  # the part of a line written before the disk filled; one writer per file
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, max(0, os.fstat(fd).st_size - torn))
+        if self.stopped is not None:
+            return
+        self.stopped = exc.strerror or type(exc).__name__
+        mark_stopped(self.path, exc)
+        if self.announce:
+            with contextlib.suppress(OSError, ValueError):
+                print(
+                    f"zchaos: {self.path}: recording stopped ({self.stopped}); "
+                    "this run's history is not whole",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     def shared(self, fields: dict[str, Any], src: str | None = None) -> Shared:
         """``fields`` (and ``src``, default this writer's), for several events to carry alike."""
@@ -477,12 +528,13 @@ class HistoryWriter:
         _validate_shared(ev, shared, fields)
         if self._fd is not None:
             own = "," + _members(fields) if fields else ""
-            os.write(self._fd, f'{{"ts":{time.time_ns()},{shared.text},"ev":"{ev}"{own}}}\n'.encode())
+            self._write(self._fd, f'{{"ts":{time.time_ns()},{shared.text},"ev":"{ev}"{own}}}\n'.encode())
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._fd = None
+        if self._open_fd is not None:
+            os.close(self._open_fd)
+            self._open_fd = None
 
     def __enter__(self) -> HistoryWriter:
         return self
@@ -496,8 +548,11 @@ class NullWriter(HistoryWriter):
 
     def __init__(self, src: str = "") -> None:
         self.src = src
+        self.announce = False
         self._fd = None
+        self._open_fd = None
         self._heads = {}
+        self.stopped = None
 
     @property
     def enabled(self) -> bool:
@@ -505,6 +560,48 @@ class NullWriter(HistoryWriter):
 
     def emit(self, ev: str, *, src: str | None = None, ts: int | None = None, **fields: Any) -> None:
         validate(ev, fields)
+
+
+#: The marker a writer of ours leaves beside a file it could not write whole:
+#: ``<file>.stopped-<errno name>`` (``worker-1.jsonl.stopped-ENOSPC``), empty, made when it
+#: stopped. An empty file needs no data block, so a full disk still takes it; what it says is
+#: in its name and its time.
+STOPPED_SUFFIX = ".stopped-"
+
+
+def mark_stopped(path: str | os.PathLike[str], exc: OSError) -> None:
+    """Leave the marker of a writer of ``path`` that stopped at this moment for ``exc``."""
+    path = Path(path)
+    code = errno.errorcode.get(exc.errno or 0, "EIO")
+    with contextlib.suppress(OSError):  # no room even for that: the runner's record says it
+        os.close(
+            os.open(path.with_name(f"{path.name}{STOPPED_SUFFIX}{code}"), os.O_WRONLY | os.O_CREAT, 0o644)
+        )
+
+
+def find_stopped(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The stop of a writer of ``path``, if one stopped: ``ts`` (ns, when it marked it) and
+    ``error`` (what the system said: "No space left on device"); None if none did."""
+    path = Path(path)
+    for marker in sorted(path.parent.glob(f"{glob_escape(path.name)}{STOPPED_SUFFIX}*")):
+        return read_stopped(marker)
+    return None
+
+
+def read_stopped(marker: Path) -> dict[str, Any]:
+    """What a stop marker says: ``ts`` and ``error``."""
+    code = marker.name.rpartition(STOPPED_SUFFIX)[2]
+    number = getattr(errno, code, None)
+    try:
+        ts = marker.stat().st_mtime_ns
+    except OSError:
+        ts = 0
+    return {"ts": ts, "error": os.strerror(number) if isinstance(number, int) else code}
+
+
+def glob_escape(name: str) -> str:
+    """``name`` as a glob pattern that matches only itself."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
 
 
 def history_file(history_dir: str | os.PathLike[str], src: str) -> Path:

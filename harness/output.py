@@ -11,7 +11,9 @@ would collide with a clock fault's preload. The terminal's output translation is
 had, a pipe is read instead (stamped all the same; a C program then needs to flush).
 
 One thread reads every captured process's output and writes it to its log as it comes,
-each line preceded by its arrival stamp (``contract/logstamp.py``).
+each line preceded by its arrival stamp (``contract/logstamp.py``). A log that cannot be
+written (a full disk) stops, with a marker beside it, and its program's output goes on being
+read and dropped: a program blocked on a terminal nobody reads would hang the run.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import threading
 import time
 from pathlib import Path
 
+from contract.history import mark_stopped
 from contract.logstamp import stamp
 
 _CHUNK = 65536
@@ -48,11 +51,14 @@ class Captured:
 
     def __init__(self, fd: int, log: Path, tty: bool) -> None:
         self.fd = fd
+        self.log = log
         self.tty = tty  # a pseudo-terminal (the program's stdio flushes lines), not a pipe
         self.file = log.open("ab", buffering=0)  # unbuffered: a readiness wait reads the file
         self.at_line_start = True
         self.bytes = 0  # what the program wrote, stamps not counted
         self.closed = threading.Event()
+        #: Why its log stopped being written ("No space left on device"), None while it is.
+        self.stopped: str | None = None
 
     def write(self, data: bytes, ts_ns: int) -> None:
         mark = stamp(ts_ns)
@@ -62,8 +68,24 @@ class Captured:
                 out += mark
             out += piece
             self.at_line_start = piece.endswith(b"\n")
-        self.file.write(out)
         self.bytes += len(data)
+        if self.stopped is not None:
+            return  # read and dropped: a program blocked on a full terminal would stall
+        try:
+            view = memoryview(out)
+            while view:  # an unbuffered file may take part of it (a disk filling up)
+                view = view[self.file.write(view) or 0 :]
+        except OSError as exc:
+            self._stop(exc)
+
+    def _stop(self, exc: OSError) -> None:
+        """The log cannot be written (a full disk): it stops, with its marker beside it
+        (contract/history.py ``mark_stopped``) and a last line when one still fits; the
+        program's output goes on being read, so the program never waits on it."""
+        self.stopped = exc.strerror or type(exc).__name__
+        mark_stopped(self.log, exc)
+        with contextlib.suppress(OSError):
+            self.file.write(f"\nzchaos: this log stops here: {self.stopped}\n".encode())
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -23,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 from chaos.kinds import FAULT_KINDS
 from chaos.malformed import endpoint_side
 from chaos.nemesis import Nemesis, PlannedFault
-from contract.errors import SetupError
+from contract.errors import CannotWrite, SetupError
 from contract.history import HistoryWriter, history_file
 from contract.outcomes import EXIT_INTERRUPTED
 from contract.ports import PortAllocator
-from contract.rundir import DEFAULT_CLIENT_BUDGET_S, FORMAT, RunDir, RunMeta
+from contract.rundir import DEFAULT_CLIENT_BUDGET_S, DiskFullMeta, RunDir, RunMeta
 from harness.manifest import ClientKind, client_endpoints
 from harness.progress import Progress
 from harness.replay import replay_record
@@ -41,6 +43,9 @@ if TYPE_CHECKING:
     from chaos.netfaults import NetworkFaults
 
 LOCUSTFILE = PROJECT_ROOT / "loadtests" / "locustfile.py"
+#: Free space of the runs folder's file system under which the runner says the disk is
+#: nearly full (and records when): the last seconds before recording stops.
+DISK_FLOOR_BYTES = 1 << 20
 #: How long the history's follower may take to stop before it is killed (seconds).
 FOLLOWER_STOP_S = 10.0
 #: How long Locust may take to import and start its runner (seconds on a loaded machine).
@@ -110,9 +115,11 @@ def load_budget_s(kinds: tuple[ClientKind, ...]) -> float:
 def planned_meta(scenario: Scenario, plan: list[PlannedFault]) -> RunMeta:
     """What run.json holds of a run before it starts: what will run and its fault plan."""
     return {
-        "format": FORMAT,
         "scenario": scenario.as_dict(),
         "manifest": scenario.manifest.as_dict(),
+        "expect_violated": list(scenario.expect_violated),
+        "notes": list(scenario.notes),
+        "warnings": list(scenario.warnings),
         "client_budget_s": load_budget_s(scenario.load.clients),
         "plan": [f.as_dict() for f in plan],
     }
@@ -179,8 +186,20 @@ class Runner:
         self.store = store or store_path(runs_dir)
         self.run = RunDir.create(runs_dir, scenario.name)
         self.progress = progress or Progress()
-        self.history = HistoryWriter(history_file(self.run.history, "runner"), "runner")
-        self.nemesis_history = HistoryWriter(history_file(self.run.history, "nemesis"), "nemesis")
+        try:
+            self.run.make_reserve()
+        except OSError as exc:
+            shutil.rmtree(self.run.root, ignore_errors=True)
+            raise SetupError(
+                f"no room for a run: {exc.strerror} ({_free_text(self.run.root.parent)})", where=runs_dir
+            ) from None
+        # Quiet: the runner says on the terminal itself when its writers stop (_watch_disk).
+        self.history = HistoryWriter(history_file(self.run.history, "runner"), "runner", announce=False)
+        self.nemesis_history = HistoryWriter(
+            history_file(self.run.history, "nemesis"), "nemesis", announce=False
+        )
+        self._disk: DiskFullMeta = {}  # what of the run could not be written (see _watch_disk)
+        self._disk_said = False
         self.ports = PortAllocator()  # endpoints and fault proxies: never the same port twice
         self.topology = Topology(scenario, self.run, self.ports)
         self.supervisor = Supervisor(self.history, self.topology.base_env())
@@ -202,7 +221,7 @@ class Runner:
         }
         if subject_version:
             self.meta["subject_version"] = subject_version
-        self.run.write_meta(self.meta)
+        self._write_meta()
 
     def _unexpected_exit(self, managed: Managed) -> None:
         code = managed.returncode
@@ -218,7 +237,67 @@ class Runner:
         later leaves a folder that says how far the run got (the report's completeness)."""
         self.history.emit("phase_done", name=name)
         self.meta["phases_done"][name] = time.time_ns()
-        self.run.write_meta(self.meta)
+        self._write_meta()
+
+    def _write_meta(self) -> None:
+        """run.json now; on a full disk it stays as it was (the run goes on, and its end is
+        written with the reserve's room: _account_disk)."""
+        try:
+            self.run.write_meta(self.meta)
+        except OSError as exc:
+            self._disk_failed("run.json", exc)
+
+    def _disk_failed(self, name: str, exc: OSError) -> None:
+        self._disk.setdefault("at_ns", time.time_ns())
+        self._disk.setdefault("stopped", {})[name] = exc.strerror or str(exc)
+        self._watch_disk()
+
+    def _watch_disk(self) -> None:
+        """The runs folder's free space (below DISK_FLOOR_BYTES it is recorded and said) and
+        the writers of ours that stopped for want of it (their markers); said on the terminal
+        once, as it happens, and recorded in run.json at the end (_account_disk)."""
+        free = _free_bytes(self.run.root)
+        trouble = self.run.disk_trouble({**self.meta, "disk_full": self._disk})
+        if free is not None and "low_ns" not in self._disk and free < DISK_FLOOR_BYTES:
+            self._disk["low_ns"], self._disk["free_bytes"] = time.time_ns(), free
+            if trouble is None:  # else said below, as what it is
+                self.progress.warn(
+                    f"the runs folder's file system is nearly full ({_free_text(self.run.root)}) at "
+                    f"{self._t_text(self._disk['low_ns'])}: when nothing more fits, recording stops "
+                    "and the run is incomplete"
+                )
+        if trouble is None or not trouble.get("stopped") or self._disk_said:
+            return
+        self._disk_said = True
+        stopped = trouble.get("stopped") or {}
+        name = min(stopped)
+        self.progress.warn(
+            f"disk full at {self._t_text(trouble.get('at_ns'))}: {name} could not be written "
+            f"({stopped[name]}); zchaos stops recording there and the run goes on, to an incomplete "
+            "verdict"
+        )
+
+    def _t_text(self, ns: int | None) -> str:
+        origin = self.meta.get("load_started_ns")
+        if ns is None:
+            return "an unknown time"
+        return f"t = {(ns - origin) / 1e9:.1f} s" if origin else "set-up (before the load)"
+
+    def _account_disk(self) -> None:
+        """At the end of the run: what could not be written goes to run.json's ``disk_full``,
+        and the reserve is freed so that this last run.json fits."""
+        self._watch_disk()  # the logs' markers too (harness/output.py)
+        trouble = self.run.disk_trouble({**self.meta, "disk_full": self._disk})
+        if trouble is not None:
+            self.meta["disk_full"] = trouble
+        self.run.release_reserve()
+
+    def disk_full(self) -> bool:
+        """Something of the run could not be written (or no space is left to write it)."""
+        self._watch_disk()
+        return self.run.disk_trouble({**self.meta, "disk_full": self._disk}) is not None or (
+            "low_ns" in self._disk and _free_bytes(self.run.root) == 0
+        )
 
     # -- the phases -------------------------------------------------------------------
 
@@ -392,7 +471,7 @@ class Runner:
         origin_ns = self._wait_for_locust(locust)
         t0 = time.monotonic() - (time.time_ns() - origin_ns) / 1e9
         self.meta["load_started_ns"] = origin_ns
-        self.run.write_meta(self.meta)  # a runner killed from now on leaves the load's start
+        self._write_meta()  # a runner killed from now on leaves the load's start
         nemesis.start(t0)
         self.progress.start_load(self.scenario.duration_s, self.run.history, nemesis, self.scenario.load)
         # Locust stops its users after the run time and lets requests in flight finish.
@@ -411,6 +490,7 @@ class Runner:
                 if time.monotonic() > deadline:
                     raise SetupError(f"Locust did not stop within {limit + 30:.0f} s; see {locust.spec.log}")
                 self.progress.tick(elapsed)
+                self._watch_disk()
         except BaseException:
             nemesis.stop()
             raise
@@ -470,6 +550,12 @@ class Runner:
                     self._start_system()
                     self._phase("load")
                     self._run_load()
+                except (SetupError, OSError) as exc:
+                    # A run whose disk filled fails in many ways (Locust cannot write its
+                    # statistics, ...): it is incomplete, and its report says why.
+                    if not self.disk_full():
+                        raise
+                    self.progress.warn(f"the run stopped early, its disk full: {exc}")
                 finally:
                     with interrupts_deferred():
                         self._phase("teardown")
@@ -479,7 +565,11 @@ class Runner:
                         self.ports.release()
                         self._phase_done("teardown")
                         self.meta["ended_ns"] = time.time_ns()
-                        self.run.write_meta(self.meta)
+                        self._account_disk()
+                        try:
+                            self.run.write_meta(self.meta)
+                        except OSError as exc:
+                            self.progress.warn(f"{self.run.run_json} could not be written at the end: {exc}")
                         self.history.close()
                         self.nemesis_history.close()
                 self._check_client_programs()
@@ -503,6 +593,19 @@ class Runner:
         return RunResult(self.run, int(verdict["exit_code"]), verdict)
 
 
+def _free_bytes(path: Path) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _free_text(path: Path) -> str:
+    free = _free_bytes(path)
+    return f"{free // 1024} KiB free in {path}" if free is not None else f"free space of {path} unknown"
+
+
 def build_report_for(
     run: RunDir, progress: Progress, store: Path | None = None, events: int | None = None
 ) -> dict[str, Any]:
@@ -520,6 +623,8 @@ def build_report_for(
     progress.verdict(verdict, run)
     try:
         progress.note(f"added to the results store {record_run(run.root, store)}")
+    except CannotWrite:  # a full disk: the outputs are not whole, said as an error (exit 4)
+        raise
     except (SetupError, sqlite3.OperationalError) as exc:  # StoreDamaged among them
         progress.warn(f"this run is not in the results store: {exc}")
     return verdict

@@ -31,10 +31,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from contract.errors import SetupError
+from contract.errors import CannotWrite, SetupError
 from contract.history import EVENTS
 from contract.payload import RID_PATTERN
-from contract.rundir import RunDir, RunMeta
+from contract.rundir import RunDir, RunMeta, disk_full_reason
 from reports.baseline import CHECK as BASELINE
 from reports.baseline import DOC as BASELINE_DOC
 from reports.baseline import baseline_check
@@ -278,6 +278,10 @@ def _check_history(
             warnings.append(f"run.json has no {key}: using the {fallback} event time")
     account["warnings"] = warnings
     incomplete, completion = completeness(events, meta, control, history.profile.last_ts)
+    trouble = run.disk_trouble(meta)  # also a run whose runner could not write run.json at the end
+    if trouble is not None:
+        meta["disk_full"] = completion["disk_full"] = trouble  # the checks read it too (exits)
+        incomplete.append(disk_full_reason(trouble, meta, run.root))
     ctx = CheckContext(spark, events, meta, faults, run.root, history.profile, control)
     checks = list(meta["manifest"]["promises"]["checks"])
     results, errors, computed = run_checks(ctx, checks, say, damage, pool=pool)
@@ -372,9 +376,21 @@ def write_outputs(run: RunDir, verdict: dict[str, Any], meta: RunMeta) -> None:
     from reports.html import write_html
     from reports.junit import write_junit
 
-    write_whole(run.report_html, lambda tmp: write_html(verdict, meta, run, tmp))
-    write_whole(run.junit_xml, lambda tmp: write_junit(verdict, tmp))
-    write_whole(run.verdict_json, lambda tmp: tmp.write_text(json.dumps(verdict, indent=2, default=str)))
+    outputs: list[tuple[Path, Callable[[Path], object]]] = [
+        (run.report_html, lambda tmp: write_html(verdict, meta, run, tmp)),
+        (run.junit_xml, lambda tmp: write_junit(verdict, tmp)),
+        (run.verdict_json, lambda tmp: tmp.write_text(json.dumps(verdict, indent=2, default=str))),
+    ]
+    for path, write in outputs:
+        try:
+            write_whole(path, write)
+        except OSError as exc:  # a full disk: named, as an error of its own (exit 4)
+            raise CannotWrite(
+                path,
+                exc,
+                "the report could not write its outputs (no half-written file is left). Free "
+                f"space and run `zchaos report {run.root}` again",
+            ) from None
 
 
 def write_whole(path: Path, write: Callable[[Path], object]) -> None:
@@ -412,7 +428,11 @@ def mark_stale(run: RunDir, meta: RunMeta, say: Callable[[str], None], store: Pa
             write_whole(path, write)
         except Exception:  # e.g. an old verdict of another version the page cannot show:
             path.unlink(missing_ok=True)  # no page rather than one with the old outcome
-    write_whole(run.verdict_json, lambda tmp: tmp.write_text(json.dumps(stale, indent=2, default=str)))
+    try:
+        write_whole(run.verdict_json, lambda tmp: tmp.write_text(json.dumps(stale, indent=2, default=str)))
+    except OSError as exc:  # a full disk: no verdict rather than the old one standing unmarked
+        run.verdict_json.unlink(missing_ok=True)
+        say(f"the earlier verdict.json could not be marked stale ({exc.strerror or exc}): removed")
     try:
         record_run(run.root, store)
     except (SetupError, sqlite3.OperationalError) as exc:  # StoreDamaged among them

@@ -28,6 +28,7 @@ store of schema 1 gets the column when it is next opened.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import sqlite3
@@ -36,7 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from contract.errors import SetupError
+from contract.errors import CannotWrite, SetupError
 from contract.rundir import RunDir, RunMeta, stale_reason
 
 STORE_NAME = "results.sqlite"
@@ -102,6 +103,21 @@ CREATE TABLE IF NOT EXISTS baselines (
 COLUMNS_ADDED = {2: [("runs", "stale", "TEXT")]}
 
 
+def _full(exc: sqlite3.Error) -> bool:
+    """SQLite's 'database or disk is full' (or its journal could not be written for it)."""
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc)
+
+
+def _store_full(path: Path, exc: sqlite3.Error) -> CannotWrite:
+    """A store that cannot take a run for want of space is whole, not damaged: said as such."""
+    return CannotWrite(
+        path,
+        OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
+        f"the results store could not take the run ({exc}); it is unchanged. Free space and "
+        f"`zchaos index {path.parent}` adds the run",
+    )
+
+
 class StoreDamaged(SetupError):
     """The store file is not a database SQLite can read: named, with how to rebuild it."""
 
@@ -147,6 +163,8 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise
+            if _full(exc):
+                raise _store_full(path, exc) from None
             if "unable to open" in str(exc) or "readonly" in str(exc):  # not damaged: out of reach
                 raise SetupError(f"cannot open the results store: {exc}", where=path) from None
             raise StoreDamaged(path, str(exc)) from None
@@ -243,10 +261,8 @@ def run_record(run_root: Path, store_dir: Path) -> tuple[dict[str, Any], list[di
     scenario = meta.get("scenario") or {}
     implementation = verdict.get("implementation") or (meta.get("manifest") or {}).get("name") or ""
     version = subject_version(meta)
-    # In the scenario's order (its fault lines as written, kept by the replay record): the
-    # first is the kind the matrix groups the scenario under; then the plan's.
-    lines = ((meta.get("replay") or {}).get("scenario_data") or {}).get("faults") or []
-    listed = [f.get("kind") for f in lines if isinstance(f, dict)] + [
+    # In the scenario's order: the first is the kind the matrix groups the scenario under.
+    listed = [f.get("kind") for f in scenario.get("faults") or []] + [
         f.get("kind") for f in meta.get("plan") or []
     ]
     kinds = list(dict.fromkeys(str(k) for k in listed if k))
@@ -340,6 +356,8 @@ def record_run(run_root: Path, store: Path | None = None) -> Path:
                 db.execute("ROLLBACK")
             if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
                 raise
+            if _full(exc):
+                raise _store_full(store, exc) from None
             raise StoreDamaged(store, str(exc)) from None
     return store
 

@@ -301,6 +301,7 @@ def put_in_place(tmp: Path, target: Path, account_file: str, files: int, rows: l
         "attributed_requests": {},
         "attributed_clients": {},
         "unattributed": [],
+        "stopped": {},
         "file_writers": {},
     }
     (tmp / account_file).write_text(json.dumps({**account, "profile": profile.as_dict()}))

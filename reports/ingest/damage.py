@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from contract.history import find_stopped
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
@@ -100,6 +102,9 @@ def history_damage(
     truncated = sorted(f.name for f in files if _ends_mid_line(f))
     located: list[dict[str, Any]] = []
     damaged: dict[str, str] = {name: "ends mid-line (truncated)" for name in truncated}
+    stopped = stopped_writers(files)
+    for name, why in stopped.items():
+        damaged[name] = f"{damaged[name]}; {why}" if name in damaged else why
     requests: dict[str, str] = {}
     clients: dict[str, str] = {}
     unattributed: set[str] = set()
@@ -150,7 +155,7 @@ def history_damage(
                 else:
                     unattributed.add(name)
     file_writers: dict[str, dict[str, Any]] = {}
-    doubtful = sorted(unattributed | set(truncated))
+    doubtful = sorted(unattributed | set(truncated) | set(stopped))
     if doubtful:
         for r in writers(doubtful).collect():
             name = _file_name(r["_file"])
@@ -171,8 +176,20 @@ def history_damage(
         "attributed_requests": dict(sorted(requests.items())),
         "attributed_clients": dict(sorted(clients.items())),
         "unattributed": sorted(unattributed),
+        "stopped": stopped,
         "file_writers": file_writers,
     }
+
+
+def stopped_writers(files: list[Path]) -> dict[str, str]:
+    """The files whose writer stopped recording (a full disk: contract/history.py leaves a
+    marker), by name, with what it said: whatever came after the stop is missing."""
+    found = {}
+    for f in files:
+        record = find_stopped(f)
+        if record is not None:
+            found[f.name] = f"its writer stopped recording ({record['error']})"
+    return found
 
 
 #: Sources whose events every check reads (the fault windows, the process starts and exits).
@@ -240,6 +257,8 @@ def damage_scope(account: dict[str, Any], meta: RunMeta) -> Damage:
         what = f"history/{name}: {files.get(name, 'damaged')}"
         if name in (account.get("unattributed") or []):
             what += " naming no request"
+        elif name in (account.get("stopped") or {}):
+            pass  # whatever it would have written after its stop is missing, at any time
         elif stopped is not None and (writers.get("last_ns") or 0) >= stopped - CUT_OFF_SLACK_NS:
             continue  # cut at the very end: only its last line is lost, attributed above
         else:

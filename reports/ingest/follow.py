@@ -143,7 +143,16 @@ class Follower:
             shutil.rmtree(tmp, ignore_errors=True)
             self._decline(str(exc))
             return
-        writer.close()
+        except OSError:  # a full disk: no part half-written (main says why it stops)
+            with contextlib.suppress(Exception):
+                writer.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        try:
+            writer.close()
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         tmp.rename(final)
         state.parts.append(
             {
@@ -172,8 +181,12 @@ class Follower:
             },
         }
         tmp = self.folder / f".{RECORD}.tmp"
-        tmp.write_text(json.dumps(record))
-        tmp.replace(self.folder / RECORD)  # a report never sees half a record
+        try:
+            tmp.write_text(json.dumps(record))
+            tmp.replace(self.folder / RECORD)  # a report never sees half a record
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
 
 
 def _crc(path: Path, end: int) -> int:
@@ -370,7 +383,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"following {args.history} as pid {os.getpid()}", flush=True)
     os.nice(19)
     while not stop():
-        follower.step(stop)
+        try:
+            follower.step(stop)
+        except OSError as exc:  # a full disk: the parts so far stand, the report converts the rest
+            print(f"stopped: {exc.strerror or exc}; the report converts what has no part", flush=True)
+            return 0
         if follower.declined is not None:
             print(f"stopped: {follower.declined}; the report reads this history whole", flush=True)
             return 0

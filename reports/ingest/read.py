@@ -17,7 +17,7 @@ from contract.errors import SetupError
 from contract.history import FIELD_TYPES
 from contract.rundir import RunDir
 from reports.checkers import Profile
-from reports.ingest.damage import CORRUPT, history_damage
+from reports.ingest.damage import CORRUPT, history_damage, stopped_writers
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -173,6 +173,8 @@ def start_conversion(
     files = sorted(hist.glob("*.jsonl")) if hist.is_dir() else []
     if not files or parquet_is_current(hist / PARQUET, files):
         return None
+    if stopped_writers(files):  # not whole, though every line is: Spark's reader accounts for it
+        return None
     return Conversion(
         hist,
         files,
@@ -272,7 +274,11 @@ def compact_json(spark: SparkSession, run: RunDir, files: list[Path], say: Calla
     finally:
         shutil.rmtree(aside, ignore_errors=True)
     account = {"files": len(files), "events": profile.events, "bad_lines": n_bad, **damage}
-    (tmp / ACCOUNT_FILE).write_text(json.dumps({**account, "profile": profile.as_dict()}))
+    try:
+        (tmp / ACCOUNT_FILE).write_text(json.dumps({**account, "profile": profile.as_dict()}))
+    except OSError as exc:  # a full disk: no half form left; the cache's path says it
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CompactionFailed(str(exc)) from None
     shutil.rmtree(hist / PARQUET, ignore_errors=True)
     tmp.rename(hist / PARQUET)
     events = read_history(spark, hist).select(*FIELD_TYPES)
@@ -320,12 +326,16 @@ def compact(events: DataFrame, account: dict[str, Any], profile: Profile, run: R
     target = run.history / PARQUET
     tmp = run.history / f".{PARQUET}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    if profile.events >= SPLIT_MIN_EVENTS:
-        with _writers_per_kind(events.sparkSession):
-            events.write.partitionBy("ev").parquet(str(tmp))
-    else:
-        events.coalesce(1).write.parquet(str(tmp))
-    (tmp / ACCOUNT_FILE).write_text(json.dumps({**account, "profile": profile.as_dict()}))
+    try:
+        if profile.events >= SPLIT_MIN_EVENTS:
+            with _writers_per_kind(events.sparkSession):
+                events.write.partitionBy("ev").parquet(str(tmp))
+        else:
+            events.coalesce(1).write.parquet(str(tmp))
+        (tmp / ACCOUNT_FILE).write_text(json.dumps({**account, "profile": profile.as_dict()}))
+    except BaseException:  # a full disk above all: nothing half-written left for the next report
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
 

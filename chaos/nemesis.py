@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from chaos.faults import ProcessControl
 from chaos.kinds import FAULT_KINDS
+from contract.rundir import PlanEntry
 
 if TYPE_CHECKING:
     from chaos.netfaults import NetworkFaults
@@ -49,10 +50,21 @@ class PlannedFault:
         extra = ", ".join(f"{k}={v}" for k, v in self.params.items())
         return f"{self.at_s:6.1f}s  {self.kind:<8} {self.target}" + (f"  ({extra})" if extra else "")
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> PlanEntry:
         """The fault as run.json's plan records it, with its class (scope, lossy, harm, lasting)."""
-        kind = FAULT_KINDS[self.kind]
-        return {**self.__dict__, **kind.fault_class()}
+        cls = FAULT_KINDS[self.kind].fault_class()
+        return {
+            "fault_id": self.fault_id,
+            "at_s": self.at_s,
+            "kind": self.kind,
+            "target": self.target,
+            "selector": self.selector,
+            "params": self.params,
+            "fault_scope": cls["fault_scope"],
+            "fault_lossy": cls["fault_lossy"],
+            "fault_harm": cls["fault_harm"],
+            "fault_lasting": cls["fault_lasting"],
+        }
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,15 @@ A writer of ours that could not write a file (a full disk) leaves an empty marke
 ``RunDir.disk_trouble`` finds with run.json's own ``disk_full``.
 
 ``run.json`` is written by the runner and read by the report pipeline, both through this
-module: ``RunMeta`` below is its schema, ``RunDir.write_meta`` and ``RunDir.read_meta``
-the only ways in and out (``read_meta`` checks what a report needs and names the file when
-it is not there). Standard library only: the report pipeline reads it too.
+module: ``RunMeta`` below is its schema (the scenario as it ran, ``ScenarioMeta``; each
+fault of the plan, ``PlanEntry``; each client kind, ``ClientMeta``), ``RunDir.write_meta``
+and ``RunDir.read_meta`` the only ways in and out (``read_meta`` checks what a report needs
+and names the file when it is not there). Every value is stored once: the seed, the
+expected violations, notes and warnings in ``scenario``; a fault's parameters in ``plan``
+(and, as written, in the raw TOML that only the replay record keeps); the client kinds in
+``manifest``. A run.json of an older zchaos held some of them twice or three times
+(``FORMAT`` 1): ``read_meta`` reads it into today's shape (``upgrade_meta``), so every
+reader sees one shape. Standard library only: the report pipeline reads it too.
 """
 
 from __future__ import annotations
@@ -39,6 +45,72 @@ from typing import Any, TypedDict, cast
 from contract.errors import SetupError
 from contract.history import STOPPED_SUFFIX, read_stopped
 
+#: The shape of run.json this module writes: 2 stores every value once. A run.json without
+#: ``format`` is of shape 1 (zchaos before 2026-12-01), read by ``upgrade_meta``.
+FORMAT = 2
+
+
+class ClientMeta(TypedDict, total=False):
+    """One client kind of the load, as it ran (harness/manifest.py ``ClientKind.as_dict``)."""
+
+    name: str
+    adapter: str  # loadtests/adapters: the protocol client it runs
+    endpoints: list[str]  # the endpoints it is given, in order (the first is its primary)
+    options: dict[str, Any]  # the adapter's options, the scenario's overrides applied
+    weight: int  # its share of the users
+    users: int  # a fixed number of its users (0: by weight)
+    in_order: bool  # its replies are promised in the order of its requests
+    command: list[str]  # a user's client program (the external adapter), else empty
+
+
+class LoadMeta(TypedDict, total=False):
+    """The scenario's ``[load]`` as it ran; its client kinds are the manifest's (``ClientMeta``)."""
+
+    users: int
+    spawn_rate: float
+    wait_ms: float
+    payload_bytes: int
+    processes: int
+    phases: list[dict[str, Any]]  # harness/scenario.py ``LoadPhase.as_dict``
+
+
+class ScenarioMeta(TypedDict, total=False):
+    """The scenario as it ran (harness/scenario.py ``Scenario.as_dict``): overrides applied,
+    defaults filled in. Its fault lines are the plan's (``PlanEntry``), as written the replay
+    record's; the implementation is the manifest's ``name``."""
+
+    name: str
+    description: str
+    path: str | None  # its file, when it has one (relative paths in it are from its folder)
+    seed: int  # the seed its plan and request streams were drawn from
+    duration_s: float  # of load
+    drain_s: float
+    topology: dict[str, int]  # role -> instances
+    options: dict[str, Any]  # the manifest's options with the scenario's overrides
+    load: LoadMeta
+    baseline: dict[str, Any] | None  # [baseline]: label and ratios (reports/baseline.py)
+    written_for: str  # the implementation its [expect] and own settings are about
+    expect_violated: list[str]  # checks the scenario expects to fail (a known weakness)
+    expect_set_aside: list[str]  # an [expect] about another implementation, not applied
+    notes: list[str]  # what of the scenario did not apply to the implementation under test, and why
+    warnings: list[str]  # what may make the run call a correct system wrong
+
+
+class PlanEntry(TypedDict):
+    """One fault of the plan (chaos/nemesis.py ``PlannedFault.as_dict``) with its class
+    (contract/faults.py): the one place a fault's parameters are recorded."""
+
+    fault_id: int  # from 1, in time order; the history's fault events carry it
+    at_s: float  # offset from the load's start
+    kind: str
+    target: str  # one instance or one link
+    selector: str  # the target as the scenario wrote it: worker:random
+    params: dict[str, Any]  # as its card read them: duration_s, restart_after_s ...
+    fault_scope: str  # "process" or "link"
+    fault_lossy: bool
+    fault_harm: str  # outage or slowdown
+    fault_lasting: bool  # it has a duration of its own (not a kill or a restart)
+
 
 class ManifestMeta(TypedDict, total=False):
     """The manifest as recorded (harness/manifest.py ``Manifest.as_dict``); the keys read back."""
@@ -50,19 +122,20 @@ class ManifestMeta(TypedDict, total=False):
     promises: dict[str, Any]  # contract/promises.py ``Promises.as_dict``: checks, bounds, extra
     options: dict[str, Any]  # the implementation's knobs
     endpoints: dict[str, str]  # endpoint name -> the role that binds it
-    clients: list[dict[str, Any]]  # the client kinds: name, adapter, endpoints, options, in_order
+    clients: list[ClientMeta]  # the client kinds, the scenario's overrides applied
     roles: dict[str, dict[str, Any]]  # role -> count, scalable, command, probe, service, records
 
 
 class ReplayMeta(TypedDict, total=False):
-    """What ``zchaos run --replay RUN`` needs to run the same plan again (harness/replay.py)."""
+    """What ``zchaos run --replay RUN`` needs to run the same plan again (harness/replay.py),
+    beside the scenario's seed and path and the manifest's path, which ``scenario`` and
+    ``manifest`` hold."""
 
-    seed: int
-    scenario_data: dict[str, Any]  # the scenario's TOML data as it ran, overrides included
+    scenario_data: dict[
+        str, Any
+    ]  # the scenario's TOML data as it ran, --set applied; its seed is scenario.seed
     sets: list[str]  # the --set KEY=VALUE given (already in scenario_data), for the commands
-    scenario_path: str | None  # its file (relative paths in it are taken from its folder)
-    scenario_text: str | None  # that file's text when the run started
-    manifest_path: str
+    scenario_text: str | None  # the scenario file's text when the run started
     manifest_text: str | None  # the manifest file's text when the run started
     zchaos_version: str  # the package version, +g<commit> in a git checkout
     commands: list[str]  # the commands that reproduce the run, as printed
@@ -85,14 +158,12 @@ DEFAULT_CLIENT_BUDGET_S = 10.0
 class RunMeta(TypedDict, total=False):
     """What ``run.json`` holds: what ran, and how far it got. Times are ``time.time_ns()``."""
 
-    scenario: dict[str, Any]  # harness/scenario.py ``Scenario.as_dict``: name, seed, duration_s, options
+    format: int  # FORMAT
+    scenario: ScenarioMeta
     manifest: ManifestMeta
-    expect_violated: list[str]  # checks the scenario expects to fail (a known weakness)
-    notes: list[str]  # what of the scenario did not apply to the implementation under test, and why
-    warnings: list[str]  # what may make the run call a correct system wrong (harness/scenario.py)
     client_budget_s: float  # the longest a client may take over one request, retries included: the
     # adapter's own ``budget_s`` of its merged options, the largest of the load's client kinds
-    plan: list[dict[str, Any]]  # the fault plan: kind, target, at_s, params and class (contract/faults.py)
+    plan: list[PlanEntry]  # the fault plan, in time order
     ports: dict[str, int]  # endpoint or link name -> port
     processes: dict[str, str]  # instance -> role
     started_ns: int
@@ -182,6 +253,52 @@ def stale_reason(verdict: dict[str, Any]) -> str | None:
     """Why a verdict (verdict.json's object) is stale, None when it is not."""
     stale = verdict.get(STALE)
     return str(stale.get("why") or "a report did not finish") if isinstance(stale, dict) else None
+
+
+def upgrade_meta(raw: dict[str, Any]) -> RunMeta:
+    """A run.json's data in today's shape (``FORMAT``), whatever zchaos wrote it.
+
+    Shape 1 held a value in two or three places: the seed (``scenario``, ``replay`` and the
+    replay's TOML data), the expected violations, notes and warnings (``scenario`` and the
+    top level), the fault lines (``scenario.faults`` beside the plan and the TOML data), the
+    client kinds (``scenario.load.clients`` beside the manifest's), the implementation
+    (``scenario.implementation``, the manifest's name), the scenario's and the manifest's
+    paths (``replay`` too). Each keeps its one place; where an old file lacks that one, the
+    copy it has moves there. Anything else is kept as it is (a reader asks with ``get``)."""
+    if raw.get("format") == FORMAT:
+        return cast(RunMeta, raw)
+    meta = dict(raw)
+    scenario = dict(meta.get("scenario") or {})
+    for key in ("expect_violated", "notes", "warnings"):
+        if key in meta:
+            scenario.setdefault(key, meta.pop(key))
+    if scenario.get("load"):
+        scenario["load"] = {k: v for k, v in scenario["load"].items() if k != "clients"}
+    scenario.pop("faults", None)
+    implementation = scenario.pop("implementation", None)
+    manifest = dict(meta.get("manifest") or {})
+    if implementation and not manifest.get("name"):
+        manifest["name"] = implementation
+    replay = meta.get("replay")
+    if isinstance(replay, dict):
+        replay = dict(replay)
+        data = dict(replay.get("scenario_data") or {})
+        for seed in (data.pop("seed", None), replay.pop("seed", None)):
+            if seed is not None:
+                scenario.setdefault("seed", seed)
+        if "scenario_data" in replay:
+            replay["scenario_data"] = data
+        if (path := replay.pop("scenario_path", None)) is not None:
+            scenario.setdefault("path", path)
+        if (path := replay.pop("manifest_path", None)) is not None:
+            manifest.setdefault("path", path)
+        meta["replay"] = replay
+    if raw.get("scenario") is not None or scenario:
+        meta["scenario"] = scenario
+    if raw.get("manifest") is not None or manifest:
+        meta["manifest"] = manifest
+    meta["format"] = FORMAT
+    return cast(RunMeta, meta)
 
 
 #: The name of the history follower's log in ``logs/``.
@@ -340,4 +457,4 @@ class RunDir:
             raise SetupError(
                 "run.json lacks manifest.promises.checks (the checks to run)", where=self.run_json
             )
-        return cast(RunMeta, meta)  # JSON that write_meta wrote, or an older run.json: keys may be missing
+        return upgrade_meta(meta)  # JSON that write_meta wrote, or an older run.json: keys may be missing

@@ -31,7 +31,7 @@ from contract.promises import (
     expiry_s,
     survive_rule,
 )
-from contract.rundir import ManifestMeta
+from contract.rundir import ClientMeta, ManifestMeta
 from harness.config import MAX_INSTANCES, MAX_USERS, Table, load_toml
 from implementations import probes
 
@@ -115,7 +115,7 @@ class ClientKind:
     in_order: bool = True  # replies to one client of this kind arrive in order (checked where true)
     command: tuple[str, ...] = ()  # the program of an external client
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> ClientMeta:
         return {
             "name": self.name,
             "adapter": self.adapter,

@@ -1,12 +1,12 @@
 """Replaying a run: what ``run.json`` keeps of a run's plan, and the scenario it gives back.
 
 A run records (``run.json``, key ``replay``) the scenario's TOML data as it ran (overrides
-such as ``--seed`` and ``--set`` included, and the ``--set`` given) and its file's text,
-the manifest's text and path, the seed and the zchaos version. ``zchaos run --replay RUN``
-parses that data again, with the manifest text of the record (not today's file, which may
-have changed) at its old path, so relative commands (``{manifest_dir}/broker.py``) find
-the same programs: the same seed gives the same fault plan and the same client request
-streams.
+such as ``--set`` included, and the ``--set`` given) and its file's text, the manifest's
+text and the zchaos version; the seed and the two files' paths are the scenario's and the
+manifest's own record (contract/rundir.py). ``zchaos run --replay RUN`` parses that data
+again with that seed, with the manifest text of the record (not today's file, which may
+have changed) at its old path, so relative commands (``{manifest_dir}/broker.py``) find the
+same programs: the same seed gives the same fault plan and the same client request streams.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ import subprocess
 import tomllib
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from contract.errors import SetupError
 from contract.rundir import ReplayMeta, RunDir
 from harness.manifest import parse_manifest
-from harness.scenario import Scenario, apply_sets, parse_scenario
+from harness.scenario import Scenario, parse_scenario, with_sets
 from harness.stock import checkout_root, shown_name
 
 
@@ -65,17 +66,12 @@ def _text(path: Path | None) -> str | None:
 
 def replay_commands(scenario: Scenario, run: RunDir) -> list[str]:
     """The commands that reproduce a run: ``--replay`` always; ``SCENARIO --seed S [--set
-    KEY=VALUE...]`` too when the scenario file with those overrides still says what ran, but
-    for its seed."""
+    KEY=VALUE...]`` too when the scenario file with those overrides says what ran, but for
+    its seed (``Scenario.from_file``: known from how it was read, no file read again)."""
     commands = [f"zchaos run --replay {shlex.quote(str(run.root))}"]
-    if scenario.path is not None and scenario.path.exists():
-        try:
-            on_file = apply_sets(tomllib.loads(scenario.path.read_text()), scenario.sets, scenario.path)
-        except (OSError, tomllib.TOMLDecodeError, SetupError):
-            on_file = None
-        if on_file is not None and {**on_file, "seed": 0} == {**scenario.source, "seed": 0}:
-            sets = "".join(f" --set {shlex.quote(given)}" for given in scenario.sets)
-            commands.append(f"zchaos run {shlex.quote(_shown(scenario.path))} --seed {scenario.seed}{sets}")
+    if scenario.from_file and scenario.path is not None and scenario.path.exists():
+        sets = "".join(f" --set {shlex.quote(given)}" for given in scenario.sets)
+        commands.append(f"zchaos run {shlex.quote(_shown(scenario.path))} --seed {scenario.seed}{sets}")
     return commands
 
 
@@ -91,19 +87,28 @@ def _shown(path: Path) -> str:
 
 
 def replay_record(scenario: Scenario, run: RunDir) -> ReplayMeta:
-    """What ``run.json`` keeps so that ``zchaos run --replay`` can run the same plan again."""
+    """What ``run.json`` keeps so that ``zchaos run --replay`` can run the same plan again:
+    the TOML data without its seed, which the scenario's record holds."""
     manifest = scenario.base_manifest or scenario.manifest
     return {
-        "seed": scenario.seed,
-        "scenario_data": scenario.source,
+        "scenario_data": {k: v for k, v in scenario.source.items() if k != "seed"},
         "sets": list(scenario.sets),
-        "scenario_path": str(scenario.path) if scenario.path else None,
         "scenario_text": _text(scenario.path),
-        "manifest_path": str(manifest.path),
         "manifest_text": _text(manifest.path),
         "zchaos_version": zchaos_version(),
         "commands": replay_commands(scenario, run),
     }
+
+
+def _says(text: str | None, sets: list[str], path: Path, data: dict[str, Any]) -> bool:
+    """Whether a scenario file's ``text`` with ``sets`` is the TOML ``data`` (but for a seed)."""
+    if text is None:
+        return False
+    try:
+        on_file = with_sets(tomllib.loads(text), sets, path)
+    except (tomllib.TOMLDecodeError, SetupError):
+        return False
+    return {**on_file, "seed": 0} == {**data, "seed": 0}
 
 
 def scenario_of_run(run_dir: str | Path) -> tuple[Scenario, list[str]]:
@@ -113,16 +118,18 @@ def scenario_of_run(run_dir: str | Path) -> tuple[Scenario, list[str]]:
     where = run.run_json
     if not where.exists():
         raise SetupError("not a run folder (it has no run.json)", where=run_dir)
-    record = run.read_meta().get("replay")
+    meta = run.read_meta()
+    record = meta.get("replay")
     if not isinstance(record, dict) or not isinstance(record.get("scenario_data"), dict):
         raise SetupError(
             "run.json has no replay record (the run was made by a zchaos older than --replay); "
             "run its scenario with --seed instead",
             where=where,
         )
+    ran = meta.get("scenario") or {}
     notes = []
     manifest = None
-    manifest_path = Path(record["manifest_path"])
+    manifest_path = Path((meta.get("manifest") or {}).get("path") or "")
     manifest_text = record.get("manifest_text")
     if manifest_text is not None:
         try:
@@ -132,10 +139,17 @@ def scenario_of_run(run_dir: str | Path) -> tuple[Scenario, list[str]]:
         manifest = parse_manifest(data, manifest_path)
         if _text(manifest_path) != manifest_text:
             notes.append(f"{manifest_path} changed since the run; replaying the manifest text it recorded")
-    scenario_path = Path(path) if (path := record.get("scenario_path")) else None
-    if scenario_path is not None and record.get("scenario_text") not in (None, _text(scenario_path)):
+    scenario_path = Path(path) if (path := ran.get("path")) else None
+    scenario_text = record.get("scenario_text")
+    today = _text(scenario_path)
+    if scenario_path is not None and scenario_text not in (None, today):
         notes.append(f"{scenario_path} changed since the run; replaying the scenario it recorded")
-    scenario = parse_scenario(
-        dict(record["scenario_data"]), scenario_path, where=f"{where} (replay)", manifest=manifest
-    )
-    return replace(scenario, sets=tuple(record.get("sets") or ())), notes
+    scenario_data = dict(record["scenario_data"])
+    if "seed" in ran:
+        scenario_data["seed"] = ran["seed"]
+    scenario = parse_scenario(scenario_data, scenario_path, where=f"{where} (replay)", manifest=manifest)
+    sets = list(record.get("sets") or ())
+    # The file still says what ran, as it did then: its --seed command reproduces this replay too.
+    from_file = scenario_path is not None and scenario_text == today
+    from_file = from_file and _says(scenario_text, sets, scenario_path or Path(), scenario.source)
+    return replace(scenario, sets=tuple(sets), from_file=from_file), notes

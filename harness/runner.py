@@ -29,7 +29,7 @@ from contract.errors import CannotWrite, SetupError
 from contract.history import HistoryWriter, history_file
 from contract.outcomes import EXIT_INTERRUPTED
 from contract.ports import PortAllocator
-from contract.rundir import DEFAULT_CLIENT_BUDGET_S, DiskFullMeta, RunDir, RunMeta
+from contract.rundir import DEFAULT_CLIENT_BUDGET_S, FORMAT, DiskFullMeta, RunDir, RunMeta
 from harness.manifest import ClientKind, client_endpoints
 from harness.progress import Progress
 from harness.replay import replay_record
@@ -115,11 +115,9 @@ def load_budget_s(kinds: tuple[ClientKind, ...]) -> float:
 def planned_meta(scenario: Scenario, plan: list[PlannedFault]) -> RunMeta:
     """What run.json holds of a run before it starts: what will run and its fault plan."""
     return {
+        "format": FORMAT,
         "scenario": scenario.as_dict(),
         "manifest": scenario.manifest.as_dict(),
-        "expect_violated": list(scenario.expect_violated),
-        "notes": list(scenario.notes),
-        "warnings": list(scenario.warnings),
         "client_budget_s": load_budget_s(scenario.load.clients),
         "plan": [f.as_dict() for f in plan],
     }

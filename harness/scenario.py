@@ -91,6 +91,7 @@ from chaos.nemesis import PlannedFault, Schedule, plan_faults
 from contract.errors import SetupError, key_path
 from contract.links import CLIENTS, covers
 from contract.promises import AUTO_DEADLINE, OUTAGE, expiry_s, timer_deadline_s
+from contract.rundir import ScenarioMeta
 from harness.config import (
     MAX_DURATION_S,
     MAX_FAULT_TIMES,
@@ -207,16 +208,22 @@ class Scenario:
     #: the ``--set KEY=VALUE`` overrides applied to its file (already in ``source``), for
     #: the commands that reproduce a run
     sets: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    #: ``source`` is what its file with ``sets`` says, but for the seed: ``zchaos run PATH
+    #: --seed S --set ...`` runs it again (not so for a shrink candidate, or a replay of a
+    #: file changed since)
+    from_file: bool = field(default=False, compare=False, repr=False)
 
     def instances(self, role: str) -> list[str]:
         return self.manifest.roles[role].instance_names(self.topology[role])
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> ScenarioMeta:
+        """The scenario as run.json records it. Its fault lines are not repeated: the plan
+        holds each fault with its parameters, the replay record the TOML as written; nor
+        its client kinds, which the manifest's record holds (contract/rundir.py)."""
         return {
             "name": self.name,
             "description": self.description,
             "path": str(self.path) if self.path else None,
-            "implementation": self.manifest.name,
             "seed": self.seed,
             "duration_s": self.duration_s,
             "drain_s": self.drain_s,
@@ -228,13 +235,8 @@ class Scenario:
                 "wait_ms": self.load.wait_ms,
                 "payload_bytes": self.load.payload_bytes,
                 "processes": self.load.processes,
-                "clients": [c.as_dict() for c in self.load.clients],
                 "phases": [p.as_dict() for p in self.load.phases],
             },
-            "faults": [
-                {"kind": f.kind, "target": f.target, "schedule": f.schedule.as_dict(), "params": f.params}
-                for f in self.faults
-            ],
             "expect_violated": list(self.expect_violated),
             "baseline": self.baseline,
             "written_for": self.written_for,
@@ -817,19 +819,24 @@ def _from_set(exc: SetupError, sets: Sequence[str], where: str | Path) -> SetupE
     return exc
 
 
-def load_scenario(path: str | Path, *, sets: Sequence[str] = ()) -> Scenario:
-    """The scenario of a file, with the ``--set KEY=VALUE`` overrides given."""
-    path = Path(path)
-    data = load_toml(path, "scenario")
+def with_sets(data: dict[str, Any], sets: Sequence[str], where: str | Path) -> dict[str, Any]:
+    """A scenario file's TOML ``data`` with the ``--set`` overrides given, as a run reads it."""
     if not sets:
-        return parse_scenario(data, path.resolve(), where=path)
-    changed = apply_sets(data, sets, path)
+        return data
+    changed = apply_sets(data, sets, where)
     written = data.get("implementation")
     if "written_for" not in changed and isinstance(written, str) and changed.get("implementation") != written:
         # Run against another implementation, it is still the file's scenario for its own.
         changed["written_for"] = written
+    return changed
+
+
+def load_scenario(path: str | Path, *, sets: Sequence[str] = ()) -> Scenario:
+    """The scenario of a file, with the ``--set KEY=VALUE`` overrides given."""
+    path = Path(path)
+    data = with_sets(load_toml(path, "scenario"), sets, path)
     try:
-        scenario = parse_scenario(changed, path.resolve(), where=path)
+        scenario = parse_scenario(data, path.resolve(), where=path)
     except SetupError as exc:
         raise _from_set(exc, sets, path) from None
-    return replace(scenario, sets=tuple(sets))
+    return replace(scenario, sets=tuple(sets), from_file=True)

@@ -261,8 +261,10 @@ def run_record(run_root: Path, store_dir: Path) -> tuple[dict[str, Any], list[di
     scenario = meta.get("scenario") or {}
     implementation = verdict.get("implementation") or (meta.get("manifest") or {}).get("name") or ""
     version = subject_version(meta)
-    # In the scenario's order: the first is the kind the matrix groups the scenario under.
-    listed = [f.get("kind") for f in scenario.get("faults") or []] + [
+    # In the scenario's order (its fault lines as written, kept by the replay record): the
+    # first is the kind the matrix groups the scenario under; then the plan's.
+    lines = ((meta.get("replay") or {}).get("scenario_data") or {}).get("faults") or []
+    listed = [f.get("kind") for f in lines if isinstance(f, dict)] + [
         f.get("kind") for f in meta.get("plan") or []
     ]
     kinds = list(dict.fromkeys(str(k) for k in listed if k))

@@ -83,7 +83,8 @@ def build_verdict(
     docs = docs or {}
     errors = list(errors or [])
     incomplete = list(incomplete or [])
-    expected = set(meta.get("expect_violated") or [])
+    scenario = meta.get("scenario") or {}
+    expected = set(scenario.get("expect_violated") or [])
     checks = {r.name: check_entry(r, expected=r.name in expected, doc=docs.get(r.name, "")) for r in results}
     for name in sorted(expected - checks.keys()):
         errors.append(f"{name} is expected to be violated but was not checked")
@@ -96,11 +97,10 @@ def build_verdict(
     reasons = [f"run incomplete: {text}" for text in incomplete]
     reasons += [f"{name} unknown: {c['reason']}" for name, c in checks.items() if c["outcome"] == UNKNOWN]
     reasons += [f"report error: {text.splitlines()[0]}" for text in errors]
-    scenario = meta.get("scenario") or {}
     manifest = meta.get("manifest") or {}
     verdict = {
         "scenario": scenario.get("name", ""),
-        "implementation": manifest.get("name") or scenario.get("implementation", ""),
+        "implementation": manifest.get("name", ""),
         "seed": scenario.get("seed"),
         # the commands that run it again (harness/replay.py)
         "reproduce": list((meta.get("replay") or {}).get("commands") or []),
@@ -110,8 +110,10 @@ def build_verdict(
         "reasons": reasons,
         "status": combine([r.status for r in results]),
         "expect_violated": sorted(expected),
-        "notes": list(meta.get("notes") or []),  # e.g. an [expect] about another implementation, set aside
-        "warnings": list(meta.get("warnings") or []),  # e.g. a reply deadline the system's timers outlast
+        "notes": list(
+            scenario.get("notes") or []
+        ),  # e.g. an [expect] about another implementation, set aside
+        "warnings": list(scenario.get("warnings") or []),  # e.g. a reply deadline the system's timers outlast
         "checks": checks,
         "errors": errors,
         "incomplete": incomplete,

@@ -66,7 +66,7 @@ def test_a_replay_runs_the_same_plan_and_request_streams(
     assert main(["run", str(path), "--seed", "77", "--no-report", "--runs-dir", str(tmp_path / "a")]) == 0
     first = _run_folder(tmp_path / "a")
     meta = json.loads((first / "run.json").read_text())
-    assert meta["replay"]["seed"] == 77
+    assert meta["scenario"]["seed"] == 77 and "seed" not in meta["replay"]  # stored once
     assert meta["replay"]["scenario_text"] == path.read_text()
     assert meta["replay"]["zchaos_version"].startswith("0.")
     commands = meta["replay"]["commands"]

@@ -12,7 +12,7 @@ import pytest
 
 from contract.errors import SetupError
 from contract.history import HistoryWriter, history_file
-from contract.rundir import RunDir
+from contract.rundir import RunDir, RunMeta
 from reports.checkers import HELD, UNKNOWN, VIOLATED, CheckResult
 from reports.history_frame import parquet_is_current
 from reports.ingest import read
@@ -283,7 +283,10 @@ def test_a_compaction_older_than_the_json_lines_is_ignored(tmp_path):
 
 
 def test_expected_violation_that_did_not_happen_fails_the_run():
-    meta = {"scenario": {"name": "s"}, "manifest": {"name": "m"}, "expect_violated": ["no_lost", "recovery"]}
+    meta: RunMeta = {
+        "scenario": {"name": "s", "expect_violated": ["no_lost", "recovery"]},
+        "manifest": {"name": "m"},
+    }
     results = [
         CheckResult("no_lost", HELD, summary="all answered"),
         CheckResult("recovery", VIOLATED, 1, summary="slow"),

@@ -368,15 +368,24 @@ def test_a_set_that_does_not_fit_is_bad_input_naming_the_key(tmp_path: Path, giv
 def test_set_is_recorded_for_replay_and_in_the_commands_printed(tmp_path: Path, monkeypatch) -> None:
     from contract.rundir import RunDir
     from harness.replay import replay_commands, replay_record, scenario_of_run
+    from harness.runner import planned_meta
 
     monkeypatch.chdir(tmp_path)
     path = write(tmp_path, SET_BASE)
     scenario = load_scenario(path, sets=("load.users=3", "seed=11"))
     run = RunDir.create(tmp_path / "runs", scenario.name)
-    run.write_meta({"manifest": scenario.manifest.as_dict(), "replay": replay_record(scenario, run)})
+    run.write_meta({**planned_meta(scenario, fault_plan(scenario)), "replay": replay_record(scenario, run)})
     again, _ = scenario_of_run(run.root)
     assert (again.load.users, again.seed, again.sets) == (3, 11, scenario.sets)
-    assert "zchaos run s.toml --seed 11 --set load.users=3 --set seed=11" in replay_commands(scenario, run)
+    command = "zchaos run s.toml --seed 11 --set load.users=3 --set seed=11"
+    assert command in replay_commands(scenario, run)
+    # The file still says what ran: a replay's commands name it too; once it changes, only --replay.
+    assert command in replay_commands(again, run)
+    path.write_text(SET_BASE.replace("at_s = [10]", "at_s = [12]"))
+    changed, notes = scenario_of_run(run.root)
+    assert "changed since the run" in notes[0] and replay_commands(changed, run) == [
+        f"zchaos run --replay {run.root}"
+    ]
 
 
 def test_check_suite_and_run_take_set(tmp_path: Path) -> None:

@@ -103,7 +103,7 @@ def test_a_racy_bug_is_found_on_some_of_10_seeds_and_its_twin_on_none(
         assert verdict["seed"] == run["seed"]
         assert (verdict["checks"]["correct_reply"]["status"] == "violated") == (run["seed"] in broke)
         meta = json.loads((Path(run["run_dir"]) / "run.json").read_text())
-        assert meta["seeds"]["base"] == 5 and meta["replay"]["seed"] == run["seed"]
+        assert meta["seeds"]["base"] == 5 and meta["scenario"]["seed"] == run["seed"]
     line = f"correct_reply: violated in {len(broke)} of 10 seeds: {', '.join(map(str, broke))}"
     assert line in out
     page = (folder / "index.html").read_text()

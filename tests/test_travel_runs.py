@@ -63,7 +63,7 @@ def test_a_correct_broker_with_the_standard_expiry_passes_the_noresend_stock_sce
     assert result.exit_code == 0, summary(result)
     no_lost = result.verdict["checks"]["no_lost"]
     assert no_lost["figures"]["lost"] == 0 and no_lost["figures"]["requeue_promised"] is True
-    assert json.loads((result.run.root / "run.json").read_text())["warnings"] == []
+    assert json.loads((result.run.root / "run.json").read_text())["scenario"]["warnings"] == []
 
 
 MAJORDOMO = sorted(SCENARIOS.glob("majordomo-*.toml"))

@@ -1,7 +1,8 @@
 """dwork with real processes on loopback: the scheduler's API answered request by request,
 workers running graphs in dependency order, a killed worker's tasks put back by the
 monitor's Exit, a stopped worker handing its tasks back with Transfer, a stranger's Steal
-holding a task only for its lease."""
+holding a task only for its lease, and the leases starting again when the scheduler itself
+was frozen."""
 
 from __future__ import annotations
 
@@ -228,3 +229,64 @@ def test_the_lease_runs_from_each_steal(tmp_path: Path, lease_s: float | None) -
     assert done.type == T.OK
     assert sched.expire(now=1e9) == []  # completed: its lease no longer matters
     writer.close()
+
+
+def test_a_lease_starts_again_after_the_scheduler_itself_was_stopped(tmp_path: Path) -> None:
+    import logging
+
+    from contract.history import HistoryWriter
+    from implementations.dwork.scheduler import Scheduler
+
+    writer = HistoryWriter(tmp_path / "scheduler.jsonl", "scheduler")
+    sched = Scheduler(logging.getLogger("test"), writer, 2.0)
+    tasks, _ = graph("r", "fanout", 3, b"r|x", "test")
+    sched.create(m.query(T.Create, task=tasks))
+    assert names(sched.steal(m.query(T.Steal, location="w1"), now=100.0)) == ["r/0"]
+    assert sched.renew(now=110.0) == 1  # woke at 110: the holder gets 2 s from then
+    assert sched.expire(now=111.9) == [] and sched.expire(now=112.0) == ["r/0"]
+    assert sched.renew(now=120.0) == 0  # nothing held
+    writer.close()
+
+
+def test_completes_that_waited_for_a_frozen_scheduler_still_count(
+    procs: Procs, zctx: zmq.Context, tmp_path: Path
+) -> None:
+    """The scheduler frozen (SIGSTOP) for longer than the lease while two workers' Completes
+    wait to be read: woken, it reads them as Completes, rather than putting the tasks back
+    because their leases ran out while it could hear nobody."""
+    lease_ms = 400
+    dwork = Dwork(procs, zctx, tmp_path, "--lease-ms", str(lease_ms))
+    tasks, _ = graph("z", "fanout", 3, b"z|x", "test")  # z/1 and z/2 ready once z/0 is done
+    dwork.call(T.Create, task=tasks)
+    assert names(dwork.call(T.Steal, location="w0")) == ["z/0"]
+    assert dwork.call(T.Complete, task=[m.TaskMsg(name="z/0", body=b"z|x")], location="w0").type == T.OK
+    peers = {}
+    for w in ("w1", "w2"):
+        peer = zctx.socket(zmq.DEALER)
+        peer.linger = 0
+        peer.connect(dwork.api_ep)
+        peer.send_multipart([b"", m.query(T.Steal, location=w).SerializeToString()])
+        assert peer.poll(5000)
+        peers[w] = (peer, names(m.parse_reply(peer.recv_multipart()[-1])))
+    assert sorted(n for _, got in peers.values() for n in got) == ["z/1", "z/2"]
+    scheduler = dwork.procs.started[0]
+    scheduler.signal(signal.SIGSTOP)
+    frozen_at = time.monotonic()
+    try:
+        for w, (peer, got) in peers.items():
+            done = m.query(T.Complete, task=[m.TaskMsg(name=n, body=b"z|x") for n in got], location=w)
+            peer.send_multipart([b"", done.SerializeToString()])
+        # Time passing is the point here, not a synchronisation: three leases' worth frozen.
+        wait_for(lambda: time.monotonic() - frozen_at > 3 * lease_ms / 1000, 10, "three leases to pass")
+    finally:
+        scheduler.signal(signal.SIGCONT)
+    for peer, _ in peers.values():
+        assert peer.poll(5000)
+        assert m.parse_reply(peer.recv_multipart()[-1]).type == T.OK
+    assert dwork.events("task_requeue") == []
+    assert {e["job"]: e["worker"] for e in dwork.events("task_complete")} == {
+        "z/0": "w0",
+        "z/1": "w1",
+        "z/2": "w2",
+    }
+    assert "tasks held get a full lease again" in scheduler.text()

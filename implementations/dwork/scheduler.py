@@ -23,7 +23,10 @@ Choices where the seed is open (see also ``messages.py``):
   no worker, a worker the monitor never watched, a Steal whose reply was lost) held its
   tasks, and the graphs waiting on them, for ever; the monitor's Exit only reaches the
   workers that send it heartbeats. The lease is longer than the monitor's timeout, so a
-  watched worker that dies is still put down by Exit first.
+  watched worker that dies is still put down by Exit first. A lease counts the time the
+  scheduler could hear its holder: when the scheduler itself was stopped (frozen, starved:
+  it woke ``STALL_S`` later than it asked), every task held gets a full lease again, so the
+  Completes that waited for it still count.
 - Complete accepts the tasks assigned to the location; those that are not (unknown,
   assigned elsewhere, already complete) come back in a NotFound reply and stay as they are.
 - Transfer is all or nothing: if any task is not assigned to the location, NotFound and no
@@ -67,6 +70,8 @@ class Task:
 #: How long a Steal holds its tasks by default (--lease-ms): beyond the monitor's timeout
 #: (manifest.toml down_after_ms), far beyond the work of one task.
 LEASE_MS = 5000
+#: The scheduler woke this much later than it asked: it was stopped itself (Scheduler.renew).
+STALL_S = 0.25
 
 
 class Scheduler:
@@ -203,6 +208,21 @@ class Scheduler:
         """When the earliest lease runs out (time.monotonic), None when no task is leased."""
         return self.leases[0][0] if self.leases else None
 
+    def renew(self, now: float | None = None) -> int:
+        """Give every task held a full lease from ``now``: the scheduler itself was stopped, so
+        its holders could not be heard (their Completes may be waiting to be read). How many."""
+        if self.lease_s is None:
+            return 0
+        now = time.monotonic() if now is None else now
+        self.leases = [
+            (now + self.lease_s, self.tasks[name].lease, name)
+            for names in self.assigned.values()
+            for name in names
+            if self.tasks[name].state == ASSIGNED
+        ]
+        heapq.heapify(self.leases)
+        return len(self.leases)
+
     def expire(self, now: float | None = None) -> list[str]:
         """Put back in the pool every task whose lease ran out while its stealer held it; their names."""
         now = time.monotonic() if now is None else now
@@ -256,9 +276,10 @@ def serve(sock: zmq.Socket, scheduler: Scheduler, log: logging.Logger, history: 
         # Wake for the next lease to run out even when no request comes (a held task's
         # stealer may be the only peer left).
         due = scheduler.next_expiry()
-        wait = -1 if due is None else max(0, int((due - time.monotonic()) * 1000) + 1)
+        asked = time.monotonic()
+        wait = -1 if due is None else max(0, int((due - asked) * 1000) + 1)
         if not sock.poll(wait):
-            scheduler.expire()
+            expire(scheduler, log, asked, wait)
             continue
         frames = sock.recv_multipart()
         try:
@@ -268,6 +289,7 @@ def serve(sock: zmq.Socket, scheduler: Scheduler, log: logging.Logger, history: 
         if cut < 1 or cut != len(frames) - 2:
             log.warning("dropped a message without an envelope and one body frame (%d frames)", len(frames))
             history.emit("malformed", detail=f"{len(frames)} frames, no envelope and one body")
+            expire(scheduler, log, asked, wait)
             continue
         try:
             req = m.parse_request(frames[-1])
@@ -278,7 +300,18 @@ def serve(sock: zmq.Socket, scheduler: Scheduler, log: logging.Logger, history: 
         else:
             reply = scheduler.handle(req)
         sock.send_multipart([*frames[:-1], reply.SerializeToString()])
-        scheduler.expire()
+        expire(scheduler, log, asked, wait)
+
+
+def expire(scheduler: Scheduler, log: logging.Logger, asked: float, wait_ms: int) -> None:
+    """The leases run out, unless the scheduler woke ``STALL_S`` later than the ``wait_ms`` it
+    asked at ``asked`` (and handled what woke it): then it was stopped itself, and they start
+    again instead (Scheduler.renew)."""
+    late = time.monotonic() - asked - wait_ms / 1000
+    if wait_ms >= 0 and late > STALL_S:
+        held = scheduler.renew()
+        log.info("woke %.1f s late (stopped itself): the %d tasks held get a full lease again", late, held)
+    scheduler.expire()
 
 
 def say_exit(sock: zmq.Socket, grace_s: float = 0.2) -> None:

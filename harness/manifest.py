@@ -78,6 +78,70 @@ class Readiness:
 
 
 @dataclass(frozen=True)
+class LogEvent:
+    """A history event made from a role's output line: ``kind`` when ``pattern`` matches it
+    (searched in the line as the program wrote it); its named groups give the event's fields."""
+
+    kind: str
+    pattern: str
+
+
+#: Who may write an event kind that a role's output lines make: the subject's processes,
+#: not zchaos's clients, nemesis or runner (whose events would then be forged).
+LOG_EVENT_WRITERS = ("worker", "broker", "server", "scheduler", "manager", "any")
+
+
+def log_event_kinds() -> list[str]:
+    """The event kinds a role's output lines may make: the subject's, whose required fields
+    are all text (a regex group gives text; ``worker`` may be left to the instance)."""
+    from contract.history import EVENTS, FIELD_TYPES
+
+    return sorted(
+        k
+        for k, e in EVENTS.items()
+        if e.writer in LOG_EVENT_WRITERS and all(FIELD_TYPES[f] == "string" for f in e.required)
+    )
+
+
+def _parse_log_events(rt: Table) -> tuple[LogEvent, ...]:
+    """``[roles.X.events]``: event kind -> regex with named groups for its fields. The
+    instance fills ``worker`` when the pattern has no group of that name; every other
+    required field needs a group; a group must name a text field the kind carries."""
+    from contract.history import EVENTS, FIELD_TYPES
+
+    et = rt.table("events")
+    found = []
+    for kind in list(et.data):
+        text = et.get(kind, str)
+        spec = EVENTS.get(kind)
+        usable = log_event_kinds()
+        if spec is None or kind not in usable:
+            close = difflib.get_close_matches(kind, usable, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise et.error(
+                kind, f"{kind!r} is not an event a role's output may make ({hint}one of {', '.join(usable)})"
+            )
+        try:
+            pattern = re.compile(text)
+        except re.error as exc:
+            raise et.error(kind, f"bad regular expression {text!r}: {exc}") from None
+        groups = set(pattern.groupindex)
+        missing = [f for f in spec.required if f not in groups and f != "worker"]
+        if missing:
+            need = ", ".join(f"(?P<{f}>...)" for f in missing)
+            raise et.error(kind, f"a {kind!r} event needs {need} in its pattern {text!r}")
+        for group in sorted(groups):
+            if group not in spec.allowed or FIELD_TYPES.get(group) != "string":
+                texts = sorted(f for f in spec.allowed if FIELD_TYPES.get(f) == "string")
+                raise et.error(
+                    kind, f"group {group!r} is not a field of {kind!r} (its text fields: {', '.join(texts)})"
+                )
+        found.append(LogEvent(kind, text))
+    et.done()
+    return tuple(found)
+
+
+@dataclass(frozen=True)
 class Role:
     name: str
     command: tuple[str, ...]
@@ -93,6 +157,8 @@ class Role:
     #: the history event kinds its program records (a probe's, or what the manifest says of
     #: a program of the user's); None: zchaos's own program, which records its family's
     records: tuple[str, ...] | None = None
+    #: history events made from its output lines (``[roles.X.events]``): kind and pattern
+    events: tuple[LogEvent, ...] = ()
 
     def instance_names(self, count: int | None = None) -> list[str]:
         """``queue`` for a single instance; ``worker-1`` … ``worker-N`` otherwise."""
@@ -167,6 +233,7 @@ class Manifest:
                     "probe": r.probe,
                     "service": r.service,
                     "records": None if r.records is None else list(r.records),
+                    "events": {e.kind: e.pattern for e in r.events},
                 }
                 for name, r in self.roles.items()
             },
@@ -520,6 +587,10 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
             default_ready = f"port:{binds[0]}" if binds else "none"
             probe_name, service = None, rt.get("service", str, None)
         records = _records(rt, command, probe_name)
+        events = _parse_log_events(rt)
+        if events and records is not None:
+            # what its lines make is recorded too (zchaos check foresees from it)
+            records = (*records, *(e.kind for e in events if e.kind not in records))
         count = rt.get("count", int, 1, minimum=1, maximum=MAX_INSTANCES)  # 0: nothing to judge
         scalable = rt.get("scalable", bool, False)
         ready = Readiness.parse(rt.get("ready", str, default_ready), rt, endpoints, role_name)
@@ -542,6 +613,7 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
             probe=probe_name,
             service=service,
             records=records,
+            events=events,
         )
     roles_table.done()
     for endpoint, role_name in endpoints.items():

@@ -13,23 +13,92 @@ had, a pipe is read instead (stamped all the same; a C program then needs to flu
 One thread reads every captured process's output and writes it to its log as it comes,
 each line preceded by its arrival stamp (``contract/logstamp.py``). A log that cannot be
 written (a full disk) stops, with a marker beside it, and its program's output goes on being
-read and dropped: a program blocked on a terminal nobody reads would hang the run.
+read and dropped: a program blocked on a terminal nobody reads would hang the run. A role
+that declares log patterns (``[roles.X.events]``) has each of its whole lines matched as it
+comes too (``LineEvents``): a match is a history event of the instance, at the line's arrival, in
+``history/<instance>.lines.jsonl``. Written here, as the line arrives, rather than converted
+from the log at teardown: a run whose runner dies still has them, and the history follower
+reads them like any other writer's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import selectors
 import termios
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from contract.history import mark_stopped
+from contract.history import EVENTS, HistoryWriter, mark_stopped
 from contract.logstamp import stamp
 
 _CHUNK = 65536
+#: A line longer than this is not matched (its start is dropped as it grows): a program that
+#: prints megabytes without a newline must not grow the supervisor's memory.
+MAX_MATCHED_LINE = 65536
+
+
+class LineEvents:
+    """A role's log patterns over one process's output: each whole line matched as it comes.
+
+    Only a line ended by a newline is matched: the last line of a killed program, cut short,
+    could name another request (``exec client-3:1`` of ``client-3:17``). A line that grows past
+    MAX_MATCHED_LINE is skipped to its end. Nothing here raises into the output thread: an
+    event the history refuses (a pattern's optional group left a required field empty) is
+    dropped, so is a write that fails."""
+
+    def __init__(
+        self, patterns: Sequence[tuple[str, re.Pattern[str]]], writer: HistoryWriter, instance: str
+    ) -> None:
+        self.patterns = patterns
+        self.writer = writer
+        self.instance = instance
+        self._line = bytearray()
+        self._line_ts = 0
+        self._overlong = False
+        self.made = 0  # events written
+        self.dropped = 0  # matches the history refused
+
+    def feed(self, data: bytes, ts_ns: int) -> None:
+        start = 0
+        while start < len(data):
+            if not self._line and not self._overlong:
+                self._line_ts = ts_ns  # the line's first byte arrived now
+            end = data.find(b"\n", start)
+            piece = data[start:] if end < 0 else data[start:end]
+            if not self._overlong:
+                self._line += piece
+                if len(self._line) > MAX_MATCHED_LINE:
+                    self._line.clear()
+                    self._overlong = True
+            if end < 0:
+                return
+            if not self._overlong:
+                self._match(self._line.decode(errors="replace").rstrip("\r"))
+            self._line.clear()
+            self._overlong = False
+            start = end + 1
+
+    def _match(self, line: str) -> None:
+        for kind, pattern in self.patterns:
+            m = pattern.search(line)
+            if m is None:
+                continue
+            fields = {k: v for k, v in m.groupdict().items() if v is not None}
+            if "worker" in EVENTS[kind].required:
+                fields.setdefault("worker", self.instance)
+            try:
+                self.writer.emit(kind, ts=self._line_ts, src=self.instance, **fields)
+                self.made += 1
+            except (ValueError, OSError):
+                self.dropped += 1
+
+    def close(self) -> None:
+        self.writer.close()
 
 
 def output_pair() -> tuple[int, int, bool]:
@@ -49,9 +118,10 @@ def output_pair() -> tuple[int, int, bool]:
 class Captured:
     """One process's output on its way to its log."""
 
-    def __init__(self, fd: int, log: Path, tty: bool) -> None:
+    def __init__(self, fd: int, log: Path, tty: bool, events: LineEvents | None = None) -> None:
         self.fd = fd
         self.log = log
+        self.events = events
         self.tty = tty  # a pseudo-terminal (the program's stdio flushes lines), not a pipe
         self.file = log.open("ab", buffering=0)  # unbuffered: a readiness wait reads the file
         self.at_line_start = True
@@ -61,6 +131,9 @@ class Captured:
         self.stopped: str | None = None
 
     def write(self, data: bytes, ts_ns: int) -> None:
+        if self.events is not None:
+            # first: whoever sees a line in the log (a readiness wait) finds its event written
+            self.events.feed(data, ts_ns)
         mark = stamp(ts_ns)
         out = bytearray()
         for piece in data.splitlines(keepends=True):
@@ -92,6 +165,9 @@ class Captured:
             os.close(self.fd)
         with contextlib.suppress(OSError):
             self.file.close()
+        if self.events is not None:
+            with contextlib.suppress(OSError):
+                self.events.close()
         self.closed.set()
 
 
@@ -107,9 +183,10 @@ class OutputReader:
         self._thread = threading.Thread(target=self._run, name="zchaos-output", daemon=True)
         self._thread.start()
 
-    def add(self, fd: int, log: Path, tty: bool) -> Captured:
-        """Read ``fd`` (the read end of ``output_pair``) into ``log`` until its writers close it."""
-        captured = Captured(fd, log, tty)
+    def add(self, fd: int, log: Path, tty: bool, events: LineEvents | None = None) -> Captured:
+        """Read ``fd`` (the read end of ``output_pair``) into ``log`` until its writers close it
+        (its lines matched by ``events`` too, when given)."""
+        captured = Captured(fd, log, tty, events)
         with self._lock:
             self._selector.register(fd, selectors.EVENT_READ, captured)
         return captured

@@ -41,10 +41,10 @@ from typing import Any
 import psutil
 
 from contract.errors import SetupError
-from contract.history import HistoryWriter
+from contract.history import HistoryWriter, mark_stopped
 from contract.logstamp import stamp, unstamped
 from contract.ports import describe_pid, listening_pids, listens, port_accepts
-from harness.output import Captured, OutputReader, output_pair
+from harness.output import Captured, LineEvents, OutputReader, output_pair
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -182,6 +182,10 @@ class ProcSpec:
     #: its output read by the supervisor through a pseudo-terminal (line-buffered by the
     #: program's stdio), each line stamped (harness/output.py); else straight into the log
     captured: bool = False
+    #: history events made from its captured output lines: (kind, regex) pairs
+    #: (``[roles.X.events]``), written to ``events_history`` as each line arrives
+    events: tuple[tuple[str, str], ...] = ()
+    events_history: Path | None = None
 
 
 @dataclass
@@ -255,7 +259,15 @@ class Supervisor:
             raise
         finally:
             os.close(writer)  # the child has it: the reader sees the end when the child's copies close
-        return popen, offset, self._output.add(reader, spec.log, tty)
+        events = None
+        if spec.events and spec.events_history is not None:
+            patterns = [(kind, re.compile(text)) for kind, text in spec.events]
+            try:
+                recorder = HistoryWriter(spec.events_history, spec.instance)
+                events = LineEvents(patterns, recorder, spec.instance)
+            except OSError as exc:  # a history folder that takes no new file (a full disk):
+                mark_stopped(spec.events_history, exc)  # the gap is known, as any writer's
+        return popen, offset, self._output.add(reader, spec.log, tty, events)
 
     def _spawn(self, spec: ProcSpec, tag: str, output: Any) -> subprocess.Popen:
         return subprocess.Popen(

@@ -159,4 +159,6 @@ class Topology:
             stop_signal=getattr(signal, role.stop_signal),
             binds={endpoint: self.ports[endpoint] for endpoint in role.binds},
             captured=True,
+            events=tuple((e.kind, e.pattern) for e in role.events),
+            events_history=self.run.history / f"{instance}.lines.jsonl" if role.events else None,
         )

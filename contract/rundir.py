@@ -86,6 +86,9 @@ class ScenarioMeta(TypedDict, total=False):
     duration_s: float  # of load
     drain_s: float
     topology: dict[str, int]  # role -> instances
+    #: role -> how its instances started ([topology] start): "together" or {"stagger_s": N};
+    #: a role not here started in turn (absent in a run.json of an older zchaos)
+    start: dict[str, Any]
     options: dict[str, Any]  # the manifest's options with the scenario's overrides
     load: LoadMeta
     baseline: dict[str, Any] | None  # [baseline]: label and ratios (reports/baseline.py)

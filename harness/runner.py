@@ -370,7 +370,15 @@ class Runner:
 
     def _start_system(self) -> None:
         for role in self.topology.start_order():
-            for instance in self.scenario.instances(role):
+            instances = self.scenario.instances(role)
+            gap = self.scenario.start_gap(role)
+            if gap is not None and len(instances) > 1:
+                how = "together" if gap == 0 else f"{gap:g} s apart"
+                self.progress.note(f"starting {', '.join(instances)} {how}")
+                specs = [self.topology.proc_spec(role, instance) for instance in instances]
+                self.supervisor.start_together(specs, gap)
+                continue
+            for instance in instances:
                 self.progress.note(f"starting {instance}")
                 self.supervisor.start(self.topology.proc_spec(role, instance))
 

@@ -11,6 +11,7 @@ drain_s = 8                              # after the load: time for requests in 
 
 [topology]                               # instances of each scalable role
 worker = 3
+start = { worker = "together" }          # how a role's instances start (below)
 
 [options]                                # overrides of the manifest's [options]
 heartbeat_ms = 1000
@@ -69,6 +70,12 @@ another. Then what is about the one it was written for does not apply: ``[expect
 aside (every check is judged), and an ``[options]`` key, a ``[load] client`` option or a
 ``[clients.NAME]`` kind the implementation under test does not have is skipped; each says
 so in ``notes`` (``zchaos check``, the run's terminal, run.json and the report).
+
+How a role's instances start (``[topology] start``, per role): ``"in_turn"`` (the default:
+each once the one before it is ready), ``"together"`` (all of them back to back, then each
+waited for: some bugs live there, two workers seeding their identity from the clock in the
+same second) or ``{ stagger_s = 1.0 }`` (each that long after the one before it started,
+then each waited for). Roles still start in the manifest's order, binding roles first.
 
 A ``[baseline]`` adds the ``baseline`` check (reports/baseline.py): violated when the run
 regresses beyond a ratio it gives, unknown when no baseline ``label`` is stored for the
@@ -212,6 +219,13 @@ class Scenario:
     #: --seed S --set ...`` runs it again (not so for a shrink candidate, or a replay of a
     #: file changed since)
     from_file: bool = field(default=False, compare=False, repr=False)
+    #: how a role's instances start (``[topology] start``), for the roles that say: the
+    #: seconds between two starts, 0.0 for "together"; a role not here starts "in_turn"
+    start: dict[str, float] = field(default_factory=dict)
+
+    def start_gap(self, role: str) -> float | None:
+        """Seconds between the starts of ``role``'s instances (0: together), or None: in turn."""
+        return self.start.get(role)
 
     def instances(self, role: str) -> list[str]:
         return self.manifest.roles[role].instance_names(self.topology[role])
@@ -228,6 +242,8 @@ class Scenario:
             "duration_s": self.duration_s,
             "drain_s": self.drain_s,
             "topology": self.topology,
+            # only when some role says: a scenario without it records what an older zchaos did
+            **({"start": {role: _start_text(gap) for role, gap in self.start.items()}} if self.start else {}),
             "options": self.options,
             "load": {
                 "users": self.load.users,
@@ -575,7 +591,10 @@ def parse_scenario(
 
     tt = top.table("topology")
     topology = {name: role.count for name, role in manifest.roles.items()}
+    start = _start_timing(tt, manifest) if isinstance(tt.data.get("start"), dict) else {}
     for role_name in list(tt.data):
+        if role_name == "start" and isinstance(tt.data[role_name], dict):
+            continue
         # Zero instances would leave every check with nothing to judge, and "judged" said so.
         count = tt.get(role_name, int, minimum=1, maximum=MAX_INSTANCES)
         role = manifest.roles.get(role_name)
@@ -702,6 +721,7 @@ def parse_scenario(
         duration_s=duration_s,
         drain_s=drain_s,
         topology=topology,
+        start=start,
         options=options,
         load=load,
         faults=tuple(faults),
@@ -714,6 +734,39 @@ def parse_scenario(
         source=source,
         base_manifest=base_manifest,
     )
+
+
+#: The longest gap between two starts of a role's instances ([topology] start).
+MAX_STAGGER_S = 600.0
+START_CHOICES = ("in_turn", "together")
+
+
+def _start_text(gap: float) -> str | dict[str, float]:
+    return "together" if gap == 0 else {"stagger_s": gap}
+
+
+def _start_timing(tt: Table, manifest: Manifest) -> dict[str, float]:
+    """``[topology] start``: role -> "in_turn", "together" or { stagger_s = N }."""
+    st = tt.table("start")
+    start: dict[str, float] = {}
+    for role_name in list(st.data):
+        if role_name not in manifest.roles:
+            raise st.error(role_name, f"no such role in {manifest.name} (roles: {sorted(manifest.roles)})")
+        value = st.get(role_name, (str, dict))
+        if isinstance(value, str):
+            if value not in START_CHOICES:
+                raise st.error(
+                    role_name,
+                    f"expected {' or '.join(map(repr, START_CHOICES))} or {{ stagger_s = N }}, got {value!r}",
+                )
+            if value == "together":
+                start[role_name] = 0.0
+            continue
+        gt = st.table(role_name)
+        start[role_name] = gt.get("stagger_s", float, minimum=0, maximum=MAX_STAGGER_S)
+        gt.done()
+    st.done()
+    return start
 
 
 #: The ratios a [baseline] may bound, and the slack each allows beyond its ratio.

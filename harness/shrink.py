@@ -342,7 +342,8 @@ def _standalone(data: dict[str, Any], scenario: Scenario) -> dict[str, Any]:
 
 def _describe(data: dict[str, Any], scenario: Scenario) -> str:
     load = data.get("load") or {}
-    topology = {**scenario.topology, **(data.get("topology") or {})}
+    given = {r: n for r, n in (data.get("topology") or {}).items() if isinstance(n, int)}  # not start
+    topology = {**scenario.topology, **given}
     return (
         f"{len(data.get('faults') or [])} fault(s), "
         f"{float(data.get('duration_s', scenario.duration_s)):g} s of load, "

@@ -282,6 +282,26 @@ class Supervisor:
 
     def start(self, spec: ProcSpec, *, ready_timeout: float = 30.0) -> Managed:
         """Start ``spec`` and wait until it is ready; SetupError if it dies or never is."""
+        managed = self._launch(spec)
+        self._wait_ready(managed, ready_timeout)
+        return managed
+
+    def start_together(self, specs: Sequence[ProcSpec], gap_s: float, *, ready_timeout: float = 30.0) -> None:
+        """Start each of ``specs`` ``gap_s`` after the one before it started (0: back to back),
+        not waiting for one to be ready before the next, then wait until each is ready (each
+        wait from the last start). A scenario's ``[topology] start`` of a role."""
+        launched: list[Managed] = []
+        started = 0.0
+        for spec in specs:
+            # From the one before it was started (its proc_start written), so no two are closer.
+            if launched and (left := started + gap_s - time.monotonic()) > 0:
+                time.sleep(left)  # the plan's own spacing, not a wait for a condition (Ctrl-C ends it)
+            launched.append(self._launch(spec))
+            started = time.monotonic()
+        for managed in launched:
+            self._wait_ready(managed, ready_timeout)
+
+    def _launch(self, spec: ProcSpec) -> Managed:
         with self._lock:
             self._incarnations += 1
             tag = f"{self._prefix}/{spec.instance}/{self._incarnations}"
@@ -296,7 +316,6 @@ class Supervisor:
             self.current[spec.instance] = managed
             self.every.append(managed)
         self.history.emit("proc_start", role=spec.role, instance=spec.instance, pid=popen.pid)
-        self._wait_ready(managed, ready_timeout)
         return managed
 
     def _wait_ready(self, managed: Managed, timeout: float) -> None:

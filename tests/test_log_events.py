@@ -202,6 +202,13 @@ def test_a_users_worker_that_prints_exec_is_judged_by_execution_count(tmp_path: 
     assert counted["figures"]["exec_events"] > 20, summary
     assert counted["figures"]["histogram"]["1"] == counted["figures"]["requests"], summary
     assert checks["stale_execution"]["figures"]["exec_events"] == counted["figures"]["exec_events"]
+    # the scenario staggers its workers' starts by 0.5 s (issue 33 part 6): the runner did
+    starts = [
+        e["ts"] / 1e9
+        for e in events(result.run.history / "runner.jsonl")
+        if e["ev"] == "proc_start" and e["role"] == "worker"
+    ]
+    assert len(starts) == 2 and 0.5 <= starts[1] - starts[0] < 1.5, starts
 
 
 @pytest.mark.slow

@@ -97,6 +97,11 @@ class ZchaosUser(User):
         self.draw = self.rng.getrandbits
         self.names = self.client.endpoint_name
         self.endpoint_names: dict[str, str | None] = {}
+        # A self-driven client program makes its own requests: each one it says it sent is
+        # numbered and recorded here, as this user's own would be (external adapter).
+        self.self_driven = bool(getattr(self.adapter, "self_driven", False))
+        if self.self_driven:
+            self.adapter.make_log = self._log_for  # type: ignore[attr-defined]
 
     def on_stop(self) -> None:
         # An asynchronous client collects what it has in flight before it goes, for the
@@ -106,6 +111,8 @@ class ZchaosUser(User):
         # the run once ended with "Locust did not stop" and no verdict.
         deadline = time.monotonic() + (self.environment.stop_timeout or 0.0)
         try:
+            if self.self_driven:
+                self.adapter.begin_stop()  # type: ignore[attr-defined]
             if isinstance(self.adapter, AsyncClientAdapter):
                 while self.adapter.in_flight() and time.monotonic() < deadline:
                     self._collect()
@@ -118,6 +125,12 @@ class ZchaosUser(User):
         filler = self.draw(64).to_bytes(8, "little").translate(LETTERS)
         body = [payload_for(rid, self.config.payload_bytes, filler)]
         return body, RequestLog(self.writer, self.cid, seq, rid, self.client.name, self.names)
+
+    def _log_for(self, rid: str, body: str) -> RequestLog:
+        """The record of a request a self-driven program sent: the next seq of this client."""
+        self.seq = seq = self.seq + 1
+        self.starts[rid] = ([body.encode("utf-8", "replace")], time.perf_counter())
+        return RequestLog(self.writer, self.cid, seq, rid, self.client.name, self.names)
 
     def _finish(self, body: list[bytes], log: RequestLog, outcome: Any, started: float) -> None:
         elapsed = time.perf_counter() - started
@@ -167,7 +180,7 @@ class ZchaosUser(User):
     def _async_round(self) -> None:
         """Top the window up, then collect what finished (one Locust task per round)."""
         adapter: AsyncClientAdapter = self.adapter  # type: ignore[assignment]
-        while adapter.in_flight() < adapter.options["window"]:
+        while not self.self_driven and adapter.in_flight() < adapter.options["window"]:
             body, log = self._new_request()
             self.starts[log.rid] = (body, time.perf_counter())
             adapter.submit(body, log)

@@ -7,6 +7,13 @@ The program speaks its own protocol to the system under test; zchaos records ``s
 each reply's body (echo) and fires Locust's request event, so the user's client needs no
 zchaos code.
 
+In self-driven mode (option ``self_driven = true``) the program makes its own requests, as a
+client program of the user's that has its own request stream does: it says each one as it
+sends it (``send``) and then its reply, retries, abandon or loss, and zchaos records and
+judges them as it does the requests it makes itself (it numbers them per client in the
+order of their ``send`` lines; a request id is ``<client_id>:`` and anything, new for each
+request, so that ids are unique in the run).
+
 Faults of the program are recorded, never raised into Locust: a line that is not JSON
 or not in the protocol is a ``client_error`` (reason ``malformed`` or ``protocol``) naming
 the client and the line; an ``error`` line from the program is one too (reason ``error``);
@@ -52,6 +59,12 @@ stdin (from zchaos) and stdout (to zchaos); its stderr goes to the run's logs/<c
     {"type": "request", "rid": "client-3:17", "body": "client-3:17|qwertyqw..."}
         send it with your protocol; up to options.window requests are outstanding (default 1)
     {"type": "stop"}   finish or abandon what is in flight, then exit 0
+  self-driven mode (options.self_driven = true): no request lines come; the program makes its
+  own requests and, for each, says first (then reply/retry/abandon/lost as below):
+    {"type": "send", "rid": "client-3:anything", "body": "client-3:anything|...", "endpoint": "tcp://..."}
+        as it sends it: rid is the init line's client_id, ':', then anything new for each
+        request; body is the request as sent (a correct system echoes it; a worker reads the
+        request id as the body up to its first '|'); endpoint (optional): where it went
   client -> zchaos:
     {"type": "init_ok"}                                   once, when ready for requests
     {"type": "reply", "rid": "...", "body": "...", "endpoint": "tcp://..."}
@@ -80,6 +93,8 @@ EXIT_GRACE_S = 1.0
 BACKOFF_S = 0.1
 BACKOFF_MAX_S = 5.0
 LINE_SHOWN = 200
+#: a self-driven program's requests in flight at once, at most (each held until its outcome)
+MAX_SELF_IN_FLIGHT = 10000
 STDOUT_HINT = (
     " (does something in the program print to stdout? keep the protocol on a descriptor of its "
     "own: README, 'Your own client program')"
@@ -96,7 +111,12 @@ class _InFlight:
 
 
 class ExternalClient(AsyncClientAdapter):
-    DEFAULTS: dict[str, Any] = {"window": 1, "init_timeout_ms": 10000, "request_timeout_ms": 60000}
+    DEFAULTS: dict[str, Any] = {
+        "window": 1,
+        "init_timeout_ms": 10000,
+        "request_timeout_ms": 60000,
+        "self_driven": False,
+    }
     MAX_ENDPOINTS = None
     OPEN_OPTIONS = True
     RUNS_PROGRAM = True
@@ -130,6 +150,10 @@ class ExternalClient(AsyncClientAdapter):
         self.completed = 0  # requests it answered or gave up itself
         self.errors = 0  # client_error events recorded
         self.next_start = 0.0  # time.monotonic() before which it is not started again
+        #: it makes its own requests (send lines); make_log numbers and records each
+        self.self_driven = bool(self.options["self_driven"])
+        self.make_log: Callable[[str, str], RequestLog] | None = None
+        self.stop_asked = False
         # Started with the Locust user, so that its start-up is not charged to a request.
         self._start()
 
@@ -270,6 +294,25 @@ class ExternalClient(AsyncClientAdapter):
         else:
             self._error("protocol", f"reply to a request that was never sent: {_shown(line)}", rid=rid)
 
+    def _on_send(self, message: dict[str, Any], line: bytes, done: list) -> None:
+        rid = message["rid"]
+        why = ""
+        if not self.self_driven or self.make_log is None:
+            why = "send is for a self-driven client program (options.self_driven = true)"
+        elif not rid.startswith(self.cid + ":") or rid == self.cid + ":":
+            why = f"a request id is {self.cid}: then anything (the init line's client_id)"
+        elif rid in self.pending or rid in self.finished:
+            why = "a second send of a request id (a resend is a retry line; a new request, a new id)"
+        elif len(self.pending) >= MAX_SELF_IN_FLIGHT:
+            why = f"more than {MAX_SELF_IN_FLIGHT} requests in flight"
+        if why or self.make_log is None:
+            self._error("protocol", f"{why}: {_shown(line)}", rid=rid)
+            return
+        log = self.make_log(rid, message["body"])
+        self.pending[rid] = _InFlight(log, time.monotonic() + self.options["request_timeout_ms"] / 1000)
+        endpoint = message.get("endpoint")
+        log.sent(endpoint if isinstance(endpoint, str) else None)
+
     def _on_retry(self, message: dict[str, Any], line: bytes, done: list) -> None:
         flight = self.pending.get(message["rid"])
         if flight is None:
@@ -313,6 +356,19 @@ class ExternalClient(AsyncClientAdapter):
         self.pending.clear()
 
     def _exited(self, done: list) -> None:
+        if self.stop_asked:
+            # Asked to stop (self-driven, at the end of the load): it ends. What it left in
+            # flight unreported stays as sent, with no outcome: indeterminate, as any
+            # request in flight at the end; not abandoned in its name.
+            code = self._kill(STOP_GRACE_S)
+            if code != 0:
+                self._error(
+                    "exit",
+                    f"client program exited with code {code} after stop",
+                    code=-1 if code is None else code,
+                )
+            self.pending.clear()
+            return
         code = self._kill(EXIT_GRACE_S)  # its output ended: it is exiting
         self._failed()
         self._error("exit", f"client program exited early (code {code}); started again for the next request",
@@ -336,10 +392,29 @@ class ExternalClient(AsyncClientAdapter):
     def in_flight(self) -> int:
         return len(self.pending)
 
+    def begin_stop(self) -> None:
+        """Ask a self-driven program to stop (once): it finishes or abandons what it has in
+        flight, says so, and exits; ``poll`` reads that until its output ends."""
+        if self.stop_asked:
+            return
+        self.stop_asked = True
+        self._write({"type": "stop"})
+        if self.proc is not None and self.proc.stdin is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.proc.stdin.close()
+
     def poll(self, timeout_s: float) -> list[tuple[RequestLog, Reply | Abandoned | Lost]]:
         done: list[tuple[RequestLog, Reply | Abandoned | Lost]] = []
+        if self.proc is None and self.self_driven and not self.stop_asked:
+            # nothing asks for its next request: start it again here, after the back-off
+            wait = self.next_start - time.monotonic()
+            if wait > 0:
+                time.sleep(min(wait, timeout_s))  # cooperative under Locust
+                return done
+            self._start()
         if self.proc is None:
-            self._abandon_all("the client program did not start (see the client errors)", done)
+            if not self.stop_asked:
+                self._abandon_all("the client program did not start (see the client errors)", done)
             return done
         deadline = time.monotonic() + timeout_s
         while not done:
@@ -422,6 +497,7 @@ def _shown(line: bytes) -> str:
 #: What the program may say: each type, the fields it must carry (text), its handler.
 MESSAGES: dict[str, tuple[tuple[str, ...], Callable[..., None]]] = {
     "init_ok": ((), ExternalClient._on_init_ok),
+    "send": (("rid", "body"), ExternalClient._on_send),
     "reply": (("rid", "body"), ExternalClient._on_reply),
     "retry": (("rid",), ExternalClient._on_retry),
     "abandon": (("rid",), ExternalClient._on_abandon),

@@ -228,8 +228,6 @@ class Supervisor:
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix="zchaos-spawn")
         self._output = OutputReader()
         self._stop_watch = threading.Event()
-        self._watcher = threading.Thread(target=self._watch, name="zchaos-reaper", daemon=True)
-        self._watcher.start()
         self.on_unexpected_exit: Callable[[Managed], None] | None = None
         self.notify: Callable[[str], None] | None = None  # tells the terminal of a followed process
         self.subreaper = become_subreaper()
@@ -240,6 +238,10 @@ class Supervisor:
         self._leaders: set[int] = set()  # the commands' pids: Popen reaps those
         self._groups: set[int] = set()  # sessions and groups seen among the instances' processes
         self._codes: dict[int, int] = {}  # adopted pid -> how it ended, reaped here
+        # Last: the reaper reads every attribute above (it once started before _leaders was set,
+        # and died with an AttributeError when it woke first).
+        self._watcher = threading.Thread(target=self._watch, name="zchaos-reaper", daemon=True)
+        self._watcher.start()
 
     # -- starting -----------------------------------------------------------------
 

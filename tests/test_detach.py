@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -193,3 +194,30 @@ def test_a_daemon_left_by_a_runner_killed_with_sigkill_is_ended_by_the_next_run(
     finally:
         for proc in processes_of(runs):
             proc.kill()
+
+
+def test_the_reaper_may_wake_before_the_supervisor_is_made(tmp_path: Path, monkeypatch) -> None:
+    """The reaper thread reaps as soon as it runs; it once started in the middle of
+    ``Supervisor.__init__`` and, waking first, died on an attribute not yet set (seen in CI
+    as an unhandled thread exception). Here it reaps at the very moment it is started."""
+    import threading
+
+    start = threading.Thread.start
+    reaped: list[str] = []
+
+    def reap_first(thread: threading.Thread) -> None:
+        if thread.name == "zchaos-reaper":
+            thread._target.__self__.reap()  # type: ignore[attr-defined]
+            reaped.append(thread.name)
+        start(thread)
+
+    # A child of this process for the reaper to look at (in CI: another test's leftover).
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    monkeypatch.setattr(threading.Thread, "start", reap_first)
+    try:
+        supervisor = Supervisor(HistoryWriter(tmp_path / "runner.jsonl", "runner"), dict(os.environ))
+        supervisor.stop_all()
+        assert reaped == ["zchaos-reaper"]
+    finally:
+        child.kill()
+        child.wait()

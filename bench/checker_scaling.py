@@ -372,7 +372,7 @@ def _side_events(span_ns: int) -> list[dict[str, Any]]:
         exit_ = {"role": role, "instance": inst, "pid": 1, "signal": 15, "expected": True}
         out.append({"ts": T0 + span_ns + NS // 2, "src": "runner", "ev": "proc_exit", **exit_})
     start, stop = T0 + fault_at(span_ns), T0 + fault_at(span_ns) + span_ns // 100
-    fault = {"fault": "latency", "target": "link:clients", "fault_id": 1, "params": "{}"}
+    fault = {"fault": "latency", "target": "link:clients", "fault_id": 1}
     out.append({"ts": start, "src": "nemesis", "ev": "fault_start", **fault})
     out.append({"ts": stop, "src": "nemesis", "ev": "fault_stop", **fault})
     return out

@@ -13,7 +13,6 @@ turn. How each kind is carried out is its card's ``run``; the nemesis gives it t
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import random
@@ -192,10 +191,8 @@ class Nemesis:
         return not self._stopping.wait(max(0.0, seconds))
 
     def _emit(self, ev: str, fault: PlannedFault, **extra: Any) -> None:
-        params = json.dumps({"selector": fault.selector, **fault.params}, sort_keys=True)
-        self.history.emit(
-            ev, fault=fault.kind, target=fault.target, fault_id=fault.fault_id, params=params, **extra
-        )
+        # Its parameters are not repeated: run.json's plan holds them under the same fault_id.
+        self.history.emit(ev, fault=fault.kind, target=fault.target, fault_id=fault.fault_id, **extra)
 
     def started(self, fault: PlannedFault, **extra: Any) -> None:
         """``fault_start`` with the fault's class from its card (what the checkers excuse by)."""

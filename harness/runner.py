@@ -8,7 +8,6 @@ error) -> report (the Spark pipeline). Progress goes to the terminal while it ru
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -26,7 +25,7 @@ from chaos.kinds import FAULT_KINDS
 from chaos.malformed import endpoint_side
 from chaos.nemesis import Nemesis, PlannedFault
 from contract.errors import CannotWrite, SetupError
-from contract.history import HistoryWriter, history_file
+from contract.history import HistoryWriter, history_file, read_events
 from contract.outcomes import EXIT_INTERRUPTED
 from contract.ports import PortAllocator
 from contract.rundir import DEFAULT_CLIENT_BUDGET_S, FORMAT, DiskFullMeta, RunDir, RunMeta
@@ -523,14 +522,8 @@ class Runner:
 
         if not any(adapter_class(k.adapter).RUNS_PROGRAM for k in self.scenario.load.clients):
             return
-        marks = (b'"ev":"client_error"', f'"reason":"{NO_REQUEST}"'.encode())
-        failed: list[dict[str, Any]] = []
-        for path in sorted(self.run.history.glob("locust-*.jsonl")):
-            with path.open("rb") as fh:
-                for line in fh:
-                    if all(mark in line for mark in marks):
-                        with contextlib.suppress(ValueError):
-                            failed.append(json.loads(line))
+        errors = read_events(self.run.history, kinds=("client_error",), pattern="locust-*.jsonl")
+        failed = [e for e in errors if e.get("reason") == NO_REQUEST]
         if not failed:
             return
         first = failed[0]

@@ -128,3 +128,59 @@ def test_a_green_socket_waits_without_blocking_other_greenlets() -> None:
         a.close(linger=0)
         b.close(linger=0)
         ctx.term()
+
+
+def test_fault_events_name_their_fault_and_leave_its_parameters_to_the_plan(tmp_path: Path) -> None:
+    """Before: every fault_start, fault_stop and fault_error repeated the fault's parameters
+    as JSON text (``params``) that nothing read; run.json's plan holds them by fault_id."""
+    from chaos.nemesis import Nemesis, PlannedFault
+    from tests.doubles import FailingControl, GoneControl
+    from tests.procs import wait_for
+
+    for control, kinds in (
+        (GoneControl(), ["fault_start", "fault_stop"]),
+        (FailingControl(), ["fault_error"]),
+    ):
+        path = tmp_path / f"{type(control).__name__}.jsonl"
+        history = HistoryWriter(path, "nemesis")
+        planned = PlannedFault(7, 0.0, "freeze", "worker-1", "worker:random", {"duration_s": 1.0})
+        nemesis = Nemesis([planned], control, history)
+        nemesis.start()
+        wait_for(lambda: len(list(read_events(path))) == len(kinds), 10, "the fault's events")  # noqa: B023
+        nemesis.stop()
+        history.close()
+        events = list(read_events(path))
+        assert [e["ev"] for e in events] == kinds
+        assert all(e["fault_id"] == 7 and e["fault"] == "freeze" and "params" not in e for e in events)
+    with pytest.raises(HistoryError):  # no longer a field of the history
+        HistoryWriter(tmp_path / "w.jsonl", "nemesis").emit(
+            "fault_stop", fault="kill", target="worker-1", fault_id=1, params="{}"
+        )
+
+
+def test_events_of_some_kinds_are_read_whatever_the_spacing(tmp_path: Path) -> None:
+    """``read_events(kinds=...)``: the runner's question (did a client program complete no
+    request?) answered by the history's reader, not by a grep for '"ev":"client_error"' that
+    a writer spacing its JSON otherwise, or a kind named inside another event's text, fools."""
+    writer = HistoryWriter(tmp_path / "locust-0.jsonl", "client-1")
+    writer.emit("client_error", cid="client-1", reason="no_request", detail="never replied")
+    writer.emit("abandon", cid="client-1", seq=1, rid="r1", reason="client_error seen")
+    writer.close()
+    with (tmp_path / "locust-0.jsonl").open("a") as fh:
+        fh.write(
+            '{"ts": 5, "src": "client-2", "ev": "client_error", "cid": "client-2", "reason": "no_request"}\n'
+        )
+        fh.write('{"ts": 6, "src": "client-3", "ev": "client_er')  # cut short
+    (tmp_path / "queue.jsonl").write_text('{"ts": 1, "src": "queue", "ev": "client_error"}\n')
+    found = list(read_events(tmp_path, kinds=("client_error",), pattern="locust-*.jsonl"))
+    assert [(e["cid"], e["reason"]) for e in found] == [
+        ("client-1", "no_request"),
+        ("client-2", "no_request"),
+    ]
+    old_grep = [
+        line
+        for line in (tmp_path / "locust-0.jsonl").read_bytes().splitlines()
+        if b'"ev":"client_error"' in line
+    ]
+    assert len(old_grep) == 1  # the spaced line was missed
+    assert len(list(read_events(tmp_path))) == 4  # every kind, every file, the cut line skipped

@@ -51,8 +51,8 @@ def make_run(
     for inst in ("queue", "worker-1", "worker-2", "worker-3"):
         runner.emit("proc_start", ts=t(-1), role=inst.split("-")[0], instance=inst, pid=1000 + len(inst))
     nemesis = w("nemesis")
-    nemesis.emit("fault_start", ts=t(10), fault="kill", target="worker-2", fault_id=1, params="{}")
-    nemesis.emit("fault_stop", ts=t(12), fault="kill", target="worker-2", fault_id=1, params="{}")
+    nemesis.emit("fault_start", ts=t(10), fault="kill", target="worker-2", fault_id=1)
+    nemesis.emit("fault_stop", ts=t(12), fault="kill", target="worker-2", fault_id=1)
     runner.emit("proc_exit", ts=t(10), role="worker", instance="worker-2", pid=1008, signal=9, expected=True)
     runner.emit(
         "proc_exit",

@@ -77,17 +77,24 @@ def chaos(session: nox.Session) -> None:
     session.run("zchaos", "suite", "scenarios/", *session.posargs)
 
 
+#: Scripts under bench/ that are tools, run only when named (``./dev bench compare_verdicts OLD NEW``).
+BENCH_TOOLS = ("compare_verdicts",)
+
+
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Every benchmark under bench/ (figures, not pass/fail); ``./dev bench NAME ARGS...`` runs
     only bench/NAME.py, with its own arguments (``./dev bench checker_scaling --help``)."""
     from pathlib import Path
 
-    scripts, args = sorted(Path("bench").glob("*.py")), list(session.posargs)
+    # compare_verdicts.py is a tool over stored runs, not a benchmark: only when named.
+    every = [p for p in sorted(Path("bench").glob("*.py")) if p.stem not in BENCH_TOOLS]
+    scripts, args = every, list(session.posargs)
     if args and not args[0].startswith("-"):
         named = Path("bench") / f"{args[0].removesuffix('.py')}.py"
         if not named.is_file():
-            session.error(f"no benchmark {named} (known: {', '.join(p.stem for p in scripts)})")
+            known = ", ".join(p.stem for p in sorted(Path("bench").glob("*.py")))
+            session.error(f"no benchmark {named} (known: {known})")
         scripts, args = [named], args[1:]
     session.install("-e", ".[bench]")
     for script in scripts:

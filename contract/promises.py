@@ -27,6 +27,11 @@ SURVIVE_SCOPES = ("", "some")
 DEFAULT_RECOVERY_BOUND_S = 10.0
 DEFAULT_LATENCY_P99_MS = 500.0
 DEFAULT_AVAILABILITY_FLOOR = 0.5
+#: How long before a fault gives ``availability`` its baseline, and the attempts that
+#: baseline needs to judge (a calibrated scenario lengthens the window to hold them twice
+#: at its measured rate: harness/scenario.py).
+DEFAULT_AVAILABILITY_WINDOW_S = 5.0
+MIN_WINDOW_ATTEMPTS = 10
 EXECUTIONS = ("at_least_once", "exactly_once")
 
 
@@ -112,6 +117,7 @@ class Promises:
     latency_p99_ms: float = DEFAULT_LATENCY_P99_MS
     expiry_ms: float | str | None = None  # a number, or a product of option names (see expiry_s)
     availability_floor: float = DEFAULT_AVAILABILITY_FLOOR
+    availability_window_s: float = DEFAULT_AVAILABILITY_WINDOW_S
     survives: tuple[str, ...] = DEFAULT_SURVIVES
     requeue: bool = False
     extra: dict[str, Any] = field(default_factory=dict)  # family-specific promise values
@@ -128,5 +134,11 @@ class Promises:
             "availability_floor": self.availability_floor,
             "survives": list(self.survives),
             "requeue": self.requeue,
+            # only when not the default: a run.json of a run that did not set it reads the same
+            **(
+                {"availability_window_s": self.availability_window_s}
+                if self.availability_window_s != DEFAULT_AVAILABILITY_WINDOW_S
+                else {}
+            ),
             **self.extra,
         }

@@ -97,6 +97,7 @@ class ScenarioMeta(TypedDict, total=False):
     expect_set_aside: list[str]  # an [expect] about another implementation, not applied
     notes: list[str]  # what of the scenario did not apply to the implementation under test, and why
     warnings: list[str]  # what may make the run call a correct system wrong
+    resolved: list[dict[str, Any]]  # each value given relative to the calibration: key, given, value
 
 
 class PlanEntry(TypedDict):
@@ -166,6 +167,8 @@ class RunMeta(TypedDict, total=False):
     manifest: ManifestMeta
     client_budget_s: float  # the longest a client may take over one request, retries included: the
     # adapter's own ``budget_s`` of its merged options, the largest of the load's client kinds
+    calibration: dict[str, Any]  # contract/calibration.py ``Calibration.as_dict``: the system's own
+    # numbers the scenario's relative values were resolved against (only when it gives some)
     plan: list[PlanEntry]  # the fault plan, in time order
     ports: dict[str, int]  # endpoint or link name -> port
     processes: dict[str, str]  # instance -> role

@@ -37,6 +37,7 @@ examples:
   zchaos run scenarios/majordomo-kill-busy-worker.toml --set implementation=../my-mdp.toml \
       --set options.heartbeat_ms=500   # the scenario against your own system
   zchaos suite ci --junit-xml reports/zchaos.xml   # the stock CI suite
+  zchaos calibrate paranoid-pirate        # measure a system's own numbers (stored in runs/calibration/)
   zchaos report runs/20261121T120000Z-paranoid-pirate-kill-worker [RUN...]
   zchaos matrix runs                      # systems x scenarios of every stored run
   zchaos baseline runs/RUN --label v1.4   # make RUN the baseline v1.4 of its scenario
@@ -75,7 +76,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.seed is not None:
         scenario = with_seed(scenario, args.seed)
     if args.check:
-        return _describe(scenario)
+        return _describe(_with_stored_calibration(scenario, args.runs_dir))
+    from harness.calibrate import calibrated
+
+    scenario = calibrated(scenario, args.runs_dir)
     if args.seeds is not None:
         from harness.seeds import print_summary, run_seeds
 
@@ -111,7 +115,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
         return smoke(manifest)
     if args.smoke:
         raise SetupError("--smoke goes with a manifest (zchaos run runs a scenario)", where="zchaos check")
-    return _describe(load_scenario(_scenario_file(args.scenario), sets=args.set))
+    scenario = load_scenario(_scenario_file(args.scenario), sets=args.set)
+    return _describe(_with_stored_calibration(scenario, args.runs_dir))
 
 
 def _scenario_file(ref: str) -> Path:
@@ -123,6 +128,41 @@ def _scenario_file(ref: str) -> Path:
     if note:
         print(f"zchaos: note: {note}", file=sys.stderr)
     return path
+
+
+def _with_stored_calibration(scenario: Scenario, runs_dir: str) -> Scenario:
+    """``scenario`` resolved against the calibration stored for it, if there is one: ``zchaos
+    check`` measures nothing (without one its relative values show their stand-ins)."""
+    if not scenario.uncalibrated:
+        return scenario
+    from dataclasses import replace
+
+    from harness.calibrate import scenario_setup, stored
+    from harness.scenario import reparse
+
+    found = stored(scenario_setup(scenario), runs_dir)
+    if found is None:
+        return scenario
+    return replace(reparse(scenario, scenario.source, calibration=found), sets=scenario.sets)
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from contract.calibration import calibration_file
+    from harness.calibrate import STEP_S, calibrate, print_calibration, setup_of, stored
+
+    if args.step_s is not None and not 1.0 <= args.step_s <= 60.0:
+        raise SetupError(
+            f"--step-s must be between 1 and 60 s, got {args.step_s:g}", where="zchaos calibrate"
+        )
+    setup = setup_of(args.target)
+    path = calibration_file(args.runs_dir, setup.manifest.name, setup.key())
+    if not args.again and (found := stored(setup, args.runs_dir)) is not None:
+        print(f"already calibrated on this machine ({found.date}); --again measures it anew")
+        print_calibration(found, path)
+        return 0
+    calibration = calibrate(setup, args.runs_dir, step_s=args.step_s or STEP_S)
+    print_calibration(calibration, path)
+    return 0
 
 
 def _describe_manifest(manifest: Manifest) -> None:
@@ -160,6 +200,15 @@ def _describe(scenario: Scenario) -> int:
         print(f"  note: {note}")
     print(f"  implementation {manifest.name} ({manifest.path})")
     print(f"  {scenario.duration_s:g} s of load, {scenario.load.users} users, seed {scenario.seed}")
+    if scenario.calibration is not None:
+        print(f"  calibration: {scenario.calibration.summary()}")
+    elif scenario.uncalibrated:
+        print(
+            "  not calibrated yet on this machine: the relative values below are stand-ins until "
+            "`zchaos run` (or `zchaos calibrate`) measures the system"
+        )
+    for r in scenario.resolved:
+        print(f"  {r['key']} = {r['given']!r} -> {r['value']:g}")
     topology = ", ".join(f"{role} x{n}" for role, n in scenario.topology.items())
     print(f"  processes: {topology}")
     for kind in scenario.load.clients:
@@ -519,6 +568,9 @@ def build_parser() -> argparse.ArgumentParser:
         "scenario",
         help="a scenario (a file, or a stock scenario's name), or a manifest (a file, or a built-in's name)",
     )
+    p.add_argument(
+        "--runs-dir", default="runs", help="where stored calibrations are looked up (default: runs)"
+    )
     _add_set(p)
     p.add_argument(
         "--smoke",
@@ -526,6 +578,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="(a manifest) start it, wait until ready, send a few requests through its clients, stop",
     )
     p.set_defaults(func=_cmd_check)
+
+    p = sub.add_parser(
+        "calibrate",
+        help="measure a system without faults (capacity, latency, the client timeout that fits) and store it",
+        description="Run an implementation without faults under a short ramp of users (1, 2, 4 ... 32, "
+        "a few seconds each) and measure its capacity (ok replies per second before errors break "
+        "away), its latency percentiles at a moderate load and the client timeout that fits. The "
+        "result is stored in RUNS_DIR/calibration/, keyed by the manifest's content, the topology "
+        "and options and this machine; a scenario may then size its load and bounds relative to it "
+        '(users = "0.5x capacity", latency_p99_ms = "3x p99, at least 250"). zchaos run '
+        "calibrates by itself when such a scenario has none.",
+    )
+    p.add_argument(
+        "target", help="a manifest (a file, or a built-in's name) or a scenario (its topology and options)"
+    )
+    p.add_argument("--runs-dir", default="runs", help="where the calibration is stored (default: runs)")
+    p.add_argument("--again", action="store_true", help="measure again even when one is stored")
+    p.add_argument("--step-s", type=float, help="seconds of each step of the ramp (default 5)")
+    p.set_defaults(func=_cmd_calibrate)
 
     p = sub.add_parser("suite", help="run every scenario of a folder (the CI suite)")
     p.add_argument(

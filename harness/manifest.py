@@ -23,6 +23,7 @@ from contract.links import CLIENTS, link_name
 from contract.promises import (
     AUTO_DEADLINE,
     DEFAULT_AVAILABILITY_FLOOR,
+    DEFAULT_AVAILABILITY_WINDOW_S,
     DEFAULT_LATENCY_P99_MS,
     DEFAULT_RECOVERY_BOUND_S,
     DEFAULT_SURVIVES,
@@ -677,6 +678,9 @@ def parse_promises(pt: Table, options: dict[str, Any], *, check_names: bool = Tr
         latency_p99_ms=pt.get("latency_p99_ms", float, DEFAULT_LATENCY_P99_MS, minimum=0),
         expiry_ms=float(expiry) if isinstance(expiry, int) else expiry,
         availability_floor=floor,
+        availability_window_s=pt.get(
+            "availability_window_s", float, DEFAULT_AVAILABILITY_WINDOW_S, minimum=0.5, maximum=3600
+        ),
         survives=tuple(survives),
         requeue=pt.get("requeue", bool, False),
         extra=pt.remaining(),

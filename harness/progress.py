@@ -97,6 +97,8 @@ class Progress:
             self._print(f"    {fault.describe()}")
         for note in scenario.notes:
             self._print(f"  note: {note}")
+        for r in scenario.resolved:
+            self._print(f"  {r['key']} = {r['given']!r} -> {r['value']:g} (from the calibration)")
 
     def phase(self, name: str) -> None:
         self._print(f"[{name}]")
@@ -193,6 +195,9 @@ class Progress:
             print(f"  ! {warning}", file=out)
         for note in verdict.get("notes") or []:
             print(f"  note: {note}", file=out)
+        if verdict.get("calibration"):
+            resolved = ", ".join(f"{r['key']} = {r['value']:g}" for r in verdict.get("resolved") or [])
+            print(f"  calibration: {verdict['calibration']}; {resolved}", file=out)
         outcome = str(verdict.get("outcome") or "unknown")
         for reason in verdict.get("reasons") or []:
             if not reason.split(":", 1)[0].endswith(" unknown"):  # an unknown check shows above

@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from contract.calibration import Calibration
 from contract.errors import SetupError
 from contract.rundir import ReplayMeta, RunDir
 from harness.manifest import parse_manifest
@@ -147,7 +148,16 @@ def scenario_of_run(run_dir: str | Path) -> tuple[Scenario, list[str]]:
     scenario_data = dict(record["scenario_data"])
     if "seed" in ran:
         scenario_data["seed"] = ran["seed"]
-    scenario = parse_scenario(scenario_data, scenario_path, where=f"{where} (replay)", manifest=manifest)
+    recorded = run.read_meta().get("calibration")
+    calibration = None
+    if isinstance(recorded, dict):  # the system's own numbers as the run had them, not today's
+        try:
+            calibration = Calibration.from_dict(recorded)
+        except ValueError as exc:
+            raise SetupError(f"the recorded calibration does not read: {exc}", where=where) from None
+    scenario = parse_scenario(
+        scenario_data, scenario_path, where=f"{where} (replay)", manifest=manifest, calibration=calibration
+    )
     sets = list(record.get("sets") or ())
     # The file still says what ran, as it did then: its --seed command reproduces this replay too.
     from_file = scenario_path is not None and scenario_text == today

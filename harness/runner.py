@@ -119,6 +119,7 @@ def planned_meta(scenario: Scenario, plan: list[PlannedFault]) -> RunMeta:
         "manifest": scenario.manifest.as_dict(),
         "client_budget_s": load_budget_s(scenario.load.clients),
         "plan": [f.as_dict() for f in plan],
+        **({"calibration": scenario.calibration.as_dict()} if scenario.calibration is not None else {}),
     }
 
 
@@ -178,6 +179,12 @@ class Runner:
         """``store``: the results store the run is added to (default: the one in ``runs_dir``);
         ``subject_version``: the version of the system under test (default: its manifest's);
         ``meta``: more for run.json (e.g. where the run stands among several seeds)."""
+        if scenario.uncalibrated:
+            raise SetupError(
+                f"gives values relative to the system's own numbers ({', '.join(scenario.relative_keys)}) "
+                "and has no calibration; `zchaos run` calibrates first, or run `zchaos calibrate` on it",
+                where=scenario.path or scenario.name,
+            )
         self.scenario = scenario
         self.ui_port = ui_port  # serve Locust's web UI on 127.0.0.1:ui_port while the load runs
         self.store = store or store_path(runs_dir)

@@ -17,7 +17,8 @@ start = { worker = "together" }          # how a role's instances start (below)
 heartbeat_ms = 1000
 
 [load]
-users = 10                               # Locust users, one protocol client each
+users = 10                               # Locust users, one protocol client each, or relative
+                                         # to the calibration: "0.5x capacity, at most 10"
 spawn_rate = 10                          # users started per second
 wait_ms = 20                             # pause of a user between two requests
 payload_bytes = 32                       # request size (the request id included)
@@ -77,6 +78,18 @@ waited for: some bugs live there, two workers seeding their identity from the cl
 same second) or ``{ stagger_s = 1.0 }`` (each that long after the one before it started,
 then each waited for). Roles still start in the manifest's order, binding roles first.
 
+Loads and bounds may be given relative to the system's own numbers, measured by ``zchaos
+calibrate`` (contract/calibration.py has the grammar, harness/calibrate.py the measuring):
+``users = "0.5x capacity, at most 10"`` in ``[load]`` and ``[[load.phases]]``;
+``latency_p99_ms``, ``recovery_bound_s`` and ``steady_grace_s`` in ``[promises]``, and
+client options in ms or s (``timeout_ms = "3x p99, at least 2500"``), as multiples of the
+measured ``p50``, ``p99`` or ``timeout``. ``parse_scenario`` resolves them against the
+``calibration`` it is given and records each in ``resolved``; without one they stand in
+(their bounds applied to the manifest's value) and the scenario is ``uncalibrated``, which
+the runner refuses: ``zchaos run`` calibrates first (``harness/calibrate.py calibrated``).
+A calibrated scenario's ``availability_window_s`` (unless it gives one) holds the attempts
+the ``availability`` check needs twice over at the rate its load gets.
+
 A ``[baseline]`` adds the ``baseline`` check (reports/baseline.py): violated when the run
 regresses beyond a ratio it gives, unknown when no baseline ``label`` is stored for the
 scenario (or, failing that, for any one scenario) in the runs folder's results store.
@@ -85,6 +98,7 @@ scenario (or, failing that, for any one scenario) in the runs folder's results s
 from __future__ import annotations
 
 import copy
+import math
 import re
 import tomllib
 from collections.abc import Sequence
@@ -95,9 +109,17 @@ from typing import Any
 from chaos.faults import SELECTORS, ParamProblem
 from chaos.kinds import FAULT_KINDS
 from chaos.nemesis import PlannedFault, Schedule, plan_faults
+from contract.calibration import Calibration, is_relative, parse_relative
 from contract.errors import SetupError, key_path
 from contract.links import CLIENTS, covers
-from contract.promises import AUTO_DEADLINE, OUTAGE, expiry_s, timer_deadline_s
+from contract.promises import (
+    AUTO_DEADLINE,
+    DEFAULT_AVAILABILITY_WINDOW_S,
+    MIN_WINDOW_ATTEMPTS,
+    OUTAGE,
+    expiry_s,
+    timer_deadline_s,
+)
 from contract.rundir import ScenarioMeta
 from harness.config import (
     MAX_DURATION_S,
@@ -227,6 +249,22 @@ class Scenario:
         """Seconds between the starts of ``role``'s instances (0: together), or None: in turn."""
         return self.start.get(role)
 
+    #: the calibration its relative values were resolved against (None: it gives none, or
+    #: none was at hand and they stand in as ``uncalibrated``)
+    calibration: Calibration | None = field(default=None, compare=False, repr=False)
+    #: each relative value and what it resolved to: key, given, value
+    resolved: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def relative_keys(self) -> list[str]:
+        return [r["key"] for r in self.resolved]
+
+    @property
+    def uncalibrated(self) -> bool:
+        """It gives relative values and has no calibration: the numbers are stand-ins, and
+        it may not run until ``harness/calibrate.py`` ``calibrated`` has given it one."""
+        return bool(self.resolved) and self.calibration is None
+
     def instances(self, role: str) -> list[str]:
         return self.manifest.roles[role].instance_names(self.topology[role])
 
@@ -259,7 +297,81 @@ class Scenario:
             "expect_set_aside": list(self.expect_set_aside),
             "notes": list(self.notes),
             "warnings": list(self.warnings),
+            # only for a scenario that gives relative values (contract/calibration.py)
+            **({"resolved": [dict(r) for r in self.resolved]} if self.resolved else {}),
         }
+
+
+#: The [promises] keys a scenario may give relative to the calibration, with their units.
+RELATIVE_PROMISES = {"latency_p99_ms": "ms", "recovery_bound_s": "s", "steady_grace_s": "s"}
+
+
+@dataclass
+class Relatives:
+    """Resolves the relative values of one scenario (contract/calibration.py's grammar)
+    against ``calibration``, or to stand-ins without one, and records each."""
+
+    calibration: Calibration | None
+    resolved: list[dict[str, Any]] = field(default_factory=list)
+
+    def resolve(
+        self,
+        table: Table,
+        key: str,
+        unit: str,
+        stand_in: float,
+        *,
+        wait_ms: float = 0.0,
+        integer: bool = False,
+    ) -> None:
+        """Put the number for ``table``'s relative value at ``key`` in its place (a value
+        that is not relative is left for the table's own check); ``integer``: a whole
+        number (rounded up), for an option whose default is one."""
+        given = table.data.get(key)
+        # A string where a number goes is a relative value or a mistake (an option may take
+        # other strings: reply_deadline_s = "auto").
+        plain_string = isinstance(given, str) and (unit == "users" or key in RELATIVE_PROMISES)
+        if not (is_relative(given) or plain_string):
+            return
+        try:
+            relative = parse_relative(str(given), unit)
+        except ValueError as exc:
+            raise table.error(key, str(exc)) from None
+        if self.calibration is None:
+            value = relative.fallback(stand_in)
+        else:
+            value = relative.resolve(self.calibration, unit, wait_ms=wait_ms)
+        number: float | int
+        if unit == "users" or integer:
+            number = math.ceil(value - 1e-9)
+        elif unit == "ms":
+            number = float(math.ceil(value))
+        else:
+            number = math.ceil(value * 10) / 10
+        table.data[key] = number
+        where = ".".join(str(p) for p in table.path)
+        name = f"{where}.{key}" if where else key
+        self.resolved.append({"key": name, "given": relative.text, "value": number})
+
+    def resolve_options(self, table: Table, stand_ins: dict[str, Any]) -> None:
+        """Client options in ms or s given relative (``timeout_ms = "3x p99, at least 2500"``)."""
+        for key in list(table.data):
+            if not is_relative(table.data[key]):
+                continue
+            unit = "ms" if key.endswith("_ms") else "s" if key.endswith("_s") else ""
+            if not unit:
+                raise table.error(
+                    key, "a relative value is for an option in ms or s (a name ending _ms or _s)"
+                )
+            stand_in = stand_ins.get(key)
+            number = isinstance(stand_in, int | float) and not isinstance(stand_in, bool)
+            self.resolve(
+                table,
+                key,
+                unit,
+                float(stand_in) if number else 0.0,  # type: ignore[arg-type]
+                integer=isinstance(stand_in, int) and not isinstance(stand_in, bool),
+            )
 
 
 def _schedule(ft: Table, duration_s: float) -> Schedule:
@@ -294,11 +406,14 @@ def _schedule(ft: Table, duration_s: float) -> Schedule:
     return schedule
 
 
-def _phases(lt: Table, users: int, spawn_rate: float, wait_ms: float) -> tuple[LoadPhase, ...]:
+def _phases(
+    lt: Table, users: int, spawn_rate: float, wait_ms: float, rel: Relatives
+) -> tuple[LoadPhase, ...]:
     """``[[load.phases]]``: each phase's users, spawn rate and wait default to [load]'s."""
     phases: list[LoadPhase] = []
     start = 0.0
     for i, pt in enumerate(lt.tables("phases"), start=1):
+        rel.resolve(pt, "users", "users", users, wait_ms=_number(pt.data.get("wait_ms"), wait_ms))
         name = pt.get("name", str, f"phase-{i}")
         if any(p.name == name for p in phases):
             raise pt.error("name", f"a phase named {name!r} comes earlier: give each phase its own name")
@@ -348,8 +463,23 @@ def check_target(
     raise ft.error("target", f"unknown target {target!r} (known: {', '.join(known)})")
 
 
+def _number(value: Any, default: float) -> float:
+    """``value`` when it is a number (the table's own check refuses it later if it is not)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+
+
+def _availability_window_s(calibration: Calibration, load: LoadSpec) -> float:
+    """The time before a fault that holds the attempts ``availability`` needs twice over at
+    the rate this load gets from the calibrated system (at least the default window)."""
+    per_user = 1000.0 / (calibration.p50_ms + load.wait_ms) if calibration.p50_ms + load.wait_ms > 0 else 1e9
+    rate = min(calibration.capacity_rps, load.users * per_user)
+    if rate <= 0:
+        return DEFAULT_AVAILABILITY_WINDOW_S
+    return float(max(DEFAULT_AVAILABILITY_WINDOW_S, math.ceil(2 * MIN_WINDOW_ATTEMPTS / rate)))
+
+
 def _client_overrides(
-    top: Table, lt: Table, manifest: Manifest, foreign: Foreign | None
+    top: Table, lt: Table, manifest: Manifest, foreign: Foreign | None, rel: Relatives
 ) -> tuple[ClientKind, ...]:
     """The manifest's client kinds with ``[load] client`` and ``[clients.NAME]`` applied;
     with ``foreign`` (another implementation than the scenario's own) what they lack is
@@ -357,6 +487,9 @@ def _client_overrides(
     ct = top.table("clients")
     brought = _brought_kinds(ct, manifest)
     pool = (*manifest.clients, *brought)
+    stand_ins = {k: v for kind in pool for k, v in {**_defaults(kind), **kind.options}.items()}
+    if isinstance(lt.data.get("client"), dict):
+        rel.resolve_options(Table(lt.data["client"], lt.file, *lt.path, "client"), stand_ins)
     common = dict(lt.get("client", dict, {}))
     for key in list(common):
         if not any(key in k.options or _knows(k, key) for k in pool):
@@ -385,6 +518,9 @@ def _client_overrides(
             for key in ("adapter", "endpoint") if kind in brought else ("adapter",):
                 kt.get(key, object, None)
             in_order = kt.get("in_order", bool, in_order)
+            if isinstance(kt.data.get("options"), dict):
+                kind_stand_ins = {**_defaults(kind), **kind.options}
+                rel.resolve_options(Table(kt.data["options"], kt.file, *kt.path, "options"), kind_stand_ins)
             own = dict(kt.get("options", dict, {}))
             for key in list(own):
                 if key not in kind.options and not _knows(kind, key):
@@ -414,6 +550,13 @@ def _client_overrides(
     if not kinds:
         raise ct.error(None, "every client kind has users = 0: there would be no load at all")
     return tuple(kinds)
+
+
+def _defaults(kind: ClientKind) -> dict[str, Any]:
+    """The options of ``kind``'s adapter with their defaults."""
+    from loadtests.adapters import adapter_class
+
+    return dict(adapter_class(kind.adapter).DEFAULTS)
 
 
 def _family_of(adapter: str) -> str | None:
@@ -545,12 +688,15 @@ def _knows(kind: ClientKind, key: str) -> bool:
     return key in adapter_class(kind.adapter).DEFAULTS
 
 
-def _override_promises(top: Table, promises: Promises, options: dict[str, Any]) -> Promises:
+def _override_promises(top: Table, promises: Promises, options: dict[str, Any], rel: Relatives) -> Promises:
     """The manifest's promises with the scenario's ``[promises]`` values (not its checks),
-    checked as the manifest's are (``parse_promises``) and with the scenario's options."""
+    checked as the manifest's are (``parse_promises``) and with the scenario's options;
+    the bounds of RELATIVE_PROMISES may be given relative to the calibration."""
     pt = top.table("promises")
     current = promises.as_dict()
-    known = sorted(k for k in current if k != "checks")
+    for key, unit in RELATIVE_PROMISES.items():
+        rel.resolve(pt, key, unit, float(current[key]))
+    known = sorted({k for k in current if k != "checks"} | {"availability_window_s"})
     for key in list(pt.data):
         if key not in known:
             raise pt.error(key, f"not a promise of the manifest to override (known: {', '.join(known)})")
@@ -562,12 +708,21 @@ def _override_promises(top: Table, promises: Promises, options: dict[str, Any]) 
 
 
 def parse_scenario(
-    data: dict[str, Any], path: Path | None, *, where: str | Path = "", manifest: Manifest | None = None
+    data: dict[str, Any],
+    path: Path | None,
+    *,
+    where: str | Path = "",
+    manifest: Manifest | None = None,
+    calibration: Calibration | None = None,
 ) -> Scenario:
     """A scenario from its TOML data; ``manifest`` stands for the implementation's file
-    (a replay parses the manifest text a run recorded, not today's file)."""
+    (a replay parses the manifest text a run recorded, not today's file); ``calibration``
+    is what its relative values resolve against (without one they stand in, and the
+    scenario is ``uncalibrated``)."""
     where = where or path or "<scenario>"
     source = copy.deepcopy(data)
+    data = copy.deepcopy(data)  # relative values are replaced by numbers in it
+    rel = Relatives(calibration)
     top = Table(data, where)
     name = top.get("name", str, path.stem if path else "scenario")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
@@ -619,13 +774,15 @@ def parse_scenario(
 
     lt = top.table("load")
     defaults = LoadSpec()
-    clients = _client_overrides(top, lt, manifest, foreign)
-    promises = _override_promises(top, manifest.promises, options)
+    clients = _client_overrides(top, lt, manifest, foreign, rel)
+    promises = _override_promises(top, manifest.promises, options, rel)
     manifest = replace(manifest, clients=clients, promises=promises)
+    load_wait_ms = _number(lt.data.get("wait_ms"), defaults.wait_ms)
+    rel.resolve(lt, "users", "users", defaults.users, wait_ms=load_wait_ms)
     users = lt.get("users", int, defaults.users, minimum=1, maximum=MAX_USERS)
     spawn_rate = lt.get("spawn_rate", float, defaults.spawn_rate, minimum=0.1)
     wait_ms = lt.get("wait_ms", float, defaults.wait_ms, minimum=0)
-    phases = _phases(lt, users, spawn_rate, wait_ms)
+    phases = _phases(lt, users, spawn_rate, wait_ms, rel)
     if phases:
         total = phases[-1].end_s
         if duration_given and abs(total - duration_s) > 1e-6:
@@ -646,6 +803,13 @@ def parse_scenario(
         clients=clients,
         phases=phases,
     )
+    window_given = "availability_window_s" in top.data.get("promises", {})
+    if calibration is not None and rel.resolved and not window_given:
+        window = _availability_window_s(calibration, load)
+        manifest = replace(manifest, promises=replace(manifest.promises, availability_window_s=window))
+        rel.resolved.append(
+            {"key": "promises.availability_window_s", "given": "from the measured rate", "value": window}
+        )
     fixed = sum(k.users for k in clients)
     if fixed > load.users or (fixed == load.users and any(k.users == 0 for k in clients)):
         shared = [k.name for k in clients if k.users == 0]
@@ -733,6 +897,8 @@ def parse_scenario(
         warnings=tuple(warnings),
         source=source,
         base_manifest=base_manifest,
+        calibration=calibration if rel.resolved else None,
+        resolved=tuple(rel.resolved),
     )
 
 
@@ -795,11 +961,22 @@ def _baseline(bt: Table) -> dict[str, Any] | None:
     return promise
 
 
-def reparse(scenario: Scenario, data: dict[str, Any], *, where: str | Path = "") -> Scenario:
+def reparse(
+    scenario: Scenario,
+    data: dict[str, Any],
+    *,
+    where: str | Path = "",
+    calibration: Calibration | None = None,
+) -> Scenario:
     """``scenario`` parsed again from other TOML data (another seed, a smaller variant),
-    with the same manifest and the same folder for relative paths."""
+    with the same manifest, the same folder for relative paths and the same calibration
+    (or ``calibration``)."""
     again = parse_scenario(
-        data, scenario.path, where=where or scenario.path or "<scenario>", manifest=scenario.base_manifest
+        data,
+        scenario.path,
+        where=where or scenario.path or "<scenario>",
+        manifest=scenario.base_manifest,
+        calibration=calibration or scenario.calibration,
     )
     return replace(again, sets=scenario.sets)
 

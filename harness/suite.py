@@ -39,6 +39,7 @@ from pathlib import Path
 from contract.errors import SetupError
 from contract.outcomes import BAD_INPUT, EXIT_INTERRUPTED, PASSED, UNKNOWN, combine_outcomes, exit_code
 from contract.rundir import new_folder
+from harness.calibrate import calibrated
 from harness.progress import Progress
 from harness.runner import Runner
 from harness.scenario import Scenario, load_scenario
@@ -112,6 +113,18 @@ def run_suite(
     for n, scenario in enumerate(scenarios, start=1):
         progress.phase(f"scenario {n}/{len(scenarios)}: {scenario.name}")
         entry = SuiteEntry(scenario)
+        try:
+            scenario = entry.scenario = calibrated(scenario, runs_dir, progress)
+        except KeyboardInterrupt:  # while it calibrated: the index still says what ran
+            entry.exit_code = EXIT_INTERRUPTED
+            entries.append(entry)
+            interrupted = True
+            break
+        except SetupError as exc:
+            entry.error = str(exc)
+            progress.warn(f"{scenario.name}: {exc}")
+            entries.append(entry)
+            continue
         if seeds > 1:
             entry.seeds = run_seeds(
                 scenario, seeds, runs_dir=suite_dir, until_violated=until_violated, progress=progress,

@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from contract.calibration import CALIBRATION_DIR
 from contract.errors import CannotWrite, SetupError
 from contract.rundir import RunDir, RunMeta, stale_reason
 
@@ -369,6 +370,8 @@ def run_folders(runs_dir: Path) -> list[Path]:
     ``suite-*/seeds-*/RUN/``), oldest first."""
     patterns = ["/".join(["*"] * depth + ["run.json"]) for depth in range(1, RUN_DEPTH + 1)]
     found = [p.parent for pattern in patterns for p in runs_dir.glob(pattern)]
+    # The runs that measured a calibration (runs/calibration/) ran no scenario and have no verdict.
+    found = [p for p in found if CALIBRATION_DIR not in p.relative_to(runs_dir).parts[:1]]
     return sorted(set(found), key=lambda p: p.name)
 
 

@@ -20,6 +20,7 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
+from contract.calibration import Calibration
 from contract.outcomes import INCOMPLETE, PASSED, UNKNOWN, VIOLATED, combine_outcomes, exit_code
 from contract.rundir import STALE, RunMeta
 from reports.checkers import HELD, CheckResult
@@ -114,6 +115,8 @@ def build_verdict(
             scenario.get("notes") or []
         ),  # e.g. an [expect] about another implementation, set aside
         "warnings": list(scenario.get("warnings") or []),  # e.g. a reply deadline the system's timers outlast
+        # the system's own numbers its relative values were resolved against, and what they became
+        **_calibration(meta),
         "checks": checks,
         "errors": errors,
         "incomplete": incomplete,
@@ -146,3 +149,15 @@ def stale_verdict(verdict: dict[str, Any], *, since_ns: int, run_root: Path) -> 
         kept = [r for r in verdict.get(key) or [] if not str(r).startswith(STALE_PREFIX)]
         marked[key] = [STALE_PREFIX + why, *kept]
     return marked
+
+
+def _calibration(meta: RunMeta) -> dict[str, Any]:
+    """``calibration`` (its one-line summary) and ``resolved`` for a run that had one."""
+    recorded = meta.get("calibration")
+    if not isinstance(recorded, dict):
+        return {}
+    try:
+        summary = Calibration.from_dict(recorded).summary()
+    except ValueError as exc:
+        summary = f"recorded, but not readable: {exc}"
+    return {"calibration": summary, "resolved": list((meta.get("scenario") or {}).get("resolved") or [])}

@@ -68,7 +68,7 @@ def test_a_good_scenario_is_read_whole(tmp_path: Path) -> None:
     ("edit", "message"),
     [
         (("users = 5", "userz = 5"), "load.userz: unknown key; did you mean 'users'?"),
-        (("users = 5", 'users = "five"'), "load.users: expected an integer"),
+        (("users = 5", 'users = "five"'), "load.users: 'five' is neither a number nor a relative value"),
         (('kind = "kill"', 'kind = "explode"'), "faults[0].kind: unknown fault 'explode'"),
         (('target = "worker:random"', 'target = "worker-9"'), "faults[0].target: unknown target 'worker-9'"),
         (("every_s = 10", "every_s = 10\nat_s = [1]"), "faults[0]: give exactly one of"),

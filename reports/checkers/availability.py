@@ -6,7 +6,8 @@ the manifest's ``survives`` promise covers (docs/manifest.md; what a fault does 
 attempts sent while the fault acts (from its start to its stop + the manifest's expiry,
 see toolkit.timers) that were answered ok (each ok reply counted with the attempt it
 answered, so a share never exceeds 1) must stay at least ``availability_floor`` times the
-share just before it (up to BEFORE_NS of time no other fault excuses).
+share just before it (up to the manifest's ``availability_window_s`` of time no other fault
+excuses; a calibrated scenario makes it long enough for its measured rate).
 
 Why a share of attempts and not replies per second: the load's users are closed loops (a
 user sends its next request when the last is answered), so a link 200 ms slower makes
@@ -22,7 +23,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from contract.links import target_instance
-from contract.promises import DEFAULT_SURVIVES, survive_rule
+from contract.promises import (
+    DEFAULT_AVAILABILITY_WINDOW_S,
+    DEFAULT_SURVIVES,
+    MIN_WINDOW_ATTEMPTS,
+    survive_rule,
+)
 from reports.checkers.toolkit import (
     NS,
     WARMUP_NS,
@@ -38,11 +44,12 @@ from reports.checkers.toolkit import (
     timers,
 )
 
-#: How much time before a fault gives its baseline (less when another fault or the warm-up is nearer).
-BEFORE_NS = 5 * NS
+#: How much time before a fault gives its baseline (less when another fault or the warm-up is
+#: nearer), unless the promises give ``availability_window_s``.
+BEFORE_NS = int(DEFAULT_AVAILABILITY_WINDOW_S * NS)
 #: A baseline shorter than this, or with fewer attempts, cannot judge a fault.
 MIN_BEFORE_NS = NS // 2
-MIN_BEFORE_ATTEMPTS = 10
+MIN_BEFORE_ATTEMPTS = MIN_WINDOW_ATTEMPTS
 #: Faults that start this close together (one line with ``worker:all``) are one blow: the
 #: baseline of each ends where the first began.
 TOGETHER_NS = NS
@@ -70,13 +77,17 @@ def survivable(ctx: CheckContext, fault: FaultWindow, spans: dict[int, tuple[int
 
 
 def baseline(
-    fault: FaultWindow, faults: list[FaultWindow], spans: dict[int, tuple[int, int]], load_start: int
+    fault: FaultWindow,
+    faults: list[FaultWindow],
+    spans: dict[int, tuple[int, int]],
+    load_start: int,
+    before_ns: int = BEFORE_NS,
 ) -> tuple[int, int]:
     """[lo, hi]: the time just before the fault (and those that struck with it, TOGETHER_NS
     apart: ``worker:all``) that no other fault nor the warm-up excuses."""
     together = [o for o in faults if fault.start_ns - TOGETHER_NS <= o.start_ns <= fault.start_ns]
     hi = min(o.start_ns for o in together)
-    lo = max(hi - BEFORE_NS, load_start + WARMUP_NS)
+    lo = max(hi - before_ns, load_start + WARMUP_NS)
     for other in faults:
         start, end = spans[other.fault_id]
         if other not in together and start < hi and end > lo:
@@ -134,7 +145,8 @@ def availability(ctx: CheckContext) -> CheckResult:
         if not rule:
             row["verdict"] = "not promised"
             continue
-        blo, bhi = baseline(f, ctx.faults, spans, load_start)
+        before_ns = int(float(ctx.promises.get("availability_window_s", DEFAULT_AVAILABILITY_WINDOW_S)) * NS)
+        blo, bhi = baseline(f, ctx.faults, spans, load_start, before_ns)
         row["before_ns"] = [blo, bhi]
         if bhi - blo < MIN_BEFORE_NS:
             row["verdict"] = "unknown"

@@ -118,17 +118,37 @@ def test_availability_is_unknown_for_a_fault_with_too_little_load_before_it(spar
     assert "more load before the fault" in row["reason"] and "fault 1" in result.reason
 
 
-def test_availability_is_unknown_when_another_fault_leaves_no_baseline(spark):
+def test_availability_is_unknown_when_other_faults_leave_no_baseline(spark):
+    # Fault 1 acts from the load's start to just before fault 2: no clean time before either.
     faults = [
-        FaultWindow(1, "freeze", "worker-1", t(10), t(19.8)),
+        FaultWindow(1, "freeze", "worker-1", t(1), t(19.8)),
         FaultWindow(2, "freeze", "worker-2", t(20), t(22)),
     ]
     events = steady_load(0, 60)
     result = check("availability", ctx_for(spark, events, faults, expiry_ms=0))
     assert result.status == UNKNOWN
     rows = {r["fault_id"]: r for r in result.figures["faults"]}
-    assert rows[1]["verdict"] == "held" and rows[2]["verdict"] == "unknown"
+    assert rows[1]["verdict"] == rows[2]["verdict"] == "unknown"
     assert "space the faults further apart" in rows[2]["reason"]
+
+
+def test_a_baseline_cut_short_by_another_fault_is_taken_further_back(spark):
+    """A slow system's few attempts per second: the 1 s between two faults holds too few,
+    so the baseline takes the rest of its window from before the first fault. Before: the
+    second fault was unknown ("needs 10 attempts") on a 2-attempts-a-second load."""
+    faults = [
+        FaultWindow(1, "freeze", "worker-1", t(12), t(19)),
+        FaultWindow(2, "kill", "worker-2", t(20), t(22)),
+    ]
+    events: list[dict[str, Any]] = []
+    for seq in range(1, 31):  # two clients, one request a second each, all answered
+        events += request("client-1", seq, at=float(seq)) + request("client-2", seq, at=seq + 0.5)
+    result = check("availability", ctx_for(spark, events, faults, expiry_ms=0, availability_window_s=8.0))
+    rows = {r["fault_id"]: r for r in result.figures["faults"]}
+    assert rows[2]["verdict"] == "held", rows[2]
+    # [19 + after, 20] right before it, then back past fault 1's span: 8 s of clean time in all
+    assert rows[2]["before_s"] == 8.0 and len(rows[2]["before_ns"]) == 2, rows[2]
+    assert rows[2]["attempts_before"] >= 10
 
 
 # --- the manifest's promises ------------------------------------------------------------------

@@ -6,8 +6,11 @@ the manifest's ``survives`` promise covers (docs/manifest.md; what a fault does 
 attempts sent while the fault acts (from its start to its stop + the manifest's expiry,
 see toolkit.timers) that were answered ok (each ok reply counted with the attempt it
 answered, so a share never exceeds 1) must stay at least ``availability_floor`` times the
-share just before it (up to the manifest's ``availability_window_s`` of time no other fault
-excuses; a calibrated scenario makes it long enough for its measured rate).
+share just before it: the last ``availability_window_s`` (promises, 5 s by default) of load
+time before it that no other fault excuses, taken back past the spans other faults excuse
+where the stretch right before it is shorter (a slow system's few attempts per second need
+the whole window; a calibrated scenario sizes it from the measured rate), never before the
+warm-up.
 
 Why a share of attempts and not replies per second: the load's users are closed loops (a
 user sends its next request when the last is answered), so a link 200 ms slower makes
@@ -82,17 +85,40 @@ def baseline(
     spans: dict[int, tuple[int, int]],
     load_start: int,
     before_ns: int = BEFORE_NS,
-) -> tuple[int, int]:
-    """[lo, hi]: the time just before the fault (and those that struck with it, TOGETHER_NS
-    apart: ``worker:all``) that no other fault nor the warm-up excuses."""
+) -> list[tuple[int, int]]:
+    """The stretches [lo, hi] before the fault (and those that struck with it, TOGETHER_NS
+    apart: ``worker:all``), latest first, that no other fault nor the warm-up excuses: up to
+    ``before_ns`` of time in all, going back past other faults' excused spans. Empty when
+    there is none."""
     together = [o for o in faults if fault.start_ns - TOGETHER_NS <= o.start_ns <= fault.start_ns]
     hi = min(o.start_ns for o in together)
-    lo = max(hi - before_ns, load_start + WARMUP_NS)
-    for other in faults:
-        start, end = spans[other.fault_id]
-        if other not in together and start < hi and end > lo:
-            lo = max(lo, end)
-    return lo, hi
+    floor = load_start + WARMUP_NS
+    excused = sorted(spans[o.fault_id] for o in faults if o not in together and spans[o.fault_id][0] < hi)
+    pieces: list[tuple[int, int]] = []
+    need, end = before_ns, hi
+    for start, stop in reversed(_merged(excused)):
+        if stop < end:  # a clean stretch [stop, end] after this excused span
+            lo = max(stop, end - need, floor)
+            if lo < end:
+                pieces.append((lo, end))
+                need -= end - lo
+        end = min(end, start)
+        if need <= 0 or end <= floor:
+            break
+    if need > 0 and end > floor:
+        pieces.append((max(floor, end - need), end))
+    return pieces
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted spans with the overlapping ones joined."""
+    out: list[tuple[int, int]] = []
+    for start, stop in spans:
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], stop))
+        else:
+            out.append((start, stop))
+    return out
 
 
 def answered_attempts(ctx: CheckContext) -> DataFrame:
@@ -146,16 +172,20 @@ def availability(ctx: CheckContext) -> CheckResult:
             row["verdict"] = "not promised"
             continue
         before_ns = int(float(ctx.promises.get("availability_window_s", DEFAULT_AVAILABILITY_WINDOW_S)) * NS)
-        blo, bhi = baseline(f, ctx.faults, spans, load_start, before_ns)
-        row["before_ns"] = [blo, bhi]
-        if bhi - blo < MIN_BEFORE_NS:
+        pieces = baseline(f, ctx.faults, spans, load_start, before_ns)
+        clean_ns = sum(b - a for a, b in pieces)
+        # one stretch as [lo, hi]; several (taken back past other faults) as a list of them
+        row["before_ns"] = list(pieces[0]) if len(pieces) == 1 else [list(p) for p in pieces]
+        row["before_s"] = round(clean_ns / NS, 3)
+        if clean_ns < MIN_BEFORE_NS:
             row["verdict"] = "unknown"
             row["reason"] = (
-                f"only {(bhi - blo) / NS:.2f} s before it that no other fault or the warm-up excuses "
+                f"only {clean_ns / NS:.2f} s before it that no other fault or the warm-up excuses "
                 f"(needs {MIN_BEFORE_NS / NS:g} s): space the faults further apart"
             )
             continue
-        windows += [(f.fault_id, "before", blo, bhi), (f.fault_id, "during", lo, min(hi, load_stop))]
+        windows += [(f.fault_id, "before", a, b) for a, b in pieces]
+        windows.append((f.fault_id, "during", lo, min(hi, load_stop)))
     counts: dict[tuple[int, str], tuple[int, int]] = {}
     if windows:
         # Literal rows in the plan (toolkit.join_rows): no broadcast, which is a job of its own.
@@ -175,21 +205,21 @@ def availability(ctx: CheckContext) -> CheckResult:
             continue
         sent_b, ok_b = counts.get((f.fault_id, "before"), (0, 0))
         sent_d, ok_d = counts.get((f.fault_id, "during"), (0, 0))
-        (blo, bhi), (dlo, dhi) = row["before_ns"], row["during_ns"]
+        before_s, (dlo, dhi) = row["before_s"], row["during_ns"]
         row.update(
             {
                 "attempts_before": sent_b,
                 "ok_before": ok_b,
                 "attempts_during": sent_d,
                 "ok_during": ok_d,
-                "ok_per_s_before": round(ok_b * NS / (bhi - blo), 2),
+                "ok_per_s_before": round(ok_b / before_s, 2),
                 "ok_per_s_during": round(ok_d * NS / (dhi - dlo), 2) if dhi > dlo else None,
             }
         )
         if sent_b < MIN_BEFORE_ATTEMPTS or ok_b == 0:
             row["verdict"] = "unknown"
             row["reason"] = (
-                f"{sent_b} attempts and {ok_b} ok replies in the {(bhi - blo) / NS:.1f} s before it "
+                f"{sent_b} attempts and {ok_b} ok replies in the {before_s:.1f} s before it "
                 f"(needs {MIN_BEFORE_ATTEMPTS} attempts and an ok reply): more load before the fault"
             )
             continue

@@ -94,3 +94,43 @@ class FailingControl:
 
     def start(self, instance: str) -> int:
         raise OSError(f"cannot start {instance}")
+
+
+def as_our_system(scenario: Any) -> Any:
+    """A stock scenario (relative loads and bounds: ``users = "0.5x capacity, at most 10"``)
+    resolved against OUR_SYSTEM, so that a test that runs it on one of our fast systems (or
+    a user's behind our fast probe workers) runs what it ran before the scenarios became
+    relative, without spending a real calibration (~40 s) first. A scenario with no
+    relative value is returned as it is."""
+    from dataclasses import replace
+
+    from harness.scenario import reparse
+
+    if not scenario.uncalibrated:
+        return scenario
+    return replace(reparse(scenario, scenario.source, calibration=our_system()), sets=scenario.sets)
+
+
+def our_system() -> Any:
+    """The calibration of our Paranoid Pirate (3 echo workers) measured on this kind of
+    machine on 2026-12-01 (`zchaos calibrate paranoid-pirate`): at these figures every
+    stock scenario's relative value resolves to its "at most" / "at least" bound, the
+    absolute value it had before. tests/test_calibrate_runs.py measures real ones."""
+    from contract.calibration import Calibration
+
+    return Calibration(
+        manifest="paranoid-pirate",
+        manifest_path="implementations/paranoid_pirate/manifest.toml",
+        key="our-system",
+        machine="test double",
+        date="2026-12-01T21:26:00Z",
+        setup={"topology": {"queue": 1, "worker": 3}, "options": {"heartbeat_ms": 1000, "liveness": 3}},
+        capacity_rps=1699.67,
+        capacity_users=8,
+        capped=False,
+        p50_ms=1.731,
+        p90_ms=5.182,
+        p99_ms=18.486,
+        moderate_users=4,
+        timeout_ms=100.0,
+    )

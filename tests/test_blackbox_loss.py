@@ -19,6 +19,7 @@ from harness.config import load_toml
 from harness.runner import RunResult, run_scenario
 from harness.scenario import parse_scenario
 from harness.seeds import run_seeds
+from tests.doubles import as_our_system
 from tests.procs import ROOT
 
 STOCK = ROOT / "scenarios" / "majordomo-noresend-kill-busy-worker.toml"
@@ -36,7 +37,7 @@ def run_on(implementation: str | Path, runs_dir: Path, stock: Path = STOCK, **op
     data = load_toml(stock, "scenario")
     data["implementation"] = str(implementation)
     data["options"] = {**data.get("options", {}), **options}
-    return run_scenario(parse_scenario(data, stock), runs_dir=runs_dir)
+    return run_scenario(as_our_system(parse_scenario(data, stock)), runs_dir=runs_dir)
 
 
 def statuses(result: RunResult) -> dict[str, str]:
@@ -97,7 +98,7 @@ def test_the_stock_scenario_catches_the_dropping_broker_on_all_5_seeds(tmp_path:
     data = load_toml(STOCK, "scenario")
     data["implementation"] = str(BLACKBOX_MIXED)
     data["options"] = {**data.get("options", {}), "bug": "drop-dead-workers-request"}
-    result = run_seeds(parse_scenario(data, STOCK), 5, runs_dir=tmp_path)
+    result = run_seeds(as_our_system(parse_scenario(data, STOCK)), 5, runs_dir=tmp_path)
     by_status = result.checks()["no_lost"]
     assert sorted(by_status.get("violated", [])) == sorted(result.seeds), result.lines()
     assert [r.outcome for r in result.runs] == ["violated"] * 5, result.lines()

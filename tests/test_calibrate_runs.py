@@ -2,7 +2,7 @@
 with relative values that calibrates first, records what it used and reports it.
 
 The subject is tests/slow_subject/ (a Paranoid Pirate queue of the user's and standalone
-workers that take ``work_ms`` per request, no history). Short ramps keep each calibration
+workers that take ``job_ms`` per request, no history). Short ramps keep each calibration
 to seconds of load; the parsing and the arithmetic are tested without processes in
 tests/test_calibration.py.
 """
@@ -23,9 +23,9 @@ from tests.procs import ROOT
 SUBJECT = ROOT / "tests" / "slow_subject" / "paranoid-pirate.toml"
 
 
-def _setup(work_ms: int) -> Setup:
+def _setup(job_ms: int) -> Setup:
     manifest = load_manifest(str(SUBJECT))
-    return Setup(manifest, {"queue": 1, "worker": 3}, {**manifest.options, "work_ms": work_ms})
+    return Setup(manifest, {"queue": 1, "worker": 3}, {**manifest.options, "job_ms": job_ms})
 
 
 @pytest.mark.slow
@@ -61,7 +61,7 @@ duration_s = 8
 drain_s = 3
 
 [options]
-work_ms = 200
+job_ms = 200
 
 [load]
 users = "0.5x capacity, at most 10"

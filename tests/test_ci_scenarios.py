@@ -10,6 +10,7 @@ import pytest
 
 from harness.runner import run_scenario
 from harness.scenario import load_scenario
+from tests.doubles import as_our_system
 from tests.procs import ROOT
 
 pytestmark = pytest.mark.slow  # whole scenario runs: left out of `./dev quick`
@@ -39,6 +40,6 @@ BASELINES = sorted((ROOT / "scenarios").glob("*-baseline.toml"))
 @pytest.mark.soak
 @pytest.mark.parametrize("path", BASELINES, ids=[p.stem for p in BASELINES])
 def test_a_family_baseline_passes_on_our_implementation(path: Path, tmp_path: Path, spark) -> None:
-    result = run_scenario(load_scenario(path), runs_dir=tmp_path)
+    result = run_scenario(as_our_system(load_scenario(path)), runs_dir=tmp_path)
     summary = {name: (c["status"], c["summary"]) for name, c in result.verdict["checks"].items()}
     assert result.exit_code == 0, json.dumps(summary, indent=1)

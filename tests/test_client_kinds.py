@@ -292,8 +292,9 @@ MIXED = ROOT / "scenarios" / "majordomo-mixed-kill-busy-worker.toml"
 def test_sync_and_async_clients_on_one_broker_with_figures_per_kind(tmp_path: Path, spark) -> None:
     from contract.history import read_events
     from harness.runner import run_scenario
+    from tests.doubles import as_our_system
 
-    result = run_scenario(load_scenario(MIXED), runs_dir=tmp_path / "runs")
+    result = run_scenario(as_our_system(load_scenario(MIXED)), runs_dir=tmp_path / "runs")
     verdict = result.verdict
     assert result.exit_code == 0, {n: c["summary"] for n, c in verdict["checks"].items()}
     kinds = verdict["metrics"]["client_kinds"]

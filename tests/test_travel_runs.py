@@ -16,6 +16,7 @@ import pytest
 from harness.runner import RunResult, run_scenario
 from harness.scenario import load_scenario
 from harness.seeds import run_seeds
+from tests.doubles import as_our_system
 from tests.procs import ROOT
 
 SCENARIOS = ROOT / "scenarios"
@@ -29,7 +30,8 @@ pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
 
 def run_on(scenario: Path, implementation: Path, runs_dir: Path) -> RunResult:
-    return run_scenario(load_scenario(scenario, sets=[f"implementation={implementation}"]), runs_dir=runs_dir)
+    scenario_run = as_our_system(load_scenario(scenario, sets=[f"implementation={implementation}"]))
+    return run_scenario(scenario_run, runs_dir=runs_dir)
 
 
 def summary(result: RunResult) -> str:
@@ -78,6 +80,8 @@ def test_every_stock_majordomo_scenario_passes_a_standard_expiry_broker_on_5_see
     scenario: Path, tmp_path: Path, spark
 ) -> None:
     result = run_seeds(
-        load_scenario(scenario, sets=[f"implementation={STANDARD_EXPIRY}"]), 5, runs_dir=tmp_path
+        as_our_system(load_scenario(scenario, sets=[f"implementation={STANDARD_EXPIRY}"])),
+        5,
+        runs_dir=tmp_path,
     )
     assert [r.outcome for r in result.runs] == ["passed"] * 5, result.lines()

@@ -19,6 +19,8 @@ from tests.procs import procs  # noqa: F401 - a fixture
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from harness.supervisor import Supervisor
+
 # The JVMs of a test run live seconds and run tiny queries: the optimising JIT (C2) costs
 # more CPU than it saves there. With C1 alone the Spark checker tests took a third less CPU
 # (tests/test_sketch_checkers.py 48 -> 31 s, test_majordomo_checkers.py 44 -> 29 s, under a
@@ -235,3 +237,19 @@ def zctx() -> Iterator[zmq.Context]:
     context = zmq.Context()
     yield context
     context.destroy(linger=0)
+
+
+@pytest.fixture
+def supervisor(tmp_path: Path) -> Iterator[Supervisor]:
+    """A process supervisor writing its history into the test's folder; it stops every
+    process it started, failed test or not."""
+    from contract.history import HistoryWriter
+    from harness.supervisor import Supervisor
+
+    history = HistoryWriter(tmp_path / "runner.jsonl", "runner")
+    sup = Supervisor(history, dict(os.environ))
+    try:
+        yield sup
+    finally:
+        sup.stop_all()
+        history.close()

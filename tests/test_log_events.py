@@ -12,7 +12,6 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -140,17 +139,6 @@ def test_a_wrong_pattern_is_named_with_its_file_and_key(tmp_path: Path, events: 
         manifest(tmp_path, "[roles.worker.events]\n" + events)
     text = str(err.value)
     assert message in text and "manifest.toml" in text and "roles.worker.events" in text
-
-
-@pytest.fixture
-def supervisor(tmp_path: Path) -> Iterator[Supervisor]:
-    history = HistoryWriter(tmp_path / "runner.jsonl", "runner")
-    sup = Supervisor(history, dict(os.environ))
-    try:
-        yield sup
-    finally:
-        sup.stop_all()
-        history.close()
 
 
 def test_a_real_process_printing_exec_lines_makes_exec_events(supervisor: Supervisor, tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ import os
 import re
 import socket
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -17,7 +16,7 @@ import pytest
 
 from chaos.nemesis import Nemesis, PlannedFault
 from contract.errors import SetupError
-from contract.history import HistoryWriter, read_events
+from contract.history import read_events
 from contract.ports import PortAllocator, listening_pids
 from harness.supervisor import ProcSpec, Supervisor
 from tests.doubles import EventList, SupervisorControl
@@ -26,17 +25,6 @@ from tests.procs import ROOT, wait_for
 pytestmark = pytest.mark.timeout(60)
 
 READY = re.compile(r"ready pid=(\d+) ts=(\d+)")
-
-
-@pytest.fixture
-def supervisor(tmp_path: Path) -> Iterator[Supervisor]:
-    history = HistoryWriter(tmp_path / "runner.jsonl", "runner")
-    sup = Supervisor(history, dict(os.environ))
-    try:
-        yield sup
-    finally:
-        sup.stop_all()
-        history.close()
 
 
 def late_ready(tmp_path: Path, delay_s: float) -> ProcSpec:

@@ -391,8 +391,11 @@ class Supervisor:
 
     def _members(self, managed: Managed) -> list[psutil.Process]:
         """The live processes of ``managed``: its command's process while it runs, and what
-        it started, in its tree or re-parented to this process; oldest first."""
-        return self._processes(lambda owner: owner == managed.tag, managed.popen.pid)
+        it started, in its tree or re-parented to this process; oldest first. The command's
+        pid counts only until Popen has reaped it: then its number may be another process's
+        (a daemon of another instance, whose stop or fault this would reach)."""
+        leader = managed.popen.pid if managed.popen.returncode is None else None
+        return self._processes(lambda owner: owner == managed.tag, leader)
 
     def _processes(self, owned: Callable[[str], bool], leader: int | None = None) -> list[psutil.Process]:
         """The live descendants of this process whose ENV_OWNER is ``owned`` (or that are

@@ -112,8 +112,13 @@ class ZchaosUser(User):
         deadline = time.monotonic() + (self.environment.stop_timeout or 0.0)
         try:
             if self.self_driven:
+                # Read the program's output to its end, not until nothing is in flight: what
+                # it sent last may still be on its way, and a send left unread made the
+                # worker's execution of it one of "an unsent request" (VIOLATED).
                 self.adapter.begin_stop()  # type: ignore[attr-defined]
-            if isinstance(self.adapter, AsyncClientAdapter):
+                while not self.adapter.stopped() and time.monotonic() < deadline:  # type: ignore[attr-defined]
+                    self._collect()
+            elif isinstance(self.adapter, AsyncClientAdapter):
                 while self.adapter.in_flight() and time.monotonic() < deadline:
                     self._collect()
         finally:

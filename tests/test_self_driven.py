@@ -82,7 +82,7 @@ class Driver:
     def stop(self, limit_s: float = 20.0) -> None:
         self.client.begin_stop()
         deadline = time.monotonic() + limit_s
-        while self.client.in_flight() and time.monotonic() < deadline:
+        while not self.client.stopped() and time.monotonic() < deadline:
             self.outcomes += self.client.poll(0.1)
         self.client.close()
         self.writer.close()
@@ -160,6 +160,22 @@ def test_at_stop_it_finishes_what_is_in_flight_and_the_rest_stays_undecided(tmp_
     assert [log.rid for log, _ in d.outcomes] == ["client-1:x"]
     assert d.events("client_error") == [] and d.events("abandon") == []
     assert d.client.proc is None
+
+
+def test_what_it_says_after_stop_is_recorded_when_the_wait_is_cut_short(tmp_path: Path) -> None:
+    # Nothing is in flight when it is asked to stop; it then sends one more and answers it
+    # before it exits. Its send once went unread (the loop ended with nothing in flight) and
+    # the worker's execution of that request was judged one of "an unsent request".
+    after = f"print({send('CID:z')!r}.replace('CID', cid), flush=True)\n"
+    after += f"print({reply('CID:z')!r}.replace('CID', cid), flush=True)"
+    d = Driver(tmp_path, scripted(tmp_path, [send("CID:a"), reply("CID:a")], after))
+    d.collect_until(1)
+    assert d.client.in_flight() == 0
+    d.client.begin_stop()
+    d.client.close()  # at once, as when Locust's stop timeout ran out
+    d.writer.close()
+    assert [e["rid"] for e in d.events("send")] == ["client-1:a", "client-1:z"]
+    assert d.events("client_error") == []
 
 
 def test_a_program_that_exits_early_is_started_again_by_itself(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import contextlib
 import os
 import re
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -130,3 +131,22 @@ def test_the_subjects_own_listener_is_readiness(
                 with contextlib.suppress(psutil.Error):
                     if LISTEN in proc.cmdline():
                         proc.kill()
+
+
+def test_a_reaped_commands_pid_number_is_no_longer_the_instance(supervisor: Supervisor, tmp_path: Path) -> None:
+    """Once Popen has reaped an instance's command, its pid number may be another process's:
+    a stop or a fault of that instance must not reach it (a daemon of another test was once
+    ended with SIGTERM in CI, the likely way). The reuse is made here by naming a live
+    process of the test's as the reaped command's pid."""
+    spec = ProcSpec(instance="brief", role="brief", argv=[sys.executable, "-c", "pass"], log=tmp_path / "brief.log")
+    managed = supervisor.start(spec)
+    managed.popen.wait(10)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        managed.popen.pid = other.pid  # the number taken again
+        assert supervisor.running("brief") is None
+        supervisor.stop("brief")
+        assert other.poll() is None, "the stop of a finished instance reached another process"
+    finally:
+        other.kill()
+        other.wait()

@@ -87,6 +87,8 @@ stdin (from zchaos) and stdout (to zchaos); its stderr goes to the run's logs/<c
 REMEMBER = 1000
 STOP_GRACE_S = 3.0
 EXIT_GRACE_S = 1.0
+#: How long to read a stopped program's output to its end (it is gone: only the pipe is left).
+LAST_WORDS_S = 1.0
 #: A program that fails again and again (exits, is not ready) is started again after a
 #: back-off doubling from BACKOFF_S to BACKOFF_MAX_S, reset by a reply: a client crashing at
 #: start was once started 178 times in 8 s.
@@ -392,6 +394,11 @@ class ExternalClient(AsyncClientAdapter):
     def in_flight(self) -> int:
         return len(self.pending)
 
+    def stopped(self) -> bool:
+        """After ``begin_stop``: whether the program's output has ended (it exited and
+        everything it said was read)."""
+        return self.proc is None
+
     def begin_stop(self) -> None:
         """Ask a self-driven program to stop (once): it finishes or abandons what it has in
         flight, says so, and exits; ``poll`` reads that until its output ends."""
@@ -449,7 +456,8 @@ class ExternalClient(AsyncClientAdapter):
         record that (reason ``no_request``): the runner makes it bad input, with the
         program's log, instead of judging the system on a load that never ran."""
         try:
-            self._stop_program()
+            if self._stop_program():
+                self._read_last_words()
         finally:
             if self.completed == 0 and self.errors:
                 self._error(
@@ -458,14 +466,30 @@ class ExternalClient(AsyncClientAdapter):
                     f"({self.starts} starts, {self.errors} client errors)",
                 )
 
-    def _stop_program(self) -> None:
+    def _read_last_words(self) -> None:
+        """Record what the stopped program said and nobody read (the load's end cut the wait
+        short): a ``send`` left unread would leave its request's execution, which a worker
+        logs, without a request, and the run VIOLATED for "an execution of an unsent
+        request". Outcomes read here reach no Locust user: their requests stay in flight,
+        indeterminate, as any at the end of a run."""
+        deadline = time.monotonic() + LAST_WORDS_S
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                return
+            if line is None:
+                return
+            self._on_line(line, [])
+
+    def _stop_program(self) -> bool:
         """Ask the program to stop, give it STOP_GRACE_S to exit, then kill it. When Locust
         cuts the wait short (its stop timeout ran out and it kills the user mid-wait), the
         program is killed and its failure to stop recorded all the same: the kill once took
         the record with it, and a hung program went unreported in about one run of twenty."""
         proc = self.proc
         if proc is None:
-            return
+            return False
         code = None
         asked = time.monotonic()
         try:
@@ -487,6 +511,7 @@ class ExternalClient(AsyncClientAdapter):
                     code=code if code is not None else -1,
                 )
             self._kill()
+        return True
 
 
 def _shown(line: bytes) -> str:

@@ -80,15 +80,54 @@ def test_a_shrunk_scenario_names_its_manifest_by_absolute_path() -> None:
     assert out["name"] == "mdp-kill-among-faults-shrunk"
 
 
+def violated_run(runs: Path) -> Path:
+    """A run of THREE_FAULTS, violated on no_lost."""
+    assert main(["run", str(THREE_FAULTS), "--runs-dir", str(runs)]) == 1
+    (run,) = [p for p in runs.iterdir() if (p / "verdict.json").exists()]
+    assert json.loads((run / "verdict.json").read_text())["checks"]["no_lost"]["status"] == "violated"
+    return run
+
+
+def run_again(written: Path, runs: Path) -> None:
+    """The written scenario, run again, violates no_lost and its report says how to replay it."""
+    code = main(["run", str(written), "--runs-dir", str(runs)])
+    (rerun,) = [p for p in runs.iterdir() if (p / "verdict.json").exists()]
+    verdict = json.loads((rerun / "verdict.json").read_text())
+    assert code == 1
+    assert verdict["checks"]["no_lost"]["status"] == "violated"
+    assert f"<code>zchaos run --replay {rerun}</code>" in (rerun / "report.html").read_text()
+
+
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # 3 runs with their reports, on a machine shared with others
+def test_shrink_runs_its_candidates_and_writes_the_smaller_scenario_that_still_breaks(
+    tmp_path: Path, spark, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two candidates: no fault at all (not reproduced), then one user (reproduced). The search's whole order is the Recorder tests' below;
+    # this shows real runs judge it.
+    runs = tmp_path / "runs"
+    run = violated_run(runs)
+    code = main(["shrink", str(run), "--budget", "2", "--seeds-per-candidate", "1", "--check", "no_lost"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    (folder,) = runs.glob("shrink-*")
+    report = (folder / "shrink.md").read_text()
+    rows = [line for line in report.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
+    assert len(rows) == 2 and rows[0].endswith("| no |") and "| yes, seed 3 |" in rows[1], report
+    data = tomllib.loads((folder / "mdp-kill-among-faults-shrunk.toml").read_text())
+    assert data["load"]["users"] == 1 and len(data["faults"]) == 3, report
+    # the verdict shown is the last reproducing candidate's, whose data is what was written
+    # (the soak below runs the written file again)
+    assert "final verdict" in report and "no_lost: violated" in report, report
+
+
+@pytest.mark.soak
 @pytest.mark.timeout(3600)  # 8 runs with their reports, on a machine shared with others
 def test_a_three_fault_run_shrinks_to_the_one_kill_that_breaks_it(
     tmp_path: Path, spark, capsys: pytest.CaptureFixture[str]
 ) -> None:
     runs = tmp_path / "runs"
-    assert main(["run", str(THREE_FAULTS), "--runs-dir", str(runs)]) == 1
-    (run,) = [p for p in runs.iterdir() if (p / "verdict.json").exists()]
-    assert json.loads((run / "verdict.json").read_text())["checks"]["no_lost"]["status"] == "violated"
+    run = violated_run(runs)
 
     # Six runs: the big cheap steps first (no fault at all: not reproduced; 3 users -> 1:
     # reproduced), then ddmin keeps the first two faults, drops the latency, keeps the kill
@@ -103,15 +142,7 @@ def test_a_three_fault_run_shrinks_to_the_one_kill_that_breaks_it(
     assert [f["kind"] for f in data["faults"]] == ["kill"], report
     assert data["duration_s"] < 14, report
     assert "| 1 |" in report and "reproduced" in report
-
-    again = tmp_path / "again"
-    code = main(["run", str(written), "--runs-dir", str(again)])
-    (rerun,) = [p for p in again.iterdir() if (p / "verdict.json").exists()]
-    verdict = json.loads((rerun / "verdict.json").read_text())
-    assert code == 1
-    assert verdict["checks"]["no_lost"]["status"] == "violated"
-    # the report says how to run it again
-    assert f"<code>zchaos run --replay {rerun}</code>" in (rerun / "report.html").read_text()
+    run_again(written, tmp_path / "again")
 
 
 class Recorder(Shrinker):

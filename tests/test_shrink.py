@@ -103,8 +103,8 @@ def run_again(written: Path, runs: Path) -> None:
 def test_shrink_runs_its_candidates_and_writes_the_smaller_scenario_that_still_breaks(
     tmp_path: Path, spark, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Two candidates: no fault at all (not reproduced), then one user (reproduced). The search's whole order is the Recorder tests' below;
-    # this shows real runs judge it.
+    # Two candidates: no fault at all (not reproduced), then one user (reproduced). The search's
+    # whole order is the Recorder tests' below; this shows real runs judge it.
     runs = tmp_path / "runs"
     run = violated_run(runs)
     code = main(["shrink", str(run), "--budget", "2", "--seeds-per-candidate", "1", "--check", "no_lost"])

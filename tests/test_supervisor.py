@@ -133,12 +133,16 @@ def test_the_subjects_own_listener_is_readiness(
                         proc.kill()
 
 
-def test_a_reaped_commands_pid_number_is_no_longer_the_instance(supervisor: Supervisor, tmp_path: Path) -> None:
+def test_a_reaped_commands_pid_number_is_no_longer_the_instance(
+    supervisor: Supervisor, tmp_path: Path
+) -> None:
     """Once Popen has reaped an instance's command, its pid number may be another process's:
     a stop or a fault of that instance must not reach it (a daemon of another test was once
     ended with SIGTERM in CI, the likely way). The reuse is made here by naming a live
     process of the test's as the reaped command's pid."""
-    spec = ProcSpec(instance="brief", role="brief", argv=[sys.executable, "-c", "pass"], log=tmp_path / "brief.log")
+    spec = ProcSpec(
+        instance="brief", role="brief", argv=[sys.executable, "-c", "pass"], log=tmp_path / "brief.log"
+    )
     managed = supervisor.start(spec)
     managed.popen.wait(10)
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from contract.promises import HARMS, OUTAGE
 
 if TYPE_CHECKING:
+    from chaos.clock import Clocks
     from chaos.nemesis import PlannedFault
     from chaos.netfaults import NetworkFaults
 
@@ -101,6 +102,7 @@ class FaultRun(Protocol):
     control: ProcessControl
     network: NetworkFaults | None  # the run's links behind the fault proxy (None: no link faults)
     endpoints: dict[str, tuple[str, str]]  # endpoint -> (its bound address, "client" or "worker" side)
+    clocks: Clocks | None  # the faked clocks of the roles a clock fault targets (None: no clock faults)
 
     def started(self, fault: PlannedFault, **extra: Any) -> None:
         """Record ``fault_start`` (with the fault's class) and count the fault as injected."""
@@ -152,6 +154,9 @@ class FaultKind:
     #: manifest)`` raises ParamProblem, and may fill in a parameter whose default comes
     #: from the manifest. The scenario reader calls it after checking each Param.
     validate: Callable[[dict[str, Any], str, Any], None] | None = None
+    #: It acts through the target's faked wall clock (chaos/clock.py): the runner preloads
+    #: libfaketime into every process of the target's role, and only then.
+    clock: bool = False
 
     def __post_init__(self) -> None:
         for pname, spec in self.params.items():

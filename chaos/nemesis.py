@@ -27,6 +27,7 @@ from chaos.kinds import FAULT_KINDS
 from contract.rundir import PlanEntry
 
 if TYPE_CHECKING:
+    from chaos.clock import Clocks
     from chaos.netfaults import NetworkFaults
 
 log = logging.getLogger("zchaos.nemesis")
@@ -145,6 +146,7 @@ class Nemesis:
         history: EventSink,
         network: NetworkFaults | None = None,
         endpoints: dict[str, tuple[str, str]] | None = None,
+        clocks: Clocks | None = None,
     ) -> None:
         self.plan = plan
         self.control = control
@@ -153,6 +155,7 @@ class Nemesis:
         # endpoint -> (the address it is bound on, "client" or "worker" side): where the
         # malformed fault sends its junk, straight, never through a link's proxy.
         self.endpoints = endpoints or {}
+        self.clocks = clocks  # the faked clocks of the roles a clock fault targets (chaos/clock.py)
         self.injected = 0
         self._stopping = threading.Event()
         self._locks: dict[str, threading.Lock] = {}

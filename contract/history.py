@@ -6,7 +6,8 @@ pipeline reads them all back with the schema below. This module is the only plac
 says which events exist and which fields they carry; writers call ``HistoryWriter.emit``,
 which refuses an event or a field that is not declared here.
 
-It is deliberately standard-library only and imports nothing else from zchaos, so that the
+It is deliberately standard-library only and imports nothing else from zchaos but its time
+base (``contract/clock.py``: events are stamped with true time, also under a clock fault), so that the
 systems under test (``implementations/``) can record ``exec``/``done`` and protocol events
 without depending on the rest of the harness. A process started outside a run (no
 ``ZCHAOS_HISTORY_DIR`` in its environment) gets a writer that records nothing.
@@ -19,11 +20,12 @@ import errno
 import json
 import os
 import sys
-import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from contract.clock import true_time_ns
 
 #: Environment variables through which the runner tells a process where to record.
 ENV_HISTORY_DIR = "ZCHAOS_HISTORY_DIR"
@@ -34,7 +36,7 @@ ENV_SOURCE = "ZCHAOS_SRC"
 #: or JSON. A fault's parameters are not here: run.json's plan holds them (by ``fault_id``);
 #: the ``params`` text older histories carry is left out when they are read.
 FIELD_TYPES: dict[str, str] = {
-    "ts": "long",  # time.time_ns() when it happened
+    "ts": "long",  # when it happened: the host's true wall clock (contract/clock.py true_time_ns)
     "src": "string",  # who wrote it: client-7, worker-2, queue, nemesis, runner
     "ev": "string",  # what happened: a key of EVENTS
     # client requests
@@ -466,7 +468,7 @@ class HistoryWriter:
     def emit(self, ev: str, *, src: str | None = None, ts: int | None = None, **fields: Any) -> None:
         """Record one event now (or at ``ts``), from ``src`` (default: this writer's)."""
         validate(ev, fields)
-        record = {"ts": time.time_ns() if ts is None else ts, "src": src or self.src, "ev": ev}
+        record = {"ts": true_time_ns() if ts is None else ts, "src": src or self.src, "ev": ev}
         record.update(fields)
         if self._fd is not None:
             self._write(self._fd, (_to_json(record) + "\n").encode())
@@ -526,7 +528,7 @@ class HistoryWriter:
         _validate_shared(ev, shared, fields)
         if self._fd is not None:
             own = "," + _members(fields) if fields else ""
-            self._write(self._fd, f'{{"ts":{time.time_ns()},{shared.text},"ev":"{ev}"{own}}}\n'.encode())
+            self._write(self._fd, f'{{"ts":{true_time_ns()},{shared.text},"ev":"{ev}"{own}}}\n'.encode())
 
     def close(self) -> None:
         self._fd = None

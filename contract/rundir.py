@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
+from contract.clock import ClocksMeta
 from contract.errors import SetupError
 from contract.history import STOPPED_SUFFIX, read_stopped
 
@@ -185,6 +186,7 @@ class RunMeta(TypedDict, total=False):
     replay: ReplayMeta
     seeds: SeedsMeta  # only in a run of ``--seeds N``
     disk_full: DiskFullMeta  # only when zchaos could not write in the run folder (disk_trouble)
+    clocks: ClocksMeta  # the host's wall and monotonic clocks at the start and end (contract/clock.py)
 
 
 class DiskFullMeta(TypedDict, total=False):

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from chaos.kinds import FAULT_KINDS
 from chaos.malformed import endpoint_side
 from chaos.nemesis import Nemesis, PlannedFault
+from contract.clock import clock_sample
 from contract.errors import CannotWrite, SetupError
 from contract.history import HistoryWriter, history_file, read_events
 from contract.outcomes import EXIT_INTERRUPTED
@@ -39,6 +40,7 @@ from loadtests.config import ENV_LOAD, ClientLoad, LoadConfig, read_origin
 from reports.store import store_path
 
 if TYPE_CHECKING:
+    from chaos.clock import Clocks
     from chaos.netfaults import NetworkFaults
 
 LOCUSTFILE = PROJECT_ROOT / "loadtests" / "locustfile.py"
@@ -208,6 +210,7 @@ class Runner:
         self.topology = Topology(scenario, self.run, self.ports)
         self.supervisor = Supervisor(self.history, self.topology.base_env())
         self.network: NetworkFaults | None = None  # the fault proxy, when a link fault is planned
+        self.clocks: Clocks | None = None  # the faked clocks, when a clock fault is planned
         self._proxy_stack = contextlib.ExitStack()
         self.follower: subprocess.Popen[bytes] | None = None
         self.supervisor.on_unexpected_exit = self._unexpected_exit
@@ -219,6 +222,9 @@ class Runner:
             "ports": self.topology.ports,
             "processes": self.roles,
             "started_ns": time.time_ns(),
+            # The host's clocks, now and at the end: a run over which they drifted apart has
+            # no one time line (contract/clock.py), and its report says it is incomplete.
+            "clocks": {"start": clock_sample()},
             "phases_done": {},  # phase -> time.time_ns() at its end; see _phase_done
             "replay": replay_record(scenario, self.run),
             **(meta or {}),
@@ -308,6 +314,7 @@ class Runner:
     def _remove_leftovers(self) -> None:
         """Undo what runs killed without their teardown left on the host (starvation cgroups,
         daemons of their roles)."""
+        from chaos.clock import remove_leftovers as remove_clock_leftovers
         from chaos.starve import remove_leftovers
         from harness.supervisor import remove_leftovers as end_leftover_processes
 
@@ -318,7 +325,32 @@ class Runner:
             self.progress.note(f"removed a CPU-starvation cgroup left by a dead zchaos run: {path}")
         for path, why in found.failed:
             self.progress.warn(f"could not remove a cgroup left by a dead zchaos run: {path} ({why})")
-        self.meta["leftovers_removed"] = [str(p) for p in found.removed]
+        clock_state = remove_clock_leftovers()
+        for path in clock_state:
+            self.progress.note(f"removed the clock faults' shared state left by a dead zchaos run: {path}")
+        self.meta["leftovers_removed"] = [str(p) for p in (*found.removed, *clock_state)]
+
+    def _start_clocks(self) -> None:
+        """When the plan has a clock fault: libfaketime for every instance of the roles it
+        targets, each under a control file of its own at true time (chaos/clock.py). Other
+        roles, and every role of a run without a clock fault, start as they always did."""
+        targets = {f.target for f in self.plan if FAULT_KINDS[f.kind].clock}
+        roles = {self.roles[t] for t in targets if t in self.roles}
+        if not roles:
+            return
+        from chaos.clock import ClockError, Clocks
+
+        instances = [i for i, role in self.roles.items() if role in roles]
+        clocks = Clocks(self.run.root / "clock", instances)
+        try:
+            clocks.open()
+        except (ClockError, OSError) as exc:
+            clocks.close()
+            raise SetupError(f"cannot fake the clocks of {', '.join(sorted(roles))}: {exc}") from None
+        self.clocks = clocks
+        for instance in instances:
+            self.topology.extra_env[instance] = clocks.env(instance)
+        self.progress.note(f"faked clocks (libfaketime {clocks.library}) for {', '.join(instances)}")
 
     def _start_follower(self) -> None:
         """The history's follower (reports/ingest/follow.py): converts the history to Parquet
@@ -477,7 +509,7 @@ class Runner:
         endpoints = {
             e: (self.topology.bind_address(e), endpoint_side(e, clients)) for e in manifest.endpoints
         }
-        nemesis = Nemesis(self.plan, control, self.nemesis_history, self.network, endpoints)
+        nemesis = Nemesis(self.plan, control, self.nemesis_history, self.network, endpoints, self.clocks)
         locust = self.supervisor.start(self._locust_spec())
         locust.expected_exit = True  # it ends by itself when the run time is over
         origin_ns = self._wait_for_locust(locust)
@@ -553,6 +585,7 @@ class Runner:
                     self._remove_leftovers()
                     self._start_follower()
                     self._start_fault_proxy()
+                    self._start_clocks()
                     self._start_system()
                     self._phase("load")
                     self._run_load()
@@ -568,9 +601,12 @@ class Runner:
                         self._stop_follower()
                         self.supervisor.stop_all()
                         self._proxy_stack.close()
+                        if self.clocks is not None:
+                            self.clocks.close()
                         self.ports.release()
                         self._phase_done("teardown")
                         self.meta["ended_ns"] = time.time_ns()
+                        self.meta["clocks"]["end"] = clock_sample()
                         self._account_disk()
                         try:
                             self.run.write_meta(self.meta)

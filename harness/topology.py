@@ -45,6 +45,8 @@ class Topology:
         self.run = run
         self.ports = {endpoint: ports.allocate() for endpoint in self.manifest.endpoints}
         self._routes: dict[str, str] = {}
+        #: More environment for some instances: a clock fault's preload (chaos/clock.py).
+        self.extra_env: dict[str, dict[str, str]] = {}
 
     # -- addresses and links --------------------------------------------------------
 
@@ -153,6 +155,7 @@ class Topology:
             env={
                 **{var: PLACEHOLDER.sub(fill, value) for var, value in role.env.items()},
                 ENV_SOURCE: instance,
+                **self.extra_env.get(instance, {}),
             },
             ready_port=ready_port,
             ready_line=ready_line,

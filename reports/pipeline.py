@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contract.clock import clock_drift_reason
 from contract.errors import CannotWrite, SetupError
 from contract.history import EVENTS
 from contract.payload import RID_PATTERN
@@ -282,6 +283,9 @@ def _check_history(
     if trouble is not None:
         meta["disk_full"] = completion["disk_full"] = trouble  # the checks read it too (exits)
         incomplete.append(disk_full_reason(trouble, meta, run.root))
+    drifted = clock_drift_reason(meta.get("clocks"))
+    if drifted is not None:  # the events' times are not one time line: nothing timed can be judged
+        incomplete.append(drifted)
     ctx = CheckContext(spark, events, meta, faults, run.root, history.profile, control)
     checks = list(meta["manifest"]["promises"]["checks"])
     results, errors, computed = run_checks(ctx, checks, say, damage, pool=pool)

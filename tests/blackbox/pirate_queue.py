@@ -12,6 +12,11 @@ worker ahead of new requests, so a client that never resends is answered too.
 handed out, and a worker killed while idle stays on its list until it expires (about
 liveness x heartbeat, 3 s), so the request it holds when it dies, or the next one handed
 to it, is gone. A client's resend hides that; only a client that never resends sees it.
+
+``--clock wall`` times heartbeats and expiry with the wall clock (``time.time()``), as the
+guide's own ppqueue does: a clock stepped forward expires every worker at once, and one
+stepped back keeps a dead worker on the list (tests/test_clock_faults.py). The default,
+``monotonic``, is immune to both.
 Standalone on purpose: pyzmq only, nothing of zchaos, no history.
 
     python tests/blackbox/pirate_queue.py --frontend tcp://127.0.0.1:5555 --backend tcp://127.0.0.1:5556
@@ -40,7 +45,9 @@ def main() -> int:
     parser.add_argument("--heartbeat-ms", type=int, default=1000)
     parser.add_argument("--liveness", type=int, default=3)
     parser.add_argument("--bug", choices=BUGS, default="none")
+    parser.add_argument("--clock", choices=("monotonic", "wall"), default="monotonic")
     args = parser.parse_args()
+    now = time.time if args.clock == "wall" else time.monotonic
     forget = args.bug == "forget-dead-workers-request"
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     interval = args.heartbeat_ms / 1000
@@ -54,18 +61,18 @@ def main() -> int:
     alive: dict[bytes, float] = {}  # every worker heard from -> when it expires
     held: dict[bytes, list[bytes]] = {}  # worker -> the request it works on
     waiting: deque[list[bytes]] = deque()  # dead workers' requests, handed on first
-    heartbeat_at = time.monotonic() + interval
+    heartbeat_at = now() + interval
     try:
         while True:
             poller = zmq.Poller()
             poller.register(backend, zmq.POLLIN)
             if idle and not waiting:
                 poller.register(frontend, zmq.POLLIN)
-            events = dict(poller.poll(max(0, int((heartbeat_at - time.monotonic()) * 1000))))
+            events = dict(poller.poll(max(0, int((heartbeat_at - now()) * 1000))))
             if backend in events:
                 worker, *rest = backend.recv_multipart()
                 if rest == [READY] or worker in alive:
-                    alive[worker] = time.monotonic() + interval * args.liveness
+                    alive[worker] = now() + interval * args.liveness
                     if len(rest) >= 3:  # a reply: back to its client
                         held.pop(worker, None)
                         frontend.send_multipart(rest)
@@ -82,10 +89,10 @@ def main() -> int:
                 backend.send_multipart([worker, *request])
                 if not forget:
                     held[worker] = request
-            if time.monotonic() >= heartbeat_at:
-                heartbeat_at = time.monotonic() + interval
-                now = time.monotonic()
-                for worker in [w for w, expiry in alive.items() if expiry < now]:
+            if now() >= heartbeat_at:
+                heartbeat_at = now() + interval
+                at = now()
+                for worker in [w for w, expiry in alive.items() if expiry < at]:
                     del alive[worker]
                     idle.pop(worker, None)
                     if worker in held:

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from chaos.netfaults import NetworkFaults
 
 REQUIRED: Any = ...  # a Param's default when the scenario must give the value
+#: A Param's ``explore`` when exploration leaves it at its default.
+FIXED: tuple[Any, ...] = ()
 INT64_MAX = 2**63 - 1  # Toxiproxy's toxic attributes are Go int64
 
 #: How a scenario picks instances of a role: ``worker:random`` (one, seeded), ``worker:half``
@@ -47,6 +49,12 @@ class Param:
     #: It says how long the fault, or a part of it, lasts (seconds): ``zchaos shrink`` halves
     #: it, and a fault ends after its longest such parameter.
     length: bool = False
+    #: What ``zchaos explore`` draws it from (harness/explore/generate.py): ``(lo, hi)`` for a
+    #: number (inclusive, inside min/max: values that show a system something, not every value
+    #: the type allows), the values to pick from for a parameter with choices, or ``FIXED``:
+    #: left at its default (or, for the few the generator fills from the manifest, from
+    #: there). None: not declared, which tests/test_fault_cards.py refuses for every card.
+    explore: tuple[Any, ...] | None = None
 
     @property
     def required(self) -> bool:
@@ -184,8 +192,19 @@ class FaultKind:
 # --- parameters several kinds share ----------------------------------------------------
 
 
-def duration(doc: str = "how long the fault lasts") -> Param:
-    return Param(float, doc=doc, unit="s", min=0, length=True)
+#: How long an explored fault lasts (seconds): from a blink to longer than the usual
+#: heartbeat liveness (3 s) and reply timeouts (2.5 s) of the families, so that both sides
+#: of those timers get tried.
+EXPLORE_DURATION_S = (0.5, 8.0)
+
+
+def duration(
+    doc: str = "how long the fault lasts", explore: tuple[float, float] = EXPLORE_DURATION_S
+) -> Param:
+    return Param(float, doc=doc, unit="s", min=0, length=True, explore=explore)
+
+
+CHOICES_DIRECTION = ("both", "upstream", "downstream")
 
 
 def direction(default: str) -> Param:
@@ -194,14 +213,21 @@ def direction(default: str) -> Param:
         str,
         default,
         "upstream: towards the side that binds; downstream: back to the side that connects",
-        choices=("both", "upstream", "downstream"),
+        choices=CHOICES_DIRECTION,
+        explore=CHOICES_DIRECTION,
     )
 
 
 def toxicity() -> Param:
-    return Param(float, 1.0, "the fraction of the link's connections the toxic applies to", min=0, max=1)
+    # Explored from half the connections up: a toxic on few of them mostly shows nothing.
+    return Param(
+        float, 1.0, "the fraction of the link's connections the toxic applies to", min=0, max=1,
+        explore=(0.5, 1.0),
+    )  # fmt: skip
 
 
-def count(doc: str, unit: str, default: Any = REQUIRED, minimum: int = 0) -> Param:
+def count(
+    doc: str, unit: str, default: Any = REQUIRED, minimum: int = 0, *, explore: tuple[int, int] | None = None
+) -> Param:
     """A whole number a toxic takes (Go int64)."""
-    return Param(int, default, doc, unit, min=minimum, max=INT64_MAX)
+    return Param(int, default, doc, unit, min=minimum, max=INT64_MAX, explore=explore)

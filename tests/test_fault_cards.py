@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from chaos.faults import FaultKind
+from chaos.faults import FIXED, FaultKind, Param
 from chaos.kinds import FAULT_KINDS
 from chaos.nemesis import Nemesis, PlannedFault
 from contract.faults import RECORDED_BEFORE, UNKNOWN_KIND, FaultClass, fault_class
@@ -38,6 +38,67 @@ def test_every_card_is_complete(name: str) -> None:
         assert "direction" in kind.params, "a toxic's default direction is its direction parameter's default"
     # fault_start carries every field of the class: the schema declares them
     assert set(kind.fault_class()) <= EVENTS["fault_start"].allowed
+
+
+#: The parameters exploration leaves at their default or fills from the manifest, not from
+#: a range: a new one must be named here, on purpose.
+EXPLORE_FIXED = {("malformed", "endpoint"), ("malformed", "family"), ("malformed", "service")}
+
+
+def explore_problems(kind: FaultKind) -> list[str]:
+    """What is wrong with a card's ``explore`` declarations (empty: nothing)."""
+    problems = []
+    for pname, spec in kind.params.items():
+        where = f"{kind.name}.{pname}"
+        if spec.explore is None:
+            problems.append(f"{where} declares no explore range")
+        elif spec.explore == FIXED:
+            if (kind.name, pname) not in EXPLORE_FIXED:
+                problems.append(f"{where} is left fixed: say so in EXPLORE_FIXED")
+        elif spec.choices:
+            if not set(spec.explore) <= set(spec.choices):
+                problems.append(f"{where}: {spec.explore} are not among its choices {spec.choices}")
+        elif len(spec.explore) != 2 or spec.type not in (int, float):
+            problems.append(f"{where}: expected (lo, hi) for a number, got {spec.explore}")
+        else:
+            lo, hi = spec.explore
+            if lo > hi or (spec.type is int and not (isinstance(lo, int) and isinstance(hi, int))):
+                problems.append(f"{where}: ({lo}, {hi}) is not a range of {spec.type.__name__}")
+            if spec.min is not None and lo < spec.min:
+                problems.append(f"{where}: {lo} is below its min {spec.min}")
+            if spec.max is not None and hi > spec.max:
+                problems.append(f"{where}: {hi} is above its max {spec.max}")
+    return problems
+
+
+@pytest.mark.parametrize("name", sorted(FAULT_KINDS))
+def test_every_parameter_says_what_exploration_draws_it_from(name: str) -> None:
+    """``zchaos explore`` draws every parameter from its card's ``explore``: a range inside
+    the parameter's own bounds, or values among its choices."""
+    assert explore_problems(FAULT_KINDS[name]) == []
+
+
+def test_a_card_without_or_outside_its_ranges_is_refused() -> None:
+    card = FaultKind(
+        "faulty",
+        "a card of this test",
+        "process",
+        FAULT_KINDS["freeze"].run,
+        {
+            "duration_s": Param(float, 1.0, min=0),
+            "share": Param(float, 0.1, min=0.01, max=0.99, explore=(0.0, 0.5)),
+            "side": Param(str, "a", choices=("a", "b"), explore=("a", "c")),
+            "bytes": Param(int, 1, min=1, explore=(1.5, 9)),
+            "service": Param(str, "echo", explore=FIXED),
+        },
+    )
+    assert explore_problems(card) == [
+        "faulty.duration_s declares no explore range",
+        "faulty.share: 0.0 is below its min 0.01",
+        "faulty.side: ('a', 'c') are not among its choices ('a', 'b')",
+        "faulty.bytes: (1.5, 9) is not a range of int",
+        "faulty.service is left fixed: say so in EXPLORE_FIXED",
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(RECORDED_BEFORE))

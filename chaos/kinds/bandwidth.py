@@ -13,7 +13,7 @@ KIND = FaultKind(
     toxic_fault,
     {
         "duration_s": duration(),
-        "rate_kb_s": count("the rate allowed (0 stalls the link)", "KB/s"),
+        "rate_kb_s": count("the rate allowed (0 stalls the link)", "KB/s", explore=(1, 64)),
         "direction": direction("downstream"),
         "toxicity": toxicity(),
     },

@@ -35,7 +35,14 @@ KIND = FaultKind(
     run,
     {
         "restart_after_s": Param(
-            float, None, "start it again this long after (none: never)", "s", min=0, length=True
+            float,
+            None,
+            "start it again this long after (none: never)",
+            "s",
+            min=0,
+            length=True,
+            # explored always restarted: a process never started again breaks any system
+            explore=(0.5, 5.0),
         )
     },
 )

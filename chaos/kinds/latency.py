@@ -13,8 +13,8 @@ KIND = FaultKind(
     toxic_fault,
     {
         "duration_s": duration(),
-        "latency_ms": count("added delay", "ms"),
-        "jitter_ms": count("random spread around latency_ms", "ms", 0),
+        "latency_ms": count("added delay", "ms", explore=(20, 2000)),
+        "jitter_ms": count("random spread around latency_ms", "ms", 0, explore=(0, 500)),
         "direction": direction("downstream"),
         "toxicity": toxicity(),
     },

@@ -13,7 +13,7 @@ KIND = FaultKind(
     toxic_fault,
     {
         "duration_s": duration(),
-        "bytes": count("bytes let through per connection", "bytes", minimum=1),
+        "bytes": count("bytes let through per connection", "bytes", minimum=1, explore=(64, 4096)),
         "direction": direction("downstream"),
         "toxicity": toxicity(),
     },

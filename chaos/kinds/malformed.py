@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import zmq
 
-from chaos.faults import FaultKind, FaultRun, Param, ParamProblem, duration
+from chaos.faults import FIXED, FaultKind, FaultRun, Param, ParamProblem, duration
 from chaos.malformed import Wire, families, send_batch
 
 if TYPE_CHECKING:
@@ -94,10 +94,15 @@ KIND = FaultKind(
     run,
     {
         "duration_s": duration(),
-        "endpoint": Param(str, doc="an endpoint the target binds (the manifest's [endpoints])"),
-        "family": Param(str, None, "whose junk to send (default: the manifest's family)"),
-        "rate_per_s": Param(float, 20.0, "junk messages a second", "messages/s", min=0.01),
-        "service": Param(str, "echo", "the service named in Majordomo junk"),
+        # explore picks one of the endpoints the target binds (harness/explore/generate.py)
+        "endpoint": Param(
+            str, doc="an endpoint the target binds (the manifest's [endpoints])", explore=FIXED
+        ),
+        "family": Param(str, None, "whose junk to send (default: the manifest's family)", explore=FIXED),
+        "rate_per_s": Param(
+            float, 20.0, "junk messages a second", "messages/s", min=0.01, explore=(5.0, 200.0)
+        ),
+        "service": Param(str, "echo", "the service named in Majordomo junk", explore=FIXED),
     },
     validate=validate,
 )

@@ -14,7 +14,7 @@ KIND = FaultKind(
     toxic_fault,
     {
         "duration_s": duration(),
-        "timeout_ms": count("wait before the reset", "ms", 0),
+        "timeout_ms": count("wait before the reset", "ms", 0, explore=(0, 1000)),
         "direction": direction("upstream"),
         "toxicity": toxicity(),
     },

@@ -25,5 +25,15 @@ KIND = FaultKind(
     "SIGTERM, wait for the exit, start again after delay_s (a deploy, a clean restart)",
     "process",
     run,
-    {"delay_s": Param(float, 0.0, "pause between the exit and the new start", "s", min=0, length=True)},
+    {
+        "delay_s": Param(
+            float,
+            0.0,
+            "pause between the exit and the new start",
+            "s",
+            min=0,
+            length=True,
+            explore=(0.0, 4.0),
+        )
+    },
 )

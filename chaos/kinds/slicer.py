@@ -26,9 +26,11 @@ KIND = FaultKind(
     toxic_fault,
     {
         "duration_s": duration(),
-        "average_size": count("mean size of a piece", "bytes", minimum=1),
-        "size_variation": count("random spread of a piece's size (below average_size)", "bytes", 0),
-        "delay_us": count("pause between two pieces", "us", 0),
+        "average_size": count("mean size of a piece", "bytes", minimum=1, explore=(1, 64)),
+        "size_variation": count(
+            "random spread of a piece's size (below average_size)", "bytes", 0, explore=(0, 32)
+        ),
+        "delay_us": count("pause between two pieces", "us", 0, explore=(0, 20000)),
         "direction": direction("downstream"),
         "toxicity": toxicity(),
     },

@@ -39,7 +39,9 @@ KIND = FaultKind(
     {
         "duration_s": duration(),
         # chaos/starve.py: a quota of 0 stops the process (that is freeze), 1 is no fault.
-        "share": Param(float, 0.1, "the part of one CPU the process keeps", min=0.01, max=0.99),
+        "share": Param(
+            float, 0.1, "the part of one CPU the process keeps", min=0.01, max=0.99, explore=(0.01, 0.3)
+        ),
     },
     harm=SLOWDOWN,
 )

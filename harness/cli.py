@@ -32,6 +32,7 @@ examples:
   zchaos run scenarios/paranoid-pirate-kill-worker.toml --seeds 10
   zchaos run --replay runs/20261121T120000Z-paranoid-pirate-kill-worker
   zchaos shrink runs/20261121T120000Z-paranoid-pirate-kill-worker --budget 20
+  zchaos explore my-manifest.toml --time 30m   # generated faults, steered by what runs show
   zchaos check scenarios/paranoid-pirate-kill-worker.toml
   zchaos check my-manifest.toml --smoke   # start your system, send it a few requests, stop
   zchaos run scenarios/majordomo-kill-busy-worker.toml --set implementation=../my-mdp.toml \
@@ -301,6 +302,25 @@ def _cmd_shrink(args: argparse.Namespace) -> int:
         check=args.check,
         out_dir=Path(args.out) if args.out else None,
     ).exit_code
+
+
+def _cmd_explore(args: argparse.Namespace) -> int:
+    from harness.explore.loop import explore, parse_duration, print_result
+
+    kinds = tuple(k.strip() for k in (args.kinds or "").split(",") if k.strip())
+    state = explore(
+        args.target,
+        runs=args.runs,
+        time_s=parse_duration(args.time) if args.time else None,
+        seed=args.seed,
+        strategy=args.strategy,
+        kinds=kinds,
+        run_s=args.run_s,
+        runs_dir=Path(args.runs_dir),
+        calibrate=not args.no_calibrate,
+    )
+    print_result(state)
+    return state.exit_code
 
 
 def _run_folder(path: str) -> Path:
@@ -669,6 +689,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", help="the violated check to keep (default: the run's first violated check)")
     p.add_argument("--out", help="where the shrink folder goes (default: beside the run)")
     p.set_defaults(func=_cmd_shrink)
+
+    p = sub.add_parser(
+        "explore",
+        help="let zchaos look for bugs: generated fault schedules, steered by what each run shows",
+        description="Generate scenarios for an implementation by itself (1 to 4 faults on its roles and "
+        "links, parameters from each fault card's explore ranges, loads with idle stretches and bursts), "
+        "run them one after the other until the budget is spent, keep the runs that showed a behaviour "
+        "never seen before and mutate them (--strategy guided), and write each new violated check as a "
+        "scenario that replays it. Writes RUNS_DIR/explore-<time>-<name>/ (explore.json, findings/). "
+        "Exit 1 with a finding, 0 without (never 'passed'), 2 bad input, 130 interrupted.",
+    )
+    p.add_argument("target", help="a manifest: a built-in implementation's name or a manifest path")
+    p.add_argument("--runs", type=int, metavar="N", help="most runs to make")
+    p.add_argument("--time", metavar="T", help="start no run after this long: 30m, 2h, 600 (seconds)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the exploration (default 1)")
+    p.add_argument(
+        "--strategy", choices=("guided", "random"), default="guided",
+        help="guided: mutate runs that showed something new (default); random: fresh draws only",
+    )  # fmt: skip
+    p.add_argument(
+        "--kinds", metavar="K1,K2", help="the fault kinds allowed (default: every kind that applies)"
+    )
+    p.add_argument(
+        "--run-s",
+        type=float,
+        default=20.0,
+        metavar="SECONDS",
+        help="seconds of load of each run (default 20)",
+    )
+    p.add_argument("--runs-dir", default="runs", help="where the exploration's folder goes (default: runs)")
+    p.add_argument(
+        "--no-calibrate",
+        action="store_true",
+        help="size the load in absolute users, not from the system's measured capacity (no calibration run)",
+    )
+    p.set_defaults(func=_cmd_explore)
 
     p = sub.add_parser(
         "report",

@@ -1,0 +1,383 @@
+"""Scenarios an exploration makes by itself, and the mutations of them it learns with.
+
+From a manifest (``Space``: its roles and links in its own topology, the fault kinds whose
+card applies) and a seeded ``random.Random``, ``generate`` draws 1 to 4 faults, each on an
+instance or a link of the topology, at a time within the load and with parameters from
+its card's explore ranges (``Param.explore``), and a load shape: steady, with an idle
+stretch (one user, seconds between requests: faults that land there hit a system whose
+workers hold nothing) or with a burst. Every client kind of the manifest takes part, as
+its manifest weighs them. Faults may overlap or follow one another, as the draw falls.
+
+The result is the TOML data of a normal scenario (harness/scenario.py reads it with
+``parse_scenario``): fault times as ``at_s`` and targets as instance names, so nothing is
+drawn again from the run's seed and the written file replays the same plan. ``mutate``
+changes a scenario of the corpus in one way (move, lengthen or shorten, retarget, add or
+drop a fault, redraw a parameter, change the load), the guided strategy's step.
+
+A process that is killed is always started again (``restart_after_s``): one never started
+again breaks any system, which is no finding. Each fault is placed to end, where the load
+allows, ``recovery_bound_s`` plus a margin before the load stops, so that ``recovery``
+can judge it rather than leave it unknown.
+
+With a calibration (``Space.calibrated``) the load is sized relative to the system's own
+measured capacity (``users = "0.5x capacity, at most 8"``, contract/calibration.py); the
+promises stay the manifest's own. Without one the users are a small absolute number.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from chaos.faults import FaultKind, Param, ParamProblem
+from chaos.kinds import FAULT_KINDS
+from chaos.malformed import families
+from contract.errors import SetupError
+from harness.manifest import Manifest, builtin_manifests, link_names
+from harness.scenario import Scenario, parse_scenario
+
+#: Faults per generated scenario.
+MIN_FAULTS, MAX_FAULTS = 1, 4
+#: Seconds of load before the first fault may start: the clients are still starting, and
+#: ``steady_state`` and ``availability`` judge nothing before (reports/checkers).
+FIRST_FAULT_S = 2.5  # the checks' warm-up (2 s) and availability's 0.5 s before a fault
+#: Seconds a fault is left, where the load allows, after its end beyond recovery_bound_s.
+RECOVERY_MARGIN_S = 1.0
+#: A fault is never shorter than this (seconds) when it is fitted into the load.
+MIN_FAULT_LENGTH_S = 0.5
+#: Users of a steady load without a calibration, and its most with one.
+USERS_RANGE = (2, 6)
+MAX_USERS = 8
+#: Capacity shares a calibrated load is drawn at.
+CAPACITY_SHARES = (0.3, 0.5, 0.8)
+#: Pauses of a user between requests (ms) a steady or busy stretch is drawn with.
+WAITS_MS = (0, 10, 20, 50)
+#: An idle stretch: one user with this pause (ms) between requests.
+IDLE_WAIT_MS = (1000, 2500)
+LOAD_SHAPES = ("steady", "idle", "burst")
+#: The seeds a generated scenario is given for its request streams.
+SEED_RANGE = 1_000_000
+#: Draws of a fault's parameters before a kind's ``validate`` is given up on.
+VALIDATE_TRIES = 8
+MUTATIONS = ("move", "length", "retarget", "add", "drop", "param", "load")
+
+
+@dataclass(frozen=True)
+class Space:
+    """What an exploration of one manifest may generate."""
+
+    manifest: Manifest
+    implementation: str  # as the scenario's ``implementation`` says it: a built-in's name or a path
+    kinds: tuple[str, ...]  # the fault kinds to draw from, each applicable to the manifest
+    duration_s: float = 20.0  # seconds of load of each run
+    calibrated: bool = False  # size the load relative to the system's measured capacity
+    processes: dict[str, list[str]] = field(default_factory=dict)  # role -> instances
+    links: tuple[str, ...] = ()  # every link of the topology (link:clients, link:worker-1, ...)
+    binds: dict[str, tuple[str, ...]] = field(default_factory=dict)  # role -> endpoints it binds
+
+    @property
+    def tail_s(self) -> float:
+        """Seconds of load a fault should leave after its end for ``recovery`` to judge it,
+        at most half the load (a short run still gets faults, some judged as unknown)."""
+        bound = self.manifest.promises.recovery_bound_s or 0.0
+        return min(bound + RECOVERY_MARGIN_S, self.duration_s / 2)
+
+    @property
+    def last_end_s(self) -> float:
+        return self.duration_s - self.tail_s
+
+
+def implementation_ref(manifest: Manifest) -> str:
+    """A built-in by its name, a manifest of the user's by its absolute path: a generated
+    scenario runs from any folder."""
+    builtin = builtin_manifests().get(manifest.name)
+    if builtin is not None and builtin.resolve() == manifest.path.resolve():
+        return manifest.name
+    return str(manifest.path.resolve())
+
+
+def malformed_family(manifest: Manifest) -> str | None:
+    """The family whose junk ``malformed`` sends to this manifest, as its card's ``validate``
+    picks it (None: zchaos has no junk for it)."""
+    known = families()
+    if manifest.family is not None:
+        return manifest.family if manifest.family in known else None
+    return next((f for f in known if manifest.name == f or manifest.name.startswith(f + "-")), None)
+
+
+def applicable_kinds(manifest: Manifest, topology: dict[str, int]) -> list[str]:
+    """The fault kinds whose card applies to the manifest: process faults always, link
+    faults when the topology has links, ``malformed`` where the family has junk and some
+    role binds an endpoint."""
+    found = []
+    for name, kind in FAULT_KINDS.items():
+        if kind.target == "link" and not link_names(manifest, topology):
+            continue
+        if name == "malformed" and (malformed_family(manifest) is None or not manifest.endpoints):
+            continue
+        found.append(name)
+    return found
+
+
+def make_space(
+    manifest: Manifest,
+    *,
+    kinds: Sequence[str] = (),
+    duration_s: float = 20.0,
+    calibrated: bool = False,
+) -> Space:
+    """The space of ``manifest`` in its own topology; ``kinds``: the ones allowed (default:
+    every applicable kind). A kind that does not exist or does not apply is a SetupError."""
+    topology = {name: role.count for name, role in manifest.roles.items()}
+    applicable = applicable_kinds(manifest, topology)
+    chosen = list(kinds) or applicable
+    for name in chosen:
+        if name not in FAULT_KINDS:
+            raise SetupError(
+                f"unknown fault kind {name!r} (known: {', '.join(FAULT_KINDS)})", where="--kinds"
+            )
+        if name not in applicable:
+            raise SetupError(
+                f"{name!r} does not apply to {manifest.name} (applicable: {', '.join(applicable)})",
+                where="--kinds",
+            )
+    if duration_s < 4 or duration_s > 3600:
+        raise SetupError(f"run length must be between 4 and 3600 s, got {duration_s:g}", where="--run-s")
+    processes = {name: role.instance_names(topology[name]) for name, role in manifest.roles.items()}
+    binds: dict[str, tuple[str, ...]] = {}
+    for endpoint, role in manifest.endpoints.items():
+        binds[role] = (*binds.get(role, ()), endpoint)
+    return Space(
+        manifest=manifest,
+        implementation=implementation_ref(manifest),
+        kinds=tuple(dict.fromkeys(chosen)),
+        duration_s=duration_s,
+        calibrated=calibrated,
+        processes=processes,
+        links=tuple(link_names(manifest, topology)),
+        binds=binds,
+    )
+
+
+# --- drawing ---------------------------------------------------------------------------
+
+
+def draw_value(spec: Param, rng: random.Random, longest: float | None = None) -> Any:
+    """A value from the parameter's explore range (or choices); numbers kept short, as a
+    person would write them in a scenario. ``longest``: the most a length may be (what the
+    load has room for), so that a short run gets faults of every length it can hold rather
+    than many cut to the same one."""
+    assert spec.explore, "a FIXED parameter is not drawn"
+    if spec.choices or spec.type is str:
+        return rng.choice(spec.explore)
+    lo, hi = spec.explore
+    if spec.length and longest is not None:
+        hi = max(min(hi, longest), spec.min or 0.0)
+        lo = min(lo, hi)
+    if spec.type is int:
+        return rng.randint(int(lo), int(hi))
+    return round(rng.uniform(lo, hi), 2)
+
+
+def length_of(kind: FaultKind, params: dict[str, Any]) -> float:
+    """How long a fault lasts (its longest length parameter; 0 for an instant one)."""
+    return max((float(params[n]) for n, s in kind.params.items() if s.length and n in params), default=0.0)
+
+
+def _target(space: Space, kind: FaultKind, rng: random.Random) -> str:
+    if kind.target == "link":
+        return rng.choice(space.links)
+    roles = sorted(space.processes)
+    if kind.name == "malformed":
+        roles = [r for r in roles if space.binds.get(r)]
+    # A role first, then one of its instances: a single broker is as likely a target as
+    # the three workers together.
+    return rng.choice(space.processes[rng.choice(roles)])
+
+
+def _role_of(space: Space, instance: str) -> str:
+    return next(role for role, names in space.processes.items() if instance in names)
+
+
+def draw_params(space: Space, kind: FaultKind, target: str, rng: random.Random) -> dict[str, Any]:
+    """Every explored parameter of ``kind`` drawn, and those the kind's ``validate`` fills
+    (malformed's family) filled; drawn again while ``validate`` refuses them."""
+    for _ in range(VALIDATE_TRIES):
+        room = max(space.last_end_s - FIRST_FAULT_S, MIN_FAULT_LENGTH_S)
+        params = {n: draw_value(s, rng, room) for n, s in kind.params.items() if s.explore}
+        if kind.name == "malformed":
+            params["endpoint"] = rng.choice(space.binds[_role_of(space, target)])
+        checked = dict(params)
+        if kind.validate is not None:
+            try:
+                kind.validate(checked, target, space.manifest)
+            except ParamProblem:
+                continue
+        return params
+    raise SetupError(
+        f"no parameters of {kind.name!r} that its card accepts were drawn in {VALIDATE_TRIES} tries"
+    )
+
+
+def _fit(space: Space, kind: FaultKind, fault: dict[str, Any]) -> None:
+    """Place a fault in the load: start no earlier than FIRST_FAULT_S and end by the last
+    end that leaves ``recovery`` time to judge it, shortening it if it cannot."""
+    last_end = max(space.last_end_s, FIRST_FAULT_S + MIN_FAULT_LENGTH_S)
+    lengths = [n for n, s in kind.params.items() if s.length and n in fault]
+    room = last_end - FIRST_FAULT_S
+    for name in lengths:
+        fault[name] = round(max(min(float(fault[name]), room), 0.0 if kind.name == "restart" else 0.1), 2)
+    at = float(fault["at_s"][0])
+    at = min(max(at, FIRST_FAULT_S), last_end - length_of(kind, fault))
+    fault["at_s"] = [round(max(at, FIRST_FAULT_S), 2)]
+
+
+def draw_fault(space: Space, rng: random.Random, kind_name: str | None = None) -> dict[str, Any]:
+    """One ``[[faults]]`` line: a kind, a target, a time and its parameters."""
+    kind = FAULT_KINDS[kind_name or rng.choice(space.kinds)]
+    target = _target(space, kind, rng)
+    params = draw_params(space, kind, target, rng)
+    at = rng.uniform(FIRST_FAULT_S, max(space.last_end_s - length_of(kind, params), FIRST_FAULT_S))
+    fault = {"kind": kind.name, "target": target, "at_s": [round(at, 2)], **params}
+    _fit(space, kind, fault)
+    return fault
+
+
+def _users(space: Space, rng: random.Random) -> int | str:
+    if space.calibrated:
+        return f"{rng.choice(CAPACITY_SHARES)}x capacity, at most {MAX_USERS}"
+    return rng.randint(*USERS_RANGE)
+
+
+def draw_load(space: Space, rng: random.Random) -> dict[str, Any]:
+    """A ``[load]`` table: steady, with an idle stretch, or with a burst; its phases add up
+    to the run's length."""
+    kinds = len(space.manifest.clients)
+    shape = rng.choice(LOAD_SHAPES)
+    load: dict[str, Any] = {"users": _users(space, rng), "spawn_rate": 10, "wait_ms": rng.choice(WAITS_MS)}
+    if shape == "steady":
+        return load
+    total = space.duration_s
+    if shape == "idle":
+        first = round(rng.uniform(0.15, 0.4) * total, 1)
+        idle = round(rng.uniform(0.2, 0.4) * total, 1)
+        phases = [
+            {"name": "busy", "duration_s": first},
+            {"name": "idle", "duration_s": idle, "users": 1, "wait_ms": rng.randint(*IDLE_WAIT_MS)},
+            {"name": "busy-again", "duration_s": round(total - first - idle, 1)},
+        ]
+    else:
+        first = round(rng.uniform(0.2, 0.5) * total, 1)
+        burst = round(rng.uniform(0.1, 0.3) * total, 1)
+        burst_users = MAX_USERS if space.calibrated else min(2 * USERS_RANGE[1], 12)
+        phases = [
+            {"name": "calm", "duration_s": first, "users": max(1, kinds)},
+            {"name": "burst", "duration_s": burst, "users": max(burst_users, kinds), "wait_ms": 0},
+            {"name": "after", "duration_s": round(total - first - burst, 1)},
+        ]
+    load["phases"] = phases
+    return load
+
+
+def generate(space: Space, rng: random.Random, *, name: str = "explore") -> dict[str, Any]:
+    """A fresh scenario's TOML data: 1 to 4 faults and a load shape, all drawn from ``rng``."""
+    faults = [draw_fault(space, rng) for _ in range(rng.randint(MIN_FAULTS, MAX_FAULTS))]
+    return _scenario(space, name, rng.randrange(1, SEED_RANGE), draw_load(space, rng), faults)
+
+
+def _scenario(
+    space: Space, name: str, seed: int, load: dict[str, Any], faults: list[dict[str, Any]]
+) -> dict[str, Any]:
+    faults = sorted(faults, key=lambda f: (f["at_s"][0], f["kind"], f["target"]))
+    what = "; ".join(f"{f['kind']} {f['target']} at {f['at_s'][0]:g} s" for f in faults)
+    data: dict[str, Any] = {
+        "name": name,
+        "description": f"generated by zchaos explore: {what}",
+        "implementation": space.implementation,
+        "seed": seed,
+        "load": load,
+        "faults": faults,
+    }
+    if "phases" not in load:
+        data["duration_s"] = space.duration_s
+    return data
+
+
+# --- mutating --------------------------------------------------------------------------
+
+
+def mutate(
+    space: Space, data: dict[str, Any], rng: random.Random, *, name: str = "explore"
+) -> tuple[dict[str, Any], str]:
+    """``data`` (a generated scenario, left as it is) changed in one way, and what changed:
+    a fault moved, lengthened or shortened, retargeted, added, dropped, one of its
+    parameters drawn again, or the load changed."""
+    faults = copy.deepcopy(list(data.get("faults") or []))
+    load = copy.deepcopy(data["load"])
+    choices = [m for m in MUTATIONS if (faults or m in ("add", "load"))]
+    if len(faults) >= MAX_FAULTS:
+        choices.remove("add")
+    if len(faults) <= MIN_FAULTS and "drop" in choices:
+        choices.remove("drop")
+    how = rng.choice(choices)
+    index = rng.randrange(len(faults)) if faults else 0
+    if how == "add":
+        faults.append(draw_fault(space, rng))
+        change = f"added {faults[-1]['kind']} on {faults[-1]['target']}"
+    elif how == "drop":
+        gone = faults.pop(index)
+        change = f"dropped {gone['kind']} on {gone['target']}"
+    elif how == "load":
+        load = draw_load(space, rng)
+        change = "new load: " + "/".join(p["name"] for p in load.get("phases", [{"name": "steady"}]))
+    else:
+        fault = faults[index]
+        kind = FAULT_KINDS[fault["kind"]]
+        if how == "move":
+            fault["at_s"] = [round(fault["at_s"][0] + rng.uniform(-3.0, 3.0), 2)]
+            change = f"moved {kind.name} on {fault['target']}"
+        elif how == "length":
+            lengths = [n for n, s in kind.params.items() if s.length and n in fault]
+            if lengths:
+                length = rng.choice(lengths)
+                longest = float((kind.params[length].explore or (0, math.inf))[-1])
+                fault[length] = round(
+                    min(float(fault[length]) * rng.choice((0.5, 1.5, 2.0, 3.0)), longest), 2
+                )
+            change = f"{kind.name} on {fault['target']} made longer or shorter"
+        elif how == "retarget":
+            before = fault["target"]
+            for _ in range(VALIDATE_TRIES):  # another target, where the topology has one
+                fault["target"] = _target(space, kind, rng)
+                if fault["target"] != before:
+                    break
+            if kind.name == "malformed":
+                fault["endpoint"] = rng.choice(space.binds[_role_of(space, fault["target"])])
+            change = f"{kind.name} moved to {fault['target']}"
+        else:  # param
+            drawn = [n for n, s in kind.params.items() if s.explore and not s.length]
+            if drawn:
+                pname = rng.choice(drawn)
+                fault[pname] = draw_value(kind.params[pname], rng)
+                change = f"{kind.name} on {fault['target']}: {pname} = {fault[pname]}"
+            else:
+                fault["target"] = _target(space, kind, rng)
+                change = f"{kind.name} moved to {fault['target']}"
+        _fit(space, kind, fault)
+    return _scenario(space, name, rng.randrange(1, SEED_RANGE), load, faults), change
+
+
+def to_scenario(space: Space, data: dict[str, Any], calibration: Any = None) -> Scenario:
+    """The scenario of generated data, read as any scenario file is (a SetupError is a bug
+    of the generator's: every generated scenario must parse)."""
+    return parse_scenario(
+        data, None, where=f"<{data['name']}>", manifest=space.manifest, calibration=calibration
+    )
+
+
+def fault_kinds_of(data: dict[str, Any]) -> list[str]:
+    return sorted({f["kind"] for f in data.get("faults") or []})

@@ -1,0 +1,305 @@
+"""The exploration: generated runs one after the other, a corpus of the ones that showed
+something new, and the findings, each written as a scenario that replays it.
+
+``explore`` makes ``runs/explore-<UTC time>-<name>/`` and, until the budget (runs, time)
+is spent, runs one generated scenario after another in it, each through the runner like
+any scenario (its own processes, ports and teardown; its report in this process's one
+Spark session, which the command stops at its end, harness/cli.py). After each run:
+
+- its signature (signature.py) is compared with every behaviour seen; a run with a
+  feature never seen before enters the corpus;
+- each violated check is a finding, deduplicated by (check, kind of problem, fault
+  kinds); a new one is written as ``findings/<n>-<check>.toml``, the scenario that ran
+  (standalone: the implementation by name or absolute path, its seed), with the command
+  that runs it again;
+- ``explore.json`` is written again (the budget, the corpus, the findings, each run's
+  signature and outcome), so an interrupted exploration keeps what it learnt.
+
+``--strategy guided`` mutates a corpus entry (generate.py ``mutate``) with probability
+GUIDED_MUTATE once the corpus holds one, and draws a fresh scenario otherwise; ``random``
+always draws fresh ones, the baseline guided is measured against. Which entry: one of the
+corpus, later (newer) entries weighed more.
+
+Exit: 1 with a finding, 0 without ("explored N runs, M behaviours, no violation", never
+"passed": an exploration shows what it tried, not that nothing is wrong), 2 for bad
+input, 130 when interrupted (Ctrl-C, SIGTERM: the run in progress is torn down by the
+runner, explore.json written with what finished).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contract.errors import SetupError
+from contract.outcomes import EXIT_INTERRUPTED, UNKNOWN
+from contract.rundir import new_folder
+from harness.config import dump_toml
+from harness.explore.generate import Space, fault_kinds_of, generate, make_space, mutate, to_scenario
+from harness.explore.signature import findings, signature
+from harness.manifest import load_manifest
+from harness.progress import Progress
+from harness.runner import Runner
+from reports.store import store_path
+
+STRATEGIES = ("guided", "random")
+#: The chance a guided step mutates a corpus entry rather than drawing a fresh scenario.
+GUIDED_MUTATE = 0.75
+#: explore.json's format.
+FORMAT = 1
+
+
+@dataclass
+class Finding:
+    """A violated check not seen before: what broke, in which run, and its scenario file."""
+
+    number: int
+    check: str
+    problem: str
+    fault_kinds: tuple[str, ...]
+    run_index: int
+    run_dir: str
+    scenario: str  # the written TOML
+    summary: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "check": self.check,
+            "problem": self.problem,
+            "fault_kinds": list(self.fault_kinds),
+            "run": self.run_index,
+            "run_dir": self.run_dir,
+            "scenario": self.scenario,
+            "replay": f"zchaos run {shlex.quote(self.scenario)}",
+            "summary": self.summary,
+        }
+
+
+@dataclass
+class Exploration:
+    """An exploration's state: every run's record, the corpus, the findings."""
+
+    folder: Path
+    space: Space
+    seed: int
+    strategy: str
+    runs_budget: int | None
+    time_budget_s: float | None
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    corpus: list[dict[str, Any]] = field(default_factory=list)  # {"run": i, "scenario": data, "new": [...]}
+    seen: set[str] = field(default_factory=set)
+    found: dict[tuple[str, str, tuple[str, ...]], Finding] = field(default_factory=dict)
+    interrupted: bool = False
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return EXIT_INTERRUPTED
+        return 1 if self.found else 0
+
+    def summary(self) -> str:
+        n, m = len(self.runs), len(self.seen)
+        head = f"explored {n} run{'s' * (n != 1)}, {m} behaviours"
+        if self.interrupted:
+            head = "interrupted: " + head
+        if not self.found:
+            return f"{head}, no violation"
+        return f"{head}, {len(self.found)} finding{'s' * (len(self.found) != 1)}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "implementation": self.space.manifest.name,
+            "manifest": str(self.space.manifest.path),
+            "seed": self.seed,
+            "strategy": self.strategy,
+            "kinds": list(self.space.kinds),
+            "run_s": self.space.duration_s,
+            "calibrated": self.space.calibrated,
+            "budget": {"runs": self.runs_budget, "time_s": self.time_budget_s},
+            "elapsed_s": round(time.monotonic() - self.started, 1),
+            "interrupted": self.interrupted,
+            "summary": self.summary(),
+            "behaviours": sorted(self.seen),
+            "findings": [f.as_dict() for f in self.found.values()],
+            "corpus": self.corpus,
+            "runs": self.runs,
+        }
+
+    def write(self) -> Path:
+        path = self.folder / "explore.json"
+        path.write_text(json.dumps(self.as_dict(), indent=2))
+        return path
+
+
+def parse_duration(text: str) -> float:
+    """``30m``, ``2h``, ``90s`` or ``600`` (seconds) as seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    if not match or float(match.group(1)) <= 0:
+        raise SetupError(f"expected a time such as 30m, 2h, 90s or 600, got {text!r}", where="--time")
+    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def _pick(corpus: list[dict[str, Any]], rng: random.Random) -> dict[str, Any]:
+    """A corpus entry, the later ones weighed more (the frontier of what was found)."""
+    return rng.choices(corpus, weights=range(1, len(corpus) + 1))[0]
+
+
+def next_scenario(state: Exploration, rng: random.Random, name: str) -> tuple[dict[str, Any], str]:
+    """The next run's scenario data and how it came about (fresh, or a mutation of which run)."""
+    if state.strategy == "guided" and state.corpus and rng.random() < GUIDED_MUTATE:
+        parent = _pick(state.corpus, rng)
+        data, change = mutate(state.space, parent["scenario"], rng, name=name)
+        return data, f"run {parent['run']}: {change}"
+    return generate(state.space, rng, name=name), "fresh"
+
+
+def _write_finding(state: Exploration, finding: Finding, data: dict[str, Any]) -> None:
+    folder = state.folder / "findings"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{finding.number}-{finding.check}.toml"
+    kinds = ", ".join(finding.fault_kinds) or "no fault"
+    text = (
+        f"# zchaos explore finding {finding.number}: {finding.check} violated"
+        + (f" ({finding.problem})" if finding.problem else "")
+        + f"\n# in run {finding.run_index} ({finding.run_dir}), with {kinds}"
+        + f"\n# run it again: zchaos run {shlex.quote(str(path))}\n"
+        + dump_toml({**data, "name": f"finding-{finding.number}-{finding.check}"})
+    )
+    path.write_text(text)
+    finding.scenario = str(path)
+
+
+def explore(
+    target: str,
+    *,
+    runs: int | None = None,
+    time_s: float | None = None,
+    seed: int = 1,
+    strategy: str = "guided",
+    kinds: tuple[str, ...] = (),
+    run_s: float = 20.0,
+    runs_dir: Path = Path("runs"),
+    calibrate: bool = True,
+    progress: Progress | None = None,
+) -> Exploration:
+    """Explore ``target`` (a manifest: a built-in's name or a path) within the budget."""
+    if strategy not in STRATEGIES:
+        raise SetupError(f"expected one of {', '.join(STRATEGIES)}, got {strategy!r}", where="--strategy")
+    if runs is not None and runs < 1:
+        raise SetupError(f"must be at least 1, got {runs}", where="--runs")
+    if runs is None and time_s is None:
+        raise SetupError("give a budget: --runs N, --time 30m, or both", where="zchaos explore")
+    progress = progress or Progress()
+    manifest = load_manifest(target)
+    space = make_space(manifest, kinds=kinds, duration_s=run_s, calibrated=calibrate)
+    rng = random.Random(f"zchaos-explore:{seed}")
+    calibration = None
+    if calibrate:
+        from harness.calibrate import calibrated
+
+        first = to_scenario(space, generate(space, random.Random(seed), name="explore-calibration"))
+        calibration = calibrated(first, runs_dir, progress).calibration
+    folder = new_folder(runs_dir, prefix="explore", name=re.sub(r"[^A-Za-z0-9_.-]", "-", manifest.name))
+    state = Exploration(folder, space, seed, strategy, runs, time_s)
+    store = store_path(runs_dir)
+    progress.note(
+        f"exploring {manifest.name} ({strategy}, seed {seed}, kinds {', '.join(space.kinds)}) into {folder}"
+    )
+    state.write()
+    index = 0
+    try:
+        while runs is None or index < runs:
+            elapsed = time.monotonic() - state.started
+            if time_s is not None and elapsed >= time_s:
+                break
+            index += 1
+            data, origin = next_scenario(state, rng, f"explore-{index:03d}")
+            scenario = to_scenario(space, data, calibration)
+            progress.phase(
+                f"explore run {index}{f'/{runs}' if runs else ''} ({origin}): {data['description']}"
+            )
+            runner = Runner(scenario, runs_dir=folder, progress=progress, store=store)
+            result = runner.execute()
+            if result.exit_code == EXIT_INTERRUPTED:
+                state.interrupted = True
+                state.runs.append({"run": index, "run_dir": str(result.run.root), "outcome": "interrupted"})
+                break
+            _learn(state, index, data, origin, str(result.run.root), result.verdict)
+            progress.note(_progress_line(state, index, runs, time_s))
+            state.write()
+    except KeyboardInterrupt:  # between runs, or in a report: the runs done are kept
+        state.interrupted = True
+    state.write()
+    return state
+
+
+def _learn(
+    state: Exploration,
+    index: int,
+    data: dict[str, Any],
+    origin: str,
+    run_dir: str,
+    verdict: dict[str, Any] | None,
+) -> None:
+    """What a run adds: its record, a corpus entry if it showed something new, its findings."""
+    outcome = (verdict or {}).get("outcome") or UNKNOWN
+    features = signature(verdict) if verdict else frozenset()
+    new = sorted(features - state.seen)
+    state.seen |= features
+    record: dict[str, Any] = {
+        "run": index,
+        "origin": origin,
+        "run_dir": run_dir,
+        "outcome": outcome,
+        "faults": [f"{f['kind']} {f['target']} at {f['at_s'][0]:g} s" for f in data.get("faults") or []],
+        "signature": sorted(features),
+        "new": new,
+        "findings": [],
+    }
+    if new:
+        state.corpus.append({"run": index, "scenario": data, "new": new})
+    checks = (verdict or {}).get("checks") or {}
+    for key in findings(verdict or {}, fault_kinds_of(data)):
+        check, problem, kinds = key
+        if key in state.found:
+            record["findings"].append(state.found[key].number)
+            continue
+        finding = Finding(
+            len(state.found) + 1, check, problem, kinds, index, run_dir, "", checks[check].get("summary", "")
+        )
+        _write_finding(state, finding, data)
+        state.found[key] = finding
+        record["findings"].append(finding.number)
+    state.runs.append(record)
+
+
+def _progress_line(state: Exploration, index: int, runs: int | None, time_s: float | None) -> str:
+    left = []
+    if runs is not None:
+        left.append(f"{runs - index} runs")
+    if time_s is not None:
+        left.append(f"{max(0.0, time_s - (time.monotonic() - state.started)) / 60:.1f} min")
+    record = state.runs[-1]
+    return (
+        f"explore: run {index} {record['outcome']}, {len(record['new'])} new behaviours; "
+        f"{len(state.runs)} runs, {len(state.seen)} behaviours, {len(state.corpus)} in the corpus, "
+        f"{len(state.found)} findings; left: {' or '.join(left)}"
+    )
+
+
+def print_result(state: Exploration) -> None:
+    """The terminal's end of an exploration: the summary line, then each finding."""
+    print(f"\n{state.space.manifest.name}: {state.summary()} ({state.folder / 'explore.json'})")
+    for f in state.found.values():
+        kinds = ", ".join(f.fault_kinds) or "no fault"
+        print(f"  finding {f.number}: {f.check} violated ({f.summary}) in run {f.run_index}, faults: {kinds}")
+        print(f"    replay: zchaos run {shlex.quote(f.scenario)}")

@@ -1,0 +1,108 @@
+"""A planted-bug subject for ``zchaos explore``: a Paranoid Pirate queue (6/PPP) that forgets
+its workers when it is stalled.
+
+Clients (REQ) on a ROUTER frontend, workers on a ROUTER backend speaking 6/PPP: READY
+(0x01), HEARTBEAT (0x02), requests and replies as ``[client, '', body...]``. It hands each
+request to the least recently used idle worker, heartbeats the workers it knows and
+expires a silent one.
+
+``--bug forget-after-stall``: when its loop wakes more than ``--stall-ms`` later than it
+asked (the process was frozen, or starved of CPU), it takes every worker for expired and
+forgets them all, and from then on it knows a worker again only by a new READY. A
+forgotten worker's heartbeat is still answered and its reply dropped as a stranger's, so
+the worker never misses its queue, never reconnects, and the queue never serves again.
+Only a stall between ``--stall-ms`` and the workers' own patience (their liveness x
+heartbeat, after which they reconnect with READY) shows it: a freeze of the queue of a
+few seconds, under any load. No stock scenario freezes the queue. With ``--bug none`` it
+keeps its workers. Standalone on purpose: pyzmq only, nothing of zchaos, no history.
+
+    python tests/explore_subject/stall_queue.py --frontend tcp://127.0.0.1:5555 --backend tcp://127.0.0.1:5556
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from collections import OrderedDict
+
+import zmq
+
+READY, HEARTBEAT = b"\x01", b"\x02"
+BUGS = ("none", "forget-after-stall")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--frontend", required=True, help="endpoint to bind for clients")
+    parser.add_argument("--backend", required=True, help="endpoint to bind for workers")
+    parser.add_argument("--heartbeat-ms", type=int, default=1000)
+    parser.add_argument("--liveness", type=int, default=5)
+    parser.add_argument("--stall-ms", type=int, default=1500, help="a wake this late is a stall")
+    parser.add_argument("--bug", choices=BUGS, default="forget-after-stall")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    interval = args.heartbeat_ms / 1000
+    ctx = zmq.Context()
+    frontend, backend = ctx.socket(zmq.ROUTER), ctx.socket(zmq.ROUTER)
+    frontend.linger = backend.linger = 0
+    frontend.bind(args.frontend)
+    backend.bind(args.backend)
+    print(f"ready: {args.frontend} {args.backend}", flush=True)
+    idle: OrderedDict[bytes, None] = OrderedDict()  # workers to hand requests to, LRU first
+    alive: dict[bytes, float] = {}  # every worker it knows -> when it expires
+    heartbeat_at = time.monotonic() + interval
+    try:
+        while True:
+            poller = zmq.Poller()
+            poller.register(backend, zmq.POLLIN)
+            if idle:
+                poller.register(frontend, zmq.POLLIN)
+            timeout = max(0.0, heartbeat_at - time.monotonic())
+            asked = time.monotonic() + timeout
+            events = dict(poller.poll(int(timeout * 1000)))
+            if args.bug != "none" and time.monotonic() - asked > args.stall_ms / 1000:
+                # The bug: a late wake is taken as every worker's silence.
+                late = time.monotonic() - asked
+                print(f"stalled {late:.1f} s: forgetting {len(alive)} workers", flush=True)
+                idle.clear()
+                alive.clear()
+            if backend in events:
+                worker, *rest = backend.recv_multipart()
+                if rest == [READY]:
+                    alive[worker] = time.monotonic() + interval * args.liveness
+                    idle.pop(worker, None)
+                    idle[worker] = None
+                elif worker not in alive:
+                    if rest == [HEARTBEAT]:  # answered, so the worker never reconnects
+                        backend.send_multipart([worker, HEARTBEAT])
+                    # a forgotten worker's reply is dropped as a stranger's
+                else:
+                    alive[worker] = time.monotonic() + interval * args.liveness
+                    if len(rest) >= 3 and b"" in rest:  # a reply: back to its client
+                        frontend.send_multipart(rest)
+                        idle[worker] = None
+            if frontend in events and idle:
+                request = frontend.recv_multipart()
+                worker, _ = idle.popitem(last=False)
+                backend.send_multipart([worker, *request])
+            if time.monotonic() >= heartbeat_at:
+                heartbeat_at = time.monotonic() + interval
+                now = time.monotonic()
+                for worker in [w for w, expiry in alive.items() if expiry < now]:
+                    del alive[worker]
+                    idle.pop(worker, None)
+                for worker in alive:
+                    backend.send_multipart([worker, HEARTBEAT])
+    finally:
+        frontend.close()
+        backend.close()
+        ctx.term()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,279 @@
+"""``zchaos explore``'s pure parts: the scenario generator and its mutations
+(harness/explore/generate.py), a run's behaviour signature and the findings' dedup
+(harness/explore/signature.py), the corpus and the findings written (harness/explore/loop.py).
+Nothing here starts a process; tests/test_explore_runs.py explores real subjects."""
+
+from __future__ import annotations
+
+import random
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaos.kinds import FAULT_KINDS
+from contract.errors import SetupError
+from harness.cli import main
+from harness.explore.generate import (
+    FIRST_FAULT_S,
+    MAX_FAULTS,
+    Space,
+    draw_fault,
+    generate,
+    length_of,
+    make_space,
+    mutate,
+    to_scenario,
+)
+from harness.explore.loop import Exploration, _learn, next_scenario, parse_duration
+from harness.explore.signature import bucket, findings, problem_kind, share_bucket, signature
+from harness.manifest import builtin_manifests, load_manifest
+from harness.scenario import load_scenario
+from tests.procs import ROOT
+
+SUBJECT = ROOT / "tests" / "explore_subject" / "manifest.toml"
+
+
+def space_of(ref: str | Path = "paranoid-pirate", **kw: Any) -> Space:
+    return make_space(load_manifest(ref), **kw)
+
+
+def problems_of(space: Space, data: dict[str, Any]) -> list[str]:
+    """What a generated scenario does wrong against the space's bounds (empty: nothing)."""
+    wrong = []
+    faults = data["faults"]
+    if not 1 <= len(faults) <= MAX_FAULTS:
+        wrong.append(f"{len(faults)} faults")
+    for f in faults:
+        kind = FAULT_KINDS[f["kind"]]
+        if kind.name not in space.kinds:
+            wrong.append(f"kind {kind.name} not allowed")
+        targets = space.links if kind.target == "link" else [i for v in space.processes.values() for i in v]
+        if f["target"] not in targets:
+            wrong.append(f"{kind.name} on {f['target']}")
+        at, end = f["at_s"][0], f["at_s"][0] + length_of(kind, f)
+        if at < FIRST_FAULT_S or end > max(space.last_end_s, FIRST_FAULT_S + 0.5) + 0.01:
+            wrong.append(f"{kind.name} from {at} to {end} s, outside [{FIRST_FAULT_S}, {space.last_end_s}]")
+        if kind.name == "kill" and f.get("restart_after_s") is None:
+            wrong.append("a kill never restarted")
+        for name, spec in kind.params.items():
+            if not spec.explore or name not in f:
+                continue
+            value = f[name]
+            if spec.choices or spec.type is str:
+                ok = value in spec.explore
+            else:
+                lo, hi = spec.explore
+                ok = (spec.min or 0) <= value <= hi if spec.length else lo <= value <= hi
+            if not ok:
+                wrong.append(f"{kind.name}.{name} = {value} outside {spec.explore}")
+    phases = data["load"].get("phases")
+    total = sum(p["duration_s"] for p in phases) if phases else data["duration_s"]
+    if abs(total - space.duration_s) > 0.05:
+        wrong.append(f"{total} s of load, not {space.duration_s}")
+    return wrong
+
+
+def test_the_same_seed_gives_the_same_scenario_and_another_seed_another() -> None:
+    space = space_of()
+    assert generate(space, random.Random(7)) == generate(space, random.Random(7))
+    drawn = {repr(generate(space, random.Random(seed))) for seed in range(10)}
+    assert len(drawn) == 10
+
+
+@pytest.mark.parametrize("name", sorted(builtin_manifests()))
+def test_every_generated_scenario_of_every_built_in_parses_and_keeps_to_its_bounds(name: str) -> None:
+    space = space_of(name)
+    for seed in range(15):
+        rng = random.Random(seed)
+        data = generate(space, rng)
+        assert problems_of(space, data) == [], data
+        scenario = to_scenario(space, data)  # a SetupError here is the generator's bug
+        assert len(scenario.faults) == len(data["faults"])
+        assert {k.name for k in scenario.load.clients} == {k.name for k in space.manifest.clients}
+        changed, _ = mutate(space, data, rng)
+        assert problems_of(space, changed) == [], changed
+        to_scenario(space, changed)
+
+
+def test_a_short_run_gets_faults_of_every_length_it_holds_within_its_room() -> None:
+    space = space_of(SUBJECT, kinds=("freeze",), duration_s=10)
+    lengths = [f["duration_s"] for s in range(40) for f in generate(space, random.Random(s))["faults"]]
+    room = space.last_end_s - FIRST_FAULT_S
+    assert max(lengths) <= room + 0.01 and min(lengths) >= 0.5
+    assert len({round(x) for x in lengths}) >= 4, "lengths spread over the room, not cut to one"
+
+
+def test_the_checker_of_bounds_catches_a_scenario_out_of_them() -> None:
+    space = space_of()
+    data = generate(space, random.Random(1))
+    data["faults"].append({"kind": "kill", "target": "nobody", "at_s": [0.1]})
+    data["faults"][0]["at_s"] = [space.duration_s]
+    wrong = problems_of(space, data)
+    assert any("kill on nobody" in w for w in wrong) and any("a kill never restarted" in w for w in wrong)
+    assert any("outside [" in w for w in wrong)
+
+
+def test_kinds_are_checked_against_the_cards_and_the_manifest() -> None:
+    assert "malformed" not in space_of("lazy-pirate").kinds  # no junk for its family
+    assert "malformed" in space_of("majordomo").kinds
+    with pytest.raises(SetupError, match="unknown fault kind 'frezee'"):
+        space_of(kinds=("frezee",))
+    with pytest.raises(SetupError, match="'malformed' does not apply to lazy-pirate"):
+        space_of("lazy-pirate", kinds=("malformed",))
+    space = space_of(kinds=("freeze", "partition"))
+    for seed in range(20):
+        assert {f["kind"] for f in generate(space, random.Random(seed))["faults"]} <= {"freeze", "partition"}
+
+
+def test_a_calibrated_space_sizes_its_load_from_the_capacity() -> None:
+    space = space_of(calibrated=True)
+    data = generate(space, random.Random(3))
+    assert "x capacity, at most" in data["load"]["users"]
+    assert to_scenario(space, data).uncalibrated  # the runner refuses it until it is calibrated
+
+
+def test_a_mutation_changes_one_thing_and_says_what() -> None:
+    space = space_of()
+    parent = next(d for s in range(50) if len((d := generate(space, random.Random(s)))["faults"]) == 2)
+    seen = set()
+    for seed in range(60):
+        child, change = mutate(space, parent, random.Random(seed))
+        seen.add(change.split()[0])
+        assert child != parent and change
+        kept = [f for f in child["faults"] if f in parent["faults"]]
+        assert len(kept) >= min(len(parent["faults"]), len(child["faults"])) - 1 or change.startswith(
+            "new load"
+        )
+    assert {"moved", "added", "dropped", "new"} <= seen, seen
+    assert mutate(space, parent, random.Random(5)) == mutate(space, parent, random.Random(5))
+
+
+# --- signatures and findings -----------------------------------------------------------
+
+
+def verdict(
+    outcome: str = "passed", recovery: float | None = 0.2, violated: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A verdict.json as the report writes one, cut to what signatures read."""
+    checks: dict[str, Any] = {
+        "no_lost": {"status": "held", "figures": {"lost": 0, "abandoned": 3, "indeterminate": 1}},
+        "recovery": {"status": "held", "figures": {"bound_s": 3.0}},
+        "execution_count": {"status": "held", "figures": {"histogram": {"0": 0, "1": 90, "2": 1, "3+": 0}}},
+    }
+    for name, problem in (violated or {}).items():
+        checks[name] = {"status": "violated", "summary": "broke", "examples": [{"problem": problem}]}
+    t0 = 1_000_000_000_000
+    return {
+        "outcome": outcome,
+        "checks": checks,
+        "faults": [
+            {"fault": "freeze", "start_ns": t0 + 2 * 10**9, "stop_ns": t0 + 4 * 10**9, "recovery_s": recovery}
+        ],
+        "processes": [
+            {"role": "worker", "code": 1, "signal": None, "expected": False},
+            {"role": "queue", "code": None, "signal": 15, "expected": True},
+        ],
+        "metrics": {
+            "t0_ns": t0,
+            "timeline": [{"t": t, "retries": 2, "abandons": 0} for t in range(10)],
+            "latency_ms": {"p99": 30.0},
+            "events": {"send": 90, "reply": 90, "worker_expired": 2},
+            "client_errors": {"by_reason": {"protocol": 1}},
+        },
+    }
+
+
+def test_a_signature_names_what_the_run_showed() -> None:
+    features = signature(verdict())
+    assert {
+        "outcome:passed",
+        "check:no_lost=held",
+        "recovery:freeze:<10%",
+        "retries:freeze:4",  # 2 a second from its start (t=2) to 3 s after its stop (t=7): 12
+        "abandons:freeze:0",
+        "abandoned:1",
+        "executed:2",
+        "exit:worker:code 1",
+        "client_error:protocol",
+        "event:worker_expired",
+    } <= features
+    assert not any(f.startswith(("event:send", "exit:queue")) for f in features)
+    assert "recovery:freeze:over" in signature(verdict(recovery=5.0))
+    assert "recovery:freeze:none" in signature(verdict(recovery=None))
+
+
+def test_buckets_keep_near_runs_together_and_far_ones_apart() -> None:
+    assert [bucket(n) for n in (0, 1, 3, 4, 15, 16, 100)] == ["0", "1", "1", "4", "4", "16", "64+"]
+    assert [share_bucket(v, 10) for v in (0.5, 4, 9, 11, None)] == ["<10%", "<50%", "<100%", "over", "none"]
+    assert problem_kind("recovered in 12.3 s > 10 s") == problem_kind("recovered in 4 s > 3 s")
+
+
+def test_findings_are_violated_checks_of_violated_runs_only() -> None:
+    broken = verdict("violated", violated={"recovery": "recovered in 12.3 s > 3 s"})
+    assert findings(broken, ["kill", "freeze"]) == [
+        ("recovery", "recovered in N s > N s", ("freeze", "kill"))
+    ]
+    assert findings(verdict("unknown"), ["kill"]) == []
+    assert findings(verdict("incomplete", violated={"recovery": "x"}), ["kill"]) == []
+    expected = {**broken, "expect_violated": ["recovery"]}
+    assert findings(expected, ["kill"]) == []
+
+
+def test_a_new_behaviour_enters_the_corpus_and_a_finding_is_written_once(tmp_path: Path) -> None:
+    space = space_of(SUBJECT)
+    state = Exploration(tmp_path, space, 1, "guided", 5, None)
+    first = generate(space, random.Random(1), name="explore-001")
+    _learn(state, 1, first, "fresh", "run-1", verdict())
+    assert len(state.corpus) == 1 and state.runs[0]["new"]
+    _learn(state, 2, first, "fresh", "run-2", verdict())  # nothing new
+    assert len(state.corpus) == 1 and state.runs[1]["new"] == []
+    broken = verdict("violated", recovery=None, violated={"recovery": "no ok reply after the fault"})
+    _learn(state, 3, first, "fresh", "run-3", broken)
+    again = verdict("violated", recovery=None, violated={"recovery": "no ok reply after the fault"})
+    _learn(state, 4, first, "fresh", "run-4", again)  # the same finding: not written again
+    assert len(state.found) == 1 and state.runs[3]["findings"] == [1]
+    (written,) = (tmp_path / "findings").glob("*.toml")
+    assert written.name == "1-recovery.toml"
+    text = written.read_text()
+    assert f"# run it again: zchaos run {written}" in text
+    scenario = load_scenario(written)  # standalone: it parses from any folder
+    assert [f.kind for f in scenario.faults] == [f["kind"] for f in first["faults"]]
+    assert tomllib.loads(text)["seed"] == first["seed"]
+    assert state.exit_code == 1 and "1 finding" in state.summary()
+    assert state.write().exists()
+
+
+def test_random_never_mutates_and_guided_mostly_does(tmp_path: Path) -> None:
+    space = space_of()
+    rng = random.Random(4)
+    for strategy, low, high in (("random", 0, 0), ("guided", 50, 95)):
+        state = Exploration(tmp_path, space, 1, strategy, 5, None)
+        state.corpus.append({"run": 1, "scenario": generate(space, rng), "new": ["x"]})
+        mutated = sum(next_scenario(state, rng, "x")[1] != "fresh" for _ in range(100))
+        assert low <= mutated <= high, (strategy, mutated)
+
+
+def test_budgets_and_bad_input_are_refused_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert parse_duration("30m") == 1800 and parse_duration("2h") == 7200 and parse_duration("90") == 90
+    runs = str(tmp_path / "runs")
+    assert main(["explore", "paranoid-pirate", "--runs", "1", "--time", "soon", "--runs-dir", runs]) == 2
+    assert "--time" in capsys.readouterr().err
+    assert main(["explore", "paranoid-pirate", "--kinds", "frezee", "--runs", "1", "--runs-dir", runs]) == 2
+    assert main(["explore", "paranoid-pirate", "--runs-dir", runs]) == 2  # no budget
+    assert "give a budget" in capsys.readouterr().err
+    assert main(["explore", "no-such-system", "--runs", "1", "--runs-dir", runs]) == 2
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").glob("explore-*"))
+
+
+def test_a_fault_of_a_kind_named_is_drawn_on_a_target_it_can_hit() -> None:
+    space = space_of("majordomo")
+    for seed in range(30):
+        fault = draw_fault(space, random.Random(seed), "malformed")
+        assert (
+            fault["endpoint"]
+            in space.binds[fault["target"].rsplit("-", 1)[0] if "-" in fault["target"] else fault["target"]]
+        )

@@ -1,0 +1,76 @@
+"""``zchaos explore`` on real subjects: it finds a planted bug that needs one fault on one
+role for a window of lengths (tests/explore_subject/: a queue that forgets its workers after
+a stall of 1.5 s to 5 s), and the scenario it writes breaks the same check when run again;
+on a correct built-in it finds nothing, said as "no violation", never as passed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from contract.rundir import RunDir
+from harness.cli import main
+from tests.procs import ROOT
+
+SUBJECT = ROOT / "tests" / "explore_subject" / "manifest.toml"
+
+
+def explored(runs_dir: Path) -> dict:
+    (folder,) = runs_dir.glob("explore-*")
+    return json.loads((folder / "explore.json").read_text())
+
+
+@pytest.mark.slow
+def test_explore_finds_the_queue_that_forgets_after_a_stall_and_its_scenario_replays_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Seed 5's first scenario freezes the queue for 3.2 s (found in 1 of the runs budgeted).
+    args = ["--seed", "5", "--kinds", "freeze", "--run-s", "10", "--no-calibrate"]
+    code = main(["explore", str(SUBJECT), "--runs", "1", *args, "--runs-dir", str(tmp_path / "explore")])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    record = explored(tmp_path / "explore")
+    (finding,) = record["findings"]
+    assert finding["check"] == "recovery" and finding["fault_kinds"] == ["freeze"]
+    assert "1 finding" in record["summary"] and "PASSED" not in out
+    assert f"replay: zchaos run {finding['scenario']}" in out
+    assert record["runs"][0]["signature"] and record["corpus"]
+    # The written scenario, run on its own, breaks the same check.
+    assert main(["run", finding["scenario"], "--runs-dir", str(tmp_path / "again")]) == 1
+    (again,) = (tmp_path / "again").glob("*finding-1-recovery")
+    assert RunDir(again).read_verdict()["checks"]["recovery"]["status"] == "violated"
+
+
+@pytest.mark.slow
+def test_explore_on_a_correct_queue_says_no_violation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The subject's correct twin, frozen the same way: nothing to find.
+    args = ["--seed", "5", "--kinds", "freeze", "--run-s", "10", "--no-calibrate"]
+    twin = tmp_path / "twin.toml"
+    twin.write_text(SUBJECT.read_text().replace('bug = "forget-after-stall"', 'bug = "none"'))
+    (tmp_path / "stall_queue.py").symlink_to(SUBJECT.parent / "stall_queue.py")
+    code = main(["explore", str(twin), "--runs", "1", *args, "--runs-dir", str(tmp_path / "explore")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    record = explored(tmp_path / "explore")
+    assert record["findings"] == [] and record["summary"].endswith("no violation")
+    assert "explored 1 run" in out and "no violation" in out
+
+
+@pytest.mark.soak
+def test_explore_on_a_correct_built_in_finds_nothing_in_3_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every kind that applies to Paranoid Pirate (link faults, malformed junk, ...): a finding
+    # on a correct system would be a false alarm of ours.
+    code = main(
+        ["explore", "paranoid-pirate", "--runs", "3", "--seed", "1", "--run-s", "12", "--no-calibrate",
+         "--runs-dir", str(tmp_path)]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    record = explored(tmp_path)
+    assert code == 0, (out, record["findings"])
+    assert len(record["runs"]) == 3 and record["summary"].endswith("no violation")

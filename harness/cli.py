@@ -318,6 +318,8 @@ def _cmd_explore(args: argparse.Namespace) -> int:
         run_s=args.run_s,
         runs_dir=Path(args.runs_dir),
         calibrate=not args.no_calibrate,
+        confirm=args.confirm,
+        shrink=args.shrink,
     )
     print_result(state)
     return state.exit_code
@@ -724,6 +726,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="size the load in absolute users, not from the system's measured capacity (no calibration run)",
     )
+    p.add_argument(
+        "--confirm", type=int, default=0, metavar="K",
+        help="run each new finding's scenario on K more seeds: reproduced in k of K+1 (default 0)",
+    )  # fmt: skip
+    p.add_argument(
+        "--shrink", type=int, default=0, metavar="RUNS",
+        help="shrink each new finding with zchaos shrink's search, at most RUNS runs (default 0: not)",
+    )  # fmt: skip
     p.set_defaults(func=_cmd_explore)
 
     p = sub.add_parser(

@@ -266,6 +266,7 @@ def test_budgets_and_bad_input_are_refused_with_exit_2(
     assert main(["explore", "paranoid-pirate", "--runs-dir", runs]) == 2  # no budget
     assert "give a budget" in capsys.readouterr().err
     assert main(["explore", "no-such-system", "--runs", "1", "--runs-dir", runs]) == 2
+    assert main(["explore", "paranoid-pirate", "--runs", "1", "--confirm", "-1", "--runs-dir", runs]) == 2
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").glob("explore-*"))
 
 

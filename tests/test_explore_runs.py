@@ -12,6 +12,7 @@ import pytest
 
 from contract.rundir import RunDir
 from harness.cli import main
+from harness.scenario import load_scenario
 from tests.procs import ROOT
 
 SUBJECT = ROOT / "tests" / "explore_subject" / "manifest.toml"
@@ -26,9 +27,22 @@ def explored(runs_dir: Path) -> dict:
 def test_explore_finds_the_queue_that_forgets_after_a_stall_and_its_scenario_replays_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Seed 5's first scenario freezes the queue for 3.2 s (found in 1 of the runs budgeted).
+    # Seed 5's first scenario freezes the queue for 2.5 s: found in its first run; then its
+    # written scenario file, read as `zchaos run` reads it, breaks the check on another seed.
     args = ["--seed", "5", "--kinds", "freeze", "--run-s", "10", "--no-calibrate"]
-    code = main(["explore", str(SUBJECT), "--runs", "1", *args, "--runs-dir", str(tmp_path / "explore")])
+    code = main(
+        [
+            "explore",
+            str(SUBJECT),
+            "--runs",
+            "1",
+            *args,
+            "--confirm",
+            "1",
+            "--runs-dir",
+            str(tmp_path / "explore"),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 1, out
     record = explored(tmp_path / "explore")
@@ -36,11 +50,11 @@ def test_explore_finds_the_queue_that_forgets_after_a_stall_and_its_scenario_rep
     assert finding["check"] == "recovery" and finding["fault_kinds"] == ["freeze"]
     assert "1 finding" in record["summary"] and "PASSED" not in out
     assert f"replay: zchaos run {finding['scenario']}" in out
+    assert finding["reproduced"] == {"violated": 2, "runs": 2} and "reproduced in 2 of 2 seeds" in out
     assert record["runs"][0]["signature"] and record["corpus"]
-    # The written scenario, run on its own, breaks the same check.
-    assert main(["run", finding["scenario"], "--runs-dir", str(tmp_path / "again")]) == 1
-    (again,) = (tmp_path / "again").glob("*finding-1-recovery")
+    (again,) = (tmp_path / "explore").glob("explore-*/*finding-1-recovery")
     assert RunDir(again).read_verdict()["checks"]["recovery"]["status"] == "violated"
+    assert load_scenario(finding["scenario"]).faults[0].kind == "freeze"  # standalone, from any folder
 
 
 @pytest.mark.slow
@@ -74,3 +88,13 @@ def test_explore_on_a_correct_built_in_finds_nothing_in_3_runs(
     record = explored(tmp_path)
     assert code == 0, (out, record["findings"])
     assert len(record["runs"]) == 3 and record["summary"].endswith("no violation")
+
+
+@pytest.mark.soak
+def test_explore_shrinks_what_it_found(tmp_path: Path) -> None:
+    # Seed 2's first scenario: the queue frozen 2.2 s, a worker 2.1 s, the queue again 0.75 s.
+    args = ["--seed", "2", "--kinds", "freeze", "--run-s", "10", "--no-calibrate", "--shrink", "8"]
+    assert main(["explore", str(SUBJECT), "--runs", "1", *args, "--runs-dir", str(tmp_path)]) == 1
+    (finding,) = explored(tmp_path)["findings"]
+    minimal = load_scenario(finding["minimal"])  # standalone
+    assert "queue" in [f.target for f in minimal.faults] and len(minimal.faults) < 3

@@ -12,6 +12,9 @@ Spark session, which the command stops at its end, harness/cli.py). After each r
   kinds); a new one is written as ``findings/<n>-<check>.toml``, the scenario that ran
   (standalone: the implementation by name or absolute path, its seed), with the command
   that runs it again;
+- with ``--confirm K``, a new finding's scenario is run on K more seeds ("reproduced in k
+  of K+1", the finding's own run counted), and with ``--shrink RUNS`` the run is shrunk
+  (harness/shrink.py, one seed per candidate) to the smallest scenario found in that budget;
 - ``explore.json`` is written again (the budget, the corpus, the findings, each run's
   signature and outcome), so an interrupted exploration keeps what it learnt.
 
@@ -38,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from contract.errors import SetupError
-from contract.outcomes import EXIT_INTERRUPTED, UNKNOWN
+from contract.outcomes import EXIT_INTERRUPTED, UNKNOWN, VIOLATED
 from contract.rundir import new_folder
 from harness.config import dump_toml
 from harness.explore.generate import Space, fault_kinds_of, generate, make_space, mutate, to_scenario
@@ -46,6 +49,8 @@ from harness.explore.signature import findings, signature
 from harness.manifest import load_manifest
 from harness.progress import Progress
 from harness.runner import Runner
+from harness.scenario import load_scenario, reparse, with_seed
+from harness.seeds import derive_seeds
 from reports.store import store_path
 
 STRATEGIES = ("guided", "random")
@@ -67,6 +72,10 @@ class Finding:
     run_dir: str
     scenario: str  # the written TOML
     summary: str = ""
+    #: runs of the written scenario on other seeds that violated the check, and runs in
+    #: all, the finding's own run included (None: not tried, --confirm 0)
+    reproduced: tuple[int, int] | None = None
+    minimal: str = ""  # the shrunk scenario (--shrink), when a shrink ran
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +88,10 @@ class Finding:
             "scenario": self.scenario,
             "replay": f"zchaos run {shlex.quote(self.scenario)}",
             "summary": self.summary,
+            "minimal": self.minimal or None,
+            "reproduced": None
+            if self.reproduced is None
+            else {"violated": self.reproduced[0], "runs": self.reproduced[1]},
         }
 
 
@@ -189,6 +202,8 @@ def explore(
     run_s: float = 20.0,
     runs_dir: Path = Path("runs"),
     calibrate: bool = True,
+    confirm: int = 0,
+    shrink: int = 0,
     progress: Progress | None = None,
 ) -> Exploration:
     """Explore ``target`` (a manifest: a built-in's name or a path) within the budget."""
@@ -196,6 +211,9 @@ def explore(
         raise SetupError(f"expected one of {', '.join(STRATEGIES)}, got {strategy!r}", where="--strategy")
     if runs is not None and runs < 1:
         raise SetupError(f"must be at least 1, got {runs}", where="--runs")
+    for flag, value in (("--confirm", confirm), ("--shrink", shrink)):
+        if value < 0:
+            raise SetupError(f"must be 0 or more, got {value}", where=flag)
     if runs is None and time_s is None:
         raise SetupError("give a budget: --runs N, --time 30m, or both", where="zchaos explore")
     progress = progress or Progress()
@@ -233,13 +251,71 @@ def explore(
                 state.interrupted = True
                 state.runs.append({"run": index, "run_dir": str(result.run.root), "outcome": "interrupted"})
                 break
+            before = len(state.found)
             _learn(state, index, data, origin, str(result.run.root), result.verdict)
+            state.write()
+            for finding in list(state.found.values())[before:]:
+                if confirm and not _confirm(state, finding, calibration, confirm, progress, store):
+                    break
+                if shrink and not _shrink(state, finding, shrink, progress):
+                    break
             progress.note(_progress_line(state, index, runs, time_s))
             state.write()
+            if state.interrupted:
+                break
     except KeyboardInterrupt:  # between runs, or in a report: the runs done are kept
         state.interrupted = True
     state.write()
     return state
+
+
+def _confirm(
+    state: Exploration,
+    finding: Finding,
+    calibration: Any,
+    count: int,
+    progress: Progress,
+    store: Path,
+) -> bool:
+    """Run a new finding's written scenario file, read back as ``zchaos run`` reads it, on
+    ``count`` more seeds (harness/seeds.py's, derived from its own) and record in how many
+    the check broke again: a racy bug shows on some. False when interrupted."""
+    scenario = load_scenario(finding.scenario)
+    if calibration is not None:
+        scenario = reparse(scenario, scenario.source, calibration=calibration)
+    violated = 1  # the finding's own run
+    for n, seed in enumerate(derive_seeds(scenario.seed, count + 1)[1:], start=2):
+        progress.phase(f"finding {finding.number}: {finding.check} again, seed {seed} ({n} of {count + 1})")
+        result = Runner(
+            with_seed(scenario, seed), runs_dir=state.folder, progress=progress, store=store
+        ).execute()
+        if result.exit_code == EXIT_INTERRUPTED:
+            state.interrupted = True
+            return False
+        checks = (result.verdict or {}).get("checks") or {}
+        violated += (checks.get(finding.check) or {}).get("status") == VIOLATED
+        finding.reproduced = (violated, n)
+    return True
+
+
+def _shrink(state: Exploration, finding: Finding, budget: int, progress: Progress) -> bool:
+    """Shrink a new finding's run (harness/shrink.py, one seed a candidate, ``budget`` runs)
+    into findings/; False when interrupted."""
+    from harness.shrink import shrink_run
+
+    result = shrink_run(
+        Path(finding.run_dir),
+        budget_runs=budget,
+        seeds_per_candidate=1,
+        check=finding.check,
+        out_dir=state.folder / "findings",
+        progress=progress,
+    )
+    if result.exit_code == EXIT_INTERRUPTED:
+        state.interrupted = True
+        return False
+    finding.minimal = str(result.toml) if result.toml else ""
+    return True
 
 
 def _learn(
@@ -301,5 +377,9 @@ def print_result(state: Exploration) -> None:
     print(f"\n{state.space.manifest.name}: {state.summary()} ({state.folder / 'explore.json'})")
     for f in state.found.values():
         kinds = ", ".join(f.fault_kinds) or "no fault"
-        print(f"  finding {f.number}: {f.check} violated ({f.summary}) in run {f.run_index}, faults: {kinds}")
+        again = f"; reproduced in {f.reproduced[0]} of {f.reproduced[1]} seeds" if f.reproduced else ""
+        print(f"  finding {f.number}: {f.check} violated ({f.summary})")
+        print(f"    in run {f.run_index}, faults: {kinds}{again}")
         print(f"    replay: zchaos run {shlex.quote(f.scenario)}")
+        if f.minimal:
+            print(f"    shrunk: zchaos run {shlex.quote(f.minimal)}")

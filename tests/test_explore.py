@@ -278,3 +278,13 @@ def test_a_fault_of_a_kind_named_is_drawn_on_a_target_it_can_hit() -> None:
             fault["endpoint"]
             in space.binds[fault["target"].rsplit("-", 1)[0] if "-" in fault["target"] else fault["target"]]
         )
+
+
+def test_clock_faults_are_explored_only_where_libfaketime_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.explore.generate as generate_module
+
+    clock = {n for n, k in FAULT_KINDS.items() if k.clock}
+    monkeypatch.setattr(generate_module, "find_library", lambda: None)
+    assert clock and not clock & set(space_of().kinds)
+    monkeypatch.setattr(generate_module, "find_library", lambda: Path("/lib/libfaketime.so.1"))
+    assert clock <= set(space_of().kinds)

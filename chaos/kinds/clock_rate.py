@@ -36,7 +36,9 @@ KIND = FaultKind(
     "process",
     run,
     {
-        "factor": Param(float, doc="how fast the clock runs against true time", min=0, max=100),
+        "factor": Param(
+            float, doc="how fast the clock runs against true time", min=0, max=100, explore=(0.0, 10.0)
+        ),
         "duration_s": duration(),
     },
     harm=SLOWDOWN,

@@ -41,6 +41,7 @@ KIND = FaultKind(
             unit="s",
             min=-MAX_OFFSET_S,
             max=MAX_OFFSET_S,
+            explore=(-3600.0, 3600.0),  # up to an hour either way (0 is drawn again)
         ),
         "duration_s": duration("how long the clock stays off"),
     },

@@ -38,8 +38,11 @@ KIND = FaultKind(
             unit="s",
             min=-MAX_OFFSET_S,
             max=MAX_OFFSET_S,
+            explore=(-60.0, 60.0),
         ),
-        "period_s": Param(float, 1.0, "how long each half of the strobe lasts", unit="s", min=0.01),
+        "period_s": Param(
+            float, 1.0, "how long each half of the strobe lasts", unit="s", min=0.01, explore=(0.2, 2.0)
+        ),
         "duration_s": duration(),
     },
     harm=SLOWDOWN,

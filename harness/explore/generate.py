@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.clock import find_library
 from chaos.faults import FaultKind, Param, ParamProblem
 from chaos.kinds import FAULT_KINDS
 from chaos.malformed import families
@@ -110,14 +111,16 @@ def malformed_family(manifest: Manifest) -> str | None:
 
 
 def applicable_kinds(manifest: Manifest, topology: dict[str, int]) -> list[str]:
-    """The fault kinds whose card applies to the manifest: process faults always, link
-    faults when the topology has links, ``malformed`` where the family has junk and some
-    role binds an endpoint."""
+    """The fault kinds whose card applies to the manifest: process faults always (clock
+    faults where libfaketime is installed), link faults when the topology has links,
+    ``malformed`` where the family has junk and some role binds an endpoint."""
     found = []
     for name, kind in FAULT_KINDS.items():
         if kind.target == "link" and not link_names(manifest, topology):
             continue
         if name == "malformed" and (malformed_family(manifest) is None or not manifest.endpoints):
+            continue
+        if kind.clock and find_library() is None:  # libfaketime is not installed
             continue
         found.append(name)
     return found

@@ -6,6 +6,8 @@ on a correct built-in it finds nothing, said as "no violation", never as passed.
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ import pytest
 from contract.rundir import RunDir
 from harness.cli import main
 from harness.scenario import load_scenario
-from tests.procs import ROOT
+from tests.procs import ROOT, processes_of, wait_for, zchaos_process
 
 SUBJECT = ROOT / "tests" / "explore_subject" / "manifest.toml"
 
@@ -98,3 +100,30 @@ def test_explore_shrinks_what_it_found(tmp_path: Path) -> None:
     (finding,) = explored(tmp_path)["findings"]
     minimal = load_scenario(finding["minimal"])  # standalone
     assert "queue" in [f.target for f in minimal.faults] and len(minimal.faults) < 3
+
+
+@pytest.mark.slow
+def test_an_interrupted_exploration_exits_130_keeps_its_record_and_leaves_nothing_running(
+    tmp_path: Path,
+) -> None:
+    runs = tmp_path / "runs"
+    args = ["--runs", "3", "--seed", "5", "--kinds", "freeze", "--run-s", "10", "--no-calibrate"]
+    with zchaos_process("explore", str(SUBJECT), *args, "--runs-dir", str(runs), wait_s=60) as (
+        explorer,
+        lines,
+    ):
+
+        def faulted() -> bool:
+            return any(
+                '"fault_start"' in p.read_text() for p in runs.glob("explore-*/*/history/nemesis.jsonl")
+            )
+
+        wait_for(faulted, 60, "the first run's fault")
+        assert len(processes_of(runs)) >= 4  # queue, two workers, Locust
+        os.kill(explorer.pid, signal.SIGTERM)
+    output = "".join(lines)
+    assert explorer.returncode == 130, output
+    assert "interrupted" in output and "Traceback" not in output
+    assert processes_of(runs) == []
+    record = explored(runs)
+    assert record["interrupted"] and record["runs"][0]["outcome"] == "interrupted"

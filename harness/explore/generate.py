@@ -318,7 +318,18 @@ def mutate(
 ) -> tuple[dict[str, Any], str]:
     """``data`` (a generated scenario, left as it is) changed in one way, and what changed:
     a fault moved, lengthened or shortened, retargeted, added, dropped, one of its
-    parameters drawn again, or the load changed."""
+    parameters drawn again, or the load changed. A change that changes nothing (a fault
+    lengthened that was already as long as the load allows, a single target) is drawn again."""
+    for _ in range(VALIDATE_TRIES):
+        child, change = _mutate_once(space, data, rng, name)
+        if child["faults"] != data.get("faults") or child["load"] != data["load"]:
+            return child, change
+    return generate(space, rng, name=name), "fresh (no mutation changed anything)"
+
+
+def _mutate_once(
+    space: Space, data: dict[str, Any], rng: random.Random, name: str
+) -> tuple[dict[str, Any], str]:
     faults = copy.deepcopy(list(data.get("faults") or []))
     load = copy.deepcopy(data["load"])
     choices = [m for m in MUTATIONS if (faults or m in ("add", "load"))]

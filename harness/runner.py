@@ -359,7 +359,8 @@ class Runner:
         by itself when the runner is gone."""
         with self.run.follower_log.open("wb") as log:
             self.follower = subprocess.Popen(
-                [sys.executable, "-m", "reports.ingest.follow", str(self.run.history)],
+                # absolute: it runs in the project's folder, the runs folder may be relative
+                [sys.executable, "-m", "reports.ingest.follow", str(self.run.history.resolve())],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

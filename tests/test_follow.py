@@ -7,6 +7,7 @@ process runs at low priority and does not outlive whoever started it."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -199,3 +200,22 @@ def test_the_follower_process_is_niced_and_ends_with_its_starter(tmp_path):
     finally:
         starter.kill()
         starter.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_run_into_a_relative_runs_folder_is_followed(tmp_path: Path) -> None:
+    """``--runs-dir runs`` from the user's own folder: the follower, which runs in the
+    project's folder, once died at once ("No such file or directory: 'runs/.../parts'") and
+    the run said only "the history's follower ended with code 1"."""
+    scenario = tmp_path / "short.toml"
+    scenario.write_text('implementation = "lazy-pirate"\nduration_s = 3\ndrain_s = 1\n[load]\nusers = 1\n')
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "short.toml", "--runs-dir", "runs", "--no-report"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=150,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "follower ended" not in done.stdout + done.stderr
+    [run] = [p.parent for p in (tmp_path / "runs").glob("*/run.json")]
+    assert (run / "history" / follow.PARTS).is_dir(), (run / "logs" / "follower.log").read_text()

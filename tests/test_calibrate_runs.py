@@ -38,13 +38,17 @@ def test_a_system_ten_times_slower_calibrates_ten_times_slower(tmp_path: Path) -
     ratio = fast.capacity_rps / slow.capacity_rps
     assert 5 <= ratio <= 12, (fast.summary(), slow.summary())
     assert 5 <= slow.p50_ms / fast.p50_ms <= 12, (fast.summary(), slow.summary())
-    assert 200 <= slow.p50_ms < 300
+    assert 200 <= slow.p50_ms < 400
     # a bound given relative to the p99 scales with it; the users offer the same share of
     # each system's capacity (both are three workers), so the load scales with the rate
     from contract.calibration import parse_relative
 
+    # (each system's own p99, not their ratio: a fast system's tail on a loaded machine once
+    # came to 93 ms against the slow one's 208, a ratio of 2.2, and CI failed)
     bound = parse_relative("3x p99", "ms")
-    assert 5 <= bound.resolve(slow, "ms") / bound.resolve(fast, "ms") <= 12
+    assert bound.resolve(slow, "ms") == pytest.approx(3 * slow.p99_ms)
+    assert bound.resolve(fast, "ms") == pytest.approx(3 * fast.p99_ms)
+    assert bound.resolve(slow, "ms") >= 3 * 200  # every request of the slow system takes 200 ms
     half = parse_relative("0.5x capacity", "users")
     offered = {
         name: half.resolve(c, "users", wait_ms=0) * 1000 / c.p50_ms

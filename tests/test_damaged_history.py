@@ -132,6 +132,10 @@ def _fresh_copy(src: Path, dst: Path) -> RunDir:
     return RunDir(dst)
 
 
+#: run -> its verdict before any damage
+_WHOLE: dict[Path, dict] = {}
+
+
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory) -> Path:
     return locust_run(tmp_path_factory.mktemp("locust") / "run").root
@@ -142,8 +146,9 @@ def synthetic(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("stored", [None, *_stored_runs()], ids=lambda p: p.name if p else "synthetic")
 def test_damage_gives_no_new_violation(spark, synthetic, tmp_path, damage, stored):
     source = stored or synthetic
-    whole = _fresh_copy(source, tmp_path / "whole")
-    before = build_report(whole.root)
+    if source not in _WHOLE:  # the undamaged verdict, once per run for its three damages
+        _WHOLE[source] = build_report(_fresh_copy(source, tmp_path / "whole").root)
+    before = _WHOLE[source]
     run = _fresh_copy(source, tmp_path / "damaged")
     DAMAGE[damage](run.history)
     after = build_report(run.root)

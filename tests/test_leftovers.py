@@ -71,6 +71,8 @@ def zchaos(tmp_path: Path, *args: str, timeout: float) -> tuple[int, str, list[s
     return proc.returncode, output, left, log.read_text() if log.exists() else ""
 
 
+# The suite below reports its runs in one JVM the same way (60 s each): a soak.
+@pytest.mark.soak
 def test_report_of_several_runs_uses_one_jvm_and_leaves_nothing(tmp_path: Path) -> None:
     from tests.test_report import make_run
 

@@ -320,6 +320,7 @@ def _cmd_explore(args: argparse.Namespace) -> int:
         calibrate=not args.no_calibrate,
         confirm=args.confirm,
         shrink=args.shrink,
+        until_finding=args.until_finding,
     )
     print_result(state)
     return state.exit_code
@@ -734,6 +735,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--shrink", type=int, default=0, metavar="RUNS",
         help="shrink each new finding with zchaos shrink's search, at most RUNS runs (default 0: not)",
     )  # fmt: skip
+    p.add_argument("--until-finding", action="store_true", help="stop after the first finding")
     p.set_defaults(func=_cmd_explore)
 
     p = sub.add_parser(

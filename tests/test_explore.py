@@ -80,6 +80,11 @@ def test_the_same_seed_gives_the_same_scenario_and_another_seed_another() -> Non
     assert generate(space, random.Random(7)) == generate(space, random.Random(7))
     drawn = {repr(generate(space, random.Random(seed))) for seed in range(10)}
     assert len(drawn) == 10
+    # Named by what it does: one name in the results store is one scenario.
+    names = {generate(space, random.Random(seed))["name"] for seed in range(10)}
+    assert len(names) == 10 and all(n.startswith("explore-") for n in names)
+    again = {**generate(space, random.Random(7)), "seed": 1}
+    assert again["name"] == generate(space, random.Random(7))["name"]
 
 
 @pytest.mark.parametrize("name", sorted(builtin_manifests()))

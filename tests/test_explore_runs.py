@@ -31,20 +31,9 @@ def test_explore_finds_the_queue_that_forgets_after_a_stall_and_its_scenario_rep
 ) -> None:
     # Seed 5's first scenario freezes the queue for 2.5 s: found in its first run; then its
     # written scenario file, read as `zchaos run` reads it, breaks the check on another seed.
-    args = ["--seed", "5", "--kinds", "freeze", "--run-s", "10", "--no-calibrate"]
-    code = main(
-        [
-            "explore",
-            str(SUBJECT),
-            "--runs",
-            "1",
-            *args,
-            "--confirm",
-            "1",
-            "--runs-dir",
-            str(tmp_path / "explore"),
-        ]
-    )
+    args = ["--seed", "5", "--kinds", "freeze", "--run-s", "10", "--no-calibrate", "--confirm", "1"]
+    runs = ["--runs", "3", "--until-finding", "--runs-dir", str(tmp_path / "explore")]
+    code = main(["explore", str(SUBJECT), *args, *runs])
     out = capsys.readouterr().out
     assert code == 1, out
     record = explored(tmp_path / "explore")
@@ -53,8 +42,9 @@ def test_explore_finds_the_queue_that_forgets_after_a_stall_and_its_scenario_rep
     assert "1 finding" in record["summary"] and "PASSED" not in out
     assert f"replay: zchaos run {finding['scenario']}" in out
     assert finding["reproduced"] == {"violated": 2, "runs": 2} and "reproduced in 2 of 2 seeds" in out
+    assert len(record["runs"]) == 1, "--until-finding stops after the finding's run"
     assert record["runs"][0]["signature"] and record["corpus"]
-    (again,) = (tmp_path / "explore").glob("explore-*/*finding-1-recovery")
+    (again,) = (tmp_path / "explore").glob("explore-*/*finding-recovery-*")
     assert RunDir(again).read_verdict()["checks"]["recovery"]["status"] == "violated"
     assert load_scenario(finding["scenario"]).faults[0].kind == "freeze"  # standalone, from any folder
 

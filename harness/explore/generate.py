@@ -10,7 +10,9 @@ its manifest weighs them. Faults may overlap or follow one another, as the draw 
 
 The result is the TOML data of a normal scenario (harness/scenario.py reads it with
 ``parse_scenario``): fault times as ``at_s`` and targets as instance names, so nothing is
-drawn again from the run's seed and the written file replays the same plan. ``mutate``
+drawn again from the run's seed and the written file replays the same plan. Its name ends
+in a digest of what it does (``explore-3fa2b1c0``), so the results store never files two
+different scenarios under one name. ``mutate``
 changes a scenario of the corpus in one way (move, lengthen or shorten, retarget, add or
 drop a fault, redraw a parameter, change the load), the guided strategy's step.
 
@@ -27,6 +29,8 @@ promises stay the manifest's own. Without one the users are a small absolute num
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import math
 import random
 from collections.abc import Sequence
@@ -307,7 +311,16 @@ def _scenario(
     }
     if "phases" not in load:
         data["duration_s"] = space.duration_s
+    data["name"] = f"{name}-{content_digest(data)}"
     return data
+
+
+def content_digest(data: dict[str, Any]) -> str:
+    """8 hex digits of what a generated scenario does (implementation, load, faults; not its
+    seed or name): its runs' name in the results store and the matrix, where one name must be
+    one scenario, across explorations too."""
+    what = {k: data.get(k) for k in ("implementation", "duration_s", "load", "faults")}
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:8]
 
 
 # --- mutating --------------------------------------------------------------------------

@@ -185,7 +185,7 @@ def _write_finding(state: Exploration, finding: Finding, data: dict[str, Any]) -
         + (f" ({finding.problem})" if finding.problem else "")
         + f"\n# in run {finding.run_index} ({finding.run_dir}), with {kinds}"
         + f"\n# run it again: zchaos run {shlex.quote(str(path))}\n"
-        + dump_toml({**data, "name": f"finding-{finding.number}-{finding.check}"})
+        + dump_toml({**data, "name": data["name"].replace("explore-", f"finding-{finding.check}-", 1)})
     )
     path.write_text(text)
     finding.scenario = str(path)
@@ -204,9 +204,11 @@ def explore(
     calibrate: bool = True,
     confirm: int = 0,
     shrink: int = 0,
+    until_finding: bool = False,
     progress: Progress | None = None,
 ) -> Exploration:
-    """Explore ``target`` (a manifest: a built-in's name or a path) within the budget."""
+    """Explore ``target`` (a manifest: a built-in's name or a path) within the budget;
+    ``until_finding``: stop after the run that gave the first finding."""
     if strategy not in STRATEGIES:
         raise SetupError(f"expected one of {', '.join(STRATEGIES)}, got {strategy!r}", where="--strategy")
     if runs is not None and runs < 1:
@@ -240,7 +242,7 @@ def explore(
             if time_s is not None and elapsed >= time_s:
                 break
             index += 1
-            data, origin = next_scenario(state, rng, f"explore-{index:03d}")
+            data, origin = next_scenario(state, rng, "explore")
             scenario = to_scenario(space, data, calibration)
             progress.phase(
                 f"explore run {index}{f'/{runs}' if runs else ''} ({origin}): {data['description']}"
@@ -261,7 +263,7 @@ def explore(
                     break
             progress.note(_progress_line(state, index, runs, time_s))
             state.write()
-            if state.interrupted:
+            if state.interrupted or (until_finding and state.found):
                 break
     except KeyboardInterrupt:  # between runs, or in a report: the runs done are kept
         state.interrupted = True

@@ -1,0 +1,94 @@
+"""Explore's power: runs to the first finding, guided against random (issue 36 part 5).
+
+For each planted-bug subject and each exploration seed, ``zchaos explore`` runs with each
+strategy on the same budget (``--runs``), stopping at its first finding, in this process
+(one Spark session for all). A trial that finds nothing within the budget counts as
+budget + 1 runs (said as "not found"). The last lines give, per strategy, the median runs to
+the first finding over every trial, and their ratio (random / guided: above 1, guided is
+faster), with the load average, since a loaded machine slows the runs but not their count.
+
+    ./dev bench explore_power                          # every subject, seeds 1-3, 10 runs
+    ./dev bench explore_power --seeds 1 2 3 4 5 --runs 15 --subjects stall-queue
+
+The subjects (tests/explore_subject/ and later ones): each bug needs a specific fault,
+target and timing; the fault kinds are every kind that applies unless the subject says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness.explore.loop import explore  # noqa: E402
+from harness.progress import Progress  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Subject:
+    name: str
+    manifest: Path
+    kinds: tuple[str, ...] = ()  # () : every kind that applies
+    run_s: float = 12.0
+
+
+SUBJECTS = (Subject("stall-queue", ROOT / "tests" / "explore_subject" / "manifest.toml"),)
+
+
+def trial(subject: Subject, seed: int, strategy: str, runs: int, where: Path) -> int | None:
+    """Runs to the first finding (None: none within ``runs``)."""
+    with open(os.devnull, "w") as quiet:
+        state = explore(
+            str(subject.manifest), runs=runs, seed=seed, strategy=strategy, kinds=subject.kinds,
+            run_s=subject.run_s, runs_dir=where, calibrate=False, until_finding=True,
+            progress=Progress(stream=quiet, out=quiet),
+        )  # fmt: skip
+    if state.interrupted:
+        raise KeyboardInterrupt
+    return len(state.runs) if state.found else None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--runs", type=int, default=10, help="budget of each trial (default 10)")
+    parser.add_argument("--subjects", nargs="+", help="names of the subjects (default: all)")
+    args = parser.parse_args()
+    chosen = [s for s in SUBJECTS if not args.subjects or s.name in args.subjects]
+    counts: dict[str, list[int]] = {"guided": [], "random": []}
+    with tempfile.TemporaryDirectory(prefix="explore-power-") as tmp:
+        for subject in chosen:
+            for seed in args.seeds:
+                for strategy in ("guided", "random"):
+                    started = time.monotonic()
+                    found = trial(
+                        subject, seed, strategy, args.runs, Path(tmp) / f"{subject.name}-{seed}-{strategy}"
+                    )
+                    counts[strategy].append(found if found is not None else args.runs + 1)
+                    said = f"found in run {found}" if found is not None else f"not found in {args.runs}"
+                    print(
+                        f"{subject.name} seed {seed} {strategy:>6}: {said} "
+                        f"({time.monotonic() - started:.0f} s, load {os.getloadavg()[0]:.1f})",
+                        flush=True,
+                    )
+    medians = {k: statistics.median(v) for k, v in counts.items()}
+    for strategy, median in medians.items():
+        print(
+            f"{strategy:>6}: median runs to the first finding {median:g} over {len(counts[strategy])} trials"
+        )
+    print(f"ratio random/guided: {medians['random'] / medians['guided']:.2f} (load {os.getloadavg()[0]:.1f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -22,6 +22,7 @@ from contract.promises import HARMS, OUTAGE
 
 if TYPE_CHECKING:
     from chaos.clock import Clocks
+    from chaos.disk import Disks
     from chaos.nemesis import PlannedFault
     from chaos.netfaults import NetworkFaults
 
@@ -111,6 +112,7 @@ class FaultRun(Protocol):
     network: NetworkFaults | None  # the run's links behind the fault proxy (None: no link faults)
     endpoints: dict[str, tuple[str, str]]  # endpoint -> (its bound address, "client" or "worker" side)
     clocks: Clocks | None  # the faked clocks of the roles a clock fault targets (None: no clock faults)
+    disks: Disks | None  # the data folders' file systems a disk fault fills (None: no disk faults)
 
     def started(self, fault: PlannedFault, **extra: Any) -> None:
         """Record ``fault_start`` (with the fault's class) and count the fault as injected."""
@@ -165,6 +167,9 @@ class FaultKind:
     #: It acts through the target's faked wall clock (chaos/clock.py): the runner preloads
     #: libfaketime into every process of the target's role, and only then.
     clock: bool = False
+    #: It fills the target's data folder (chaos/disk.py): the runner mounts a small file
+    #: system there for the target's role, and only then.
+    disk: bool = False
 
     def __post_init__(self) -> None:
         for pname, spec in self.params.items():

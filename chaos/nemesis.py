@@ -28,6 +28,7 @@ from contract.rundir import PlanEntry
 
 if TYPE_CHECKING:
     from chaos.clock import Clocks
+    from chaos.disk import Disks
     from chaos.netfaults import NetworkFaults
 
 log = logging.getLogger("zchaos.nemesis")
@@ -147,6 +148,7 @@ class Nemesis:
         network: NetworkFaults | None = None,
         endpoints: dict[str, tuple[str, str]] | None = None,
         clocks: Clocks | None = None,
+        disks: Disks | None = None,
     ) -> None:
         self.plan = plan
         self.control = control
@@ -156,6 +158,7 @@ class Nemesis:
         # malformed fault sends its junk, straight, never through a link's proxy.
         self.endpoints = endpoints or {}
         self.clocks = clocks  # the faked clocks of the roles a clock fault targets (chaos/clock.py)
+        self.disks = disks  # the data folders' file systems a disk fault fills (chaos/disk.py)
         self.injected = 0
         self._stopping = threading.Event()
         self._locks: dict[str, threading.Lock] = {}

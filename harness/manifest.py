@@ -39,6 +39,8 @@ from implementations import probes
 IMPLEMENTATIONS_DIR = Path(__file__).resolve().parent.parent / "implementations"
 PLACEHOLDER = re.compile(r"\{([a-z_]+)(?:\.([A-Za-z0-9_]+))?\}")
 SIMPLE_PLACEHOLDERS = ("python", "role", "instance", "index", "manifest_dir", "run_dir")
+#: The size of the file system a ``disk_full`` fault mounts at a role's data_dir (MB).
+DEFAULT_DATA_SIZE_MB = 32
 SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGKILL")
 CLIENT_PLACEHOLDERS = ("python", "manifest_dir", "run_dir")
 EXTERNAL = "external"  # the adapter that speaks JSON lines with a user's client program
@@ -160,6 +162,11 @@ class Role:
     records: tuple[str, ...] | None = None
     #: history events made from its output lines (``[roles.X.events]``): kind and pattern
     events: tuple[LogEvent, ...] = ()
+    #: the folder it keeps its data in (``data_dir``, simple placeholders: ``{run_dir}/store``;
+    #: its commands say ``{data_dir}``): a ``disk_full`` fault mounts a file system of
+    #: ``data_size_mb`` there and fills it (chaos/disk.py)
+    data_dir: str | None = None
+    data_size_mb: int = DEFAULT_DATA_SIZE_MB
 
     def instance_names(self, count: int | None = None) -> list[str]:
         """``queue`` for a single instance; ``worker-1`` … ``worker-N`` otherwise."""
@@ -235,6 +242,7 @@ class Manifest:
                     "service": r.service,
                     "records": None if r.records is None else list(r.records),
                     "events": {e.kind: e.pattern for e in r.events},
+                    **({"data_dir": r.data_dir, "data_size_mb": r.data_size_mb} if r.data_dir else {}),
                 }
                 for name, r in self.roles.items()
             },
@@ -249,6 +257,8 @@ def _check_placeholders(
         for m in PLACEHOLDER.finditer(arg):
             head, sub = m.group(1), m.group(2)
             if sub is None and head in SIMPLE_PLACEHOLDERS:
+                continue
+            if sub is None and head == "data_dir" and role.has("data_dir"):
                 continue
             if head in ("bind", "connect", "public") and sub in endpoints:
                 continue
@@ -599,6 +609,15 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
         for var, value in env.items():  # filled in as the command is (harness/topology.py)
             _check_placeholders(rt, [value], endpoints, options, f"env.{var}")
         stop_signal = rt.get("stop_signal", str, "SIGTERM", choices=SIGNALS)
+        data_dir = rt.get("data_dir", str, None)
+        if data_dir is not None:
+            for m in PLACEHOLDER.finditer(data_dir):
+                if m.group(2) is not None or m.group(1) not in SIMPLE_PLACEHOLDERS:
+                    raise rt.error(
+                        "data_dir",
+                        f"takes {', '.join('{' + p + '}' for p in SIMPLE_PLACEHOLDERS)}, not {m.group(0)}",
+                    )
+        data_size_mb = rt.get("data_size_mb", int, DEFAULT_DATA_SIZE_MB, minimum=1, maximum=4096)
         rt.done()
         joined = " ".join(command)
         roles[role_name] = Role(
@@ -615,6 +634,8 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
             service=service,
             records=records,
             events=events,
+            data_dir=data_dir,
+            data_size_mb=data_size_mb,
         )
     roles_table.done()
     for endpoint, role_name in endpoints.items():

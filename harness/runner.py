@@ -41,6 +41,7 @@ from reports.store import store_path
 
 if TYPE_CHECKING:
     from chaos.clock import Clocks
+    from chaos.disk import Disks
     from chaos.netfaults import NetworkFaults
 
 LOCUSTFILE = PROJECT_ROOT / "loadtests" / "locustfile.py"
@@ -211,6 +212,7 @@ class Runner:
         self.supervisor = Supervisor(self.history, self.topology.base_env())
         self.network: NetworkFaults | None = None  # the fault proxy, when a link fault is planned
         self.clocks: Clocks | None = None  # the faked clocks, when a clock fault is planned
+        self.disks: Disks | None = None  # the data folders' file systems, when a disk fault is planned
         self._proxy_stack = contextlib.ExitStack()
         self.follower: subprocess.Popen[bytes] | None = None
         self.supervisor.on_unexpected_exit = self._unexpected_exit
@@ -325,10 +327,41 @@ class Runner:
             self.progress.note(f"removed a CPU-starvation cgroup left by a dead zchaos run: {path}")
         for path, why in found.failed:
             self.progress.warn(f"could not remove a cgroup left by a dead zchaos run: {path} ({why})")
+        from chaos.disk import remove_leftovers as remove_disk_leftovers
+
+        unmounted, stuck = remove_disk_leftovers()
+        for path in unmounted:
+            self.progress.note(f"unmounted a data file system left by a dead zchaos run: {path}")
+        for what in stuck:
+            self.progress.warn(f"could not unmount a file system left by a dead zchaos run: {what}")
         clock_state = remove_clock_leftovers()
         for path in clock_state:
             self.progress.note(f"removed the clock faults' shared state left by a dead zchaos run: {path}")
-        self.meta["leftovers_removed"] = [str(p) for p in (*found.removed, *clock_state)]
+        self.meta["leftovers_removed"] = [str(p) for p in (*found.removed, *clock_state, *unmounted)]
+
+    def _start_disks(self) -> None:
+        """When the plan has a disk fault: a small file system at the data folder of every
+        instance of the roles it targets, mounted before they start (chaos/disk.py)."""
+        targets = {f.target for f in self.plan if FAULT_KINDS[f.kind].disk}
+        roles = {self.roles[t] for t in targets if t in self.roles}
+        if not roles:
+            return
+        from chaos.disk import DiskError, Disks
+
+        manifest = self.scenario.manifest
+        folders = {
+            i: (Path(self.topology.data_dir(role, i)), manifest.roles[role].data_size_mb)
+            for i, role in self.roles.items()
+            if role in roles
+        }
+        disks = Disks(folders)
+        self.disks = disks  # what it mounted is unmounted at teardown, also when a later mount fails
+        try:
+            disks.open()
+        except DiskError as exc:
+            raise SetupError(str(exc)) from None
+        sizes = ", ".join(f"{f} ({s} MB)" for f, s in sorted(set(folders.values())))
+        self.progress.note(f"data folders on small file systems: {sizes}")
 
     def _start_clocks(self) -> None:
         """When the plan has a clock fault: libfaketime for every instance of the roles it
@@ -510,7 +543,9 @@ class Runner:
         endpoints = {
             e: (self.topology.bind_address(e), endpoint_side(e, clients)) for e in manifest.endpoints
         }
-        nemesis = Nemesis(self.plan, control, self.nemesis_history, self.network, endpoints, self.clocks)
+        nemesis = Nemesis(
+            self.plan, control, self.nemesis_history, self.network, endpoints, self.clocks, self.disks
+        )
         locust = self.supervisor.start(self._locust_spec())
         locust.expected_exit = True  # it ends by itself when the run time is over
         origin_ns = self._wait_for_locust(locust)
@@ -587,6 +622,7 @@ class Runner:
                     self._start_follower()
                     self._start_fault_proxy()
                     self._start_clocks()
+                    self._start_disks()
                     self._start_system()
                     self._phase("load")
                     self._run_load()
@@ -604,6 +640,9 @@ class Runner:
                         self._proxy_stack.close()
                         if self.clocks is not None:
                             self.clocks.close()
+                        if self.disks is not None:
+                            for what in self.disks.close():
+                                self.progress.warn(f"could not unmount a data file system: {what}")
                         self.ports.release()
                         self._phase_done("teardown")
                         self.meta["ended_ns"] = time.time_ns()

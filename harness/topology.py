@@ -119,6 +119,23 @@ class Topology:
         env[ENV_HISTORY_DIR] = str(self.run.history)
         return env
 
+    def data_dir(self, role_name: str, instance: str) -> str:
+        """The folder ``instance`` keeps its data in (its role's ``data_dir`` filled in), '' for
+        a role that declares none."""
+        role = self.manifest.roles[role_name]
+        if role.data_dir is None:
+            return ""
+        index = instance.rsplit("-", 1)[1] if instance != role.name else "1"
+        simple = {
+            "python": sys.executable,
+            "role": role.name,
+            "instance": instance,
+            "index": index,
+            "manifest_dir": str(self.manifest.directory),
+            "run_dir": str(self.run.root),
+        }
+        return PLACEHOLDER.sub(lambda m: simple[m.group(1)], role.data_dir)
+
     def proc_spec(self, role_name: str, instance: str) -> ProcSpec:
         role = self.manifest.roles[role_name]
         index = instance.rsplit("-", 1)[1] if instance != role_name else "1"
@@ -131,6 +148,8 @@ class Topology:
             "manifest_dir": str(self.manifest.directory),
             "run_dir": str(self.run.root),
         }
+        if role.data_dir is not None:
+            simple["data_dir"] = self.data_dir(role_name, instance)
 
         def fill(match: re.Match[str]) -> str:
             head, sub = match.group(1), match.group(2)

@@ -1,0 +1,171 @@
+"""A full disk under a role's data folder: a small file system the run mounts, which the
+``disk_full`` fault fills (writes then fail with ENOSPC) and frees again.
+
+When the plan has a ``disk_full`` fault on a role, the runner mounts a tmpfs of the role's
+``data_size_mb`` at each of its instances' ``data_dir`` (manifest, ``[roles.X]``) before
+they start, so the subject keeps its data there from the first byte; the fault writes a
+filler file (``FILLER``) until the file system is full, holds it for ``duration_s`` and
+removes it. Mounting needs root (or CAP_SYS_ADMIN): without it the run stops before
+anything starts, saying so (exit 2).
+
+A mount cannot remove itself when the runner is SIGKILLed, so its source names the runner
+(``zchaos-disk-runner<PID>.<START>``, as the starvation cgroups' names do): the run
+unmounts its own at its end (lazily: a process of the subject still inside must not keep
+it), and ``remove_leftovers`` unmounts those whose runner is gone, at the next run's start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from chaos.faults import FaultRun
+    from chaos.nemesis import PlannedFault
+
+#: The file the fault fills a data folder's file system with (removed when it stops).
+FILLER = ".zchaos-disk-full"
+SOURCE_PREFIX = "zchaos-disk-runner"
+_OWNED = re.compile(r"zchaos-disk-runner(\d+)\.(\d+)")
+CHUNK = 1 << 20
+
+
+class DiskError(Exception):
+    """The run cannot mount the small file systems a disk fault needs (not root, ...)."""
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks after boot), None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rpartition(")")[2].split()[19])
+
+
+def _unmount(where: Path) -> str | None:
+    """Unmount ``where`` lazily; why not, or None."""
+    done = subprocess.run(["umount", "-l", str(where)], capture_output=True, text=True, check=False)
+    return None if done.returncode == 0 else (done.stderr or done.stdout).strip() or f"exit {done.returncode}"
+
+
+def free_bytes(path: Path) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def fill(folder: Path) -> int:
+    """Write ``FILLER`` in ``folder`` until its file system takes no more; the bytes written."""
+    written = 0
+    chunk = CHUNK
+    fd = os.open(folder / FILLER, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        while chunk >= 512:
+            try:
+                written += os.write(fd, bytes(chunk))
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                chunk //= 2  # the last pages, in smaller writes
+    finally:
+        os.close(fd)
+    return written
+
+
+class Disks:
+    """The small file systems of one run, by instance: ``open`` before the processes start,
+    ``close`` after they stopped."""
+
+    def __init__(self, folders: dict[str, tuple[Path, int]]) -> None:
+        self.folders = folders  # instance -> (its data folder, the file system's size in MB)
+        self.source = f"{SOURCE_PREFIX}{os.getpid()}.{_start_ticks(os.getpid())}"
+        self.mounted: list[Path] = []
+
+    def open(self) -> None:
+        if os.geteuid() != 0:
+            where = ", ".join(sorted({str(f) for f, _ in self.folders.values()}))
+            raise DiskError(f"disk_full needs root to mount a small file system (tmpfs) at {where}")
+        for folder, size_mb in {f: s for f, s in self.folders.values()}.items():
+            folder.mkdir(parents=True, exist_ok=True)
+            done = subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0755", self.source, str(folder)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode != 0:
+                why = (done.stderr or done.stdout).strip()
+                raise DiskError(f"could not mount a {size_mb} MB file system at {folder}: {why}")
+            self.mounted.append(folder)
+
+    def folder(self, instance: str) -> Path:
+        return self.folders[instance][0]
+
+    def close(self) -> list[str]:
+        """Unmount every file system of the run (its data goes with it); what failed, each why."""
+        failed = []
+        for folder in self.mounted:
+            with contextlib.suppress(OSError):
+                (folder / FILLER).unlink(missing_ok=True)
+            why = _unmount(folder)
+            if why is not None:
+                failed.append(f"{folder}: {why}")
+        self.mounted.clear()
+        return failed
+
+
+def _mounts() -> list[tuple[str, Path]]:
+    """(source, mount point) of every mount, the point's escapes (``\\040``) decoded."""
+    try:
+        text = Path("/proc/self/mounts").read_text()
+    except OSError:
+        return []
+    found = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), parts[1])
+            found.append((parts[0], Path(point)))
+    return found
+
+
+def remove_leftovers() -> tuple[list[Path], list[str]]:
+    """Unmount the file systems of runners that are gone: (unmounted, failed with why)."""
+    removed: list[Path] = []
+    failed: list[str] = []
+    for source, point in reversed(_mounts()):
+        m = _OWNED.fullmatch(source)
+        if m is None or _start_ticks(int(m[1])) == int(m[2]):
+            continue
+        why = _unmount(point)
+        if why is None:
+            removed.append(point)
+        else:
+            failed.append(f"{point}: {why}")
+    return removed, failed
+
+
+def hold_full(nemesis: FaultRun, fault: PlannedFault) -> None:
+    """Carry out ``disk_full``: fill the target's data file system, hold, free it."""
+    disks = nemesis.disks
+    if disks is None or fault.target not in disks.folders:
+        raise DiskError(f"{fault.target} has no data folder on a file system of the run's")
+    pid = nemesis.control.running(fault.target)
+    if pid is None:
+        nemesis.missed(fault)
+        return
+    folder = disks.folder(fault.target)
+    try:
+        written = fill(folder)
+        nemesis.started(
+            fault, pid=pid, detail=f"{folder} full ({written} bytes filled, {free_bytes(folder)} free)"
+        )
+        nemesis.wait(float(fault.params["duration_s"]))
+    finally:
+        (folder / FILLER).unlink(missing_ok=True)
+    nemesis.stopped(fault, pid=pid)

@@ -254,6 +254,9 @@ class Scenario:
     calibration: Calibration | None = field(default=None, compare=False, repr=False)
     #: each relative value and what it resolved to: key, given, value
     resolved: tuple[dict[str, Any], ...] = ()
+    #: a client kind's ``reply_deadline_s = "auto"`` covers the outages of the seed's plan:
+    #: another seed may need another deadline
+    seed_decides_deadlines: bool = False
 
     @property
     def relative_keys(self) -> list[str]:
@@ -849,7 +852,9 @@ def parse_scenario(
                 raise ft.error(problem.key, problem.message) from None
         faults.append(FaultSpec(i, kind_name, target, schedule, params))
 
+    autos = len(notes)
     clients, warnings = _reply_deadlines(clients, manifest.promises, options, faults, notes, seed)
+    seed_decides_deadlines = len(notes) > autos  # a note for each deadline made from the plan
     for client_kind in clients:
         deadline_problem = reply_deadline_problem(client_kind.options, manifest.promises)
         if deadline_problem:
@@ -899,6 +904,7 @@ def parse_scenario(
         base_manifest=base_manifest,
         calibration=calibration if rel.resolved else None,
         resolved=tuple(rel.resolved),
+        seed_decides_deadlines=seed_decides_deadlines,
     )
 
 
@@ -982,9 +988,14 @@ def reparse(
 
 
 def with_seed(scenario: Scenario, seed: int) -> Scenario:
-    """The same scenario with another seed: a field replaced, nothing parsed again (the
-    seed is drawn from only in ``fault_plan``)."""
-    return replace(scenario, seed=seed, source={**scenario.source, "seed": seed})
+    """The same scenario with another seed. The seed is drawn from in ``fault_plan``, and in
+    one place more: a reply deadline given as "auto" covers the outages of that seed's plan
+    (random fault times), so such a scenario is parsed again; any other is a field replaced.
+    A deadline kept from the first seed once judged every other seed's requests by it."""
+    source = {**scenario.source, "seed": seed}
+    if scenario.seed_decides_deadlines and scenario.source:
+        return replace(reparse(scenario, source), from_file=scenario.from_file)
+    return replace(scenario, seed=seed, source=source)
 
 
 def fault_plan(scenario: Scenario) -> list[PlannedFault]:

@@ -4,11 +4,12 @@ real processes that are stopped after each test (``procs``)."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import zmq
@@ -78,10 +79,31 @@ def no_process_outlives_the_tests() -> Iterator[None]:
     import psutil
 
     _, left = psutil.wait_procs(_leftovers(token), timeout=10)  # some may be on their way out
-    left = [p for p in left if p.status() != psutil.STATUS_ZOMBIE]
+    left = [p for p in left if _running(p)]
+    described = [(p.pid, _command(p)) for p in left]
     for proc in left:
-        proc.kill()
-    assert not left, f"processes left running by the tests: {[(p.pid, p.cmdline()[:4]) for p in left]}"
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    assert not left, f"processes left running by the tests: {described}"
+
+
+def _running(proc: Any) -> bool:
+    """Alive and not a zombie (one that ends while asked is not running)."""
+    import psutil
+
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _command(proc: Any) -> list[str]:
+    import psutil
+
+    try:
+        return proc.cmdline()[:4]
+    except psutil.Error:  # it ended (or became a zombie) since
+        return ["?"]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -156,6 +156,35 @@ def test_an_auto_deadline_is_computed_from_the_declared_expiry_and_the_plan() ->
     assert next(k for k in one.load.clients if k.name == "noresend").options["reply_deadline_s"] == 17.5
 
 
+def test_another_seed_gets_the_auto_deadline_of_its_own_plan(tmp_path: Path) -> None:
+    """The kills at random times: how many one request can live through, and so the "auto"
+    deadline, is the seed's. ``--seeds`` once ran every seed with the first seed's deadline."""
+    from harness.config import dump_toml, load_toml
+    from harness.scenario import fault_plan, with_seed
+
+    data = load_toml(NORESEND, "scenario")
+    del data["faults"][0]["at_s"]
+    data["faults"][0]["random"] = {"count": 2, "between": [3, 55]}
+    data["duration_s"] = 60
+    data["implementation"] = str(STANDARD_EXPIRY)
+    path = tmp_path / "random-kills.toml"
+    path.write_text(dump_toml(data))
+
+    def deadline(scenario) -> float:
+        return next(k for k in scenario.load.clients if k.name == "noresend").options["reply_deadline_s"]
+
+    first = load_scenario(path, sets=["seed=1"])
+    seen = set()
+    for seed in range(2, 12):
+        again = with_seed(first, seed)
+        own = load_scenario(path, sets=[f"seed={seed}"])
+        assert fault_plan(again) == fault_plan(own)
+        assert deadline(again) == deadline(own), seed
+        assert again.manifest.clients == again.load.clients  # what run.json records
+        seen.add(deadline(again))
+    assert len(seen) > 1, "the seeds' plans should call for different deadlines"
+
+
 def test_check_prints_the_warning(capsys) -> None:
     from harness.cli import main
 

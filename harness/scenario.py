@@ -254,9 +254,9 @@ class Scenario:
     calibration: Calibration | None = field(default=None, compare=False, repr=False)
     #: each relative value and what it resolved to: key, given, value
     resolved: tuple[dict[str, Any], ...] = ()
-    #: a client kind's ``reply_deadline_s = "auto"`` covers the outages of the seed's plan:
-    #: another seed may need another deadline
-    seed_decides_deadlines: bool = False
+    #: the client kinds whose ``reply_deadline_s = "auto"`` was made the deadline of the
+    #: seed's plan (its outages): ``with_seed`` makes theirs again
+    auto_deadlines: tuple[str, ...] = ()
 
     @property
     def relative_keys(self) -> list[str]:
@@ -635,6 +635,10 @@ def is_implementation(ref: str, manifest: Manifest, scenario_path: Path | None) 
     return found == manifest.path.resolve()
 
 
+#: how a note of a deadline made from the plan begins (``with_seed`` makes it again)
+_AUTO_NOTE = "client kind %s: reply_deadline_s = auto"
+
+
 def _reply_deadlines(
     kinds: tuple[ClientKind, ...],
     promises: Promises,
@@ -664,7 +668,7 @@ def _reply_deadlines(
         deadline = kind.options.get("reply_deadline_s")
         if deadline == AUTO_DEADLINE:
             kind = replace(kind, options={**kind.options, "reply_deadline_s": needed})
-            notes.append(f"client kind {kind.name}: reply_deadline_s = auto = {needed:g} s ({why})")
+            notes.append(f"{_AUTO_NOTE % kind.name} = {needed:g} s ({why})")
         elif _never_resends(kind) and 0 < float(deadline or 0) < needed:
             warnings.append(
                 f"client kind {kind.name}: reply_deadline_s = {deadline:g} s cannot cover the system's own "
@@ -852,9 +856,8 @@ def parse_scenario(
                 raise ft.error(problem.key, problem.message) from None
         faults.append(FaultSpec(i, kind_name, target, schedule, params))
 
-    autos = len(notes)
+    auto_deadlines = tuple(k.name for k in clients if k.options.get("reply_deadline_s") == AUTO_DEADLINE)
     clients, warnings = _reply_deadlines(clients, manifest.promises, options, faults, notes, seed)
-    seed_decides_deadlines = len(notes) > autos  # a note for each deadline made from the plan
     for client_kind in clients:
         deadline_problem = reply_deadline_problem(client_kind.options, manifest.promises)
         if deadline_problem:
@@ -904,7 +907,7 @@ def parse_scenario(
         base_manifest=base_manifest,
         calibration=calibration if rel.resolved else None,
         resolved=tuple(rel.resolved),
-        seed_decides_deadlines=seed_decides_deadlines,
+        auto_deadlines=auto_deadlines,
     )
 
 
@@ -988,14 +991,33 @@ def reparse(
 
 
 def with_seed(scenario: Scenario, seed: int) -> Scenario:
-    """The same scenario with another seed. The seed is drawn from in ``fault_plan``, and in
-    one place more: a reply deadline given as "auto" covers the outages of that seed's plan
-    (random fault times), so such a scenario is parsed again; any other is a field replaced.
-    A deadline kept from the first seed once judged every other seed's requests by it."""
-    source = {**scenario.source, "seed": seed}
-    if scenario.seed_decides_deadlines and scenario.source:
-        return replace(reparse(scenario, source), from_file=scenario.from_file)
-    return replace(scenario, seed=seed, source=source)
+    """The same scenario with another seed: fields replaced, nothing parsed again. The seed
+    is drawn from in ``fault_plan``, and so in the reply deadlines given as "auto", which
+    cover the outages of the seed's own plan (random fault times): those are made again, by
+    the function that made them (a deadline kept from the first seed once judged every other
+    seed's requests by it)."""
+    reseeded = replace(scenario, seed=seed, source={**scenario.source, "seed": seed})
+    if not scenario.auto_deadlines:
+        return reseeded
+    made = tuple(_AUTO_NOTE % name for name in scenario.auto_deadlines)
+    notes = [n for n in scenario.notes if not n.startswith(made)]
+    kinds = tuple(
+        replace(k, options={**k.options, "reply_deadline_s": AUTO_DEADLINE})
+        if k.name in scenario.auto_deadlines
+        else k
+        for k in scenario.load.clients
+    )
+    promises = scenario.manifest.promises
+    clients, warnings = _reply_deadlines(
+        kinds, promises, scenario.options, list(scenario.faults), notes, seed
+    )
+    return replace(
+        reseeded,
+        manifest=replace(scenario.manifest, clients=clients),
+        load=replace(scenario.load, clients=clients),
+        notes=tuple(notes),
+        warnings=tuple(warnings),
+    )
 
 
 def fault_plan(scenario: Scenario) -> list[PlannedFault]:

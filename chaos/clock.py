@@ -108,6 +108,17 @@ def find_library() -> Path | None:
     return None
 
 
+def missing() -> str | None:
+    """What this machine lacks for clock faults (one line), or None."""
+    if find_library() is None:
+        return f"clock faults need libfaketime, which is not installed ({INSTALL_HINT})"
+    digest = hashlib.sha256(SHIM_SOURCE.encode()).hexdigest()[:16]
+    built = (cache_dir() / f"clock-shim-{digest}.so").is_file()
+    if not built and not (os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")):
+        return "clock faults need a C compiler (cc) once, to build a small shim; Debian: apt-get install gcc"
+    return None
+
+
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "zchaos"

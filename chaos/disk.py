@@ -39,6 +39,13 @@ class DiskError(Exception):
     """The run cannot mount the small file systems a disk fault needs (not root, ...)."""
 
 
+def missing() -> str | None:
+    """What this machine lacks for disk faults (one line), or None."""
+    if os.geteuid() != 0:
+        return "disk_full needs root to mount a small file system (tmpfs) at a role's data_dir"
+    return None
+
+
 def _start_ticks(pid: int) -> int | None:
     """When process ``pid`` started (clock ticks after boot), None if it is gone."""
     try:

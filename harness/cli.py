@@ -226,6 +226,11 @@ def _describe(scenario: Scenario) -> int:
         more = f" ... ({len(times)} times, the last at {times[-1]:g})" if len(times) > SHOWN_TIMES else ""
         print(f"  fault {fault.kind} on {fault.target} at {shown}{more} s")
     _describe_checks(scenario)
+    from harness.runner import machine_problems
+
+    problems = machine_problems(scenario)
+    if problems:  # the scenario is valid, this machine cannot run it
+        raise SetupError("; ".join(problems), where=scenario.path or scenario.name)
     return 0
 
 

@@ -137,6 +137,20 @@ def forecast(scenario: Scenario) -> dict[str, str]:
     return {name: checkers[name].forecast(meta) for name in scenario.manifest.promises.checks}
 
 
+def machine_problems(scenario: Scenario) -> list[str]:
+    """What this machine lacks for the scenario's faults, one line each (``zchaos check``
+    says them; a run stops on the first before anything starts)."""
+    from chaos import clock, disk
+
+    kinds = [FAULT_KINDS[f.kind] for f in scenario.faults]
+    found = []
+    if any(k.clock for k in kinds) and (why := clock.missing()) is not None:
+        found.append(why)
+    if any(k.disk for k in kinds) and (why := disk.missing()) is not None:
+        found.append(why)
+    return found
+
+
 def _exited_within(managed: Managed, timeout: float) -> bool:
     try:
         managed.popen.wait(timeout)

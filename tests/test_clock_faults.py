@@ -251,3 +251,16 @@ def test_a_forward_step_breaks_a_queue_timed_by_the_wall_clock_alone(
         assert checks["recovery"][0] == "violated", checks
     else:
         assert result.verdict["outcome"] == "passed", checks
+
+
+def test_zchaos_check_says_in_one_line_what_the_machine_lacks_for_a_clock_fault() -> None:
+    env = {**os.environ, "ZCHAOS_LIBFAKETIME": "/nonexistent/libfaketime.so.1", "PYTHONPATH": str(ROOT)}
+    stock = ROOT / "scenarios" / "majordomo-clock-step-broker.toml"
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "check", str(stock)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    said = [line for line in done.stderr.splitlines() if line.strip()]
+    assert said == [f"zchaos: error: {stock}: clock faults need libfaketime, which is not installed "
+                    "(Debian: apt-get install libfaketime)"], done.stderr  # fmt: skip

@@ -198,6 +198,31 @@ def test_no_duplicate_counts_extra_deliveries_and_shows_the_second(spark):
     assert (result.examples[1]["rid"], result.examples[1]["ev"]) == ("client-2:4", "unexpected")
 
 
+def test_no_duplicate_takes_a_late_answer_to_a_resent_requests_first_send_as_its_answer(spark):
+    """An asynchronous client resent client-1:3 after its timeout; the resend was answered,
+    then the first send too (its worker expired and the broker handed it on): an answer to
+    each send, not a duplicate. A third delivery is one."""
+    events = clean_history()
+    first_send = next(e for e in events if e["ev"] == "send" and e["rid"] == "client-1:3")
+    events.append({**first_send, "ts": t(5), "attempt": 2})  # the resend
+    late = {
+        "ts": t(9),
+        "src": "client-1",
+        "ev": "unexpected",
+        "cid": "client-1",
+        "seq": 3,
+        "got_rid": "client-1:3",
+    }
+    result = check("no_duplicate", make_ctx(spark, [*events, late]))
+    assert result.status == HELD, result.summary
+    assert result.figures["resend_answers"] == 1 and result.violations == 0
+    assert "1 more answered a resend of their request (not duplicates)" in result.summary
+    third = {**late, "ts": t(10)}
+    result = check("no_duplicate", make_ctx(spark, [*events, late, third]))
+    assert result.status == VIOLATED and result.violations == 1
+    assert (result.examples[0]["ts"], result.examples[0]["rid"]) == (t(10), "client-1:3")
+
+
 # --- in_order --------------------------------------------------------------------------
 
 

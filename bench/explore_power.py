@@ -38,16 +38,39 @@ class Subject:
     manifest: Path
     kinds: tuple[str, ...] = ()  # () : every kind that applies
     run_s: float = 12.0
+    bug: str = ""  # the manifest's ``bug`` option set to this (a copy beside its programs)
+
+    def path(self, where: Path) -> Path:
+        if not self.bug:
+            return self.manifest
+        where.mkdir(parents=True, exist_ok=True)
+        for program in self.manifest.parent.glob("*.py"):  # {manifest_dir} finds them beside it
+            if not (where / program.name).exists():
+                (where / program.name).symlink_to(program)
+        copy = where / self.manifest.name
+        copy.write_text(self.manifest.read_text().replace('bug = "none"', f'bug = "{self.bug}"', 1))
+        return copy
 
 
-SUBJECTS = (Subject("stall-queue", ROOT / "tests" / "explore_subject" / "manifest.toml"),)
+SUBJECTS = (
+    # a queue that forgets its workers after a stall of 1.5-5 s (a freeze of the queue)
+    Subject("stall-queue", ROOT / "tests" / "explore_subject" / "manifest.toml"),
+    # an MDP broker that drops the request a dead worker held (a busy worker killed), judged
+    # by clients that never resend (tests/blackbox/, made for the shrink and seeds tests)
+    Subject(
+        "mdp-drop-dead-request",
+        ROOT / "tests" / "blackbox" / "mdp-broker-noresend.toml",
+        bug="drop-dead-workers-request",
+    ),
+)
 
 
 def trial(subject: Subject, seed: int, strategy: str, runs: int, where: Path) -> int | None:
     """Runs to the first finding (None: none within ``runs``)."""
+    manifest = subject.path(where / "subject")
     with open(os.devnull, "w") as quiet:
         state = explore(
-            str(subject.manifest), runs=runs, seed=seed, strategy=strategy, kinds=subject.kinds,
+            str(manifest), runs=runs, seed=seed, strategy=strategy, kinds=subject.kinds,
             run_s=subject.run_s, runs_dir=where, calibrate=False, until_finding=True,
             progress=Progress(stream=quiet, out=quiet),
         )  # fmt: skip

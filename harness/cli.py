@@ -315,6 +315,7 @@ def _cmd_explore(args: argparse.Namespace) -> int:
     kinds = tuple(k.strip() for k in (args.kinds or "").split(",") if k.strip())
     state = explore(
         args.target,
+        resume=Path(args.resume) if args.resume else None,
         runs=args.runs,
         time_s=parse_duration(args.time) if args.time else None,
         seed=args.seed,
@@ -708,7 +709,12 @@ def build_parser() -> argparse.ArgumentParser:
         "scenario that replays it. Writes RUNS_DIR/explore-<time>-<name>/ (explore.json, findings/). "
         "Exit 1 with a finding, 0 without (never 'passed'), 2 bad input, 130 interrupted.",
     )
-    p.add_argument("target", help="a manifest: a built-in implementation's name or a manifest path")
+    p.add_argument(
+        "target", nargs="?", help="a manifest: a built-in implementation's name or a manifest path"
+    )
+    p.add_argument(
+        "--resume", metavar="DIR", help="go on with the exploration of DIR (its explore.json) instead"
+    )
     p.add_argument("--runs", type=int, metavar="N", help="most runs to make")
     p.add_argument("--time", metavar="T", help="start no run after this long: 30m, 2h, 600 (seconds)")
     p.add_argument("--seed", type=int, default=1, help="seed of the exploration (default 1)")

@@ -26,7 +26,7 @@ from harness.explore.generate import (
     mutate,
     to_scenario,
 )
-from harness.explore.loop import Exploration, _learn, next_scenario, parse_duration
+from harness.explore.loop import Exploration, _learn, _pick, energy, next_scenario, parse_duration, resumed
 from harness.explore.signature import bucket, findings, problem_kind, share_bucket, signature
 from harness.manifest import builtin_manifests, load_manifest
 from harness.scenario import load_scenario
@@ -293,3 +293,57 @@ def test_clock_faults_are_explored_only_where_libfaketime_is(monkeypatch: pytest
     assert clock and not clock & set(space_of().kinds)
     monkeypatch.setattr(generate_module, "find_library", lambda: Path("/lib/libfaketime.so.1"))
     assert clock <= set(space_of().kinds)
+
+
+def test_an_exploration_resumes_as_its_explore_json_left_it(tmp_path: Path) -> None:
+    space = space_of(SUBJECT, kinds=("freeze",), duration_s=10)
+    state = Exploration(tmp_path, space, 9, "random", 5, None)
+    data = generate(space, random.Random(1))
+    _learn(state, 1, data, "fresh", "run-1", verdict())
+    broken = verdict("violated", recovery=None, violated={"recovery": "no ok reply after the fault"})
+    _learn(state, 2, data, "fresh", "run-2", broken)
+    state.runs.append({"run": 3, "run_dir": "run-3", "outcome": "interrupted"})
+    state.interrupted = True
+    state.write()
+    again = resumed(tmp_path, 2, None)
+    assert (again.seed, again.strategy, again.space.kinds, again.space.duration_s) == (
+        9,
+        "random",
+        ("freeze",),
+        10,
+    )
+    assert again.corpus == state.corpus and again.seen == state.seen and again.runs == state.runs
+    assert list(again.found) == list(state.found) and not again.interrupted
+    assert again.found[next(iter(again.found))].scenario.endswith("1-recovery.toml")
+    with pytest.raises(SetupError, match=r"no explore\.json"):
+        resumed(tmp_path / "nothing", 1, None)
+    (tmp_path / "explore.json").write_text('{"format": 1, "kinds": []}')
+    with pytest.raises(SetupError, match="damaged"):
+        resumed(tmp_path, 1, None)
+
+
+def test_a_target_or_resume_one_of_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = str(tmp_path)
+    assert main(["explore", "--runs", "1", "--runs-dir", runs]) == 2
+    assert main(["explore", "paranoid-pirate", "--resume", runs, "--runs", "1", "--runs-dir", runs]) == 2
+    assert "one of them" in capsys.readouterr().err
+    assert main(["explore", "--resume", runs, "--runs", "1"]) == 2
+    assert "no explore.json" in capsys.readouterr().err
+
+
+def test_guided_mutates_the_entries_whose_mutations_show_something_new(tmp_path: Path) -> None:
+    space = space_of(SUBJECT, kinds=("freeze",), duration_s=10)
+    rng = random.Random(2)
+    state = Exploration(tmp_path, space, 1, "guided", 50, None)
+    state.corpus = [{"run": n, "scenario": generate(space, rng), "new": ["x"]} for n in (1, 2)]
+    state.corpus[0].update(tried=4, fruitful=0)  # four mutations, nothing new
+    state.corpus[1].update(tried=4, fruitful=3)
+    assert energy(state.corpus[0]) == 0.2 and energy(state.corpus[1]) == 0.8
+    picks = [_pick(state.corpus, rng)["run"] for _ in range(400)]
+    assert picks.count(2) > 2.5 * picks.count(1) > 0  # 4 to 1 by energy
+    origin = next(o for _ in range(20) if (o := next_scenario(state, rng, "x")[1]) != "fresh")
+    assert sum(e["tried"] for e in state.corpus) == 9, origin  # the mutated one counted its try
+    # A mutation of run 2 that showed something new counts for run 2.
+    before = state.corpus[1]["fruitful"]
+    _learn(state, 3, generate(space, rng), "run 2: moved freeze on queue", "run-3", verdict())
+    assert state.corpus[1]["fruitful"] == before + 1 and state.corpus[-1]["run"] == 3

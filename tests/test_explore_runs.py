@@ -93,7 +93,7 @@ def test_explore_shrinks_what_it_found(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_an_interrupted_exploration_exits_130_keeps_its_record_and_leaves_nothing_running(
+def test_an_interrupted_exploration_exits_130_leaves_nothing_running_and_resumes(
     tmp_path: Path,
 ) -> None:
     runs = tmp_path / "runs"
@@ -117,3 +117,10 @@ def test_an_interrupted_exploration_exits_130_keeps_its_record_and_leaves_nothin
     assert processes_of(runs) == []
     record = explored(runs)
     assert record["interrupted"] and record["runs"][0]["outcome"] == "interrupted"
+    # --resume goes on from explore.json: one more run, after the interrupted one.
+    (folder,) = runs.glob("explore-*")
+    assert main(["explore", "--resume", str(folder), "--runs", "1"]) in (0, 1)
+    record = explored(runs)
+    assert not record["interrupted"] and [r["run"] for r in record["runs"]] == [1, 2]
+    assert record["runs"][1]["outcome"] in ("passed", "violated", "unknown") and record["behaviours"]
+    assert processes_of(runs) == []

@@ -20,8 +20,12 @@ Spark session, which the command stops at its end, harness/cli.py). After each r
 
 ``--strategy guided`` mutates a corpus entry (generate.py ``mutate``) with probability
 GUIDED_MUTATE once the corpus holds one, and draws a fresh scenario otherwise; ``random``
-always draws fresh ones, the baseline guided is measured against. Which entry: one of the
-corpus, later (newer) entries weighed more.
+always draws fresh ones, the baseline guided is measured against. Which entry: by its
+energy, more for one whose mutations showed new behaviours, less for one whose did not.
+
+``--resume DIR`` goes on with an exploration from its explore.json (an interrupted one, or
+one whose budget ran out): its corpus, behaviours and findings, its target and settings;
+the runs after it are drawn from a generator seeded with its seed and its count of runs.
 
 Exit: 1 with a finding, 0 without ("explored N runs, M behaviours, no violation", never
 "passed": an exploration shows what it tried, not that nothing is wrong), 2 for bad
@@ -161,15 +165,23 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
 
 
+def energy(entry: dict[str, Any]) -> float:
+    """How much a corpus entry is mutated (AFL's energy, simply): the more of its mutations
+    showed something new, the more; the more of them showed nothing, the less. A new entry
+    starts at 1; one whose four mutations all showed nothing is at 1/5."""
+    return (1 + entry.get("fruitful", 0)) / (1 + entry.get("tried", 0))
+
+
 def _pick(corpus: list[dict[str, Any]], rng: random.Random) -> dict[str, Any]:
-    """A corpus entry, the later ones weighed more (the frontier of what was found)."""
-    return rng.choices(corpus, weights=range(1, len(corpus) + 1))[0]
+    return rng.choices(corpus, weights=[energy(e) for e in corpus])[0]
 
 
 def next_scenario(state: Exploration, rng: random.Random, name: str) -> tuple[dict[str, Any], str]:
-    """The next run's scenario data and how it came about (fresh, or a mutation of which run)."""
+    """The next run's scenario data and how it came about (fresh, or a mutation of which
+    run); a mutated entry counts the try (``_learn`` counts what it showed)."""
     if state.strategy == "guided" and state.corpus and rng.random() < GUIDED_MUTATE:
         parent = _pick(state.corpus, rng)
+        parent["tried"] = parent.get("tried", 0) + 1
         data, change = mutate(state.space, parent["scenario"], rng, name=name)
         return data, f"run {parent['run']}: {change}"
     return generate(state.space, rng, name=name), "fresh"
@@ -192,7 +204,7 @@ def _write_finding(state: Exploration, finding: Finding, data: dict[str, Any]) -
 
 
 def explore(
-    target: str,
+    target: str | None,
     *,
     runs: int | None = None,
     time_s: float | None = None,
@@ -205,10 +217,14 @@ def explore(
     confirm: int = 0,
     shrink: int = 0,
     until_finding: bool = False,
+    resume: Path | None = None,
     progress: Progress | None = None,
 ) -> Exploration:
     """Explore ``target`` (a manifest: a built-in's name or a path) within the budget;
-    ``until_finding``: stop after the run that gave the first finding."""
+    ``until_finding``: stop after the run that gave the first finding. ``resume``: an
+    exploration's folder to go on with, its corpus, behaviours and findings as its
+    explore.json left them (its target, seed, strategy, kinds and run length too; the
+    budget given is for the runs to come)."""
     if strategy not in STRATEGIES:
         raise SetupError(f"expected one of {', '.join(STRATEGIES)}, got {strategy!r}", where="--strategy")
     if runs is not None and runs < 1:
@@ -218,36 +234,50 @@ def explore(
             raise SetupError(f"must be 0 or more, got {value}", where=flag)
     if runs is None and time_s is None:
         raise SetupError("give a budget: --runs N, --time 30m, or both", where="zchaos explore")
+    if (target is None) == (resume is None):
+        raise SetupError("give a target (a manifest) or --resume DIR, one of them", where="zchaos explore")
     progress = progress or Progress()
-    manifest = load_manifest(target)
-    space = make_space(manifest, kinds=kinds, duration_s=run_s, calibrated=calibrate)
-    rng = random.Random(f"zchaos-explore:{seed}")
+    if resume is not None:
+        state = resumed(resume, runs, time_s)
+        rng = random.Random(f"zchaos-explore:{state.seed}:{len(state.runs)}")
+        progress.note(
+            f"resuming {resume}: {len(state.runs)} runs, {len(state.seen)} behaviours, "
+            f"{len(state.corpus)} in the corpus, {len(state.found)} findings"
+        )
+    else:
+        assert target is not None
+        manifest = load_manifest(target)
+        space = make_space(manifest, kinds=kinds, duration_s=run_s, calibrated=calibrate)
+        rng = random.Random(f"zchaos-explore:{seed}")
+        folder = new_folder(runs_dir, prefix="explore", name=re.sub(r"[^A-Za-z0-9_.-]", "-", manifest.name))
+        state = Exploration(folder, space, seed, strategy, runs, time_s)
+    space = state.space
     calibration = None
-    if calibrate:
+    if space.calibrated:
         from harness.calibrate import calibrated
 
-        first = to_scenario(space, generate(space, random.Random(seed), name="explore-calibration"))
-        calibration = calibrated(first, runs_dir, progress).calibration
-    folder = new_folder(runs_dir, prefix="explore", name=re.sub(r"[^A-Za-z0-9_.-]", "-", manifest.name))
-    state = Exploration(folder, space, seed, strategy, runs, time_s)
-    store = store_path(runs_dir)
+        first = to_scenario(space, generate(space, random.Random(state.seed), name="explore-calibration"))
+        calibration = calibrated(
+            first, runs_dir if resume is None else state.folder.parent, progress
+        ).calibration
+    store = store_path(state.folder.parent)
     progress.note(
-        f"exploring {manifest.name} ({strategy}, seed {seed}, kinds {', '.join(space.kinds)}) into {folder}"
+        f"exploring {space.manifest.name} ({state.strategy}, seed {state.seed}, "
+        f"kinds {', '.join(space.kinds)}) into {state.folder}"
     )
     state.write()
-    index = 0
+    done = 0
     try:
-        while runs is None or index < runs:
+        while runs is None or done < runs:
             elapsed = time.monotonic() - state.started
             if time_s is not None and elapsed >= time_s:
                 break
-            index += 1
+            done += 1
+            index = len(state.runs) + 1
             data, origin = next_scenario(state, rng, "explore")
             scenario = to_scenario(space, data, calibration)
-            progress.phase(
-                f"explore run {index}{f'/{runs}' if runs else ''} ({origin}): {data['description']}"
-            )
-            runner = Runner(scenario, runs_dir=folder, progress=progress, store=store)
+            progress.phase(f"explore run {index} ({origin}): {data['description']}")
+            runner = Runner(scenario, runs_dir=state.folder, progress=progress, store=store)
             result = runner.execute()
             if result.exit_code == EXIT_INTERRUPTED:
                 state.interrupted = True
@@ -261,13 +291,48 @@ def explore(
                     break
                 if shrink and not _shrink(state, finding, shrink, progress):
                     break
-            progress.note(_progress_line(state, index, runs, time_s))
+            progress.note(_progress_line(state, done, runs, time_s))
             state.write()
             if state.interrupted or (until_finding and state.found):
                 break
     except KeyboardInterrupt:  # between runs, or in a report: the runs done are kept
         state.interrupted = True
     state.write()
+    return state
+
+
+def resumed(folder: Path, runs: int | None, time_s: float | None) -> Exploration:
+    """The exploration of ``folder`` as its explore.json left it, to go on with."""
+    path = folder / "explore.json"
+    try:
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SetupError("not an exploration's folder (it has no explore.json)", where=folder) from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SetupError(f"cannot read it: {exc}", where=path) from None
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise SetupError(f"not an explore.json of format {FORMAT}", where=path)
+    try:
+        space = make_space(
+            load_manifest(record["manifest"]),
+            kinds=tuple(record["kinds"]),
+            duration_s=float(record["run_s"]),
+            calibrated=bool(record["calibrated"]),
+        )
+        state = Exploration(folder, space, int(record["seed"]), record["strategy"], runs, time_s)
+        state.runs = list(record["runs"])
+        state.corpus = list(record["corpus"])
+        state.seen = set(record["behaviours"])
+        for f in record["findings"]:
+            finding = Finding(
+                f["number"], f["check"], f["problem"], tuple(f["fault_kinds"]), f["run"], f["run_dir"],
+                f["scenario"], f.get("summary", ""), None, f.get("minimal") or "",
+            )  # fmt: skip
+            if f.get("reproduced"):
+                finding.reproduced = (f["reproduced"]["violated"], f["reproduced"]["runs"])
+            state.found[(finding.check, finding.problem, finding.fault_kinds)] = finding
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SetupError(f"is damaged ({exc!r} missing or wrong)", where=path) from None
     return state
 
 
@@ -345,6 +410,9 @@ def _learn(
     }
     if new:
         state.corpus.append({"run": index, "scenario": data, "new": new})
+        parent = next((e for e in state.corpus if origin.startswith(f"run {e['run']}:")), None)
+        if parent is not None:
+            parent["fruitful"] = parent.get("fruitful", 0) + 1
     checks = (verdict or {}).get("checks") or {}
     for key in findings(verdict or {}, fault_kinds_of(data)):
         check, problem, kinds = key
@@ -360,15 +428,15 @@ def _learn(
     state.runs.append(record)
 
 
-def _progress_line(state: Exploration, index: int, runs: int | None, time_s: float | None) -> str:
+def _progress_line(state: Exploration, done: int, runs: int | None, time_s: float | None) -> str:
     left = []
     if runs is not None:
-        left.append(f"{runs - index} runs")
+        left.append(f"{runs - done} runs")
     if time_s is not None:
         left.append(f"{max(0.0, time_s - (time.monotonic() - state.started)) / 60:.1f} min")
     record = state.runs[-1]
     return (
-        f"explore: run {index} {record['outcome']}, {len(record['new'])} new behaviours; "
+        f"explore: run {record['run']} {record['outcome']}, {len(record['new'])} new behaviours; "
         f"{len(state.runs)} runs, {len(state.seen)} behaviours, {len(state.corpus)} in the corpus, "
         f"{len(state.found)} findings; left: {' or '.join(left)}"
     )

@@ -347,3 +347,20 @@ def test_guided_mutates_the_entries_whose_mutations_show_something_new(tmp_path:
     before = state.corpus[1]["fruitful"]
     _learn(state, 3, generate(space, rng), "run 2: moved freeze on queue", "run-3", verdict())
     assert state.corpus[1]["fruitful"] == before + 1 and state.corpus[-1]["run"] == 3
+
+
+def test_a_run_that_cannot_be_set_up_ends_the_exploration_with_exit_2_and_its_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import harness.explore.loop as loop
+
+    class Refused:  # what the runner does on a machine without room for a run
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            raise SetupError("no room for a run", where=str(tmp_path))
+
+    monkeypatch.setattr(loop, "Runner", Refused)
+    args = ["explore", str(SUBJECT), "--runs", "2", "--kinds", "freeze", "--no-calibrate"]
+    assert main([*args, "--runs-dir", str(tmp_path)]) == 2
+    assert "no room for a run" in capsys.readouterr().err
+    (record,) = tmp_path.glob("explore-*/explore.json")
+    assert '"runs": []' in record.read_text()

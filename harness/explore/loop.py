@@ -297,7 +297,8 @@ def explore(
                 break
     except KeyboardInterrupt:  # between runs, or in a report: the runs done are kept
         state.interrupted = True
-    state.write()
+    finally:  # also when a run could not be set up (SetupError, exit 2): what finished is kept
+        state.write()
     return state
 
 

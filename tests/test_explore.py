@@ -248,6 +248,18 @@ def test_a_new_behaviour_enters_the_corpus_and_a_finding_is_written_once(tmp_pat
     assert tomllib.loads(text)["seed"] == first["seed"]
     assert state.exit_code == 1 and "1 finding" in state.summary()
     assert state.write().exists()
+    page = (tmp_path / "explore.html").read_text()
+    # the findings first, with their scenario, then the plot, then every run
+    assert page.index("id=findings") < page.index("<svg id=plot") < page.index("id=runs")
+    assert '<a href="findings/1-recovery.toml">' in page and "<b>recovery</b> violated" in page
+    assert page.count("<tr><td>") == 4
+
+
+def test_the_page_of_an_exploration_without_findings_says_so(tmp_path: Path) -> None:
+    state = Exploration(tmp_path, space_of(SUBJECT), 1, "random", 1, None)
+    state.write()
+    page = (tmp_path / "explore.html").read_text()
+    assert "none: no violation" in page and "no run yet" in page and "PASSED" not in page
 
 
 def test_random_never_mutates_and_guided_mostly_does(tmp_path: Path) -> None:

@@ -16,7 +16,9 @@ Spark session, which the command stops at its end, harness/cli.py). After each r
   of K+1", the finding's own run counted), and with ``--shrink RUNS`` the run is shrunk
   (harness/shrink.py, one seed per candidate) to the smallest scenario found in that budget;
 - ``explore.json`` is written again (the budget, the corpus, the findings, each run's
-  signature and outcome), so an interrupted exploration keeps what it learnt.
+  signature and outcome), so an interrupted exploration keeps what it learnt, and
+  ``explore.html`` (the findings first, with their scenarios and reports, then behaviours
+  and findings over the runs as a plot, then every run).
 
 ``--strategy guided`` mutates a corpus entry (generate.py ``mutate``) with probability
 GUIDED_MUTATE once the corpus holds one, and draws a fresh scenario otherwise; ``random``
@@ -35,6 +37,7 @@ runner, explore.json written with what finished).
 
 from __future__ import annotations
 
+import html
 import json
 import random
 import re
@@ -152,9 +155,91 @@ class Exploration:
         }
 
     def write(self) -> Path:
+        """explore.json and explore.html, written again whole."""
         path = self.folder / "explore.json"
-        path.write_text(json.dumps(self.as_dict(), indent=2))
+        record = self.as_dict()
+        path.write_text(json.dumps(record, indent=2))
+        (self.folder / "explore.html").write_text(explore_page(record, self.folder))
         return path
+
+
+def _link(target: str, folder: Path, text: str) -> str:
+    """A relative link from the exploration's folder when ``target`` lies in it."""
+    where = Path(target)
+    href = where.relative_to(folder) if where.is_relative_to(folder) else where
+    return f'<a href="{html.escape(str(href))}">{html.escape(text)}</a>'
+
+
+def _plot(runs: list[dict[str, Any]]) -> str:
+    """Behaviours and findings seen after each run, as an inline SVG of two step lines."""
+    behaviours, findings, seen, found = [], [], set(), set()
+    for run in runs:
+        seen |= set(run.get("signature") or [])
+        found |= set(run.get("findings") or [])
+        behaviours.append(len(seen))
+        findings.append(len(found))
+    if not runs:
+        return "<p>no run yet</p>"
+    width, height, top = 600, 200, max(max(behaviours), 1)
+
+    def points(values: list[int]) -> str:
+        step = width / max(len(values), 1)
+        return " ".join(f"{(i + 1) * step:.0f},{height - v * height / top:.0f}" for i, v in enumerate(values))
+
+    return (
+        f'<svg id=plot width="{width + 40}" height="{height + 30}" '
+        f'viewBox="-30 -10 {width + 40} {height + 30}">'
+        f'<polyline fill="none" stroke="#1f5fbf" stroke-width="2" points="0,{height} {points(behaviours)}"/>'
+        f'<polyline fill="none" stroke="#b00020" stroke-width="2" points="0,{height} {points(findings)}"/>'
+        f'<text x="-25" y="5">{top}</text><text x="-25" y="{height}">0</text>'
+        f'<text x="{width - 40}" y="{height + 18}">run {len(runs)}</text></svg>'
+        '<p><span style="color:#1f5fbf">behaviours seen</span>, '
+        '<span style="color:#b00020">findings</span>, after each run</p>'
+    )
+
+
+def explore_page(record: dict[str, Any], folder: Path) -> str:
+    """explore.html: the findings first (what broke, the scenario that replays it, its run's
+    report), then behaviours and findings over the runs, then every run."""
+    items = []
+    for f in record["findings"]:
+        again = (
+            f" (reproduced in {f['reproduced']['violated']} of {f['reproduced']['runs']} seeds)"
+            if f.get("reproduced")
+            else ""
+        )
+        minimal = (
+            f", shrunk: {_link(f['minimal'], folder, Path(f['minimal']).name)}" if f.get("minimal") else ""
+        )
+        items.append(
+            f"<li><b>{html.escape(f['check'])}</b> violated: "
+            f"{html.escape(f.get('summary') or f['problem'])}; "
+            f"faults {html.escape(', '.join(f['fault_kinds']) or 'none')}, "
+            f"run {f['run']}{html.escape(again)}. "
+            f"Scenario: {_link(f['scenario'], folder, Path(f['scenario']).name)}{minimal}; "
+            f"{_link(str(Path(f['run_dir']) / 'report.html'), folder, 'report')}; "
+            f"<code>{html.escape(f['replay'])}</code></li>"
+        )
+    rows = "".join(
+        f"<tr><td>{r['run']}</td><td class={html.escape(r['outcome'])}>{html.escape(r['outcome'])}</td>"
+        f"<td>{html.escape(r.get('origin', ''))}</td><td>{html.escape('; '.join(r.get('faults') or []))}</td>"
+        f"<td>{len(r.get('new') or [])}</td>"
+        f"<td>{_link(str(Path(r['run_dir']) / 'report.html'), folder, 'report')}</td></tr>"
+        for r in record["runs"]
+    )
+    title = html.escape(f"explore {record['implementation']}: {record['summary']}")
+    return (
+        f"<!doctype html><meta charset=utf-8><title>{title}</title>"
+        "<style>body{font:14px system-ui,sans-serif;margin:2em}td,th{padding:.3em .8em;text-align:left}"
+        ".passed{color:#176f2c}.violated{color:#b00020;font-weight:bold}"
+        ".unknown,.incomplete,.interrupted{color:#8a6100}</style>"
+        f"<h1>{title}</h1><p>{html.escape(record['strategy'])}, seed {record['seed']}, kinds "
+        f"{html.escape(', '.join(record['kinds']))}, {record['run_s']:g} s of load a run</p>"
+        f"<h2>Findings</h2><ol id=findings>{''.join(items) or '<li>none: no violation</li>'}</ol>"
+        f"<h2>Behaviours and findings over the runs</h2>{_plot(record['runs'])}"
+        "<h2>Runs</h2><table id=runs><tr><th>run</th><th>outcome</th><th>from</th><th>faults</th>"
+        f"<th>new behaviours</th><th></th></tr>{rows}</table>"
+    )
 
 
 def parse_duration(text: str) -> float:

@@ -376,3 +376,18 @@ def test_a_run_that_cannot_be_set_up_ends_the_exploration_with_exit_2_and_its_re
     assert "no room for a run" in capsys.readouterr().err
     (record,) = tmp_path.glob("explore-*/explore.json")
     assert '"runs": []' in record.read_text()
+
+
+def test_a_fault_made_another_kind_keeps_its_target() -> None:
+    space = space_of(SUBJECT, kinds=("freeze", "starve", "kill", "partition"), duration_s=12)
+    parent = generate(space, random.Random(1))
+    parent["faults"] = [{"kind": "starve", "target": "queue", "at_s": [3.0], "duration_s": 2.0, "share": 0.1}]
+    made = set()
+    for seed in range(40):
+        child, change = mutate(space, parent, random.Random(seed))
+        if " made " in change and "longer or shorter" not in change:
+            (fault,) = child["faults"]
+            # at its time, or earlier when it is longer than the load has room for after it
+            assert fault["target"] == "queue" and fault["at_s"][0] <= 3.0 and problems_of(space, child) == []
+            made.add(fault["kind"])
+    assert made == {"freeze", "kill"}  # process kinds only: partition is a link's

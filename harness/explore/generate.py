@@ -13,8 +13,9 @@ The result is the TOML data of a normal scenario (harness/scenario.py reads it w
 drawn again from the run's seed and the written file replays the same plan. Its name ends
 in a digest of what it does (``explore-3fa2b1c0``), so the results store never files two
 different scenarios under one name. ``mutate``
-changes a scenario of the corpus in one way (move, lengthen or shorten, retarget, add or
-drop a fault, redraw a parameter, change the load), the guided strategy's step.
+changes a scenario of the corpus in one way (move, lengthen or shorten, retarget, another
+kind on the same target, add or drop a fault, redraw a parameter, change the load), the
+guided strategy's step.
 
 A process that is killed is always started again (``restart_after_s``): one never started
 again breaks any system, which is no finding. Each fault is placed to end, where the load
@@ -68,7 +69,7 @@ LOAD_SHAPES = ("steady", "idle", "burst")
 SEED_RANGE = 1_000_000
 #: Draws of a fault's parameters before a kind's ``validate`` is given up on.
 VALIDATE_TRIES = 8
-MUTATIONS = ("move", "length", "retarget", "add", "drop", "param", "load")
+MUTATIONS = ("move", "length", "retarget", "kind", "add", "drop", "param", "load")
 
 
 @dataclass(frozen=True)
@@ -332,8 +333,8 @@ def mutate(
     space: Space, data: dict[str, Any], rng: random.Random, *, name: str = "explore"
 ) -> tuple[dict[str, Any], str]:
     """``data`` (a generated scenario, left as it is) changed in one way, and what changed:
-    a fault moved, lengthened or shortened, retargeted, added, dropped, one of its
-    parameters drawn again, or the load changed. A change that changes nothing (a fault
+    a fault moved, lengthened or shortened, retargeted, made another kind, added, dropped,
+    one of its parameters drawn again, or the load changed. A change that changes nothing (a fault
     lengthened that was already as long as the load allows, a single target) is drawn again."""
     for _ in range(VALIDATE_TRIES):
         child, change = _mutate_once(space, data, rng, name)
@@ -363,6 +364,22 @@ def _mutate_once(
     elif how == "load":
         load = draw_load(space, rng)
         change = "new load: " + "/".join(p["name"] for p in load.get("phases", [{"name": "steady"}]))
+    elif how == "kind":
+        # Another kind on the same target, at the same time: a stall of the queue that a
+        # starve did not make, a freeze may.
+        old = faults[index]
+        scope = FAULT_KINDS[old["kind"]].target
+        others = [k for k in space.kinds if k != old["kind"] and FAULT_KINDS[k].target == scope]
+        if "malformed" in others and not space.binds.get(_role_of(space, old["target"])):
+            others.remove("malformed")  # junk goes to an endpoint the target binds
+        if not others:
+            return _scenario(space, name, rng.randrange(1, SEED_RANGE), load, faults), "unchanged"
+        kind = FAULT_KINDS[rng.choice(others)]
+        fault = {"kind": kind.name, "target": old["target"], "at_s": list(old["at_s"])}
+        fault.update(draw_params(space, kind, old["target"], rng))
+        _fit(space, kind, fault)
+        faults[index] = fault
+        change = f"{old['kind']} on {old['target']} made {kind.name}"
     else:
         fault = faults[index]
         kind = FAULT_KINDS[fault["kind"]]

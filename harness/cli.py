@@ -706,14 +706,18 @@ def build_parser() -> argparse.ArgumentParser:
         "links, parameters from each fault card's explore ranges, loads with idle stretches and bursts), "
         "run them one after the other until the budget is spent, keep the runs that showed a behaviour "
         "never seen before and mutate them (--strategy guided), and write each new violated check as a "
-        "scenario that replays it. Writes RUNS_DIR/explore-<time>-<name>/ (explore.json, findings/). "
+        "scenario that replays it. Writes RUNS_DIR/explore-<time>-<name>/ (explore.json, explore.html, "
+        "findings/). "
         "Exit 1 with a finding, 0 without (never 'passed'), 2 bad input, 130 interrupted.",
     )
     p.add_argument(
         "target", nargs="?", help="a manifest: a built-in implementation's name or a manifest path"
     )
     p.add_argument(
-        "--resume", metavar="DIR", help="go on with the exploration of DIR (its explore.json) instead"
+        "--resume",
+        metavar="DIR",
+        help="go on with the exploration of DIR instead: its target, seed, strategy, kinds and run "
+        "length as its explore.json says; the budget is for the runs to come",
     )
     p.add_argument("--runs", type=int, metavar="N", help="most runs to make")
     p.add_argument("--time", metavar="T", help="start no run after this long: 30m, 2h, 600 (seconds)")

@@ -28,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from harness.explore import loop  # noqa: E402
 from harness.explore.loop import explore  # noqa: E402
 from harness.progress import Progress  # noqa: E402
 
@@ -86,13 +87,20 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--runs", type=int, default=10, help="budget of each trial (default 10)")
     parser.add_argument("--subjects", nargs="+", help="names of the subjects (default: all)")
+    parser.add_argument("--strategies", nargs="+", choices=("guided", "random"), default=["guided", "random"])
+    parser.add_argument(
+        "--mutate-share", type=float, help="guided's share of mutations (default: harness/explore/loop.py's)"
+    )
     args = parser.parse_args()
+    if args.mutate_share is not None:
+        loop.GUIDED_MUTATE = args.mutate_share
+    print(f"guided mutates a corpus entry in {loop.GUIDED_MUTATE:g} of its runs", flush=True)
     chosen = [s for s in SUBJECTS if not args.subjects or s.name in args.subjects]
     counts: dict[str, list[int]] = {"guided": [], "random": []}
     with tempfile.TemporaryDirectory(prefix="explore-power-") as tmp:
         for subject in chosen:
             for seed in args.seeds:
-                for strategy in ("guided", "random"):
+                for strategy in args.strategies:
                     started = time.monotonic()
                     found = trial(
                         subject, seed, strategy, args.runs, Path(tmp) / f"{subject.name}-{seed}-{strategy}"
@@ -104,12 +112,13 @@ def main() -> int:
                         f"({time.monotonic() - started:.0f} s, load {os.getloadavg()[0]:.1f})",
                         flush=True,
                     )
-    medians = {k: statistics.median(v) for k, v in counts.items()}
+    medians = {k: statistics.median(v) for k, v in counts.items() if v}
     for strategy, median in medians.items():
-        print(
-            f"{strategy:>6}: median runs to the first finding {median:g} over {len(counts[strategy])} trials"
-        )
-    print(f"ratio random/guided: {medians['random'] / medians['guided']:.2f} (load {os.getloadavg()[0]:.1f})")
+        trials = len(counts[strategy])
+        print(f"{strategy:>6}: median runs to the first finding {median:g} over {trials} trials")
+    if len(medians) == 2:
+        ratio = medians["random"] / medians["guided"]
+        print(f"ratio random/guided: {ratio:.2f} (load {os.getloadavg()[0]:.1f})")
     return 0
 
 

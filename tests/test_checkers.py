@@ -226,6 +226,23 @@ def test_no_duplicate_takes_a_late_answer_to_a_resent_requests_first_send_as_its
 # --- in_order --------------------------------------------------------------------------
 
 
+def test_in_order_says_when_no_client_of_a_kind_that_promises_order_ran(spark):
+    """Two users shared by weight among three kinds went to the two that promise no order:
+    unknown, with what to change, not "no reply arrived" (a stock scenario on a user's
+    manifest with a sync kind)."""
+    events = [{**e, "kind": "mdp_async"} if e["ev"] in ("send", "reply") else e for e in clean_history()]
+    meta_clients = [
+        {"name": "sync", "adapter": "mdp_sync", "in_order": True},
+        {"name": "mdp_async", "adapter": "mdp_async", "in_order": False},
+    ]
+    ctx = make_ctx(spark, events)
+    ctx.meta["manifest"]["clients"] = meta_clients
+    result = check("in_order", ctx)
+    assert result.status == UNKNOWN
+    assert result.summary == "no reply to kinds that promise order (sync)"
+    assert "promise no order (mdp_async)" in result.reason and "users" in result.reason
+
+
 def test_in_order_flags_a_reply_below_the_previous_seq(spark):
     events = clean_history()
     events += request("client-9", 2, at=10, latency_ms=1)

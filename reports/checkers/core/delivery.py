@@ -290,6 +290,15 @@ def in_order(ctx: CheckContext) -> CheckResult:
     if unordered:
         summary += f" (kinds {', '.join(ordered)}; {', '.join(unordered)} promise no order)"
     if figures["replies"] == 0:
+        if unordered and not events_of(ctx, "reply").isEmpty():
+            # Users go to the kinds by weight: a few users may all be of kinds that promise no order.
+            return result(
+                f"no reply to kinds that promise order ({', '.join(ordered)})",
+                figures,
+                unknown=f"the load's clients were all of kinds that promise no order "
+                f"({', '.join(unordered)}); give a kind that promises order users of its own "
+                f"(`users` on the kind) or the load more users",
+            )
         return result(
             "no reply arrived", figures, unknown="no reply reached a client, so no order could be seen"
         )

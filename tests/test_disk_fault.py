@@ -144,3 +144,25 @@ def test_our_titanic_refuses_what_a_full_disk_cannot_keep(tmp_path: Path, spark:
     assert result.verdict is not None
     checks = {n: (c["status"], c["summary"]) for n, c in result.verdict["checks"].items()}
     assert result.verdict["outcome"] == "passed", checks
+
+
+@needs_root
+def test_our_titanic_store_never_keeps_a_request_cut_short_by_a_full_disk(disks: Disks) -> None:
+    """A nearly full tmpfs takes part of a write and returns its length, no error (measured: 20000
+    bytes asked, 8192 free, 8192 written): the store wrote once, ignored the count and stored a
+    truncated request it then acknowledged. Now it writes the rest, gets ENOSPC, keeps nothing."""
+    from implementations.titanic.store import Store
+
+    folder = disks.folder("store")
+    store = Store(folder)
+    fill(folder)
+    filler = folder / FILLER
+    os.truncate(filler, filler.stat().st_size - 8192)  # two pages free
+    body = [b"x" * 20000]
+    with pytest.raises(OSError) as raised:
+        store.put_request("echo", body)
+    assert raised.value.errno == errno.ENOSPC
+    assert sorted(p.name for p in folder.iterdir()) == [FILLER], "no request file, whole or cut, no .tmp"
+    filler.unlink()
+    uuid = store.put_request("echo", body)
+    assert store.next_pending() == (uuid, "echo", body)

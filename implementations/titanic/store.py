@@ -20,6 +20,7 @@ Every method is safe to call from several threads (one lock).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -106,12 +107,20 @@ class Store:
         """Write ``name`` durably: temporary file, fsync, rename, fsync the directory."""
         path = self.dir / name
         tmp = self.dir / f"{name}.tmp"
+        data = encode(frames)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.write(fd, encode(frames))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            try:
+                done = 0
+                while done < len(data):  # a nearly full disk takes part of a write and says so
+                    done += os.write(fd, data[done:])
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink()  # never acknowledged: nothing half-written stays
+            raise
         os.rename(tmp, path)
         self._sync_dir()
 

@@ -12,6 +12,19 @@ faster), with the load average, since a loaded machine slows the runs but not th
 
 The subjects (tests/explore_subject/ and later ones): each bug needs a specific fault,
 target and timing; the fault kinds are every kind that applies unless the subject says.
+
+2026-12-02 01:35-01:59 UTC, load 1.3-5.8, seeds 1-5, budget 10, 12 s of load a run, guided
+mutating in 0.75 of its runs (energy-weighted corpus, the "another kind" mutation included):
+
+    stall-queue           guided: 3, 1, -, -, -      random: 4, 1, 3, 2, -    (- : not in 10)
+    mdp-drop-dead-request guided: 1, 1, 5, 4, 5      random: 1, 1, 5, 2, 3
+    guided: median runs to the first finding 4.5 over 10 trials
+    random: median runs to the first finding 2.5 over 10 trials
+    ratio random/guided: 0.56
+
+Guided is not faster than random here: with three of four runs spent near what the corpus
+holds, it draws a queue's long freeze (or restart) less often than fresh draws do, and the
+behaviours that enter the corpus are not nearer the bugs.
 """
 
 from __future__ import annotations

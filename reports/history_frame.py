@@ -40,8 +40,9 @@ def read_history(spark: SparkSession, history_dir: str | Path) -> DataFrame:
     history_dir = Path(history_dir)
     parquet = history_dir / "events.parquet"
     if parquet_is_current(parquet, sorted(history_dir.glob("*.jsonl"))):
-        return spark.read.schema(history_schema()).parquet(str(parquet))
-    return spark.read.schema(history_schema()).option("mode", "PERMISSIVE").json(str(history_dir / "*.jsonl"))
+        return spark.read.schema(history_schema()).parquet(str(parquet.absolute()))
+    lines = str(history_dir.absolute() / "*.jsonl")  # absolute: a Connect server has its own cwd
+    return spark.read.schema(history_schema()).option("mode", "PERMISSIVE").json(lines)
 
 
 def events_frame(spark: SparkSession, events: Iterable[dict[str, Any]]) -> DataFrame:

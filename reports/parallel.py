@@ -4,13 +4,20 @@ At demo size a report is many small Spark queries, and the driver plans each one
 thread that asked for it: run one after another they keep one core busy, however many the
 machine has. Spark runs jobs submitted from several threads at once (PySpark's pinned
 thread mode, the default, gives each Python thread its own JVM thread), so a ``Tasks`` pool
-hands the tasks to a few threads: ``ZCHAOS_REPORT_THREADS``, else the master's cores
-(``defaultParallelism``) up to MAX_THREADS. One thread runs them in order in the caller's
-thread, exactly as before. The pool takes tasks while its first ones already run,
-so a report starts its metrics before it has read the fault windows the checks need.
+hands the tasks to a few threads: ``ZCHAOS_REPORT_THREADS``, else the cores (the session's
+``spark.default.parallelism`` when set, else this machine's) up to MAX_THREADS. One thread
+runs them in order in the caller's thread, exactly as before. The pool takes tasks while
+its first ones already run, so a report starts its metrics before it has read the fault
+windows the checks need.
 
-Each task runs in its own Spark job group (its name), so a cancelled report cancels its
-jobs and a profile can attribute them. The caller's thread alone reports progress, as
+Each task's Spark operations carry its name as a tag (``SparkSession.addTag``), so a
+profile can attribute them, and a cancelled report interrupts the session's operations
+(``interruptAll``). Tags and session interrupts, not job groups: they are the same API on a
+classic session and on a Spark Connect one (reports/connect.py), where there is no
+SparkContext. Not ``interruptTag``: on a classic session a tag is known only to the thread
+that added it (Spark keys it by that thread), so the waiting thread's ``interruptTag``
+found nothing and the job ran on; a session runs one report at a time, so all its
+operations are the report's. The caller's thread alone reports progress, as
 tasks end, so lines never interleave. Ctrl-C (any exception in the waiting thread) cancels
 the running tasks' jobs, drops the tasks not started, and waits (a few seconds at most)
 for the threads to let go of the JVM before it propagates; the threads are daemons, so
@@ -19,6 +26,7 @@ none can keep the process alive after that.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -39,8 +47,6 @@ THREADS_ENV = "ZCHAOS_REPORT_THREADS"
 MAX_THREADS = 2
 #: How long an interrupted report waits for its threads' Spark calls to end.
 STOP_WAIT_S = 10.0
-#: The job properties a task sets (put back as they were when tasks run in the caller's thread).
-JOB_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
 
 
 @dataclass
@@ -66,12 +72,22 @@ def report_threads(spark: SparkSession) -> int:
         if wanted < 1:
             raise SetupError(f"should be a number of threads, 1 or more, not {raw!r}", where=THREADS_ENV)
         return wanted
-    return max(1, min(MAX_THREADS, spark.sparkContext.defaultParallelism))
+    return max(1, min(MAX_THREADS, cores(spark)))
+
+
+def cores(spark: SparkSession) -> int:
+    """The cores the session's work runs on: its ``spark.default.parallelism`` when set (a
+    cluster's), else this machine's (a local master's, or a local Connect server's)."""
+    raw = spark.conf.get("spark.default.parallelism", None) or ""
+    if raw.strip().isdigit() and int(raw) > 0:
+        return int(raw)
+    return os.cpu_count() or 1
 
 
 def _run(spark: SparkSession, task: Task) -> None:
-    sc = spark.sparkContext
-    sc.setJobGroup(task.name, f"zchaos report: {task.name}", interruptOnCancel=True)
+    """``task`` run with its tag on this thread's operations, removed after (the caller's
+    thread runs several in turn)."""
+    spark.addTag(task.name)
     started = time.perf_counter()
     try:
         task.value = task.fn()
@@ -80,16 +96,17 @@ def _run(spark: SparkSession, task: Task) -> None:
     finally:
         task.seconds = time.perf_counter() - started
         task.done = True
+        spark.removeTag(task.name)
 
 
 class Tasks:
-    """Tasks run ``threads`` at a time (started in the order added, each in the Spark job
-    group of its name), while the caller goes on: more may be added until ``wait``. With one
-    thread nothing runs before ``wait``, which runs them in order in the caller's thread.
+    """Tasks run ``threads`` at a time (started in the order added, each tagged with its
+    name), while the caller goes on: more may be added until ``wait``. With one thread
+    nothing runs before ``wait``, which runs them in order in the caller's thread.
 
     Use it as a context manager: an exception in the caller's thread before or during
-    ``wait`` (Ctrl-C, a bad history) cancels the jobs of the tasks under way, drops those not
-    started and waits (STOP_WAIT_S at most) for the threads before it propagates."""
+    ``wait`` (Ctrl-C, a bad history) interrupts the session's operations, drops the tasks
+    not started and waits (STOP_WAIT_S at most) for the threads before it propagates."""
 
     def __init__(self, spark: SparkSession, threads: int) -> None:
         self.spark = spark
@@ -152,28 +169,21 @@ class Tasks:
 
 
 def _cancel(spark: SparkSession, tasks: list[Task], workers: list[threading.Thread]) -> None:
-    """Cancel the jobs of the tasks under way until their threads end (STOP_WAIT_S at most):
-    a task between two jobs starts its next one, which is cancelled in turn."""
-    sc = spark.sparkContext
+    """Interrupt the session's operations until the tasks' threads end (STOP_WAIT_S at most):
+    a task between two queries starts its next one, which is interrupted in turn."""
     deadline = time.monotonic() + STOP_WAIT_S
     while any(w.is_alive() for w in workers) and time.monotonic() < deadline:
-        for task in tasks:
-            if not task.done:
-                sc.cancelJobGroup(task.name)
+        if not all(task.done for task in tasks):
+            with contextlib.suppress(Exception):  # a Connect server gone: nothing runs there
+                spark.interruptAll()
         for w in workers:
             w.join(timeout=0.1)
 
 
 def _run_here(spark: SparkSession, tasks: list[Task], on_done: Callable[[Task], None]) -> None:
-    """The tasks one after another in this thread, its job properties put back afterwards."""
-    sc = spark.sparkContext
-    saved = {key: sc.getLocalProperty(key) for key in JOB_PROPERTIES}
-    try:
-        for task in tasks:
-            _run(spark, task)
-            if isinstance(task.error, KeyboardInterrupt):
-                raise task.error
-            on_done(task)
-    finally:
-        for key, value in saved.items():
-            sc.setLocalProperty(key, value)  # type: ignore[arg-type]  # None removes it
+    """The tasks one after another in this thread (each removes its own tag as it ends)."""
+    for task in tasks:
+        _run(spark, task)
+        if isinstance(task.error, KeyboardInterrupt):
+            raise task.error
+        on_done(task)

@@ -4,6 +4,7 @@ verdict as one at a time, a crashing checker still a result, shared frames built
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -38,14 +39,10 @@ def test_concurrent_report_equals_the_sequential_one(spark, tmp_path: Path, monk
     monkeypatch.setenv(parallel.THREADS_ENV, "1")
     alone: list[str] = []
     one = _without_times(build_report(run.root, progress=alone.append))
-    sc = spark.sparkContext
-    assert sc.getLocalProperty("spark.jobGroup.id") is None  # run here, the caller's group put back
+    assert spark.getTags() == set()  # run here, each task's tag removed as it ended
     monkeypatch.setenv(parallel.THREADS_ENV, "3")
     together: list[str] = []
     three = _without_times(build_report(run.root, progress=together.append))
-    # Each task's jobs are in its own job group (a profile attributes them by name).
-    assert sc.statusTracker().getJobIdsForGroup("metrics")
-    assert sc.statusTracker().getJobIdsForGroup("no_duplicate")
     assert three == one
     assert one["checks"]["no_duplicate"]["status"] == "violated"  # the run has something to find
     assert list(one["input"]["damaged_clients"]) == ["client-2"]
@@ -117,8 +114,19 @@ def test_a_bad_thread_count_names_the_variable(spark, monkeypatch, raw: str) -> 
 
 def test_the_default_thread_count_follows_the_master(spark, monkeypatch) -> None:
     monkeypatch.delenv(parallel.THREADS_ENV, raising=False)
-    cores = spark.sparkContext.defaultParallelism
-    assert parallel.report_threads(spark) == max(1, min(parallel.MAX_THREADS, cores))
+    assert parallel.cores(spark) == os.cpu_count()  # a local session sets no default parallelism
+    assert parallel.report_threads(spark) == max(1, min(parallel.MAX_THREADS, os.cpu_count() or 1))
+
+
+def test_each_task_runs_with_its_name_as_a_tag_and_removes_it(spark) -> None:
+    """A task's Spark operations carry its name (interruptTag cancels them; a profile
+    attributes them), in a pool's thread and in the caller's; none is left behind."""
+    for threads in (1, 2):
+        with parallel.Tasks(spark, threads) as pool:
+            pool.add(parallel.Task("metrics", spark.getTags), parallel.Task("no_lost", spark.getTags))
+            pool.wait()
+        assert [t.value for t in pool.tasks] == [{"metrics"}, {"no_lost"}]
+    assert spark.getTags() == set()
 
 
 def _two_threads(*calls: Any) -> list[Any]:
@@ -258,14 +266,14 @@ def test_one_thread_runs_nothing_before_wait(spark) -> None:
 def test_an_error_of_the_caller_before_wait_cancels_the_running_tasks(spark) -> None:
     """The caller fails (a bad history, Ctrl-C) while a task runs a long Spark job: the job is
     cancelled and no thread is left when the error reaches the caller's caller."""
-    sc = spark.sparkContext
+    sc = spark.sparkContext  # the test session is a classic one: its status tracker shows the jobs
     with pytest.raises(ValueError, match="the caller broke"), parallel.Tasks(spark, 2) as pool:
         pool.add(
             parallel.Task(
                 "endless", lambda: spark.range(0, 10**13, numPartitions=2).selectExpr("sum(id)").first()
             )
         )
-        wait_for(lambda: sc.statusTracker().getJobIdsForGroup("endless"), WAIT_S, "the long job to start")
+        wait_for(lambda: sc.statusTracker().getActiveJobsIds(), WAIT_S, "the long job to start")
         raise ValueError("the caller broke")
     assert not [t for t in threading.enumerate() if t.name.startswith("zchaos-report-")]
     assert pool.tasks[0].error is not None  # cancelled, not finished

@@ -197,6 +197,8 @@ def expected_events(run: RunDir) -> int | None:
     return None
 
 
+# Every path handed to Spark is absolute: a Spark Connect server (reports/connect.py) reads
+# it from its own working directory, not the client's.
 def json_lines(spark: SparkSession, files: list[Path]) -> DataFrame:
     """The JSON lines with the explicit schema; a line that is not JSON holds only CORRUPT."""
     from pyspark.sql import types as T
@@ -208,7 +210,7 @@ def json_lines(spark: SparkSession, files: list[Path]) -> DataFrame:
         spark.read.schema(schema)
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT)
-        .json([str(f) for f in files])
+        .json([str(f.absolute()) for f in files])
     )
 
 
@@ -251,17 +253,17 @@ def compact_json(spark: SparkSession, run: RunDir, files: list[Path], say: Calla
     )
     try:
         with _writers_per_kind(spark):
-            lines.write.partitionBy("ev").parquet(str(tmp))
+            lines.write.partitionBy("ev").parquet(str(tmp.absolute()))
     except Exception as exc:  # py4j's error of a failed write
         shutil.rmtree(tmp, ignore_errors=True)
         raise CompactionFailed(str(exc)) from exc
     bad_rows, n_bad = None, 0
     if (tmp / f"ev={NOT_AN_EVENT}").is_dir():
         (tmp / f"ev={NOT_AN_EVENT}").rename(aside)
-        bad_rows = spark.read.parquet(str(aside))
+        bad_rows = spark.read.parquet(str(aside.absolute()))
         n_bad = bad_rows.count()
     try:
-        profile = profile_of(spark.read.schema(history_schema()).parquet(str(tmp)))
+        profile = profile_of(spark.read.schema(history_schema()).parquet(str(tmp.absolute())))
         if profile.events == 0:
             raise SetupError("the history holds no event", where=hist)
         fit_to(spark, profile.events)
@@ -329,9 +331,9 @@ def compact(events: DataFrame, account: dict[str, Any], profile: Profile, run: R
     try:
         if profile.events >= SPLIT_MIN_EVENTS:
             with _writers_per_kind(events.sparkSession):
-                events.write.partitionBy("ev").parquet(str(tmp))
+                events.write.partitionBy("ev").parquet(str(tmp.absolute()))
         else:
-            events.coalesce(1).write.parquet(str(tmp))
+            events.coalesce(1).write.parquet(str(tmp.absolute()))
         (tmp / ACCOUNT_FILE).write_text(json.dumps({**account, "profile": profile.as_dict()}))
     except BaseException:  # a full disk above all: nothing half-written left for the next report
         shutil.rmtree(tmp, ignore_errors=True)

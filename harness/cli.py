@@ -422,6 +422,18 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return exit_code(combine_outcomes(outcomes))
 
 
+def _cmd_spark(args: argparse.Namespace) -> int:
+    from reports import connect
+
+    if args.action == "start":
+        connect.start(lambda line: print(line, flush=True))
+    elif args.action == "stop":
+        connect.stop(print)
+    else:
+        print("\n".join(connect.status()))
+    return 0
+
+
 def _cmd_load(args: argparse.Namespace) -> int:
     import re
 
@@ -762,6 +774,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("runs", nargs="+", metavar="RUN", help="a run folder, e.g. runs/20261121T120000Z-NAME")
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser(
+        "spark",
+        help="a local Spark Connect server that later reports use (start | stop | status)",
+        description="start: a Spark Connect server on 127.0.0.1 that outlives the command; while it is "
+        "up, `zchaos report/run/suite/explore` send their reports to it (warm: no Spark start per "
+        "command), and use an in-process session when it is not (ZCHAOS_SPARK_CONNECT=0: always). "
+        "Its token, pid and log are in ~/.cache/zchaos/spark-connect/. stop: it and everything it "
+        "started end. status: its address, uptime, memory and the reports it served.",
+    )
+    p.add_argument("action", choices=["start", "stop", "status"])
+    p.set_defaults(func=_cmd_spark)
 
     p = sub.add_parser("load", help="load-test an implementation (no faults)")
     p.add_argument("implementation", help="a built-in implementation name or a manifest path")

@@ -346,7 +346,7 @@ def build_report(
     (harness/cli.py). Returns the verdict (the content of verdict.json). Raises SetupError,
     naming the file, when the directory is not a run or its history holds no event.
     """
-    from reports.spark import FITTED, get_spark, running
+    from reports.spark import FITTED, count_report, get_spark, start_message
 
     say = progress or (lambda _message: None)
     run = RunDir(Path(run_dir))
@@ -357,11 +357,12 @@ def build_report(
     # The JSON lines go to Parquet (pyarrow, its own threads) while the JVM starts (one core).
     pending = start_conversion(run, say)
     try:
-        say("Spark: reusing this process's session" if running() else "starting Spark")
+        say(start_message())
         spark = get_spark(events=expected_events(run) if events is None else events)
         saved = {key: spark.conf.get(key) for key in FITTED}
         try:
             verdict = check_run(spark, run, meta, say, pending)
+            count_report()
         finally:
             for key, value in saved.items():
                 spark.conf.set(key, value)  # type: ignore[arg-type]  # pyspark types conf.get str | None; a SQL conf with a default gives a str

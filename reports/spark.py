@@ -8,6 +8,10 @@ report), a long one a larger heap; ``ZCHAOS_SPARK_DRIVER_MEMORY`` overrides the 
 ``fit_to`` sets the per-query settings (shuffle partitions, adaptive execution) for each history. The JVM's
 own output goes to ``SPARK_LOG``, not to the user's terminal.
 
+When the user's local Spark Connect server is up (``zchaos spark start``, reports/connect.py),
+``get_spark`` returns a client session of it instead: nothing starts in this process, and
+nothing of the JVM's below applies to it.
+
 The driver JVM starts from a class-data-sharing archive made by the first report
 (reports/cds.py). Measured 2026-11-23 05:00-05:15 UTC on the shared 2-core machine at
 load 9-13 (wall seconds are 2-4x a quiet machine's; CPU seconds of the process and its
@@ -47,7 +51,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reports import cds
+from reports import cds, connect
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -56,6 +60,8 @@ CONF_DIR = Path(__file__).resolve().parent / "conf"
 #: Where the JVM's own stderr goes (Spark errors included): ZCHAOS_SPARK_LOG, or the temp folder.
 SPARK_LOG = Path(os.environ.get("ZCHAOS_SPARK_LOG") or Path(tempfile.gettempdir()) / "zchaos-spark.log")
 _session: SparkSession | None = None
+#: The Spark Connect server whose client ``_session`` is, if it is one.
+_remote: connect.Server | None = None
 #: The class archive this process's JVM writes when it exits (reports/cds.py), if it makes one.
 _archive: cds.Plan | None = None
 #: Below this many events the JVM runs only its quick compiler (C1): the report is a few
@@ -138,9 +144,20 @@ def get_spark(events: int | None = None) -> SparkSession:
     """The process's SparkSession, started on first use (about 5 s cold, 3 s with the class
     archive) and sized for a history of about ``events`` events (None: unknown). A session
     already running is reused as it is: its heap is fixed for its life."""
-    global _session, _archive
+    global _session, _archive, _remote
     if _session is not None:
         return _session
+    server = connect.running() if connect.wanted() else None
+    if server is not None:
+        import pyspark.sql  # noqa: F401 - whole before the preload thread imports from it
+
+        threading.Thread(target=_preload, name="zchaos-preload", daemon=True).start()
+        _session = connect.session(server)
+        _remote = server
+        return _session
+    # Left by a parent process that was a Connect client: PySpark would take this one for
+    # a client too, and find no server to reach.
+    os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     warnings.filterwarnings("ignore", module="pyspark")
@@ -185,6 +202,22 @@ def get_spark(events: int | None = None) -> SparkSession:
         f"{events if events is not None else 'an unknown number of'} events"
     )
     return _session
+
+
+def start_message() -> str:
+    """The line a report says as it gets its session (which one, and whether it starts)."""
+    if _session is not None:
+        return "Spark: reusing this process's session"
+    server = connect.running() if connect.wanted() else None
+    if server is not None:
+        return f"Spark: the Spark Connect server at {server.address} (zchaos spark status)"
+    return "starting Spark"
+
+
+def count_report() -> None:
+    """A report done: counted by the Spark Connect server's status, if it served it."""
+    if _remote is not None:
+        connect.count_report()
 
 
 def _start(events: int | None, spark_home: Path, plan: cds.Plan | None) -> SparkSession:
@@ -335,8 +368,13 @@ def stop_spark(say: Callable[[str], None] | None = None) -> None:
     past its own exit (and it then lingered as a zombie nobody waited for). If this JVM makes
     the class archive (the first report of an install), it is written now, about 15 s: ``say``
     tells the user why they wait."""
-    global _session, _archive
+    global _session, _archive, _remote
     if _session is None:
+        return
+    if _remote is not None:  # the server's own session for this client ends; the server goes on
+        session, _session, _remote = _session, None, None
+        with contextlib.suppress(Exception):  # the server gone meanwhile: nothing to release
+            session.stop()
         return
     from pyspark import SparkContext
 
@@ -391,8 +429,13 @@ def _end_jvm(jvm: subprocess.Popen, deadline_s: float = STOP_DEADLINE_S) -> None
 def kill_spark() -> None:
     """At the end of an interrupted command: the JVM ended now, no archive written, and no
     clean stop of the session (a check may still be running in it, or the JVM still starting)."""
-    global _session, _archive
+    global _session, _archive, _remote
     if "pyspark" not in sys.modules:
+        return
+    if _remote is not None:  # no JVM of ours; the server interrupts what this client asked
+        session, _session, _remote = _session, None, None
+        with contextlib.suppress(Exception):
+            session.interruptAll()  # type: ignore[union-attr]
         return
     plan, _archive = _archive, None
     jvm = _jvm_process()

@@ -34,6 +34,10 @@ os.environ.setdefault(
     f'--conf "spark.driver.extraJavaOptions={" ".join(QUICK_COMPILER)}" pyspark-shell',
 )
 
+# A developer's own Spark Connect server (zchaos spark start) serves no test: a test's
+# reports run in-process, as on CI, unless the test says otherwise (tests/test_spark_connect.py).
+os.environ.setdefault("ZCHAOS_SPARK_CONNECT", "0")
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:

@@ -1,0 +1,325 @@
+"""A local Spark Connect server that outlives a command: ``zchaos spark start | stop | status``.
+
+A report in a new process pays Spark's start (a JVM, its classes, the first queries'
+compilation) every time; a warm server answers a new process's queries in about a second
+(issue 38). ``zchaos spark start`` starts one, the one process of zchaos that outlives its
+command because the user asked for it; while it is up, every report of the user's
+(``zchaos report/run/suite/explore``, reports/spark.py ``get_spark``) is its client, and
+falls back to an in-process session when it is not (or when what is recorded is stale: the
+process gone, or another one under its pid, or its port closed).
+
+The server is Spark's own ``SparkConnectServer`` (the ``pyspark`` package carries its jar),
+started with ``bin/spark-submit`` in a session and process group of its own (``stop``
+ends the group: the JVM and anything it started), bound to 127.0.0.1 on a free port, sized
+for the machine (``server_memory``). It asks every client for a token (Spark 4's
+``spark.connect.authenticate.token``, given in its environment so that it never shows in
+``ps``): another local user can reach the port but cannot send it plans. The token, pid and
+port are in ``server.json`` (mode 0600) in a folder of mode 0700 under the user's cache
+folder (``ZCHAOS_SPARK_CONNECT_DIR`` moves it, the tests' own), beside the server's log.
+The client reaches it as ``sc://localhost:PORT``: PySpark sends a token without TLS only to
+the host named ``localhost`` (gRPC's local credentials), so not as ``127.0.0.1``.
+
+``ZCHAOS_SPARK_CONNECT=0`` makes a process ignore the server (an in-process session), and a
+set ``ZCHAOS_SPARK_MASTER`` (a cluster of the user's) wins over it as well.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from contract.errors import SetupError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DIR_ENV = "ZCHAOS_SPARK_CONNECT_DIR"
+SWITCH = "ZCHAOS_SPARK_CONNECT"
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+#: How long the server may take to listen (a cold JVM on a loaded 2-core machine: 7-30 s).
+START_DEADLINE_S = 180.0
+#: How long it may take to end after SIGTERM (its shutdown hooks delete its scratch folders).
+STOP_DEADLINE_S = 30.0
+#: The session settings of reports/spark.py's in-process session that a client cannot set
+#: per session (or should not have to): the server's defaults for every session.
+SERVER_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.connect.grpc.binding.address": "127.0.0.1",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.ansi.enabled": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
+    "spark.sql.codegen.cache.maxEntries": "4000",
+}
+
+
+def state_dir() -> Path:
+    """Where the server's record and log live: ZCHAOS_SPARK_CONNECT_DIR, else
+    ``$XDG_CACHE_HOME/zchaos/spark-connect`` (``~/.cache/...``)."""
+    if os.environ.get(DIR_ENV):
+        return Path(os.environ[DIR_ENV])
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "zchaos" / "spark-connect"
+
+
+def _record() -> Path:
+    return state_dir() / "server.json"
+
+
+def _served() -> Path:
+    return state_dir() / "served"
+
+
+def log_path() -> Path:
+    return state_dir() / "server.log"
+
+
+@dataclass
+class Server:
+    """A server as recorded by ``start``."""
+
+    pid: int
+    port: int
+    token: str
+    started: float  # time.time() when it listened
+    spark_version: str
+
+    @property
+    def address(self) -> str:
+        return f"sc://localhost:{self.port}"
+
+
+def wanted() -> bool:
+    """Whether this process may use a running server (ZCHAOS_SPARK_CONNECT=0 and a set
+    ZCHAOS_SPARK_MASTER say no)."""
+    return os.environ.get(SWITCH, "1") != "0" and not os.environ.get("ZCHAOS_SPARK_MASTER")
+
+
+def recorded() -> Server | None:
+    """The server ``server.json`` describes, alive or not; None when there is none (or the
+    file is unreadable: then it is as good as none)."""
+    try:
+        data = json.loads(_record().read_text())
+        return Server(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def is_ours(pid: int) -> bool:
+    """Whether ``pid`` is a Spark Connect server's JVM (not a process that took a dead one's pid)."""
+    import psutil
+
+    try:
+        return SERVER_CLASS in psutil.Process(pid).cmdline()
+    except (psutil.Error, OSError):
+        return False
+
+
+def _listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def running() -> Server | None:
+    """The recorded server if it is up (its JVM alive under its pid, its port open); a stale
+    record (the process gone, or another under its pid) is removed. None otherwise."""
+    server = recorded()
+    if server is None:
+        return None
+    if not is_ours(server.pid):
+        _forget()
+        return None
+    return server if _listening(server.port) else None
+
+
+def _forget() -> None:
+    for path in (_record(), _served()):
+        path.unlink(missing_ok=True)
+
+
+def server_memory() -> str:
+    """The server's heap: a quarter of the machine's memory, 2 to 8 GB (a report's driver
+    gets 1-6 GB by the size of its history, reports/spark.py; the server holds several
+    clients' sessions), or ZCHAOS_SPARK_DRIVER_MEMORY."""
+    if os.environ.get("ZCHAOS_SPARK_DRIVER_MEMORY"):
+        return os.environ["ZCHAOS_SPARK_DRIVER_MEMORY"]
+    total_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{max(2, min(8, int(total_gb / 4)))}g"
+
+
+def _free_port() -> int:
+    # Picked here and released: the server binds it a few seconds later (a small race, which
+    # the start reports as a server that exited; Spark's own launcher does the same).
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start(say: Callable[[str], None] = lambda _m: None) -> Server:
+    """Start the server (or return the one running) and wait until it listens
+    (START_DEADLINE_S). Raises SetupError naming the log when it does not come up."""
+    from pyspark.find_spark_home import _find_spark_home
+    from pyspark.version import __version__
+
+    from reports.spark import CONF_DIR
+
+    server = running()
+    if server is not None:
+        say(f"a Spark Connect server is already running at {server.address} (pid {server.pid})")
+        return server
+    folder = state_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)  # the record holds the token
+    _forget()
+    spark_home = Path(_find_spark_home())
+    port = _free_port()
+    token = secrets.token_urlsafe(32)
+    command = [
+        str(spark_home / "bin" / "spark-submit"),
+        "--class",
+        SERVER_CLASS,
+        "--name",
+        "zchaos Spark Connect server",
+        "--master",
+        f"local[{os.cpu_count() or 1}]",
+        "--driver-memory",
+        server_memory(),
+        "--conf",
+        f"spark.connect.grpc.binding.port={port}",
+    ]
+    for key, value in SERVER_CONF.items():
+        command += ["--conf", f"{key}={value}"]
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(spark_home),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_CONF_DIR": os.environ.get("SPARK_CONF_DIR") or str(CONF_DIR),  # its quiet log4j2 file
+        "SPARK_CONNECT_AUTHENTICATE_TOKEN": token,
+    }
+    for key in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_SUBMIT_ARGS"):
+        env.pop(key, None)
+    say(f"starting a Spark Connect server on 127.0.0.1:{port}, heap {server_memory()} (log: {log_path()})")
+    started = time.monotonic()
+    with log_path().open("ab") as log:
+        # Its own session and process group: it outlives this command and Ctrl-C in the
+        # user's terminal, and stop() ends the group. spark-submit exec's into the JVM.
+        proc = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True
+        )
+    try:
+        while not _listening(port):
+            if proc.poll() is not None:
+                raise SetupError(
+                    f"the Spark Connect server exited during its start (exit {proc.returncode}); see its log",
+                    where=log_path(),
+                )
+            if time.monotonic() - started > START_DEADLINE_S:
+                raise SetupError(
+                    f"the Spark Connect server did not listen within {START_DEADLINE_S:.0f} s; see its log",
+                    where=log_path(),
+                )
+            time.sleep(0.2)  # polling a port: nothing to wait on
+    except BaseException:  # Ctrl-C or a failed start: nothing of it left
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    server = Server(pid=proc.pid, port=port, token=token, started=time.time(), spark_version=__version__)
+    fd = os.open(_record(), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(asdict(server), out)
+    say(f"Spark Connect server up at {server.address} (pid {proc.pid}) in {time.monotonic() - started:.1f} s")
+    return server
+
+
+def _end_group(pgid: int, deadline_s: float = STOP_DEADLINE_S) -> None:
+    """SIGTERM to the process group, SIGKILL to what is left of it after ``deadline_s``."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + deadline_s
+    while _group(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)  # another's processes: nothing to wait on but their state
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _group(pgid: int) -> list[int]:
+    """The live processes of process group ``pgid`` (a zombie, waiting for whoever reaps
+    the server's orphans, has ended)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["status"]):
+        with contextlib.suppress(psutil.Error, OSError):
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:
+                found.append(proc.pid)
+    return found
+
+
+def stop(say: Callable[[str], None] = lambda _m: None) -> bool:
+    """Stop the recorded server and everything in its process group; forget it. False when
+    none was running (a stale record is forgotten all the same)."""
+    server = recorded()
+    if server is None or not is_ours(server.pid):
+        _forget()
+        say("no Spark Connect server is running")
+        return False
+    _end_group(server.pid)
+    _forget()
+    say(f"stopped the Spark Connect server at {server.address} (pid {server.pid})")
+    return True
+
+
+def status() -> list[str]:
+    """What ``zchaos spark status`` says: the address, uptime, memory (RSS of the process
+    tree) and reports served, or that none runs."""
+    import psutil
+
+    server = running()
+    if server is None:
+        return ["no Spark Connect server is running (start one: zchaos spark start)"]
+    try:
+        root = psutil.Process(server.pid)
+        rss = sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+    except psutil.Error:
+        return ["no Spark Connect server is running (it has just ended)"]
+    uptime = int(time.time() - server.started)
+    try:
+        served = len(_served().read_text().splitlines())
+    except OSError:
+        served = 0
+    return [
+        f"Spark Connect server at {server.address} (pid {server.pid}, Spark {server.spark_version})",
+        f"up {uptime // 3600}h{uptime // 60 % 60:02d}m{uptime % 60:02d}s, "
+        f"memory {rss / 2**20:.0f} MB (RSS of its processes)",
+        f"reports served: {served}",
+        f"log: {log_path()}",
+    ]
+
+
+def session(server: Server) -> SparkSession:
+    """A Spark Connect session of ``server``'s (the token in this process's environment,
+    where PySpark's client looks for it, so that it is in no URL)."""
+    from pyspark.sql import SparkSession
+
+    os.environ["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = server.token
+    return SparkSession.builder.remote(server.address).getOrCreate()
+
+
+def count_report() -> None:
+    """One more report served (``status`` counts them): a line appended, by whichever process."""
+    with contextlib.suppress(OSError), _served().open("a") as served:
+        served.write(f"{os.getpid()} {time.time():.0f}\n")

@@ -1,0 +1,156 @@
+"""The local Spark Connect server (reports/connect.py, ``zchaos spark start | stop | status``):
+a report sent to it gives the verdict an in-process session gives, key by key; it asks for
+its token; stop leaves none of its processes; a stale record is forgotten."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from reports import connect
+from reports.pipeline import build_report
+from tests.procs import ROOT
+from tests.test_report import make_run
+
+START_S = 240  # a deadline for the server's start on a loaded 2-core machine, never a pause
+REPORT_S = 300
+
+
+def _zchaos(env: dict[str, str], *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def _without_time(verdict: dict[str, Any]) -> dict[str, Any]:
+    out = json.loads(json.dumps(verdict, default=str))
+    out.pop("generated_ns")
+    return out
+
+
+def _group_of(pid: int) -> list[int]:
+    found = []
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pid:
+                found.append(proc.pid)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_a_report_on_the_server_gives_the_in_process_verdict_and_stop_leaves_nothing(
+    spark, tmp_path: Path, monkeypatch
+) -> None:
+    """One server start for the whole life cycle (about 60-90 s on 2 shared cores): start,
+    status, a ``zchaos report`` on it (a client refused without the token), the same run
+    reported in this process's own session, every key of the verdicts equal; stop ends
+    every process of its group and status then says none runs."""
+    state = tmp_path / "connect"
+    env = {
+        **os.environ,
+        connect.DIR_ENV: str(state),
+        connect.SWITCH: "1",
+        "ZCHAOS_SPARK_LOG": str(tmp_path / "spark.log"),
+    }
+    env.pop("ZCHAOS_SPARK_MASTER", None)
+    monkeypatch.setenv(connect.DIR_ENV, str(state))
+    on_server = make_run(tmp_path / "on-server")
+    in_process = make_run(tmp_path / "in-process")
+    started = _zchaos(env, "spark", "start", timeout=START_S)
+    server = connect.recorded()
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert server is not None and connect.running() == server
+        assert (state.stat().st_mode & 0o777) == 0o700
+        assert ((state / "server.json").stat().st_mode & 0o777) == 0o600  # it holds the token
+        assert "SPARK_CONNECT_AUTHENTICATE_TOKEN" not in " ".join(psutil.Process(server.pid).cmdline())
+        assert server.token not in " ".join(psutil.Process(server.pid).cmdline())
+        status = _zchaos(env, "spark", "status", timeout=60).stdout
+        assert f"Spark Connect server at {server.address}" in status and "reports served: 0" in status
+
+        refused = subprocess.run(
+            [sys.executable, "-c", _CLIENT, server.address],
+            cwd=ROOT, env={**env, "SPARK_CONNECT_AUTHENTICATE_TOKEN": "not-the-token"},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert refused.returncode != 0 and "Invalid authentication token" in refused.stderr + refused.stdout
+
+        reported = _zchaos(env, "report", str(on_server.root), timeout=REPORT_S)
+        assert reported.returncode == 1, reported.stdout + reported.stderr  # the run holds a duplicate
+        said = reported.stdout + reported.stderr
+        assert f"Spark: the Spark Connect server at {server.address}" in said
+        assert "starting Spark" not in said
+        assert "reports served: 1" in _zchaos(env, "spark", "status", timeout=60).stdout
+
+        monkeypatch.setenv(connect.SWITCH, "0")  # this process's own (classic) session
+        local = build_report(in_process.root)
+        remote = json.loads(on_server.verdict_json.read_text())
+        assert set(remote["checks"]) == set(local["checks"])
+        for name in local["checks"]:
+            assert _without_time(remote)["checks"][name] == _without_time(local)["checks"][name], name
+        assert {k: v for k, v in _without_time(remote).items() if k != "input"} == {
+            k: v for k, v in _without_time(local).items() if k != "input"
+        }
+
+        stopped = _zchaos(env, "spark", "stop", timeout=120)
+        assert stopped.returncode == 0
+        assert f"stopped the Spark Connect server at {server.address}" in stopped.stdout
+        assert _group_of(server.pid) == []
+        assert not (state / "server.json").exists()
+        assert "no Spark Connect server is running" in _zchaos(env, "spark", "status", timeout=60).stdout
+    finally:
+        if server is not None and _group_of(server.pid):
+            connect.stop()
+
+
+#: A client of the server at argv[1], with the token of its environment.
+_CLIENT = """
+import sys
+from pyspark.sql import SparkSession
+print(SparkSession.builder.remote(sys.argv[1]).getOrCreate().range(3).count())
+"""
+
+
+def test_a_stale_record_is_forgotten(tmp_path: Path, monkeypatch) -> None:
+    """A server.json whose pid is gone, or is another process's (this one's), describes no
+    server: status says none runs, stop says so and removes it, a report would use its own
+    session."""
+    monkeypatch.setenv(connect.DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(connect.SWITCH, "1")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    for pid in (gone.pid, os.getpid()):
+        record = connect.Server(pid=pid, port=1, token="t", started=0.0, spark_version="4.3.0")
+        (tmp_path / "server.json").write_text(json.dumps(record.__dict__))
+        assert connect.recorded() == record
+        assert connect.running() is None
+        assert not (tmp_path / "server.json").exists()
+        assert connect.status() == ["no Spark Connect server is running (start one: zchaos spark start)"]
+        (tmp_path / "server.json").write_text(json.dumps(record.__dict__))
+        said: list[str] = []
+        assert connect.stop(said.append) is False
+        assert said == ["no Spark Connect server is running"]
+        assert not (tmp_path / "server.json").exists()
+    (tmp_path / "server.json").write_text("{not json")
+    assert connect.recorded() is None and connect.running() is None
+
+
+def test_the_server_is_not_used_when_the_user_says_so(monkeypatch) -> None:
+    monkeypatch.delenv("ZCHAOS_SPARK_MASTER", raising=False)
+    monkeypatch.setenv(connect.SWITCH, "1")
+    assert connect.wanted()
+    monkeypatch.setenv(connect.SWITCH, "0")
+    assert not connect.wanted()
+    monkeypatch.setenv(connect.SWITCH, "1")
+    monkeypatch.setenv("ZCHAOS_SPARK_MASTER", "spark://cluster:7077")
+    assert not connect.wanted()

@@ -66,6 +66,31 @@ def test_no_lost_without_requeue_reports_a_loss_during_a_fault_but_counts_only_t
     assert "requeue is not promised" in result.summary
 
 
+BROKER_KILL = FaultWindow(2, "kill", "broker", t(20), t(21))
+
+
+def broker_ctx(spark, **promises: Any):
+    ctx = make_ctx(spark, with_losses(), faults=[BROKER_KILL], requeue=True, **promises)
+    ctx.meta["manifest"]["endpoints"] = {"frontend": "broker", "backend": "broker"}
+    ctx.meta["processes"] = {"broker": "broker", "worker-1": "worker"}
+    return ctx
+
+
+def test_no_lost_reports_what_a_dead_broker_held_unless_it_promises_to_survive_it(spark):
+    """requeue is about a dead worker's requests: a killed broker takes what it held with
+    it. The stock restart scenarios once called a correct broker (7.5 s expiry) VIOLATED."""
+    result = check("no_lost", broker_ctx(spark))
+    assert (result.status, result.violations) == (VIOLATED, 1)
+    assert result.examples[0]["rid"] == "client-5:2"  # the one in quiet time still counts
+    assert result.figures["lost_in_broker_outages"] == 1
+    assert result.figures["lost_in_faults_unpromised"] == 0
+    assert "1 more held by a broker that died, not counted" in result.summary
+    # a broker that promises to survive any outage (durable) answers for what it held
+    promised = check("no_lost", broker_ctx(spark, survives=["outage"]))
+    assert (promised.status, promised.violations) == (VIOLATED, 2)
+    assert promised.figures["lost_in_broker_outages"] == 0
+
+
 def test_steady_state_counts_a_lost_request_outside_fault_windows(spark):
     result = check("steady_state", make_ctx(spark, with_losses(), faults=[KILL]))
     assert result.status == VIOLATED

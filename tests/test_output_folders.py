@@ -95,8 +95,9 @@ def test_two_processes_at_the_same_moment_get_folders_of_their_own(tmp_path: Pat
 def test_a_folder_that_exists_is_never_reused(tmp_path: Path) -> None:
     """Whoever made it (a suite of the same second, a folder restored by hand): the next
     name is taken, and what was there is left alone."""
+    # a minute of names either side: a loaded machine once took more than the 2 s this had
     now = time.time()
-    theirs = {tmp_path / f"seeds-{time.strftime(STAMP, time.gmtime(now + s))}-x" for s in range(3)}
+    theirs = {tmp_path / f"seeds-{time.strftime(STAMP, time.gmtime(now + s))}-x" for s in range(-5, 60)}
     for folder in theirs:
         folder.mkdir()
         (folder / "junit.xml").write_text("theirs")

@@ -48,6 +48,9 @@ from harness.output import Captured, LineEvents, OutputReader, output_pair
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+#: How long an instance whose command ended is still looked for among this process's
+#: descendants before it is called ended (a daemon's last fork in transit).
+FOLLOW_SETTLE_S = 0.5
 #: In the environment of every process a role's command starts (inherited by what that
 #: starts in turn): ``<supervisor>/<instance>/<incarnation>``, the process's owner.
 ENV_OWNER = "ZCHAOS_OWNER"
@@ -204,6 +207,9 @@ class Managed:
     followed: psutil.Process | None = None
     #: The followed process's exit (Popen's convention); None while it runs or when unknown.
     followed_code: int | None = None
+    #: When its command (or the process followed) was first seen ended with no process of
+    #: its own in sight: a daemon's last fork may still be in transit (see FOLLOW_SETTLE_S).
+    unseen_since: float | None = None
     output: Captured | None = None  # its output on the way to the log, when captured
 
     @property
@@ -384,9 +390,12 @@ class Supervisor:
         key = (proc.pid, proc.create_time())
         if key not in self._owners:
             try:
-                self._owners[key] = proc.environ().get(ENV_OWNER, "")
+                env = proc.environ()
             except (psutil.Error, OSError):
                 return ""
+            if not env:  # read in the middle of an exec: not known yet, asked again next time
+                return ""
+            self._owners[key] = env.get(ENV_OWNER, "")
         return self._owners[key]
 
     def _members(self, managed: Managed) -> list[psutil.Process]:
@@ -454,6 +463,7 @@ class Supervisor:
             if not managed.spec.follow:
                 return False
             ended = f"exited with {_how(managed.popen.returncode)}"
+            code = managed.popen.returncode
         else:
             done, code = self._code_of(managed.followed)
             if not done:
@@ -462,7 +472,19 @@ class Supervisor:
             ended = f"(pid {managed.followed.pid}) ended with {_how(code)}"
         members = self._members(managed)
         if not members:
-            return False
+            # A double-fork daemon's middle process may have gone while the server it forked
+            # is still between fork and exec, its environment unreadable for that moment:
+            # nothing of the instance in sight for a few milliseconds. Calling it ended then
+            # failed a correct daemon's start ("exited with code 0 before it was ready").
+            # Only a clean exit hands on to a fork (a killed process's are not in transit), and
+            # an instance asked to stop is not looked for.
+            if code != 0 or managed.expected_exit:
+                return False
+            now = time.monotonic()
+            if managed.unseen_since is None:
+                managed.unseen_since = now
+            return now - managed.unseen_since < FOLLOW_SETTLE_S
+        managed.unseen_since = None
         managed.followed, managed.followed_code = members[0], None
         self._follow_note(managed, ended)
         return True

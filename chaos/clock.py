@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chaos.host_marks import start_ticks
 from contract.clock import ENV_TRUE_BASE, wall_minus_monotonic_ns
 
 if TYPE_CHECKING:
@@ -152,15 +153,6 @@ def build_shim() -> Path:
     return target
 
 
-def _start_ticks(pid: int) -> int | None:
-    """When process ``pid`` started (clock ticks after boot), None if it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rpartition(")")[2].split()[19])
-
-
 def offset_text(offset_s: float) -> str:
     """What the control file holds for a clock ``offset_s`` seconds off the true time."""
     return f"{offset_s:+.3f}"
@@ -175,7 +167,7 @@ class Clocks:
         self.library: Path | None = None
         self.shim: Path | None = None
         self.base_ns = 0
-        ticks = _start_ticks(os.getpid())
+        ticks = start_ticks(os.getpid())
         self.name = f"{SHARED_PREFIX}runner{os.getpid()}.{ticks}-{uuid.uuid4().hex[:8]}"
         self._made: list[Path] = []
         self.offsets: dict[str, float] = {}
@@ -261,7 +253,7 @@ def remove_leftovers() -> list[Path]:
         return removed
     for name in names:
         m = _OWNED.fullmatch(name)
-        if m is None or _start_ticks(int(m[1])) == int(m[2]):
+        if m is None or start_ticks(int(m[1])) == int(m[2]):
             continue
         with contextlib.suppress(FileNotFoundError):
             (SHM_DIR / name).unlink()

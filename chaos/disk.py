@@ -24,6 +24,8 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chaos.host_marks import start_ticks
+
 if TYPE_CHECKING:
     from chaos.faults import FaultRun
     from chaos.nemesis import PlannedFault
@@ -44,15 +46,6 @@ def missing() -> str | None:
     if os.geteuid() != 0:
         return "disk_full needs root to mount a small file system (tmpfs) at a role's data_dir"
     return None
-
-
-def _start_ticks(pid: int) -> int | None:
-    """When process ``pid`` started (clock ticks after boot), None if it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rpartition(")")[2].split()[19])
 
 
 def _unmount(where: Path) -> str | None:
@@ -90,7 +83,7 @@ class Disks:
 
     def __init__(self, folders: dict[str, tuple[Path, int]]) -> None:
         self.folders = folders  # instance -> (its data folder, the file system's size in MB)
-        self.source = f"{SOURCE_PREFIX}{os.getpid()}.{_start_ticks(os.getpid())}"
+        self.source = f"{SOURCE_PREFIX}{os.getpid()}.{start_ticks(os.getpid())}"
         self.mounted: list[Path] = []
 
     def open(self) -> None:
@@ -147,7 +140,7 @@ def remove_leftovers() -> tuple[list[Path], list[str]]:
     failed: list[str] = []
     for source, point in reversed(_mounts()):
         m = _OWNED.fullmatch(source)
-        if m is None or _start_ticks(int(m[1])) == int(m[2]):
+        if m is None or start_ticks(int(m[1])) == int(m[2]):
             continue
         why = _unmount(point)
         if why is None:

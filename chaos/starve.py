@@ -37,6 +37,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from chaos.host_marks import start_ticks
+
 PERIOD_US = 100_000
 METHODS = ("auto", "cgroup2", "cgroup1", "competitors")
 ENV_METHOD = "ZCHAOS_STARVE_METHOD"
@@ -191,7 +193,7 @@ class Starvation:
 
     def _make_cgroup(self, root: Path) -> None:
         me = os.getpid()
-        path = root / f"{CGROUP_PREFIX}runner{me}.{_start_ticks(me)}-pid{self.pid}-{uuid.uuid4().hex[:6]}"
+        path = root / f"{CGROUP_PREFIX}runner{me}.{start_ticks(me)}-pid{self.pid}-{uuid.uuid4().hex[:6]}"
         path.mkdir()
         self._cgroup = path
 
@@ -266,21 +268,12 @@ def _dissolve(cg: Path, home: Path) -> None:
     raise StarveError(f"could not remove cgroup {cg}")
 
 
-def _start_ticks(pid: int) -> int | None:
-    """When process ``pid`` started (clock ticks after boot, /proc/PID/stat field 22); None if gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rpartition(")")[2].split()[19])
-
-
 def _in_use(cg: Path) -> bool:
     """True if the process that made cgroup ``cg`` still runs. A name of an older zchaos,
     without its creator, counts as in use while a process is still inside it."""
     m = _OWNED.fullmatch(cg.name)
     if m is not None:
-        return _start_ticks(int(m[1])) == int(m[2])
+        return start_ticks(int(m[1])) == int(m[2])
     try:
         return bool((cg / "cgroup.procs").read_text().split())
     except OSError:

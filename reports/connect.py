@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -310,13 +311,34 @@ def status() -> list[str]:
     ]
 
 
+class Unreachable(Exception):
+    """The recorded server is up but would not answer this client (its text says why)."""
+
+
 def session(server: Server) -> SparkSession:
     """A Spark Connect session of ``server``'s (the token in this process's environment,
-    where PySpark's client looks for it, so that it is in no URL)."""
+    where PySpark's client looks for it, so that it is in no URL), asked one setting first:
+    a server that refuses it (another token) or fails raises Unreachable, and leaves this
+    process as it was (no Connect mode, no token), free to start its own session."""
     from pyspark.sql import SparkSession
 
     os.environ["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = server.token
-    return SparkSession.builder.remote(server.address).getOrCreate()
+    spark = None
+    try:
+        spark = SparkSession.builder.remote(server.address).getOrCreate()
+        spark.conf.get("spark.sql.session.timeZone")
+    except Exception as exc:
+        if spark is not None:
+            with contextlib.suppress(Exception):
+                spark.stop()
+        for key in ("SPARK_CONNECT_AUTHENTICATE_TOKEN", "SPARK_CONNECT_MODE_ENABLED"):
+            os.environ.pop(key, None)
+        text = str(exc)
+        # gRPC's own error is a multi-line repr; its "details" is the reason.
+        details = re.search(r'details = "([^"]*)"', text)
+        why = details.group(1) if details else (text.strip().splitlines() or [type(exc).__name__])[0]
+        raise Unreachable(why[:200]) from None
+    return spark
 
 
 def count_report() -> None:

@@ -346,7 +346,7 @@ def build_report(
     (harness/cli.py). Returns the verdict (the content of verdict.json). Raises SetupError,
     naming the file, when the directory is not a run or its history holds no event.
     """
-    from reports.spark import FITTED, count_report, get_spark, start_message
+    from reports.spark import FITTED, count_report, fallback_notes, get_spark, start_message
 
     say = progress or (lambda _message: None)
     run = RunDir(Path(run_dir))
@@ -359,6 +359,8 @@ def build_report(
     try:
         say(start_message())
         spark = get_spark(events=expected_events(run) if events is None else events)
+        while fallback_notes:
+            say(fallback_notes.pop(0))
         saved = {key: spark.conf.get(key) for key in FITTED}
         try:
             verdict = check_run(spark, run, meta, say, pending)

@@ -62,6 +62,8 @@ SPARK_LOG = Path(os.environ.get("ZCHAOS_SPARK_LOG") or Path(tempfile.gettempdir(
 _session: SparkSession | None = None
 #: The Spark Connect server whose client ``_session`` is, if it is one.
 _remote: connect.Server | None = None
+#: Why get_spark started its own session though a server was up (the report says it).
+fallback_notes: list[str] = []
 #: The class archive this process's JVM writes when it exits (reports/cds.py), if it makes one.
 _archive: cds.Plan | None = None
 #: Below this many events the JVM runs only its quick compiler (C1): the report is a few
@@ -152,9 +154,15 @@ def get_spark(events: int | None = None) -> SparkSession:
         import pyspark.sql  # noqa: F401 - whole before the preload thread imports from it
 
         threading.Thread(target=_preload, name="zchaos-preload", daemon=True).start()
-        _session = connect.session(server)
-        _remote = server
-        return _session
+        try:
+            _session = connect.session(server)
+            _remote = server
+            return _session
+        except connect.Unreachable as exc:  # an in-process session after all, and the user told why
+            fallback_notes.append(
+                f"the Spark Connect server at {server.address} did not answer ({exc}): starting Spark here"
+            )
+            _log(fallback_notes[-1])
     # Left by a parent process that was a Connect client: PySpark would take this one for
     # a client too, and find no server to reach.
     os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)

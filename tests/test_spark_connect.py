@@ -92,9 +92,22 @@ def test_a_report_on_the_server_gives_the_in_process_verdict_and_stop_leaves_not
         assert "starting Spark" not in said
         assert "reports served: 1" in _zchaos(env, "spark", "status", timeout=60).stdout
 
+        # A server that refuses the recorded token (a record another start rewrote): the
+        # report says so and checks in its own session.
+        record = (state / "server.json").read_text()
+        (state / "server.json").write_text(json.dumps({**json.loads(record), "token": "not-the-token"}))
+        fallen = _zchaos(env, "report", str(in_process.root), timeout=REPORT_S)
+        (state / "server.json").write_text(record)
+        said = fallen.stdout + fallen.stderr
+        assert fallen.returncode == 1, said
+        assert f"the Spark Connect server at {server.address} did not answer" in said
+        assert "Invalid authentication token" in said and "Traceback" not in said
+        fallen_verdict = json.loads(in_process.verdict_json.read_text())
+
         monkeypatch.setenv(connect.SWITCH, "0")  # this process's own (classic) session
         local = build_report(in_process.root)
         remote = json.loads(on_server.verdict_json.read_text())
+        assert _without_time(fallen_verdict)["checks"] == _without_time(local)["checks"]
         assert set(remote["checks"]) == set(local["checks"])
         for name in local["checks"]:
             assert _without_time(remote)["checks"][name] == _without_time(local)["checks"][name], name

@@ -108,7 +108,10 @@ class Topology:
         return [r.name for r in roles if r.binds] + [r.name for r in roles if not r.binds]
 
     def base_env(self) -> dict[str, str]:
-        env = dict(os.environ)
+        from reports.connect import CLIENT_ENV
+
+        # not the report's Spark Connect token (a suite's earlier report set it here)
+        env = {k: v for k, v in os.environ.items() if k not in CLIENT_ENV}
         if checkout_root() is not None:
             # A checkout's packages for a role run by {python} (tests import them from there).
             # Not site-packages once installed: our interpreter finds its packages itself, and a

@@ -315,6 +315,12 @@ class Unreachable(Exception):
     """The recorded server is up but would not answer this client (its text says why)."""
 
 
+#: What a Connect session sets in this process's environment (PySpark's client reads it
+#: there). Never handed on to a run's processes: a subject given the token could send the
+#: server plans (harness/topology.py ``base_env`` leaves these out).
+CLIENT_ENV = ("SPARK_CONNECT_AUTHENTICATE_TOKEN", "SPARK_CONNECT_MODE_ENABLED")
+
+
 def session(server: Server) -> SparkSession:
     """A Spark Connect session of ``server``'s (the token in this process's environment,
     where PySpark's client looks for it, so that it is in no URL), asked one setting first:
@@ -331,7 +337,7 @@ def session(server: Server) -> SparkSession:
         if spark is not None:
             with contextlib.suppress(Exception):
                 spark.stop()
-        for key in ("SPARK_CONNECT_AUTHENTICATE_TOKEN", "SPARK_CONNECT_MODE_ENABLED"):
+        for key in CLIENT_ENV:
             os.environ.pop(key, None)
         text = str(exc)
         # gRPC's own error is a multi-line repr; its "details" is the reason.

@@ -168,3 +168,20 @@ def test_the_server_is_not_used_when_the_user_says_so(monkeypatch) -> None:
     monkeypatch.setenv(connect.SWITCH, "1")
     monkeypatch.setenv("ZCHAOS_SPARK_MASTER", "spark://cluster:7077")
     assert not connect.wanted()
+
+
+def test_a_runs_processes_never_get_the_servers_token(tmp_path: Path, monkeypatch) -> None:
+    """A suite's first report connects (the token set in this process's environment); the
+    next run's subjects, Locust and follower must not be handed it."""
+    from contract.ports import PortAllocator
+    from contract.rundir import RunDir
+    from harness.scenario import load_scenario
+    from harness.topology import Topology
+
+    monkeypatch.setenv("SPARK_CONNECT_AUTHENTICATE_TOKEN", "secret-token")
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    scenario = load_scenario(ROOT / "scenarios" / "ci" / "lazy-pirate-kill-server.toml")
+    with PortAllocator() as ports:
+        env = Topology(scenario, RunDir.create(tmp_path, "t"), ports).base_env()
+    assert not set(connect.CLIENT_ENV) & set(env)
+    assert "secret-token" not in env.values()

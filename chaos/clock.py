@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from chaos.host_marks import start_ticks
+from chaos.host_marks import runner_alive, start_ticks
 from contract.clock import ENV_TRUE_BASE, wall_minus_monotonic_ns
 
 if TYPE_CHECKING:
@@ -253,7 +253,7 @@ def remove_leftovers() -> list[Path]:
         return removed
     for name in names:
         m = _OWNED.fullmatch(name)
-        if m is None or start_ticks(int(m[1])) == int(m[2]):
+        if m is None or runner_alive(int(m[1]), int(m[2])):
             continue
         with contextlib.suppress(FileNotFoundError):
             (SHM_DIR / name).unlink()

@@ -24,7 +24,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from chaos.host_marks import start_ticks
+from chaos.host_marks import runner_alive, start_ticks
 
 if TYPE_CHECKING:
     from chaos.faults import FaultRun
@@ -140,7 +140,7 @@ def remove_leftovers() -> tuple[list[Path], list[str]]:
     failed: list[str] = []
     for source, point in reversed(_mounts()):
         m = _OWNED.fullmatch(source)
-        if m is None or start_ticks(int(m[1])) == int(m[2]):
+        if m is None or runner_alive(int(m[1]), int(m[2])):
             continue
         why = _unmount(point)
         if why is None:

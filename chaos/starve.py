@@ -37,7 +37,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaos.host_marks import start_ticks
+from chaos.host_marks import runner_alive, start_ticks
 
 PERIOD_US = 100_000
 METHODS = ("auto", "cgroup2", "cgroup1", "competitors")
@@ -273,7 +273,7 @@ def _in_use(cg: Path) -> bool:
     without its creator, counts as in use while a process is still inside it."""
     m = _OWNED.fullmatch(cg.name)
     if m is not None:
-        return start_ticks(int(m[1])) == int(m[2])
+        return runner_alive(int(m[1]), int(m[2]))
     try:
         return bool((cg / "cgroup.procs").read_text().split())
     except OSError:

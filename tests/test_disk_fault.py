@@ -12,8 +12,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -57,6 +60,55 @@ def test_a_full_data_folder_refuses_writes_until_it_is_freed(disks: Disks, tmp_p
     (folder / "more").write_bytes(bytes(8192))
     assert (folder / "kept").read_bytes() == b"x" * 4096
     assert disks.close() == [] and not mounted(folder), "the run's end unmounts it"
+
+
+class _Nemesis:
+    """Just what hold_full asks of the nemesis (one function's unit test)."""
+
+    def __init__(self, disks: Disks) -> None:
+        self.disks = disks
+        self.control = SimpleNamespace(running=lambda target: os.getpid())
+        self.held = threading.Event()
+        self.ending = threading.Event()
+        self.stops = 0
+
+    def started(self, fault: object, **extra: object) -> None:
+        self.held.set()
+
+    def stopped(self, fault: object, **extra: object) -> None:
+        self.stops += 1
+
+    def wait(self, seconds: float) -> bool:
+        return not self.ending.wait(seconds)
+
+
+@needs_root
+def test_a_full_disk_takes_back_what_the_subject_frees_while_it_is_held(disks: Disks) -> None:
+    from chaos.disk import hold_full
+    from chaos.nemesis import PlannedFault
+
+    folder = disks.folder("store")
+    (folder / "answered").write_bytes(bytes(64 * 1024))  # a request the subject will close
+    nemesis = _Nemesis(disks)
+    fault = PlannedFault(1, 0.0, "disk_full", "store", "store", {"duration_s": 60.0})
+    holder = threading.Thread(target=hold_full, args=(nemesis, fault))
+    holder.start()
+    try:
+        assert nemesis.held.wait(30)
+        (folder / "answered").unlink()
+        deadline = time.monotonic() + 10
+        while free_bytes(folder) > 0:
+            assert time.monotonic() < deadline, f"{free_bytes(folder)} bytes stay free under a full disk"
+            time.sleep(0.005)  # polling a condition, with the deadline above
+        with pytest.raises(OSError) as raised:
+            (folder / "next").write_bytes(bytes(8192))
+        assert raised.value.errno == errno.ENOSPC
+    finally:
+        nemesis.ending.set()
+        holder.join(30)
+    assert not holder.is_alive() and nemesis.stops == 1
+    assert not (folder / FILLER).exists(), "the filler goes when the fault ends"
+    (folder / "next").write_bytes(bytes(8192))
 
 
 @needs_root

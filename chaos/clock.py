@@ -269,9 +269,8 @@ def hold(nemesis: FaultRun, fault: PlannedFault, offset_at: Callable[[float], fl
     clocks = nemesis.clocks
     if clocks is None or fault.target not in clocks.instances:
         raise ClockError(f"{fault.target} was not started under a faked clock")
-    pid = nemesis.control.running(fault.target)
+    pid = nemesis.target_pid(fault)
     if pid is None:
-        nemesis.missed(fault)
         return
     duration = float(fault.params["duration_s"])
     started = time.monotonic()

@@ -5,8 +5,8 @@ When the plan has a ``disk_full`` fault on a role, the runner mounts a tmpfs of 
 ``data_size_mb`` at each of its instances' ``data_dir`` (manifest, ``[roles.X]``) before
 they start, so the subject keeps its data there from the first byte; the fault writes a
 filler file (``FILLER``) until the file system is full, keeps it full for ``duration_s``
-(what the subject frees is filled again) and removes it. Mounting needs root (or CAP_SYS_ADMIN): without it the run stops before
-anything starts, saying so (exit 2).
+(what the subject frees is filled again) and removes it. Mounting needs root (or
+CAP_SYS_ADMIN): without it the run stops before anything starts, saying so (exit 2).
 
 A mount cannot remove itself when the runner is SIGKILLed, so its source names the runner
 (``zchaos-disk-runner<PID>.<START>``, as the starvation cgroups' names do): the run
@@ -158,9 +158,8 @@ def hold_full(nemesis: FaultRun, fault: PlannedFault) -> None:
     disks = nemesis.disks
     if disks is None or fault.target not in disks.folders:
         raise DiskError(f"{fault.target} has no data folder on a file system of the run's")
-    pid = nemesis.control.running(fault.target)
+    pid = nemesis.target_pid(fault)
     if pid is None:
-        nemesis.missed(fault)
         return
     folder = disks.folder(fault.target)
     try:

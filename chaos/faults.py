@@ -123,6 +123,9 @@ class FaultRun(Protocol):
     def missed(self, fault: PlannedFault) -> None:
         """The target was not running: record that the fault came and did nothing."""
 
+    def target_pid(self, fault: PlannedFault) -> int | None:
+        """The pid of the fault's target if it runs now; else None, the miss recorded."""
+
     def record(self, ev: str, fault: PlannedFault, **fields: Any) -> None:
         """Record another nemesis event about the fault (``malformed_batch``)."""
 

@@ -215,6 +215,12 @@ class Nemesis:
         )
         self._emit("fault_stop", fault, detail="nothing to do")
 
+    def target_pid(self, fault: PlannedFault) -> int | None:
+        pid = self.control.running(fault.target)
+        if pid is None:
+            self.missed(fault)
+        return pid
+
     def record(self, ev: str, fault: PlannedFault, **fields: Any) -> None:
         self.history.emit(ev, fault=fault.kind, target=fault.target, fault_id=fault.fault_id, **fields)
 

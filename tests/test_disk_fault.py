@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -67,10 +66,12 @@ class _Nemesis:
 
     def __init__(self, disks: Disks) -> None:
         self.disks = disks
-        self.control = SimpleNamespace(running=lambda target: os.getpid())
         self.held = threading.Event()
         self.ending = threading.Event()
         self.stops = 0
+
+    def target_pid(self, fault: object) -> int:
+        return os.getpid()
 
     def started(self, fault: object, **extra: object) -> None:
         self.held.set()

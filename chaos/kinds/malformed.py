@@ -26,8 +26,7 @@ def run(nemesis: FaultRun, kind: FaultKind, fault: PlannedFault) -> None:
     if endpoint not in nemesis.endpoints:
         raise RuntimeError(f"the malformed fault needs the address of endpoint {endpoint!r}")
     address, side = nemesis.endpoints[endpoint]
-    if nemesis.control.running(fault.target) is None:
-        nemesis.missed(fault)
+    if nemesis.target_pid(fault) is None:
         return
     rate = fault.params.get("rate_per_s", 20.0)
     period = max(1.0, 1.0 / rate)  # a batch a second, or one message per batch when slower

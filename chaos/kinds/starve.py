@@ -14,9 +14,8 @@ if TYPE_CHECKING:
 
 
 def run(nemesis: FaultRun, kind: FaultKind, fault: PlannedFault) -> None:
-    pid = nemesis.control.running(fault.target)
+    pid = nemesis.target_pid(fault)
     if pid is None:
-        nemesis.missed(fault)
         return
     forced = os.environ.get(ENV_METHOD, "auto")
     starvation = Starvation(

@@ -559,6 +559,22 @@ def _add_set(p: argparse.ArgumentParser, what: str = "the scenario") -> None:
     )
 
 
+def _add_spark_where(p: argparse.ArgumentParser) -> None:
+    """--spark-remote and --spark-history-dir: where the report's Spark runs, and reads from."""
+    p.add_argument(
+        "--spark-remote",
+        metavar="sc://HOST:PORT",
+        help="send the report to this Spark Connect endpoint (a cluster's; also "
+        "ZCHAOS_SPARK_REMOTE): its executors read the history by path, see --spark-history-dir",
+    )
+    p.add_argument(
+        "--spark-history-dir",
+        metavar="DIR",
+        help="copy the history into DIR for Spark to read: a folder this machine and the cluster "
+        "see at the same path (also ZCHAOS_SPARK_HISTORY_DIR; default: the run folder itself)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="zchaos",
@@ -600,6 +616,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--subject-version",
         help="the version of the system under test, for the results store (default: its manifest's)",
     )
+    _add_spark_where(p)
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser(
@@ -662,6 +679,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --seeds: stop a scenario at its first violated seed",
     )
     _add_set(p, "each scenario")
+    _add_spark_where(p)
     p.set_defaults(func=_cmd_suite)
 
     p = sub.add_parser(
@@ -763,6 +781,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="shrink each new finding with zchaos shrink's search, at most RUNS runs (default 0: not)",
     )  # fmt: skip
     p.add_argument("--until-finding", action="store_true", help="stop after the first finding")
+    _add_spark_where(p)
     p.set_defaults(func=_cmd_explore)
 
     p = sub.add_parser(
@@ -773,6 +792,7 @@ def build_parser() -> argparse.ArgumentParser:
         "outcomes combined (2 if any is not a run or holds no event).",
     )
     p.add_argument("runs", nargs="+", metavar="RUN", help="a run folder, e.g. runs/20261121T120000Z-NAME")
+    _add_spark_where(p)
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser(
@@ -854,6 +874,7 @@ def main(argv: list[str] | None = None) -> int:
     caller_session = spark is not None and spark.running()  # main() called in a process using Spark
     with _sigterm_interrupts():
         try:
+            _spark_where(args)
             code = args.func(args)
             sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         except BrokenPipeError:
@@ -868,6 +889,24 @@ def main(argv: list[str] | None = None) -> int:
             print("zchaos: interrupted", file=sys.stderr)
             code = EXIT_INTERRUPTED
         return code if caller_session else _end_spark(code)
+
+
+def _spark_where(args: argparse.Namespace) -> None:
+    """--spark-remote / --spark-history-dir to the environment variables the report reads
+    (reports/connect.py); the run's own processes are not handed the endpoint (it may carry
+    a token: harness/topology.py leaves out connect.CLIENT_ENV)."""
+    from reports import connect
+
+    for option, key in (("spark_remote", connect.REMOTE_ENV), ("spark_history_dir", connect.HISTORY_DIR_ENV)):
+        value = getattr(args, option, None)
+        if value:
+            os.environ[key] = value
+    url = connect.remote()
+    if url is not None and (
+        args.func in (_cmd_report, _cmd_suite, _cmd_explore)
+        or (args.func is _cmd_run and not args.no_report and not args.check)
+    ):
+        connect.reach(url)  # an endpoint that is not there is an error before any run starts
 
 
 @contextlib.contextmanager

@@ -21,6 +21,15 @@ the host named ``localhost`` (gRPC's local credentials), so not as ``127.0.0.1``
 
 ``ZCHAOS_SPARK_CONNECT=0`` makes a process ignore the server (an in-process session), and a
 set ``ZCHAOS_SPARK_MASTER`` (a cluster of the user's) wins over it as well.
+
+Any other Spark Connect endpoint, a remote cluster's above all, is named by
+``ZCHAOS_SPARK_REMOTE=sc://HOST:PORT`` (``--spark-remote``; it wins over the local server and
+ZCHAOS_SPARK_MASTER): ``remote_session`` asks it one setting first (a short retry policy,
+not PySpark's ten minutes), so an endpoint that is down, or not Spark Connect, is one line
+of error (exit 2), never a fallback to local Spark the user did not ask for. Its executors
+read the history by path: the run folder, when they see it at the same path, or a copy of
+the history in a folder both sides see at the same path (``ZCHAOS_SPARK_HISTORY_DIR``,
+``--spark-history-dir``; ``stage_history``).
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import signal
 import socket
 import subprocess
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -45,6 +55,14 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DIR_ENV = "ZCHAOS_SPARK_CONNECT_DIR"
+#: A Spark Connect endpoint of the user's (sc://HOST:PORT[/;param=value...]): every report goes there.
+REMOTE_ENV = "ZCHAOS_SPARK_REMOTE"
+#: A folder this machine and the endpoint's executors see at the same path: the history goes there.
+HISTORY_DIR_ENV = "ZCHAOS_SPARK_HISTORY_DIR"
+#: Spark Connect's own default port (a URL without one).
+DEFAULT_PORT = 15002
+#: How long the endpoint's port may take to accept a connection before it is called unreachable.
+REACH_S = 10.0
 SWITCH = "ZCHAOS_SPARK_CONNECT"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 #: How long the server may take to listen (a cold JVM on a loaded 2-core machine: 7-30 s).
@@ -104,8 +122,10 @@ class Server:
 
 def wanted() -> bool:
     """Whether this process may use a running server (ZCHAOS_SPARK_CONNECT=0 and a set
-    ZCHAOS_SPARK_MASTER say no)."""
-    return os.environ.get(SWITCH, "1") != "0" and not os.environ.get("ZCHAOS_SPARK_MASTER")
+    ZCHAOS_SPARK_MASTER or ZCHAOS_SPARK_REMOTE say no)."""
+    return (
+        os.environ.get(SWITCH, "1") != "0" and not os.environ.get("ZCHAOS_SPARK_MASTER") and remote() is None
+    )
 
 
 def recorded() -> Server | None:
@@ -169,9 +189,11 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start(say: Callable[[str], None] = lambda _m: None) -> Server:
+def start(say: Callable[[str], None] = lambda _m: None, master: str | None = None) -> Server:
     """Start the server (or return the one running) and wait until it listens
-    (START_DEADLINE_S). Raises SetupError naming the log when it does not come up."""
+    (START_DEADLINE_S). Raises SetupError naming the log when it does not come up.
+    ``master``: its Spark master (default local mode on every core; the tests' twin of a
+    cluster gives ``local-cluster[...]``, executors in JVMs of their own)."""
     from pyspark.find_spark_home import _find_spark_home
     from pyspark.version import __version__
 
@@ -195,7 +217,7 @@ def start(say: Callable[[str], None] = lambda _m: None) -> Server:
         "--name",
         "zchaos Spark Connect server",
         "--master",
-        f"local[{os.cpu_count() or 1}]",
+        master or f"local[{os.cpu_count() or 1}]",
         "--driver-memory",
         server_memory(),
         "--conf",
@@ -318,7 +340,7 @@ class Unreachable(Exception):
 #: What a Connect session sets in this process's environment (PySpark's client reads it
 #: there). Never handed on to a run's processes: a subject given the token could send the
 #: server plans (harness/topology.py ``base_env`` leaves these out).
-CLIENT_ENV = ("SPARK_CONNECT_AUTHENTICATE_TOKEN", "SPARK_CONNECT_MODE_ENABLED")
+CLIENT_ENV = ("SPARK_CONNECT_AUTHENTICATE_TOKEN", "SPARK_CONNECT_MODE_ENABLED", REMOTE_ENV)
 
 
 def session(server: Server) -> SparkSession:
@@ -339,11 +361,7 @@ def session(server: Server) -> SparkSession:
                 spark.stop()
         for key in CLIENT_ENV:
             os.environ.pop(key, None)
-        text = str(exc)
-        # gRPC's own error is a multi-line repr; its "details" is the reason.
-        details = re.search(r'details = "([^"]*)"', text)
-        why = details.group(1) if details else (text.strip().splitlines() or [type(exc).__name__])[0]
-        raise Unreachable(why[:200]) from None
+        raise Unreachable(_reason(exc)) from None
     return spark
 
 
@@ -351,3 +369,143 @@ def count_report() -> None:
     """One more report served (``status`` counts them): a line appended, by whichever process."""
     with contextlib.suppress(OSError), _served().open("a") as served:
         served.write(f"{os.getpid()} {time.time():.0f}\n")
+
+
+def remote() -> str | None:
+    """The Spark Connect endpoint the user named (ZCHAOS_SPARK_REMOTE), if any."""
+    return os.environ.get(REMOTE_ENV, "").strip() or None
+
+
+def shown(url: str) -> str:
+    """``url`` fit to print: a token in it (``;token=...``) masked."""
+    return re.sub(r"(;token=)[^;]*", r"\1***", url)
+
+
+def endpoint(url: str) -> tuple[str, int]:
+    """The host and port of a Spark Connect URL (``sc://HOST[:PORT][/;param=value...]``);
+    SetupError naming the setting for anything else."""
+    found = re.fullmatch(r"sc://(\[[0-9a-fA-F:.]+\]|[^/:;\[\]]+)(?::(\d+))?(?:/.*)?", url)
+    if found is None:
+        raise SetupError(
+            f"{shown(url)!r} is not a Spark Connect address: give sc://HOST:PORT (e.g. sc://spark-head:15002)",
+            where=REMOTE_ENV,
+        )
+    host = found.group(1).strip("[]")
+    return host, int(found.group(2) or DEFAULT_PORT)
+
+
+#: The settings of reports/spark.py's in-process session that a remote endpoint's session must
+#: have too, or a check would judge otherwise (times as UTC, an overflow a null not an error);
+#: set per session, as the endpoint's defaults are its owner's.
+SESSION_CONF = {
+    key: SERVER_CONF[key]
+    for key in (
+        "spark.sql.session.timeZone",
+        "spark.sql.ansi.enabled",
+        "spark.sql.inMemoryColumnarStorage.compressed",
+    )
+}
+
+
+def reach(url: str) -> None:
+    """SetupError, one line, when nothing accepts a connection at ``url``'s host and port
+    within REACH_S (no such host, nothing listening, a firewall): said before a run starts,
+    not after it."""
+    host, port = endpoint(url)
+    try:
+        socket.create_connection((host, port), timeout=REACH_S).close()
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise SetupError(
+            f"cannot reach the Spark Connect endpoint {shown(url)} ({host} port {port}: {why})",
+            where=REMOTE_ENV,
+        ) from None
+
+
+def remote_session(url: str) -> SparkSession:
+    """A session of the Spark Connect endpoint ``url``, asked for its settings first. An
+    endpoint that cannot be reached (no such host, nothing listening, not answering within
+    REACH_S), refuses the client, or is not Spark Connect raises SetupError, one line that
+    says which (exit 2): the user asked for that endpoint, so no local Spark instead."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    reach(url)
+    os.environ.pop("SPARK_CONNECT_AUTHENTICATE_TOKEN", None)  # the local server's, not the endpoint's
+    spark = None
+    try:
+        # PySpark warns on stderr as its retries run out: the error below says it in one line.
+        warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
+        spark = SparkSession.builder.remote(url).getOrCreate()
+        client = spark.client  # a Connect session's
+        # A few quick retries while it is asked, not PySpark's default (up to 10 minutes).
+        client.set_retry_policies([DefaultPolicy(max_retries=3, max_backoff=2000)])
+        for key, value in SESSION_CONF.items():
+            spark.conf.set(key, value)
+        client.set_retry_policies([DefaultPolicy()])
+    except Exception as exc:
+        if spark is not None:
+            with contextlib.suppress(Exception):
+                spark.stop()
+        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+        raise SetupError(
+            f"the Spark Connect endpoint {shown(url)} did not answer: {_reason(exc)}", where=REMOTE_ENV
+        ) from None
+    return spark
+
+
+def _reason(exc: BaseException) -> str:
+    """The one line that says why a Connect call failed (gRPC's own error is a multi-line repr;
+    its "details" is the reason)."""
+    text = str(exc)
+    details = re.search(r'details = "([^"]*)"', text)
+    why = details.group(1) if details else (text.strip().splitlines() or [type(exc).__name__])[0]
+    return why[:200]
+
+
+def history_dir() -> Path | None:
+    """The folder the endpoint reads histories from (ZCHAOS_SPARK_HISTORY_DIR), if one is named."""
+    named = os.environ.get(HISTORY_DIR_ENV, "").strip()
+    return Path(named).expanduser().absolute() if named else None
+
+
+def stage_history(history: Path, into: Path) -> Path:
+    """The history folder ``history`` copied to a folder of its own under ``into`` (the shared
+    folder the endpoint reads), and that copy's run folder returned: files the copy has
+    already (same size and time) are not copied again, files gone from ``history`` go from the
+    copy, and times are kept (read_events compares them to tell a current Parquet form).
+    The copy's name is the run's with a digest of its path: two runs of one name never share it."""
+    import hashlib
+    import shutil
+
+    run_root = history.parent.absolute()
+    digest = hashlib.sha1(str(run_root).encode()).hexdigest()[:8]
+    staged_run = into / f"{run_root.name}-{digest}"
+    target = staged_run / history.name
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        wanted = {p.relative_to(history) for p in history.rglob("*")}
+        for have in sorted(target.rglob("*"), reverse=True):  # files before their folders
+            if have.relative_to(target) not in wanted:
+                if have.is_dir() and not have.is_symlink():
+                    shutil.rmtree(have)
+                else:
+                    have.unlink()
+        for rel in sorted(wanted):
+            src, dst = history / rel, target / rel
+            if src.is_dir():
+                dst.mkdir(exist_ok=True)
+                continue
+            mine, theirs = src.stat(), dst.stat() if dst.exists() else None
+            if theirs is None or (theirs.st_size, theirs.st_mtime_ns) != (mine.st_size, mine.st_mtime_ns):
+                shutil.copy2(src, dst)
+        for rel in sorted(wanted, reverse=True):  # a folder's time after its files were written
+            if (history / rel).is_dir():
+                mine = (history / rel).stat()
+                os.utime(target / rel, ns=(mine.st_atime_ns, mine.st_mtime_ns))
+    except OSError as exc:
+        raise SetupError(
+            f"could not copy the history where the Spark Connect endpoint reads it: {exc.strerror or exc}",
+            where=target,
+        ) from None
+    return staged_run

@@ -224,10 +224,18 @@ def check_run(
 ) -> dict[str, Any]:
     """The verdict of one run: its history read (``pending``: its conversion, see read_events),
     checked and measured."""
+    from reports import connect
     from reports.parallel import Task, Tasks, report_threads
 
     say("reading history")
-    history = read_events(spark, run, say, pending)
+    shared = connect.history_dir()
+    source = run
+    if shared is not None:  # the endpoint reads a copy where it can (README: on a Spark cluster)
+        if pending is not None:
+            pending.wait()
+        source = RunDir(connect.stage_history(run.history, shared))
+        say(f"history copied to {source.history} for Spark to read")
+    history = read_events(spark, source, say, None if shared is not None else pending)
     # The metrics need neither the fault windows nor the checks: they start now, on another
     # thread, while this one reads the run's control events (at demo size the first query of
     # the process, ~1.5 s of planning and warm-up that kept one core busy and the other idle).

@@ -1,14 +1,15 @@
 """The one SparkSession of a process, configured for zchaos: quiet, loopback, sized to the work.
 
 The master is configuration (``ZCHAOS_SPARK_MASTER``, default ``local[*]``), so a large
-history can go to a cluster (README: "Checking on a Spark cluster"). What the JVM needs is
+history can go to a cluster (README: "Checking a history on a Spark cluster"). What the JVM needs is
 chosen from the size of the history it will check (``get_spark(events=...)``): a short
 run gets a small heap and a JVM tuned to start fast (its fixed cost is most of the
 report), a long one a larger heap; ``ZCHAOS_SPARK_DRIVER_MEMORY`` overrides the heap.
 ``fit_to`` sets the per-query settings (shuffle partitions, adaptive execution) for each history. The JVM's
 own output goes to ``SPARK_LOG``, not to the user's terminal.
 
-When the user's local Spark Connect server is up (``zchaos spark start``, reports/connect.py),
+When the user names a Spark Connect endpoint (``ZCHAOS_SPARK_REMOTE``, ``--spark-remote``), or
+their local Spark Connect server is up (``zchaos spark start``, reports/connect.py),
 ``get_spark`` returns a client session of it instead: nothing starts in this process, and
 nothing of the JVM's below applies to it.
 
@@ -62,6 +63,8 @@ SPARK_LOG = Path(os.environ.get("ZCHAOS_SPARK_LOG") or Path(tempfile.gettempdir(
 _session: SparkSession | None = None
 #: The Spark Connect server whose client ``_session`` is, if it is one.
 _remote: connect.Server | None = None
+#: The user's Spark Connect endpoint (ZCHAOS_SPARK_REMOTE) whose client ``_session`` is, if it is one.
+_endpoint: str | None = None
 #: Why get_spark started its own session though a server was up (the report says it).
 fallback_notes: list[str] = []
 #: The class archive this process's JVM writes when it exits (reports/cds.py), if it makes one.
@@ -146,8 +149,16 @@ def get_spark(events: int | None = None) -> SparkSession:
     """The process's SparkSession, started on first use (about 5 s cold, 3 s with the class
     archive) and sized for a history of about ``events`` events (None: unknown). A session
     already running is reused as it is: its heap is fixed for its life."""
-    global _session, _archive, _remote
+    global _session, _archive, _remote, _endpoint
     if _session is not None:
+        return _session
+    url = connect.remote()
+    if url is not None:  # the user's endpoint, or an error: never a local Spark instead
+        import pyspark.sql  # whole before the preload thread imports from it
+
+        threading.Thread(target=_preload, name="zchaos-preload", daemon=True).start()
+        _session = connect.remote_session(url)
+        _endpoint = url
         return _session
     server = connect.running() if connect.wanted() else None
     if server is not None:
@@ -216,6 +227,9 @@ def start_message() -> str:
     """The line a report says as it gets its session (which one, and whether it starts)."""
     if _session is not None:
         return "Spark: reusing this process's session"
+    url = connect.remote()
+    if url is not None:
+        return f"Spark: the Spark Connect endpoint {connect.shown(url)} ({connect.REMOTE_ENV})"
     server = connect.running() if connect.wanted() else None
     if server is not None:
         return f"Spark: the Spark Connect server at {server.address} (zchaos spark status)"
@@ -376,11 +390,11 @@ def stop_spark(say: Callable[[str], None] | None = None) -> None:
     past its own exit (and it then lingered as a zombie nobody waited for). If this JVM makes
     the class archive (the first report of an install), it is written now, about 15 s: ``say``
     tells the user why they wait."""
-    global _session, _archive, _remote
+    global _session, _archive, _remote, _endpoint
     if _session is None:
         return
-    if _remote is not None:  # the server's own session for this client ends; the server goes on
-        session, _session, _remote = _session, None, None
+    if _remote is not None or _endpoint is not None:  # the server's session for this client ends
+        session, _session, _remote, _endpoint = _session, None, None, None
         with contextlib.suppress(Exception):  # the server gone meanwhile: nothing to release
             session.stop()
         return
@@ -437,11 +451,13 @@ def _end_jvm(jvm: subprocess.Popen, deadline_s: float = STOP_DEADLINE_S) -> None
 def kill_spark() -> None:
     """At the end of an interrupted command: the JVM ended now, no archive written, and no
     clean stop of the session (a check may still be running in it, or the JVM still starting)."""
-    global _session, _archive, _remote
+    global _session, _archive, _remote, _endpoint
     if "pyspark" not in sys.modules:
         return
-    if _remote is not None:  # no JVM of ours; the server interrupts what this client asked
-        session, _session, _remote = _session, None, None
+    if (
+        _remote is not None or _endpoint is not None
+    ):  # no JVM of ours; the server interrupts what this client asked
+        session, _session, _remote, _endpoint = _session, None, None, None
         with contextlib.suppress(Exception):
             session.interruptAll()  # type: ignore[union-attr]
         return

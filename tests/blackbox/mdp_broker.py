@@ -16,7 +16,12 @@ the request a dead (expired or disconnected) worker held instead of handing it t
 next worker, which only clients that never resend can see; ``--bug
 misroute-racing-reply`` sends the reply to a re-queued request (one a dead worker held)
 to the wrong client when another client's request races it (waits on the frontend at
-the moment the reply comes in): a racy bug, seen on some seeds and not on others.
+the moment the reply comes in): a racy bug, seen on some seeds and not on others;
+``--bug idle-disconnect-stays-listed`` (a planted bug of zchaos explore) forgets a worker
+that says DISCONNECT while idle (a worker stopped cleanly, SIGTERM) but leaves its address
+on its service's idle list, so the next request goes to an address nobody has and is lost:
+only a worker restarted or stopped while idle shows it, to clients that never resend (no
+stock scenario restarts a Majordomo worker; a killed one says nothing and is expired).
 """
 
 from __future__ import annotations
@@ -90,8 +95,12 @@ class Broker:
     def dispatch(self, name: bytes) -> None:
         svc = self.service(name)
         while svc.requests and svc.idle:
-            worker = self.workers[svc.idle.popleft()]
+            address = svc.idle.popleft()
             job = svc.requests.popleft()
+            if address not in self.workers:  # only with idle-disconnect-stays-listed
+                self.send_worker(address, REQUEST, job[0], b"", *job[1:])  # to nobody: lost
+                continue
+            worker = self.workers[address]
             worker.job = job
             worker.requeued = id(job) in self.requeued
             self.requeued.discard(id(job))
@@ -131,16 +140,16 @@ class Broker:
         elif command == HEARTBEAT:
             worker.expiry = self.expiry()
         elif command == DISCONNECT:
-            self.delete(address, disconnect=False)
+            self.delete(address, disconnect=False, keep_idle=self.args.bug == "idle-disconnect-stays-listed")
 
-    def delete(self, address: bytes, *, disconnect: bool) -> None:
+    def delete(self, address: bytes, *, disconnect: bool, keep_idle: bool = False) -> None:
         if disconnect:
             self.send_worker(address, DISCONNECT)
         worker = self.workers.pop(address, None)
         if worker is None:
             return
         svc = self.service(worker.service)
-        if address in svc.idle:
+        if address in svc.idle and not keep_idle:  # keep_idle: the bug
             svc.idle.remove(address)
         if worker.job is not None and self.args.bug == "drop-dead-workers-request":
             return  # the bug: the request is gone; only a client's resend would bring it back
@@ -189,7 +198,13 @@ def main() -> int:
     parser.add_argument("--liveness", type=int, default=3)
     parser.add_argument(
         "--bug",
-        choices=("none", "mmi-always-200", "drop-dead-workers-request", "misroute-racing-reply"),
+        choices=(
+            "none",
+            "mmi-always-200",
+            "drop-dead-workers-request",
+            "misroute-racing-reply",
+            "idle-disconnect-stays-listed",
+        ),
         default="none",
     )
     args = parser.parse_args()

@@ -26,7 +26,16 @@ from harness.explore.generate import (
     mutate,
     to_scenario,
 )
-from harness.explore.loop import Exploration, _learn, _pick, energy, next_scenario, parse_duration, resumed
+from harness.explore.loop import (
+    Exploration,
+    _learn,
+    _pick,
+    energy,
+    focus_of,
+    next_scenario,
+    parse_duration,
+    resumed,
+)
 from harness.explore.signature import bucket, findings, problem_kind, share_bucket, signature
 from harness.manifest import builtin_manifests, load_manifest
 from harness.scenario import load_scenario
@@ -391,3 +400,23 @@ def test_a_fault_made_another_kind_keeps_its_target() -> None:
             assert fault["target"] == "queue" and fault["at_s"][0] <= 3.0 and problems_of(space, child) == []
             made.add(fault["kind"])
     assert made == {"freeze", "kill"}  # process kinds only: partition is a link's
+
+
+def test_a_focused_mutation_changes_the_fault_that_showed_something_new() -> None:
+    # A parent with a freeze and a partition whose run showed new behaviour from its freeze
+    # (signature features "recovery:freeze:..."): its mutations change the freeze most often,
+    # in place (never a new load, an added or a dropped fault), and stay within the bounds.
+    space = space_of(SUBJECT, kinds=("freeze", "starve", "partition"), duration_s=12)
+    parent = generate(space, random.Random(1))
+    freeze = {"kind": "freeze", "target": "queue", "at_s": [3.0], "duration_s": 1.0}
+    cut = {"kind": "partition", "target": "link:worker-1", "at_s": [4.0], "duration_s": 1.0}
+    parent["faults"] = [freeze, cut]
+    assert focus_of(["recovery:freeze:<10%", "retries:freeze:4", "event:expired", "p99:over"]) == {"freeze"}
+    focused = plain = 0
+    for seed in range(100):
+        child, change = mutate(space, parent, random.Random(seed), focus={"freeze"})
+        assert problems_of(space, child) == [], change
+        focused += cut in child["faults"] and freeze not in child["faults"] and len(child["faults"]) == 2
+        child, _ = mutate(space, parent, random.Random(seed))
+        plain += cut in child["faults"] and freeze not in child["faults"] and len(child["faults"]) == 2
+    assert focused >= 70 and plain <= 45, (focused, plain)

@@ -34,7 +34,7 @@ import hashlib
 import json
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +70,10 @@ SEED_RANGE = 1_000_000
 #: Draws of a fault's parameters before a kind's ``validate`` is given up on.
 VALIDATE_TRIES = 8
 MUTATIONS = ("move", "length", "retarget", "kind", "add", "drop", "param", "load")
+#: The mutations that change one fault where it is (a focused mutation draws one of these).
+FAULT_MUTATIONS = ("move", "length", "retarget", "kind", "param")
+#: The chance a mutation with a focus changes a fault of a kind in focus (when it has one).
+FOCUS_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -330,21 +334,30 @@ def content_digest(data: dict[str, Any]) -> str:
 
 
 def mutate(
-    space: Space, data: dict[str, Any], rng: random.Random, *, name: str = "explore"
+    space: Space,
+    data: dict[str, Any],
+    rng: random.Random,
+    *,
+    name: str = "explore",
+    focus: Collection[str] = (),
 ) -> tuple[dict[str, Any], str]:
     """``data`` (a generated scenario, left as it is) changed in one way, and what changed:
     a fault moved, lengthened or shortened, retargeted, made another kind, added, dropped,
     one of its parameters drawn again, or the load changed. A change that changes nothing (a fault
-    lengthened that was already as long as the load allows, a single target) is drawn again."""
+    lengthened that was already as long as the load allows, a single target) is drawn again.
+
+    ``focus``: fault kinds whose faults showed something new in ``data``'s run; a fault of
+    one of them is the one changed (where it is, how long, its target, kind or a parameter)
+    in FOCUS_SHARE of the mutations, as a fuzzer mutates the bytes that reached new code."""
     for _ in range(VALIDATE_TRIES):
-        child, change = _mutate_once(space, data, rng, name)
+        child, change = _mutate_once(space, data, rng, name, focus)
         if child["faults"] != data.get("faults") or child["load"] != data["load"]:
             return child, change
     return generate(space, rng, name=name), "fresh (no mutation changed anything)"
 
 
 def _mutate_once(
-    space: Space, data: dict[str, Any], rng: random.Random, name: str
+    space: Space, data: dict[str, Any], rng: random.Random, name: str, focus: Collection[str] = ()
 ) -> tuple[dict[str, Any], str]:
     faults = copy.deepcopy(list(data.get("faults") or []))
     load = copy.deepcopy(data["load"])
@@ -353,8 +366,12 @@ def _mutate_once(
         choices.remove("add")
     if len(faults) <= MIN_FAULTS and "drop" in choices:
         choices.remove("drop")
-    how = rng.choice(choices)
-    index = rng.randrange(len(faults)) if faults else 0
+    focused = [i for i, f in enumerate(faults) if f["kind"] in focus]
+    if focused and rng.random() < FOCUS_SHARE:
+        how, index = rng.choice(FAULT_MUTATIONS), rng.choice(focused)
+    else:
+        how = rng.choice(choices)
+        index = rng.randrange(len(faults)) if faults else 0
     if how == "add":
         faults.append(draw_fault(space, rng))
         change = f"added {faults[-1]['kind']} on {faults[-1]['target']}"

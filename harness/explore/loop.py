@@ -63,6 +63,8 @@ from reports.store import store_path
 STRATEGIES = ("guided", "random")
 #: The chance a guided step mutates a corpus entry rather than drawing a fresh scenario.
 GUIDED_MUTATE = 0.75
+#: The signature features that name a fault kind (signature.py): a new one points at the fault.
+FAULT_FEATURES = ("recovery", "retries", "abandons")
 #: explore.json's format.
 FORMAT = 1
 
@@ -261,13 +263,21 @@ def _pick(corpus: list[dict[str, Any]], rng: random.Random) -> dict[str, Any]:
     return rng.choices(corpus, weights=[energy(e) for e in corpus])[0]
 
 
+def focus_of(features: list[str]) -> set[str]:
+    """The fault kinds a run's new features name (``recovery:KIND:..``, ``retries:KIND:..``,
+    ``abandons:KIND:..``): the faults that showed something new, which its mutations change."""
+    return {f.split(":")[1] for f in features if f.split(":")[0] in FAULT_FEATURES and f.count(":") >= 2}
+
+
 def next_scenario(state: Exploration, rng: random.Random, name: str) -> tuple[dict[str, Any], str]:
     """The next run's scenario data and how it came about (fresh, or a mutation of which
-    run); a mutated entry counts the try (``_learn`` counts what it showed)."""
+    run, changing most often a fault that showed something new); a mutated entry counts the
+    try (``_learn`` counts what it showed)."""
     if state.strategy == "guided" and state.corpus and rng.random() < GUIDED_MUTATE:
         parent = _pick(state.corpus, rng)
         parent["tried"] = parent.get("tried", 0) + 1
-        data, change = mutate(state.space, parent["scenario"], rng, name=name)
+        focus = focus_of(parent.get("new") or [])
+        data, change = mutate(state.space, parent["scenario"], rng, name=name, focus=focus)
         return data, f"run {parent['run']}: {change}"
     return generate(state.space, rng, name=name), "fresh"
 

@@ -747,17 +747,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume",
         metavar="DIR",
         help="go on with the exploration of DIR instead: its target, seed, strategy, kinds and run "
-        "length as its explore.json says; the budget is for the runs to come",
+        "length as its explore.json says; the budget is for the runs to come, and --seed and "
+        "--kinds given change the draws of the runs to come",
     )
     p.add_argument("--runs", type=int, metavar="N", help="most runs to make")
     p.add_argument("--time", metavar="T", help="start no run after this long: 30m, 2h, 600 (seconds)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the exploration (default 1)")
+    p.add_argument(
+        "--seed", type=int, help="seed of the exploration (default 1; with --resume: of the runs to come)"
+    )
     p.add_argument(
         "--strategy", choices=("guided", "random"), default="guided",
         help="guided: mutate runs that showed something new (default); random: fresh draws only",
     )  # fmt: skip
     p.add_argument(
-        "--kinds", metavar="K1,K2", help="the fault kinds allowed (default: every kind that applies)"
+        "--kinds",
+        metavar="K1,K2",
+        help="the fault kinds allowed (default: every kind that applies; with --resume: in the runs to come)",
     )
     p.add_argument(
         "--run-s",

@@ -117,10 +117,14 @@ def test_an_interrupted_exploration_exits_130_leaves_nothing_running_and_resumes
     assert processes_of(runs) == []
     record = explored(runs)
     assert record["interrupted"] and record["runs"][0]["outcome"] == "interrupted"
-    # --resume goes on from explore.json: one more run, after the interrupted one.
+    # --resume goes on from explore.json: one more run, after the interrupted one, drawn
+    # with the seed and kinds given now (the corpus is empty: an interrupted run is none).
     (folder,) = runs.glob("explore-*")
-    assert main(["explore", "--resume", str(folder), "--runs", "1"]) in (0, 1)
+    again = ["--runs", "1", "--seed", "7", "--kinds", "starve"]
+    assert main(["explore", "--resume", str(folder), *again]) in (0, 1)
     record = explored(runs)
     assert not record["interrupted"] and [r["run"] for r in record["runs"]] == [1, 2]
+    assert record["resumes"] == [{"after_run": 1, "seed": 7, "kinds": ["starve"]}]
+    assert record["runs"][1]["faults"] and all(f.startswith("starve ") for f in record["runs"][1]["faults"])
     assert record["runs"][1]["outcome"] in ("passed", "violated", "unknown") and record["behaviours"]
     assert processes_of(runs) == []

@@ -28,6 +28,8 @@ energy, more for one whose mutations showed new behaviours, less for one whose d
 ``--resume DIR`` goes on with an exploration from its explore.json (an interrupted one, or
 one whose budget ran out): its corpus, behaviours and findings, its target and settings;
 the runs after it are drawn from a generator seeded with its seed and its count of runs.
+``--seed`` and ``--kinds`` given with it change those for the runs to come (recorded in
+explore.json's ``resumes``); the corpus keeps its scenarios as they are.
 
 Exit: 1 with a finding, 0 without ("explored N runs, M behaviours, no violation", never
 "passed": an exploration shows what it tried, not that nothing is wrong), 2 for bad
@@ -119,6 +121,8 @@ class Exploration:
     seen: set[str] = field(default_factory=set)
     found: dict[tuple[str, str, tuple[str, ...]], Finding] = field(default_factory=dict)
     interrupted: bool = False
+    #: each --resume that changed the draws: {"after_run": n, "seed": s, "kinds": [...]}
+    resumes: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -153,6 +157,7 @@ class Exploration:
             "behaviours": sorted(self.seen),
             "findings": [f.as_dict() for f in self.found.values()],
             "corpus": self.corpus,
+            "resumes": self.resumes,
             "runs": self.runs,
         }
 
@@ -303,7 +308,7 @@ def explore(
     *,
     runs: int | None = None,
     time_s: float | None = None,
-    seed: int = 1,
+    seed: int | None = None,
     strategy: str = "guided",
     kinds: tuple[str, ...] = (),
     run_s: float = 20.0,
@@ -319,7 +324,8 @@ def explore(
     ``until_finding``: stop after the run that gave the first finding. ``resume``: an
     exploration's folder to go on with, its corpus, behaviours and findings as its
     explore.json left them (its target, seed, strategy, kinds and run length too; the
-    budget given is for the runs to come)."""
+    budget given is for the runs to come; a ``seed`` or ``kinds`` given steer the runs to
+    come, and explore.json's ``resumes`` says from which run on)."""
     if strategy not in STRATEGIES:
         raise SetupError(f"expected one of {', '.join(STRATEGIES)}, got {strategy!r}", where="--strategy")
     if runs is not None and runs < 1:
@@ -334,7 +340,19 @@ def explore(
     progress = progress or Progress()
     if resume is not None:
         state = resumed(resume, runs, time_s)
-        rng = random.Random(f"zchaos-explore:{state.seed}:{len(state.runs)}")
+        # A seed or kinds given with --resume steer the runs to come (the corpus keeps its
+        # scenarios, whatever their kinds); explore.json records from which run on.
+        draws = state.resumes[-1]["seed"] if state.resumes else state.seed
+        if seed is not None or kinds:
+            old = state.space
+            if kinds:
+                state.space = make_space(
+                    old.manifest, kinds=kinds, duration_s=old.duration_s, calibrated=old.calibrated
+                )
+            draws = draws if seed is None else seed
+            kinds_now = list(state.space.kinds)
+            state.resumes.append({"after_run": len(state.runs), "seed": draws, "kinds": kinds_now})
+        rng = random.Random(f"zchaos-explore:{draws}:{len(state.runs)}")
         progress.note(
             f"resuming {resume}: {len(state.runs)} runs, {len(state.seen)} behaviours, "
             f"{len(state.corpus)} in the corpus, {len(state.found)} findings"
@@ -343,6 +361,7 @@ def explore(
         assert target is not None
         manifest = load_manifest(target)
         space = make_space(manifest, kinds=kinds, duration_s=run_s, calibrated=calibrate)
+        seed = 1 if seed is None else seed
         rng = random.Random(f"zchaos-explore:{seed}")
         folder = new_folder(runs_dir, prefix="explore", name=re.sub(r"[^A-Za-z0-9_.-]", "-", manifest.name))
         state = Exploration(folder, space, seed, strategy, runs, time_s)
@@ -419,6 +438,7 @@ def resumed(folder: Path, runs: int | None, time_s: float | None) -> Exploration
         state.runs = list(record["runs"])
         state.corpus = list(record["corpus"])
         state.seen = set(record["behaviours"])
+        state.resumes = list(record.get("resumes") or [])
         for f in record["findings"]:
             finding = Finding(
                 f["number"], f["check"], f["problem"], tuple(f["fault_kinds"]), f["run"], f["run_dir"],

@@ -3,7 +3,13 @@ load-balancing queue, no heartbeats) that loses its idle workers to junk on its 
 
 Clients (REQ) on a ROUTER frontend; REQ workers on a ROUTER backend say READY (one frame
 0x01), then answer each ``[client, '', body...]`` with the same frames. The queue hands each
-request to the least recently used idle worker; a worker's reply makes it idle again.
+request to the least recently used idle worker; a worker's reply makes it idle again (a
+reply to a request it did not hand that worker, one a predecessor of the queue handed it,
+is dropped: its client has since resent it, and another client may have its identity now).
+It keeps the names of its workers in ``--state`` and reads them back when it starts, so a
+queue restarted or killed serves again with the workers its predecessor knew (Simple
+Pirate workers never say READY again, and a REQ socket takes a request from whichever
+queue it is connected to once its old connection is gone).
 
 ``--bug evict-on-unknown-command``: a one-frame command from a worker that is not READY is
 taken as that worker leaving, and the worker is looked up in the idle list by position, not
@@ -16,7 +22,8 @@ junk, kills, restarts and freezes of its workers do not (a restarted Simple Pira
 registers anew). No stock scenario sends the queue junk. With ``--bug none`` an unknown
 command is dropped. Standalone on purpose: pyzmq only, nothing of zchaos, no history.
 
-    python tests/explore_subject/junk_queue.py --frontend tcp://127.0.0.1:5555 --backend tcp://127.0.0.1:5556
+    python tests/explore_subject/junk_queue.py --frontend tcp://127.0.0.1:5555 \
+        --backend tcp://127.0.0.1:5556 --state /tmp/queue/workers
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import argparse
 import signal
 import sys
 from collections import OrderedDict
+from pathlib import Path
 
 import zmq
 
@@ -38,8 +46,10 @@ def main() -> int:
     )
     parser.add_argument("--frontend", required=True, help="endpoint to bind for clients")
     parser.add_argument("--backend", required=True, help="endpoint to bind for workers")
+    parser.add_argument("--state", required=True, help="file of the workers' names (kept over restarts)")
     parser.add_argument("--bug", choices=BUGS, default="evict-on-unknown-command")
     args = parser.parse_args()
+    state = Path(args.state)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     ctx = zmq.Context()
     frontend, backend = ctx.socket(zmq.ROUTER), ctx.socket(zmq.ROUTER)
@@ -48,8 +58,21 @@ def main() -> int:
     frontend.bind(args.frontend)
     backend.bind(args.backend)
     print(f"ready: {args.frontend} {args.backend}", flush=True)
-    idle: OrderedDict[bytes, None] = OrderedDict()  # workers to hand requests to, LRU first
-    waiting: list[list[bytes]] = []  # requests a gone worker failed to take, sent first
+    known = set(bytes.fromhex(n) for n in state.read_text().split()) if state.exists() else set()
+    idle: OrderedDict[bytes, None] = OrderedDict.fromkeys(sorted(known))  # LRU first
+    busy: dict[bytes, bytes] = {}  # worker -> the client whose request it holds
+    waiting: list[list[bytes]] = []  # a request its worker's hand-off failed for, sent first
+
+    def keep(worker: bytes, *, gone: bool = False) -> None:
+        """The set of workers changed: written again whole (a temporary file renamed)."""
+        changed = worker in known if gone else worker not in known
+        (known.discard if gone else known.add)(worker)
+        if changed:
+            state.parent.mkdir(parents=True, exist_ok=True)
+            temp = state.with_suffix(".new")
+            temp.write_text("".join(f"{w.hex()}\n" for w in sorted(known)))
+            temp.replace(state)
+
     try:
         while True:
             poller = zmq.Poller()
@@ -60,17 +83,22 @@ def main() -> int:
             if backend in events:
                 worker, *rest = backend.recv_multipart()
                 if len(rest) == 2 and rest[0] == b"" and rest[1] == READY:
+                    busy.pop(worker, None)
                     idle.pop(worker, None)
                     idle[worker] = None
+                    keep(worker)
                 elif len(rest) == 2 and rest[0] == b"":  # a command the queue does not know
                     if args.bug != "none" and idle:
                         # The bug: "that worker is leaving", found by position, not identity.
                         gone, _ = idle.popitem(last=False)
+                        keep(gone, gone=True)
                         print(f"unknown command from {worker!r}: dropped {gone!r}", flush=True)
                 elif len(rest) >= 4 and rest[0] == b"" and rest[2] == b"":  # a reply
-                    frontend.send_multipart(rest[1:])  # a gone client's is dropped (not mandatory)
+                    if busy.pop(worker, None) == rest[1]:  # a gone client's is dropped (not mandatory)
+                        frontend.send_multipart(rest[1:])
                     idle.pop(worker, None)
                     idle[worker] = None
+                    keep(worker)
                 # anything else is junk, dropped
             if frontend in events and idle and not waiting:
                 waiting.append(frontend.recv_multipart())
@@ -78,9 +106,10 @@ def main() -> int:
                 worker, _ = idle.popitem(last=False)
                 try:
                     backend.send_multipart([worker, b"", *waiting[0]])
-                    waiting.pop(0)
                 except zmq.ZMQError:  # that worker is gone (killed while idle): the next one
+                    keep(worker, gone=True)
                     continue
+                busy[worker] = waiting.pop(0)[0]
     finally:
         frontend.close()
         backend.close()

@@ -7,9 +7,10 @@ request to the least recently used idle worker; a worker's reply makes it idle a
 reply to a request it did not hand that worker, one a predecessor of the queue handed it,
 is dropped: its client has since resent it, and another client may have its identity now).
 It keeps the names of its workers in ``--state`` and reads them back when it starts, so a
-queue restarted or killed serves again with the workers its predecessor knew (Simple
-Pirate workers never say READY again, and a REQ socket takes a request from whichever
-queue it is connected to once its old connection is gone).
+queue restarted or killed serves again with the workers its predecessor knew, as they
+reconnect (Simple Pirate workers never say READY again, and a REQ socket takes a request
+from whichever queue it is connected to once its old connection is gone). A worker it
+cannot reach (not connected yet, or gone for good) is tried again later, never forgotten.
 
 ``--bug evict-on-unknown-command``: a one-frame command from a worker that is not READY is
 taken as that worker leaving, and the worker is looked up in the idle list by position, not
@@ -102,14 +103,17 @@ def main() -> int:
                 # anything else is junk, dropped
             if frontend in events and idle and not waiting:
                 waiting.append(frontend.recv_multipart())
-            while waiting and idle:
+            tried = 0  # workers not connected: tried again a poll later, never forgotten
+            while waiting and tried < len(idle):
                 worker, _ = idle.popitem(last=False)
                 try:
                     backend.send_multipart([worker, b"", *waiting[0]])
-                except zmq.ZMQError:  # that worker is gone (killed while idle): the next one
-                    keep(worker, gone=True)
+                except zmq.ZMQError:  # not connected (yet: a new queue's workers reconnect)
+                    idle[worker] = None
+                    tried += 1
                     continue
                 busy[worker] = waiting.pop(0)[0]
+                tried = 0
     finally:
         frontend.close()
         backend.close()

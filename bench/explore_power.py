@@ -76,11 +76,23 @@ SUBJECTS = (
         ROOT / "tests" / "blackbox" / "mdp-broker-noresend.toml",
         bug="drop-dead-workers-request",
     ),
+    # a Simple Pirate queue that loses its idle workers to junk on its backend (malformed,
+    # at the backend endpoint)
+    Subject("junk-queue", ROOT / "tests" / "explore_subject" / "junk-queue.toml"),
+    # a Lazy Pirate server that paces its replies by the wall clock (a clock fault on it)
+    Subject("paced-server", ROOT / "tests" / "explore_subject" / "paced-server.toml"),
+    # an MDP broker that keeps a worker that said DISCONNECT while idle on its idle list (a
+    # worker restarted while idle), judged by clients that never resend
+    Subject(
+        "mdp-idle-disconnect",
+        ROOT / "tests" / "blackbox" / "mdp-broker-noresend.toml",
+        bug="idle-disconnect-stays-listed",
+    ),
 )
 
 
-def trial(subject: Subject, seed: int, strategy: str, runs: int, where: Path) -> int | None:
-    """Runs to the first finding (None: none within ``runs``)."""
+def trial(subject: Subject, seed: int, strategy: str, runs: int, where: Path) -> tuple[int | None, str]:
+    """Runs to the first finding (None: none within ``runs``), and what it was."""
     manifest = subject.path(where / "subject")
     with open(os.devnull, "w") as quiet:
         state = explore(
@@ -90,7 +102,10 @@ def trial(subject: Subject, seed: int, strategy: str, runs: int, where: Path) ->
         )  # fmt: skip
     if state.interrupted:
         raise KeyboardInterrupt
-    return len(state.runs) if state.found else None
+    if not state.found:
+        return None, ""
+    first = next(iter(state.found.values()))
+    return len(state.runs), f"{first.check} with {', '.join(first.fault_kinds) or 'no fault'}"
 
 
 def main() -> int:
@@ -115,11 +130,11 @@ def main() -> int:
             for seed in args.seeds:
                 for strategy in args.strategies:
                     started = time.monotonic()
-                    found = trial(
+                    found, what = trial(
                         subject, seed, strategy, args.runs, Path(tmp) / f"{subject.name}-{seed}-{strategy}"
                     )
                     counts[strategy].append(found if found is not None else args.runs + 1)
-                    said = f"found in run {found}" if found is not None else f"not found in {args.runs}"
+                    said = f"found in run {found}: {what}" if found else f"not found in {args.runs}"
                     print(
                         f"{subject.name} seed {seed} {strategy:>6}: {said} "
                         f"({time.monotonic() - started:.0f} s, load {os.getloadavg()[0]:.1f})",

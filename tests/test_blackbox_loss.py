@@ -130,6 +130,8 @@ def test_the_same_pirate_queue_handing_them_on_passes(tmp_path: Path, spark) -> 
     assert result.verdict["checks"]["no_lost"]["figures"]["lost"] == 0
 
 
+# A soak (CI time): our queue passes its family's CI scenarios in the default tier.
+@pytest.mark.soak
 def test_our_paranoid_pirate_queue_hands_a_dead_workers_request_on(tmp_path: Path, spark) -> None:
     result = run_on("paranoid-pirate", tmp_path, PIRATE_STOCK)
     summary = json.dumps({n: c["summary"] for n, c in result.verdict["checks"].items()}, indent=1)

@@ -19,18 +19,22 @@ pytestmark = pytest.mark.slow  # whole scenario runs: left out of `./dev quick`
 CI_SCENARIOS = sorted(
     p for p in (ROOT / "scenarios" / "ci").glob("*.toml") if p.stem != "paranoid-pirate-kills"
 )
-#: A family's second and third CI scenarios (40-50 s each): the default tier runs one per
-#: family, `./dev chaos` (`zchaos suite scenarios/ci` among the soaks) runs them all.
-SECOND_OF_A_FAMILY = {
+#: A family's second and third CI scenarios (40-50 s each), and those of families whose
+#: implementation passes other whole runs of the default tier (test_titanic_e2e's kills,
+#: test_binary_star's freeze and failover): the default tier runs one per family otherwise,
+#: `./dev chaos` (`zchaos suite scenarios/ci` among the soaks) runs them all.
+SOAKED = {
     "majordomo-kill-all-workers",
     "majordomo-restart-broker",
     "paranoid-pirate-queue-restart",
+    "titanic-kills",
+    "binary-star-failover",
 }
 
 
 @pytest.mark.parametrize(
     "path",
-    [pytest.param(p, marks=pytest.mark.soak) if p.stem in SECOND_OF_A_FAMILY else p for p in CI_SCENARIOS],
+    [pytest.param(p, marks=pytest.mark.soak) if p.stem in SOAKED else p for p in CI_SCENARIOS],
     ids=[p.stem for p in CI_SCENARIOS],
 )
 def test_ci_scenario_verdict(path: Path, tmp_path: Path, spark) -> None:

@@ -56,6 +56,8 @@ def test_its_fixed_twin_passes_the_same_stock_scenario(tmp_path: Path, spark) ->
     assert not any(c["expected"] for c in result.verdict["checks"].values())
 
 
+# A soak (CI time), beside its every-stock-scenario-on-5-seeds twin below.
+@pytest.mark.soak
 def test_a_correct_broker_with_the_standard_expiry_passes_the_noresend_stock_scenario(
     tmp_path: Path, spark
 ) -> None:

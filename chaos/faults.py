@@ -23,6 +23,7 @@ from contract.promises import HARMS, OUTAGE
 if TYPE_CHECKING:
     from chaos.clock import Clocks
     from chaos.disk import Disks
+    from chaos.hosts import Hosts
     from chaos.nemesis import PlannedFault
     from chaos.netfaults import NetworkFaults
 
@@ -113,6 +114,7 @@ class FaultRun(Protocol):
     endpoints: dict[str, tuple[str, str]]  # endpoint -> (its bound address, "client" or "worker" side)
     clocks: Clocks | None  # the faked clocks of the roles a clock fault targets (None: no clock faults)
     disks: Disks | None  # the data folders' file systems a disk fault fills (None: no disk faults)
+    hosts: Hosts | None  # the run's network namespaces (None: not network = "hosts")
 
     def started(self, fault: PlannedFault, **extra: Any) -> None:
         """Record ``fault_start`` (with the fault's class) and count the fault as injected."""
@@ -173,6 +175,10 @@ class FaultKind:
     #: It fills the target's data folder (chaos/disk.py): the runner mounts a small file
     #: system there for the target's role, and only then.
     disk: bool = False
+    #: It acts on the packets between hosts (chaos/hosts.py): the scenario must say
+    #: ``network = "hosts"``; ``missing`` says what the machine lacks for it (one line, or None).
+    hosts: bool = False
+    missing: Callable[[], str | None] | None = None
 
     def __post_init__(self) -> None:
         for pname, spec in self.params.items():

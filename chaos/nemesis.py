@@ -29,6 +29,7 @@ from contract.rundir import PlanEntry
 if TYPE_CHECKING:
     from chaos.clock import Clocks
     from chaos.disk import Disks
+    from chaos.hosts import Hosts
     from chaos.netfaults import NetworkFaults
 
 log = logging.getLogger("zchaos.nemesis")
@@ -149,6 +150,7 @@ class Nemesis:
         endpoints: dict[str, tuple[str, str]] | None = None,
         clocks: Clocks | None = None,
         disks: Disks | None = None,
+        hosts: Hosts | None = None,
     ) -> None:
         self.plan = plan
         self.control = control
@@ -159,6 +161,7 @@ class Nemesis:
         self.endpoints = endpoints or {}
         self.clocks = clocks  # the faked clocks of the roles a clock fault targets (chaos/clock.py)
         self.disks = disks  # the data folders' file systems a disk fault fills (chaos/disk.py)
+        self.hosts = hosts  # the run's network namespaces, for packet faults (chaos/hosts.py)
         self.injected = 0
         self._stopping = threading.Event()
         self._locks: dict[str, threading.Lock] = {}

@@ -86,6 +86,9 @@ class ScenarioMeta(TypedDict, total=False):
     seed: int  # the seed its plan and request streams were drawn from
     duration_s: float  # of load
     drain_s: float
+    #: "hosts": each process ran in a network namespace of its own (chaos/hosts.py); absent:
+    #: every process on 127.0.0.1, as before the key existed
+    network: str
     topology: dict[str, int]  # role -> instances
     #: role -> how its instances started ([topology] start): "together" or {"stagger_s": N};
     #: a role not here started in turn (absent in a run.json of an older zchaos)
@@ -179,6 +182,7 @@ class RunMeta(TypedDict, total=False):
     ended_ns: int
     phases_done: dict[str, int]  # phase -> its end; without load and drain the run was cut short
     fault_proxy: dict[str, Any]  # url, kind (zchaos or toxiproxy), links
+    hosts: dict[str, str]  # network = "hosts": each host (instance, "load") -> its address
     faults_injected: int
     fault_errors: list[str]  # one line per fault that failed (chaos/nemesis.py)
     leftovers_removed: list[str]  # what an earlier, killed run had left and this one swept

@@ -35,13 +35,14 @@ from harness.progress import Progress
 from harness.replay import replay_record
 from harness.scenario import Scenario, fault_plan
 from harness.supervisor import Managed, ProcSpec, Supervisor, log_tail
-from harness.topology import PROJECT_ROOT, Topology
+from harness.topology import LOAD_HOST, PROJECT_ROOT, Topology
 from loadtests.config import ENV_LOAD, ClientLoad, LoadConfig, read_origin
 from reports.store import store_path
 
 if TYPE_CHECKING:
     from chaos.clock import Clocks
     from chaos.disk import Disks
+    from chaos.hosts import Hosts
     from chaos.netfaults import NetworkFaults
 
 LOCUSTFILE = PROJECT_ROOT / "loadtests" / "locustfile.py"
@@ -140,7 +141,7 @@ def forecast(scenario: Scenario) -> dict[str, str]:
 def machine_problems(scenario: Scenario) -> list[str]:
     """What this machine lacks for the scenario's faults, one line each (``zchaos check``
     says them; a run stops on the first before anything starts)."""
-    from chaos import clock, disk
+    from chaos import clock, disk, hosts
 
     kinds = [FAULT_KINDS[f.kind] for f in scenario.faults]
     found = []
@@ -148,6 +149,11 @@ def machine_problems(scenario: Scenario) -> list[str]:
         found.append(why)
     if any(k.disk for k in kinds) and (why := disk.missing()) is not None:
         found.append(why)
+    if scenario.network == "hosts" and (why := hosts.missing()) is not None:
+        found.append(why)
+    for kind in {k.name: k for k in kinds if k.missing is not None}.values():
+        if kind.missing is not None and (why := kind.missing()) is not None:
+            found.append(why)
     return found
 
 
@@ -227,6 +233,7 @@ class Runner:
         self.network: NetworkFaults | None = None  # the fault proxy, when a link fault is planned
         self.clocks: Clocks | None = None  # the faked clocks, when a clock fault is planned
         self.disks: Disks | None = None  # the data folders' file systems, when a disk fault is planned
+        self.hosts: Hosts | None = None  # the run's network namespaces, network = "hosts"
         self._proxy_stack = contextlib.ExitStack()
         self.follower: subprocess.Popen[bytes] | None = None
         self.supervisor.on_unexpected_exit = self._unexpected_exit
@@ -348,10 +355,46 @@ class Runner:
             self.progress.note(f"unmounted a data file system left by a dead zchaos run: {path}")
         for what in stuck:
             self.progress.warn(f"could not unmount a file system left by a dead zchaos run: {what}")
+        from chaos.hosts import remove_leftovers as remove_host_leftovers
+
+        host_things, host_stuck = remove_host_leftovers()
+        for what in host_things:
+            self.progress.note(f"removed a {what} left by a dead zchaos run")
+        for what in host_stuck:
+            self.progress.warn(f"could not remove what a dead zchaos run left: {what}")
         clock_state = remove_clock_leftovers()
         for path in clock_state:
             self.progress.note(f"removed the clock faults' shared state left by a dead zchaos run: {path}")
-        self.meta["leftovers_removed"] = [str(p) for p in (*found.removed, *clock_state, *unmounted)]
+        self.meta["leftovers_removed"] = [
+            str(p) for p in (*found.removed, *clock_state, *unmounted, *host_things)
+        ]
+
+    def _start_hosts(self) -> None:
+        """network = "hosts": a network namespace for every instance and the load, on a
+        bridge of the run's (chaos/hosts.py), made before anything starts; without the
+        rights, one line and exit 2 (SetupError)."""
+        if self.scenario.network != "hosts":
+            return
+        from chaos.hosts import Hosts, HostsError, missing
+
+        why = missing()
+        if why is not None:
+            raise SetupError(why)
+        try:
+            hosts = Hosts(self.topology.host_names())
+        except HostsError as exc:
+            raise SetupError(f"cannot make the run's hosts: {exc}") from None
+        self.hosts = hosts  # what it made is removed at teardown, also when a later step fails
+        try:
+            hosts.open()
+        except HostsError as exc:
+            raise SetupError(f"cannot make the run's hosts: {exc}") from None
+        self.topology.use_hosts(hosts)
+        self.meta["hosts"] = {h.name: h.address for h in hosts.hosts.values()}
+        self._write_meta()
+        self.progress.note(
+            f"hosts: {len(hosts.hosts)} network namespaces on bridge {hosts.bridge} ({hosts.prefix}.0/24)"
+        )
 
     def _start_disks(self) -> None:
         """When the plan has a disk fault: a small file system at the data folder of every
@@ -532,6 +575,7 @@ class Runner:
             log=self.run.log("locust"),
             env={ENV_LOAD: config.to_env()},
             follow=False,  # the run waits for Locust's own process; what it leaves goes at teardown
+            netns=self.hosts.ns(LOAD_HOST) if self.hosts is not None else None,
         )
 
     def _wait_for_locust(self, locust: Managed) -> int:
@@ -558,7 +602,14 @@ class Runner:
             e: (self.topology.bind_address(e), endpoint_side(e, clients)) for e in manifest.endpoints
         }
         nemesis = Nemesis(
-            self.plan, control, self.nemesis_history, self.network, endpoints, self.clocks, self.disks
+            self.plan,
+            control,
+            self.nemesis_history,
+            self.network,
+            endpoints,
+            self.clocks,
+            self.disks,
+            self.hosts,
         )
         locust = self.supervisor.start(self._locust_spec())
         locust.expected_exit = True  # it ends by itself when the run time is over
@@ -634,6 +685,7 @@ class Runner:
                     self._phase("setup")
                     self._remove_leftovers()
                     self._start_follower()
+                    self._start_hosts()
                     self._start_fault_proxy()
                     self._start_clocks()
                     self._start_disks()
@@ -657,6 +709,9 @@ class Runner:
                         if self.disks is not None:
                             for what in self.disks.close():
                                 self.progress.warn(f"could not unmount a data file system: {what}")
+                        if self.hosts is not None:
+                            for what in self.hosts.close():
+                                self.progress.warn(f"could not remove a host of the run: {what}")
                         self.ports.release()
                         self._phase_done("teardown")
                         self.meta["ended_ns"] = time.time_ns()

@@ -8,6 +8,8 @@ written_for = "paranoid-pirate"          # default: implementation (see "another
 seed = 7                                 # same seed: same faults, same request streams
 duration_s = 60                          # how long the load runs
 drain_s = 8                              # after the load: time for requests in flight
+network = "proxy"                        # or "hosts": each process in a network namespace of
+                                         # its own (root; chaos/hosts.py), for packet faults
 
 [topology]                               # instances of each scalable role
 worker = 3
@@ -147,6 +149,9 @@ from harness.manifest import (
     reply_deadline_problem,
 )
 
+#: ``network``: every process on 127.0.0.1 (the default), or each in a host of its own.
+NETWORKS = ("proxy", "hosts")
+
 
 @dataclass(frozen=True)
 class LoadPhase:
@@ -257,6 +262,9 @@ class Scenario:
     #: the client kinds whose ``reply_deadline_s = "auto"`` was made the deadline of the
     #: seed's plan (its outages): ``with_seed`` makes theirs again
     auto_deadlines: tuple[str, ...] = ()
+    #: "proxy" (every process on 127.0.0.1, link faults through the fault proxy) or "hosts"
+    #: (each process in a network namespace of its own, packet faults: chaos/hosts.py)
+    network: str = "proxy"
 
     @property
     def relative_keys(self) -> list[str]:
@@ -282,6 +290,8 @@ class Scenario:
             "seed": self.seed,
             "duration_s": self.duration_s,
             "drain_s": self.drain_s,
+            # only in hosts mode: a proxy-mode run records what an older zchaos did
+            **({"network": self.network} if self.network != "proxy" else {}),
             "topology": self.topology,
             # only when some role says: a scenario without it records what an older zchaos did
             **({"start": {role: _start_text(gap) for role, gap in self.start.items()}} if self.start else {}),
@@ -750,6 +760,7 @@ def parse_scenario(
     duration_given = top.has("duration_s")
     duration_s = top.get("duration_s", float, 60.0, minimum=1, maximum=MAX_DURATION_S)
     drain_s = top.get("drain_s", float, manifest.promises.recovery_bound_s, minimum=0)
+    network = top.get("network", str, "proxy", choices=NETWORKS)
 
     tt = top.table("topology")
     topology = {name: role.count for name, role in manifest.roles.items()}
@@ -835,6 +846,14 @@ def parse_scenario(
             raise ft.error("kind", f"unknown fault {kind_name!r} (known: {', '.join(sorted(FAULT_KINDS))})")
         target = ft.get("target", str)
         check_target(target, kind.target == "link", manifest, topology, ft)
+        if kind.hosts and network != "hosts":
+            raise ft.error("kind", f'{kind_name} acts on packets between hosts: it needs network = "hosts"')
+        if kind.target == "link" and network == "hosts":
+            raise ft.error(
+                "kind",
+                f'{kind_name} goes through the fault proxy, which network = "hosts" has not: '
+                "use host_partition or netem there",
+            )
         schedule = _schedule(ft, duration_s)
         params = {}
         for pname, spec in kind.params.items():
@@ -908,6 +927,7 @@ def parse_scenario(
         calibration=calibration if rel.resolved else None,
         resolved=tuple(rel.resolved),
         auto_deadlines=auto_deadlines,
+        network=network,
     )
 
 

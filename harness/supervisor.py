@@ -35,11 +35,13 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from chaos.hosts import enter
 from contract.errors import SetupError
 from contract.history import HistoryWriter, mark_stopped
 from contract.logstamp import stamp, unstamped
@@ -62,6 +64,11 @@ KILL_LIMIT_S = 5.0
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     with contextlib.suppress(Exception):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _die_in_ns(ns: str) -> None:  # runs in the child between fork and exec
+    _die_with_parent()
+    enter(ns)  # its network only: its group, session and death signal stay as for any process
 
 
 def become_subreaper() -> bool:
@@ -189,6 +196,10 @@ class ProcSpec:
     #: (``[roles.X.events]``), written to ``events_history`` as each line arrives
     events: tuple[tuple[str, str], ...] = ()
     events_history: Path | None = None
+    #: the network namespace it runs in (``network = "hosts"``, chaos/hosts.py; None: the
+    #: runner's own), and the address its ports are reached at from the runner for readiness
+    netns: str | None = None
+    address: str = "127.0.0.1"
 
 
 @dataclass
@@ -285,7 +296,7 @@ class Supervisor:
             stderr=subprocess.STDOUT,
             env={**self.base_env, **spec.env, ENV_OWNER: tag},
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=_die_with_parent if spec.netns is None else partial(_die_in_ns, spec.netns),
         )
 
     def start(self, spec: ProcSpec, *, ready_timeout: float = 30.0) -> Managed:
@@ -376,7 +387,7 @@ class Supervisor:
 
     def _listens(self, managed: Managed, port: int, foreign: set[int]) -> bool:
         """Whether ``port`` accepts and the instance's own processes are who listens there."""
-        if not port_accepts(port):
+        if not port_accepts(port, managed.spec.address):
             return False
         # A daemon the command started listens from outside its tree: still the subject.
         with self._lock:

@@ -7,6 +7,10 @@ endpoint; ``link:clients:<endpoint>`` for each when the clients connect to sever
 ``link:<instance>`` for each instance that connects to an endpoint
 (``link:<instance>:<endpoint>`` when it connects to several). A link is direct unless
 the runner routes it through a fault proxy with ``route``.
+
+With ``network = "hosts"`` (``use_hosts``) every instance, and the load (``LOAD_HOST``), runs
+in a host of its own (chaos/hosts.py): an endpoint's address is the address of the
+instance that binds it, and each process starts in its host's namespace.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from contract.history import ENV_HISTORY_DIR, ENV_SOURCE
 from contract.links import CLIENTS
@@ -27,6 +32,11 @@ from harness.scenario import Scenario
 from harness.stock import checkout_root
 from harness.supervisor import ProcSpec
 
+if TYPE_CHECKING:
+    from chaos.hosts import Hosts
+
+#: The host the load (Locust, and the client programs it starts) runs in, in hosts mode.
+LOAD_HOST = "load"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent  # the checkout, or site-packages once installed
 
 
@@ -47,11 +57,34 @@ class Topology:
         self._routes: dict[str, str] = {}
         #: More environment for some instances: a clock fault's preload (chaos/clock.py).
         self.extra_env: dict[str, dict[str, str]] = {}
+        self.hosts: Hosts | None = None  # network = "hosts": each instance's namespace and address
+
+    def host_names(self) -> list[str]:
+        """Every host of a hosts-mode run: each instance, in start order, then the load."""
+        return [i for role in self.start_order() for i in self.scenario.instances(role)] + [LOAD_HOST]
+
+    def use_hosts(self, hosts: Hosts) -> None:
+        """Run every process in its host (made by the runner): endpoints at their binder's address."""
+        self.hosts = hosts
+
+    def binder(self, endpoint: str) -> str | None:
+        """The instance that binds ``endpoint`` (the first of its role's), None if none does."""
+        for role in self.manifest.roles.values():
+            if endpoint in role.binds:
+                return self.scenario.instances(role.name)[0]
+        return None
+
+    def host_address(self, endpoint: str) -> str:
+        """The IP address ``endpoint`` is bound on: 127.0.0.1, or its binder's host's."""
+        binder = self.binder(endpoint)
+        if self.hosts is None or binder is None:
+            return "127.0.0.1"
+        return self.hosts.address(binder)
 
     # -- addresses and links --------------------------------------------------------
 
     def bind_address(self, endpoint: str) -> str:
-        return f"tcp://127.0.0.1:{self.ports[endpoint]}"
+        return f"tcp://{self.host_address(endpoint)}:{self.ports[endpoint]}"
 
     def links(self) -> list[Link]:
         """Every link of the topology, the clients' first."""
@@ -186,4 +219,6 @@ class Topology:
             captured=True,
             events=tuple((e.kind, e.pattern) for e in role.events),
             events_history=self.run.history / f"{instance}.lines.jsonl" if role.events else None,
+            netns=self.hosts.ns(instance) if self.hosts is not None else None,
+            address=self.hosts.address(instance) if self.hosts is not None else "127.0.0.1",
         )

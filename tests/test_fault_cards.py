@@ -42,7 +42,12 @@ def test_every_card_is_complete(name: str) -> None:
 
 #: The parameters exploration leaves at their default or fills from the manifest, not from
 #: a range: a new one must be named here, on purpose.
-EXPLORE_FIXED = {("malformed", "endpoint"), ("malformed", "family"), ("malformed", "service")}
+EXPLORE_FIXED = {
+    ("malformed", "endpoint"),
+    ("malformed", "family"),
+    ("malformed", "service"),
+    ("host_partition", "peers"),  # whom to cut: the whole run (all) unless a scenario says
+}
 
 
 def explore_problems(kind: FaultKind) -> list[str]:

@@ -133,6 +133,8 @@ def applicable_kinds(manifest: Manifest, topology: dict[str, int]) -> list[str]:
             continue
         if kind.disk:  # it needs a role's data_dir and root to mount; not drawn yet (chaos/disk.py)
             continue
+        if kind.hosts:  # it needs network = "hosts", which generated scenarios do not say (chaos/hosts.py)
+            continue
         found.append(name)
     return found
 

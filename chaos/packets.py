@@ -1,0 +1,259 @@
+"""Packet faults between the hosts of a ``network = "hosts"`` run (chaos/hosts.py): a
+partition made of iptables rules (``host_partition``) and tc's netem on a host's link
+(``netem``).
+
+Every rule and queueing discipline is put in a host's own namespace (its iptables tables,
+the qdisc of its ``eth0``), or on its veth's end on the run's bridge for what comes in: the
+fault removes them at its end, and what a killed run leaves goes with its namespaces and
+links (``chaos.hosts.remove_leftovers``). The root namespace's tables are never touched.
+A rule names peers by address, never the bridge's own (the runner's readiness checks and
+the ``malformed`` junk come from there), so a host restarted under a partition still
+comes up.
+
+The partition's shapes are Jepsen's: ``isolate`` (the target against its peers), ``halves``
+(the hosts in two halves, the target's first) and ``ring`` (majorities in a ring: each host
+keeps the hosts nearest it on both sides, a majority with itself, and loses the rest).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from chaos.hosts import Hosts, HostsError, in_ns, run_cmd
+
+if TYPE_CHECKING:
+    from chaos.faults import FaultRun
+    from chaos.nemesis import PlannedFault
+
+SHAPES = ("isolate", "halves", "ring")
+HOWS = ("drop", "reset")
+#: A partition's direction, seen from the target (or from the target's group): ``in``: it
+#: hears nothing from the others; ``out``: what it sends them is lost.
+DIRECTIONS = ("both", "in", "out")
+NETEM_DIRECTIONS = ("out", "in", "both")
+
+
+def iptables_missing() -> str | None:
+    """What this machine lacks for ``host_partition`` (one line), or None."""
+    if os.geteuid() != 0:
+        return "host_partition needs root to add iptables rules in the run's network namespaces"
+    if shutil.which("iptables") is None:
+        return "host_partition needs the iptables command (Debian package iptables)"
+    return None
+
+
+_NETEM_PROBE: list[str | None] = []  # asked once per process: the kernel does not change
+
+
+def netem_missing() -> str | None:
+    """What this machine lacks for ``netem`` (one line), or None: tc, and the kernel's netem
+    queueing discipline (tried on the loopback of a scratch namespace)."""
+    if os.geteuid() != 0:
+        return "netem needs root to change the queueing discipline of the run's links"
+    if shutil.which("tc") is None or shutil.which("ip") is None:
+        return "netem needs iproute2's tc and ip commands (Debian package iproute2)"
+    if not _NETEM_PROBE:
+        scratch = f"zchaos-netem-probe-{os.getpid()}"
+        why = None
+        try:
+            run_cmd(["ip", "netns", "add", scratch])
+            run_cmd(in_ns(scratch, ["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"]))
+        except HostsError as exc:
+            why = (
+                "netem is not available on this machine's kernel "
+                f"(CONFIG_NET_SCH_NETEM, module sch_netem): {exc}"
+            )
+        finally:
+            with contextlib.suppress(HostsError):
+                run_cmd(["ip", "netns", "delete", scratch], check=False)
+        _NETEM_PROBE.append(why)
+    return _NETEM_PROBE[0]
+
+
+# --- the partition ---------------------------------------------------------------------
+
+
+def groups(shape: str, target: str, names: list[str]) -> list[tuple[str, list[str]]]:
+    """For each host that gets rules, the hosts it is cut from (every host in ``names``,
+    ``target`` among them): one entry per host whose namespace holds the rules."""
+    others = [n for n in names if n != target]
+    if shape == "isolate":
+        return [(target, others)]
+    # the target first, then the others in the run's order: the groups follow the target
+    i = names.index(target)
+    ring = names[i:] + names[:i]
+    n = len(ring)
+    if shape == "halves":
+        mine, theirs = ring[: math.ceil(n / 2)], ring[math.ceil(n / 2) :]
+        return [(host, theirs) for host in mine] if theirs else []
+    # ring: each keeps the hosts within ``reach`` on both sides (itself and them a majority)
+    reach = math.ceil((n // 2) / 2)
+    cut = []
+    for a in range(n):
+        lost = [ring[b] for b in range(n) if min((a - b) % n, (b - a) % n) > reach]
+        if lost:
+            cut.append((ring[a], lost))
+    return cut
+
+
+def partition_rules(how: str, direction: str, peers: list[str], tag: str) -> list[list[str]]:
+    """The iptables rule specs (after ``-A``/``-D``) cutting a host from ``peers`` (addresses)."""
+    rules = []
+    for peer in peers:
+        for chain, side, wanted in (("INPUT", "-s", ("both", "in")), ("OUTPUT", "-d", ("both", "out"))):
+            if direction not in wanted:
+                continue
+            base = [chain, side, peer, "-m", "comment", "--comment", tag]
+            if how == "reset":
+                # TCP is answered with a reset; the rest (none of ZeroMQ's) dropped
+                rules.append([*base, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"])
+            rules.append([*base, "-j", "DROP"])
+    return rules
+
+
+@dataclass
+class Applied:
+    """Rules and qdiscs in place, by namespace ('' for the root namespace's veth ends);
+    ``remove`` takes them away (idempotent, every one tried)."""
+
+    rules: list[tuple[str, list[str]]] = field(default_factory=list)  # (namespace, rule spec)
+    qdiscs: list[tuple[str, str]] = field(default_factory=list)  # (namespace or '', device)
+
+    def remove(self) -> list[str]:
+        failed = []
+        while self.rules:
+            ns, rule = self.rules.pop()
+            try:
+                run_cmd(in_ns(ns, ["iptables", "-w", "-D", *rule]))
+            except HostsError as exc:
+                failed.append(str(exc))
+        while self.qdiscs:
+            ns, dev = self.qdiscs.pop()
+            argv = ["tc", "qdisc", "del", "dev", dev, "root"]
+            try:
+                run_cmd(in_ns(ns, argv) if ns else argv)
+            except HostsError as exc:
+                failed.append(str(exc))
+        return failed
+
+
+def add_partition(hosts: Hosts, fault_id: int, target: str, params: dict[str, Any]) -> tuple[Applied, str]:
+    """Put ``host_partition``'s rules in place: what was applied, and a description."""
+    names = list(hosts.hosts)
+    chosen = [n for n in names if n in set(_peer_names(params.get("peers", "all"), names, target))]
+    shape = params.get("shape", "isolate")
+    cut = groups(shape, target, [target, *chosen] if shape == "isolate" else names)
+    tag = f"zchaos-fault-{fault_id}"
+    applied = Applied()
+    try:
+        for host, lost in cut:
+            addresses = [hosts.address(n) for n in lost]
+            for rule in partition_rules(
+                params.get("how", "drop"), params.get("direction", "both"), addresses, tag
+            ):
+                run_cmd(in_ns(hosts.ns(host), ["iptables", "-w", "-A", *rule]))
+                applied.rules.append((hosts.ns(host), rule))
+    except HostsError:
+        applied.remove()
+        raise
+    what = "; ".join(f"{host} cut from {', '.join(lost)}" for host, lost in cut) or "no host cut"
+    return applied, f"{shape} ({params.get('how', 'drop')}, {params.get('direction', 'both')}): {what}"
+
+
+def _peer_names(peers: str, names: list[str], target: str) -> list[str]:
+    """``peers`` ("all", or role and host names, comma-separated) as host names."""
+    if peers.strip() == "all":
+        return [n for n in names if n != target]
+    wanted = [p.strip() for p in peers.split(",") if p.strip()]
+    return [n for n in names if n != target and any(n == w or n.rsplit("-", 1)[0] == w for w in wanted)]
+
+
+def hold_partition(nemesis: FaultRun, fault: PlannedFault) -> None:
+    """Carry out ``host_partition``: the rules for duration_s, then removed."""
+    hosts = _hosts_of(nemesis)
+    applied, what = add_partition(hosts, fault.fault_id, fault.target, fault.params)
+    _hold(nemesis, fault, applied, what)
+
+
+# --- netem -----------------------------------------------------------------------------
+
+
+def netem_args(params: dict[str, Any]) -> list[str]:
+    """netem's arguments for the parameters given (tc-netem(8)); the unset ones left out."""
+    args: list[str] = []
+    delay, jitter = params.get("delay_ms", 0), params.get("jitter_ms", 0)
+    correlation = params.get("correlation_pct", 0)
+    if delay or jitter:
+        args += ["delay", f"{delay:g}ms"]
+        if jitter:
+            args += [f"{jitter:g}ms"] + ([f"{correlation:g}%"] if correlation else [])
+    for key, word in (("loss_pct", "loss"), ("duplicate_pct", "duplicate"), ("corrupt_pct", "corrupt")):
+        if params.get(key):
+            args += [word, f"{params[key]:g}%"]
+    if params.get("reorder_pct"):
+        args += ["reorder", f"{params['reorder_pct']:g}%"]
+    if params.get("rate_kbit"):
+        args += ["rate", f"{params['rate_kbit']}kbit"]
+    return args
+
+
+def add_netem(hosts: Hosts, target: str, params: dict[str, Any]) -> tuple[Applied, str]:
+    """netem on ``target``'s link: its ``eth0`` (what it sends), its veth's end on the bridge
+    (what it receives), or both."""
+    args = netem_args(params)
+    direction = params.get("direction", "out")
+    host = hosts.hosts[target]
+    places = []
+    if direction in ("out", "both"):
+        places.append((host.ns, "eth0"))
+    if direction in ("in", "both"):
+        places.append(("", host.veth))
+    applied = Applied()
+    try:
+        for ns, dev in places:
+            argv = ["tc", "qdisc", "add", "dev", dev, "root", "netem", *args]
+            run_cmd(in_ns(ns, argv) if ns else argv)
+            applied.qdiscs.append((ns, dev))
+    except HostsError:
+        applied.remove()
+        raise
+    return applied, f"netem {' '.join(args)} on {target}'s link ({direction})"
+
+
+def hold_netem(nemesis: FaultRun, fault: PlannedFault) -> None:
+    """Carry out ``netem``: the qdisc for duration_s, then removed."""
+    applied, what = add_netem(_hosts_of(nemesis), fault.target, fault.params)
+    _hold(nemesis, fault, applied, what)
+
+
+# --- shared ----------------------------------------------------------------------------
+
+
+def _hosts_of(nemesis: FaultRun) -> Hosts:
+    if nemesis.hosts is None:
+        raise HostsError('packet faults need the run\'s hosts (network = "hosts")')
+    return nemesis.hosts
+
+
+def _hold(nemesis: FaultRun, fault: PlannedFault, applied: Applied, what: str) -> None:
+    """Record the start, wait out the duration (or the run's end), remove, record the stop."""
+    try:
+        nemesis.started(fault, detail=what)
+        nemesis.wait(float(fault.params["duration_s"]))
+    finally:
+        failed = applied.remove()
+        nemesis.stopped(fault, **({"detail": "; ".join(failed)} if failed else {}))
+        if failed:
+            raise HostsError(f"could not remove all of {what}: {'; '.join(failed)}")
+
+
+def rules_in(ns: str) -> str:
+    """The iptables rules of namespace ``ns`` (for tests and the check that none is left)."""
+    done = subprocess.run(in_ns(ns, ["iptables-save"]), capture_output=True, text=True, check=False)
+    return done.stdout

@@ -1,0 +1,352 @@
+"""Hosts mode and packet faults (issue 37 parts 1-2; chaos/hosts.py, chaos/packets.py,
+chaos/kinds/host_partition.py, chaos/kinds/netem.py): the rules and commands built, the
+scenario key's contract, real namespaces on a real bridge (a TCP connect across them, cut
+by a drop rule and refused by a reset rule, whole again after), a SIGKILLed runner's
+namespaces and links swept by the next, and whole runs in hosts mode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from chaos.hosts import MARK, Hosts, in_ns, remove_leftovers
+from chaos.packets import (
+    Applied,
+    add_netem,
+    add_partition,
+    groups,
+    iptables_missing,
+    netem_args,
+    netem_missing,
+    partition_rules,
+    rules_in,
+)
+from contract.errors import SetupError
+from tests.procs import ROOT, nemesis_events, processes_of, run_process, wait_for
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+needs_iptables = pytest.mark.skipif(
+    iptables_missing() is not None, reason=str(iptables_missing())
+)  # ./dev tests installs it as root
+
+
+def scenario_text(network: str, kind: str = "kill", extra: str = "") -> str:
+    return (
+        f'implementation = "paranoid-pirate"\nduration_s = 10\nnetwork = "{network}"\n'
+        f'[[faults]]\nkind = "{kind}"\ntarget = "worker-1"\nat_s = [1]\n{extra}'
+    )
+
+
+# --- what is built ---------------------------------------------------------------------
+
+
+def test_the_shapes_cut_whom_jepsen_cuts() -> None:
+    names = ["queue", "worker-1", "worker-2", "worker-3", "load"]
+    assert groups("isolate", "worker-1", names) == [("worker-1", ["queue", "worker-2", "worker-3", "load"])]
+    # halves: the target's half first (3 of 5), cut from the other two
+    assert groups("halves", "worker-2", names) == [
+        ("worker-2", ["queue", "worker-1"]),
+        ("worker-3", ["queue", "worker-1"]),
+        ("load", ["queue", "worker-1"]),
+    ]
+    ring = dict(groups("ring", "queue", names))
+    # each of 5 keeps itself and its two neighbours (3: a majority), never the same majority
+    assert ring == {
+        "queue": ["worker-2", "worker-3"],
+        "worker-1": ["worker-3", "load"],
+        "worker-2": ["queue", "load"],
+        "worker-3": ["queue", "worker-1"],
+        "load": ["worker-1", "worker-2"],
+    }
+    kept = [frozenset(set(names) - set(lost)) for lost in ring.values()]
+    assert all(len(k) == 3 for k in kept) and len(set(kept)) == 5
+    assert groups("ring", "a", ["a", "b", "c"]) == [], "three hosts in a ring all keep a majority"
+
+
+def test_partition_rules_drop_or_reset_one_way_or_both() -> None:
+    both = partition_rules("drop", "both", ["10.1.2.3"], "zchaos-fault-4")
+    assert both == [
+        ["INPUT", "-s", "10.1.2.3", "-m", "comment", "--comment", "zchaos-fault-4", "-j", "DROP"],
+        ["OUTPUT", "-d", "10.1.2.3", "-m", "comment", "--comment", "zchaos-fault-4", "-j", "DROP"],
+    ]
+    assert [r[0] for r in partition_rules("drop", "in", ["a", "b"], "t")] == ["INPUT", "INPUT"]
+    reset = partition_rules("reset", "out", ["a"], "t")
+    assert reset[0][-4:] == ["-j", "REJECT", "--reject-with", "tcp-reset"] and reset[1][-2:] == ["-j", "DROP"]
+
+
+def test_netem_arguments_follow_its_manual() -> None:
+    assert netem_args({"delay_ms": 100, "jitter_ms": 20, "correlation_pct": 25}) == [
+        "delay", "100ms", "20ms", "25%",
+    ]  # fmt: skip
+    assert netem_args({"loss_pct": 5, "duplicate_pct": 1, "corrupt_pct": 0.5, "rate_kbit": 800}) == [
+        "loss", "5%", "duplicate", "1%", "corrupt", "0.5%", "rate", "800kbit",
+    ]  # fmt: skip
+    assert netem_args({"delay_ms": 50, "reorder_pct": 10}) == ["delay", "50ms", "reorder", "10%"]
+
+
+# --- the scenario's contract -----------------------------------------------------------
+
+
+def test_network_is_proxy_unless_the_scenario_says_hosts(tmp_path: Path) -> None:
+    from harness.scenario import load_scenario
+
+    path = tmp_path / "s.toml"
+    path.write_text(scenario_text("proxy"))
+    proxy = load_scenario(path)
+    assert proxy.network == "proxy" and "network" not in proxy.as_dict()
+    path.write_text(scenario_text("hosts"))
+    assert load_scenario(path).as_dict()["network"] == "hosts"
+    path.write_text(scenario_text("lan"))
+    with pytest.raises(SetupError, match="network"):
+        load_scenario(path)
+
+
+def test_packet_faults_need_hosts_and_proxy_faults_need_the_proxy(tmp_path: Path) -> None:
+    from harness.scenario import load_scenario
+
+    path = tmp_path / "s.toml"
+    path.write_text(scenario_text("proxy", "host_partition", "duration_s = 2\n"))
+    with pytest.raises(
+        SetupError, match='host_partition acts on packets between hosts: it needs network = "hosts"'
+    ):
+        load_scenario(path)
+    path.write_text(scenario_text("hosts", "partition", "duration_s = 2\n"))
+    with pytest.raises(SetupError, match="fault proxy"):
+        load_scenario(path)
+    path.write_text(scenario_text("hosts", "netem", "duration_s = 2\n"))
+    with pytest.raises(SetupError, match="give netem something to do"):
+        load_scenario(path)
+    path.write_text(scenario_text("hosts", "host_partition", 'duration_s = 2\npeers = "brokers"\n'))
+    with pytest.raises(SetupError, match="'brokers' is no role"):
+        load_scenario(path)
+    path.write_text(scenario_text("hosts", "host_partition", 'duration_s = 2\npeers = "queue"\n'))
+    assert load_scenario(path).faults[0].params["peers"] == "queue"
+
+
+def test_without_root_hosts_mode_says_so_in_one_line(tmp_path: Path) -> None:
+    """`zchaos check` as an unprivileged user: one line, exit 2 (the proxy mode needs nothing)."""
+    import tempfile
+
+    # pytest's own folders are its user's alone
+    folder = Path(tempfile.mkdtemp(prefix="zchaos-hosts-"))
+    folder.chmod(0o755)
+    path = folder / "s.toml"
+    path.write_text(scenario_text("hosts", "host_partition", "duration_s = 2\n"))
+    path.chmod(0o644)
+    if os.geteuid() == 0:
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        if subprocess.run([*nobody, "true"], check=False).returncode != 0:
+            pytest.skip("cannot drop to an unprivileged user here")
+    else:
+        nobody = []
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(folder)}
+    try:
+        done = subprocess.run(
+            [*nobody, sys.executable, "-m", "harness.cli", "check", str(path)],
+            cwd=ROOT, capture_output=True, text=True, env=env, check=False,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert 'network = "hosts" needs root' in done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+# --- real namespaces -------------------------------------------------------------------
+
+
+@pytest.fixture
+def hosts() -> Iterator[Hosts]:
+    made = Hosts(["server", "client", "other"])
+    try:
+        made.open()
+    except Exception as exc:
+        made.close()
+        pytest.skip(f"cannot make network namespaces here: {exc}")
+    try:
+        yield made
+    finally:
+        assert made.close() == []
+
+
+def connect_from(hosts: Hosts, host: str, address: str, port: int, timeout: float) -> str:
+    """Connect to address:port from inside ``host``: "ok", "refused" or "timeout"."""
+    code = (
+        "import socket, sys\n"
+        f"s = socket.socket(); s.settimeout({timeout})\n"
+        f"try:\n    s.connect(({address!r}, {port})); print('ok')\n"
+        "except ConnectionRefusedError: print('refused')\n"
+        "except (TimeoutError, socket.timeout): print('timeout')\n"
+    )
+    done = subprocess.run(
+        in_ns(hosts.ns(host), [sys.executable, "-c", code]), capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def server(hosts: Hosts) -> Iterator[int]:
+    """A listening socket in the ``server`` host (opened there by a child that sends it back)."""
+    code = (
+        "import socket\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "s.bind(('0.0.0.0', 0)); s.listen(64); print(s.getsockname()[1], flush=True)\n"
+        "while True:\n    c, _ = s.accept(); c.close()\n"
+    )
+    listener = subprocess.Popen(
+        in_ns(hosts.ns("server"), [sys.executable, "-c", code]),
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert listener.stdout is not None
+        yield int(listener.stdout.readline())
+    finally:
+        listener.kill()
+        listener.wait()
+
+
+@needs_root
+def test_hosts_reach_each_other_by_address_and_the_runner_reaches_them(hosts: Hosts, server: int) -> None:
+    assert connect_from(hosts, "client", hosts.address("server"), server, 2) == "ok"
+    with socket.create_connection((hosts.address("server"), server), timeout=2):
+        pass  # the runner's readiness checks come from the bridge's address
+    ip = subprocess.run(in_ns(hosts.ns("client"), ["ip", "-o", "-4", "addr"]), capture_output=True, text=True)
+    assert hosts.address("client") in ip.stdout and "127.0.0.1" in ip.stdout
+
+
+@needs_root
+@needs_iptables
+def test_a_silent_partition_leaves_a_connect_hanging_and_a_reset_refuses_it(
+    hosts: Hosts, server: int
+) -> None:
+    params = {"how": "drop", "direction": "both", "shape": "isolate", "peers": "client"}
+    applied, what = add_partition(hosts, 7, "server", params)
+    assert what == "isolate (drop, both): server cut from client"
+    assert "zchaos-fault-7" in rules_in(hosts.ns("server"))
+    assert connect_from(hosts, "client", hosts.address("server"), server, 1.0) == "timeout"
+    assert connect_from(hosts, "other", hosts.address("server"), server, 2) == "ok", "not a peer: untouched"
+    with socket.create_connection((hosts.address("server"), server), timeout=2):
+        pass  # the bridge's own address is never cut (readiness after a restart)
+    assert applied.remove() == []
+    assert "zchaos" not in rules_in(hosts.ns("server"))
+    assert connect_from(hosts, "client", hosts.address("server"), server, 2) == "ok"
+
+    applied, _ = add_partition(hosts, 8, "server", {**params, "how": "reset", "direction": "in"})
+    assert connect_from(hosts, "client", hosts.address("server"), server, 2) == "refused"
+    assert applied.remove() == []
+    assert connect_from(hosts, "client", hosts.address("server"), server, 2) == "ok"
+
+
+@needs_root
+def test_netem_on_a_host_link_or_says_why_not(hosts: Hosts) -> None:
+    why = netem_missing()
+    if why is not None:
+        assert "netem" in why and "\n" not in why
+        with pytest.raises(Exception, match=r"netem|qdisc"):
+            add_netem(hosts, "server", {"delay_ms": 50, "direction": "both"})
+        assert (
+            "zchaos-netem-probe"
+            not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        )
+        pytest.skip(why)
+    applied, what = add_netem(hosts, "server", {"delay_ms": 50, "direction": "both"})
+    assert "delay 50ms" in what
+    shown = subprocess.run(
+        in_ns(hosts.ns("server"), ["tc", "qdisc", "show", "dev", "eth0"]), capture_output=True, text=True
+    )
+    assert "netem" in shown.stdout
+    assert applied.remove() == []
+    assert isinstance(applied, Applied)
+
+
+def owned_by(pid: int) -> list[str]:
+    """The namespaces and links that carry runner ``pid``'s mark."""
+    found = []
+    for name in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split():
+        m = MARK.match(name)
+        if m and int(m[1]) == pid:
+            found.append(name)
+    links = json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True).stdout)
+    found += [
+        lk["ifname"] for lk in links if (m := MARK.fullmatch(lk.get("ifalias", ""))) and int(m[1]) == pid
+    ]
+    return found
+
+
+@needs_root
+def test_what_a_killed_runner_made_is_swept_and_a_live_ones_kept(hosts: Hosts) -> None:
+    code = (
+        "import time; from chaos.hosts import Hosts\n"
+        "h = Hosts(['a', 'b']); h.open(); print('made', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "made"
+        assert len(owned_by(proc.pid)) == 5  # two namespaces, two veths, the bridge
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    removed, failed = remove_leftovers()
+    assert failed == [] and len(removed) >= 4, removed
+    assert owned_by(proc.pid) == []
+    assert len(owned_by(os.getpid())) == 7, "a live runner's stay"
+
+
+# --- whole runs ------------------------------------------------------------------------
+
+
+@needs_root
+@needs_iptables
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_runner_killed_mid_run_in_hosts_mode_leaves_nothing_after_the_next_sweep(tmp_path: Path) -> None:
+    """SIGKILL the runner while a partition is in place: its processes die with it (their
+    death signal), and what it made on the host goes at the next run's sweep."""
+    scenario = ROOT / "tests" / "hosts" / "paranoid-pirate-host-partition.toml"
+    runs = tmp_path / "runs"
+    with run_process(scenario, runs, "--no-report", output=False) as runner:
+        wait_for(lambda: nemesis_events(runs, "fault_start"), 120, "the partition to start")
+        assert len(owned_by(runner.pid)) == 9  # four hosts and the bridge
+        ns = [n for n in owned_by(runner.pid) if n.startswith("zchaos-")]
+        assert any("zchaos-fault-1" in rules_in(n) for n in ns)
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait()
+    wait_for(lambda: not processes_of(runs), 30, "the run's processes to die with their runner")
+    removed, failed = remove_leftovers()
+    assert failed == [] and owned_by(runner.pid) == [], (removed, failed)
+    assert "zchaos" not in subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
+
+
+def _run(scenario: Path, runs: Path) -> dict:
+    from harness.runner import run_scenario
+    from harness.scenario import load_scenario
+
+    result = run_scenario(load_scenario(scenario), runs_dir=runs)
+    assert result.verdict is not None
+    return result.verdict
+
+
+@needs_root
+@needs_iptables
+@pytest.mark.soak
+@pytest.mark.timeout(900)
+def test_paranoid_pirate_passes_a_silent_partition_on_hosts(tmp_path: Path, spark: object) -> None:
+    verdict = _run(ROOT / "tests" / "hosts" / "paranoid-pirate-host-partition.toml", tmp_path)
+    checks = {n: (c["status"], c["summary"]) for n, c in verdict["checks"].items()}
+    assert verdict["outcome"] == "passed", checks
+    assert owned_by(os.getpid()) == []

@@ -102,19 +102,36 @@ def groups(shape: str, target: str, names: list[str]) -> list[tuple[str, list[st
     return cut
 
 
-def partition_rules(how: str, direction: str, peers: list[str], tag: str) -> list[list[str]]:
-    """The iptables rule specs (after ``-A``/``-D``) cutting a host from ``peers`` (addresses)."""
+def partition_rules(how: str, sources: list[str], tag: str) -> list[list[str]]:
+    """The iptables rule specs (after ``-A``/``-D``) that lose what comes in from ``sources``
+    (addresses). Always where a packet arrives, never where it leaves: a packet a host's own
+    OUTPUT chain drops fails its send at once (EPERM), and TCP retries it within half a
+    second, so a connect would not hang as it does when the network loses its SYN."""
     rules = []
-    for peer in peers:
-        for chain, side, wanted in (("INPUT", "-s", ("both", "in")), ("OUTPUT", "-d", ("both", "out"))):
-            if direction not in wanted:
-                continue
-            base = [chain, side, peer, "-m", "comment", "--comment", tag]
-            if how == "reset":
-                # TCP is answered with a reset; the rest (none of ZeroMQ's) dropped
-                rules.append([*base, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"])
-            rules.append([*base, "-j", "DROP"])
+    for source in sources:
+        base = ["INPUT", "-s", source, "-m", "comment", "--comment", tag]
+        if how == "reset":
+            # TCP is answered with a reset; the rest (none of ZeroMQ's) dropped
+            rules.append([*base, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"])
+        rules.append([*base, "-j", "DROP"])
     return rules
+
+
+def cut_rules(
+    cut: list[tuple[str, list[str]]], how: str, direction: str, address: dict[str, str], tag: str
+) -> list[tuple[str, list[str]]]:
+    """(host whose namespace holds it, rule) for each host cut from its lost hosts: ``in``: it
+    hears nothing from them (its own INPUT); ``out``: what it sends them is lost (theirs)."""
+    found: dict[tuple[str, tuple[str, ...]], None] = {}
+    for host, lost in cut:
+        if direction in ("both", "in"):
+            for rule in partition_rules(how, [address[n] for n in lost], tag):
+                found[(host, tuple(rule))] = None
+        if direction in ("both", "out"):
+            for other in lost:
+                for rule in partition_rules(how, [address[host]], tag):
+                    found[(other, tuple(rule))] = None
+    return [(host, list(rule)) for host, rule in found]
 
 
 @dataclass
@@ -150,20 +167,18 @@ def add_partition(hosts: Hosts, fault_id: int, target: str, params: dict[str, An
     shape = params.get("shape", "isolate")
     cut = groups(shape, target, [target, *chosen] if shape == "isolate" else names)
     tag = f"zchaos-fault-{fault_id}"
+    how, direction = params.get("how", "drop"), params.get("direction", "both")
+    address = {n: hosts.address(n) for n in names}
     applied = Applied()
     try:
-        for host, lost in cut:
-            addresses = [hosts.address(n) for n in lost]
-            for rule in partition_rules(
-                params.get("how", "drop"), params.get("direction", "both"), addresses, tag
-            ):
-                run_cmd(in_ns(hosts.ns(host), ["iptables", "-w", "-A", *rule]))
-                applied.rules.append((hosts.ns(host), rule))
+        for host, rule in cut_rules(cut, how, direction, address, tag):
+            run_cmd(in_ns(hosts.ns(host), ["iptables", "-w", "-A", *rule]))
+            applied.rules.append((hosts.ns(host), rule))
     except HostsError:
         applied.remove()
         raise
     what = "; ".join(f"{host} cut from {', '.join(lost)}" for host, lost in cut) or "no host cut"
-    return applied, f"{shape} ({params.get('how', 'drop')}, {params.get('direction', 'both')}): {what}"
+    return applied, f"{shape} ({how}, {direction}): {what}"
 
 
 def _peer_names(peers: str, names: list[str], target: str) -> list[str]:

@@ -229,13 +229,11 @@ STEP = ROOT / "tests" / "clock_subject" / "clock-step-queue.toml"
 @needs_libfaketime
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-# The twin's pass is a soak (./dev chaos): CI's default tier is near its budget, and the quick
-# tests above show a faked process's monotonic clock untouched.
-# The wall-clock side is a soak too, for now: on a fresh clone's CI run (2026-12-02) the +60 s
-# step of 1 s left the wall-clock queue untouched once (PASSED, recovery 0.02 s) where it is
-# VIOLATED otherwise (recovery 4.0 s). Why is not known yet (the step not read by the queue
-# in that second? its workers' replies refreshing their expiry first?): an open bug, not a
-# retry. The quick tests above still run a real process under the faked clock.
+# Both sides are soaks (./dev chaos): CI's default tier is near its budget, and the quick
+# tests above run a real process under the faked clock. The wall side once PASSED (recovery
+# 0.02 s) on CI and 1 run in 2 here: the queue refreshed the worker whose message it was
+# reading with a clock read after the step, so that one worker served everyone. The queue
+# now reads its clock once a turn (tests/blackbox/pirate_queue.py): 4 of 4 VIOLATED since.
 @pytest.mark.parametrize(
     "clock", [pytest.param("wall", marks=pytest.mark.soak), pytest.param("monotonic", marks=pytest.mark.soak)]
 )

@@ -35,6 +35,8 @@ from pathlib import Path
 from chaos.host_marks import runner_alive, start_ticks
 
 NETNS_DIR = Path("/run/netns")
+#: The host the load (Locust, and the client programs it starts) runs in.
+LOAD_HOST = "load"
 #: The mark of a runner's namespaces and links: ``zchaos-<pid>.<start ticks>``.
 MARK = re.compile(r"zchaos-(\d+)\.(\d+)")
 _CLONE_NEWNET = 0x40000000

@@ -10,9 +10,11 @@ A rule names peers by address, never the bridge's own (the runner's readiness ch
 the ``malformed`` junk come from there), so a host restarted under a partition still
 comes up.
 
-The partition's shapes are Jepsen's: ``isolate`` (the target against its peers), ``halves``
-(the hosts in two halves, the target's first) and ``ring`` (majorities in a ring: each host
-keeps the hosts nearest it on both sides, a majority with itself, and loses the rest).
+The partition's shapes are Jepsen's: ``isolate`` (the target against its peers, the load's
+host among them by default), ``halves`` (the instances' hosts in two halves, the target's
+first) and ``ring`` (majorities in a ring: each instance's host keeps the hosts nearest it on
+both sides, a majority with itself, and loses the rest); as in Jepsen the clients (the load)
+keep reaching every node in those two.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from chaos.hosts import Hosts, HostsError, in_ns, run_cmd
+from chaos.hosts import LOAD_HOST, Hosts, HostsError, in_ns, run_cmd
 
 if TYPE_CHECKING:
     from chaos.faults import FaultRun
@@ -102,6 +104,15 @@ def groups(shape: str, target: str, names: list[str]) -> list[tuple[str, list[st
     return cut
 
 
+def shape_cut(shape: str, target: str, names: list[str], peers: str = "all") -> list[tuple[str, list[str]]]:
+    """``groups`` over the run's hosts: ``isolate`` against the ``peers`` named; ``halves`` and
+    ``ring`` over the instances' hosts only (Jepsen's clients keep reaching every node)."""
+    if shape == "isolate":
+        chosen = set(_peer_names(peers, names, target))
+        return groups(shape, target, [target, *(n for n in names if n in chosen)])
+    return groups(shape, target, [n for n in names if n != LOAD_HOST])
+
+
 def partition_rules(how: str, sources: list[str], tag: str) -> list[list[str]]:
     """The iptables rule specs (after ``-A``/``-D``) that lose what comes in from ``sources``
     (addresses). Always where a packet arrives, never where it leaves: a packet a host's own
@@ -163,9 +174,8 @@ class Applied:
 def add_partition(hosts: Hosts, fault_id: int, target: str, params: dict[str, Any]) -> tuple[Applied, str]:
     """Put ``host_partition``'s rules in place: what was applied, and a description."""
     names = list(hosts.hosts)
-    chosen = [n for n in names if n in set(_peer_names(params.get("peers", "all"), names, target))]
     shape = params.get("shape", "isolate")
-    cut = groups(shape, target, [target, *chosen] if shape == "isolate" else names)
+    cut = shape_cut(shape, target, names, params.get("peers", "all"))
     tag = f"zchaos-fault-{fault_id}"
     how, direction = params.get("how", "drop"), params.get("direction", "both")
     address = {n: hosts.address(n) for n in names}

@@ -511,6 +511,11 @@ class Runner:
                 self.progress.note(f"starting {instance}")
                 self.supervisor.start(self.topology.proc_spec(role, instance))
 
+    def _ui_host(self) -> str:
+        """Where Locust's web UI listens: loopback, or in hosts mode the load host's address
+        (reached from this machine over the run's bridge)."""
+        return self.hosts.address(LOAD_HOST) if self.hosts is not None else "127.0.0.1"
+
     def _locust_spec(self) -> ProcSpec:
         load = self.scenario.load
         clients = [
@@ -547,7 +552,7 @@ class Runner:
                 "--autoquit",
                 "60",
                 "--web-host",
-                "127.0.0.1",
+                self._ui_host(),
                 "--web-port",
                 str(self.ui_port),
             ]
@@ -623,7 +628,7 @@ class Runner:
         limit = self.scenario.duration_s + self.scenario.drain_s + self.scenario.load.ramp_s()
         if self.ui_port is not None:
             limit += 60
-            self.progress.note(f"Locust web UI: http://127.0.0.1:{self.ui_port}/")
+            self.progress.note(f"Locust web UI: http://{self._ui_host()}:{self.ui_port}/")
         deadline = t0 + limit + 30
         try:
             while not _exited_within(locust, 0.5):

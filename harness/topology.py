@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chaos.hosts import LOAD_HOST
 from contract.history import ENV_HISTORY_DIR, ENV_SOURCE
 from contract.links import CLIENTS
 from contract.ports import PortAllocator
@@ -35,8 +36,6 @@ from harness.supervisor import ProcSpec
 if TYPE_CHECKING:
     from chaos.hosts import Hosts
 
-#: The host the load (Locust, and the client programs it starts) runs in, in hosts mode.
-LOAD_HOST = "load"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent  # the checkout, or site-packages once installed
 
 

@@ -31,6 +31,7 @@ from chaos.packets import (
     netem_missing,
     partition_rules,
     rules_in,
+    shape_cut,
 )
 from contract.errors import SetupError
 from tests.procs import ROOT, nemesis_events, processes_of, run_process, wait_for
@@ -72,6 +73,13 @@ def test_the_shapes_cut_whom_jepsen_cuts() -> None:
     kept = [frozenset(set(names) - set(lost)) for lost in ring.values()]
     assert all(len(k) == 3 for k in kept) and len(set(kept)) == 5
     assert groups("ring", "a", ["a", "b", "c"]) == [], "three hosts in a ring all keep a majority"
+    # over a run's hosts: the load is isolated with the rest, never split off in halves or a ring
+    run = ["broker", "worker-1", "worker-2", "worker-3", "load"]
+    halves = shape_cut("halves", "broker", run)
+    assert halves == [("broker", ["worker-2", "worker-3"]), ("worker-1", ["worker-2", "worker-3"])]
+    assert shape_cut("isolate", "worker-1", run) == [("worker-1", ["broker", "worker-2", "worker-3", "load"])]
+    assert shape_cut("isolate", "worker-1", run, "broker, load") == [("worker-1", ["broker", "load"])]
+    assert shape_cut("isolate", "broker", run, "worker") == [("broker", ["worker-1", "worker-2", "worker-3"])]
 
 
 def test_partition_rules_lose_packets_where_they_arrive_one_way_or_both() -> None:

@@ -56,8 +56,8 @@ KIND = FaultKind(
         "shape": Param(
             str,
             "isolate",
-            "isolate: the target from its peers; halves: every host in two halves, the target's first; "
-            "ring: each host keeps a majority of its nearest (Jepsen's majorities ring)",
+            "isolate: the target from its peers; halves: the instances' hosts in two halves, the target's "
+            "first; ring: each keeps a majority of its nearest (Jepsen's); the load reaches all in both",
             choices=SHAPES,
             explore=SHAPES,
         ),

@@ -5,7 +5,9 @@ Clients (REQ) on a ROUTER frontend; REQ workers on a ROUTER backend say READY (o
 0x01), then answer each ``[client, '', body...]`` with the same frames. The queue hands each
 request to the least recently used idle worker; a worker's reply makes it idle again (a
 reply to a request it did not hand that worker, one a predecessor of the queue handed it,
-is dropped: its client has since resent it, and another client may have its identity now).
+is dropped: its client has since resent it, and another client may have its identity now:
+a restarted ROUTER hands out its predecessor's identities again, so the client's identity
+goes to the worker with the queue's own random mark before it).
 It keeps the names of its workers in ``--state`` and reads them back when it starts, so a
 queue restarted or killed serves again with the workers its predecessor knew, as they
 reconnect (Simple Pirate workers never say READY again, and a REQ socket takes a request
@@ -30,6 +32,7 @@ command is dropped. Standalone on purpose: pyzmq only, nothing of zchaos, no his
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections import OrderedDict
@@ -62,6 +65,10 @@ def main() -> int:
     known = set(bytes.fromhex(n) for n in state.read_text().split()) if state.exists() else set()
     idle: OrderedDict[bytes, None] = OrderedDict.fromkeys(sorted(known))  # LRU first
     busy: dict[bytes, bytes] = {}  # worker -> the client whose request it holds
+    # A client's identity goes out with this queue's own mark before it: a ROUTER started
+    # again hands its clients the same identities as its predecessor did, so a reply to a
+    # predecessor's request would otherwise find another client of the same identity.
+    mark = os.urandom(8)
     waiting: list[list[bytes]] = []  # a request its worker's hand-off failed for, sent first
 
     def keep(worker: bytes, *, gone: bool = False) -> None:
@@ -95,8 +102,9 @@ def main() -> int:
                         keep(gone, gone=True)
                         print(f"unknown command from {worker!r}: dropped {gone!r}", flush=True)
                 elif len(rest) >= 4 and rest[0] == b"" and rest[2] == b"":  # a reply
-                    if busy.pop(worker, None) == rest[1]:  # a gone client's is dropped (not mandatory)
-                        frontend.send_multipart(rest[1:])
+                    if busy.pop(worker, None) == rest[1] and rest[1].startswith(mark):
+                        # (a gone client's reply is dropped: the frontend is not mandatory)
+                        frontend.send_multipart([rest[1][len(mark) :], *rest[2:]])
                     idle.pop(worker, None)
                     idle[worker] = None
                     keep(worker)
@@ -107,12 +115,13 @@ def main() -> int:
             while waiting and tried < len(idle):
                 worker, _ = idle.popitem(last=False)
                 try:
-                    backend.send_multipart([worker, b"", *waiting[0]])
+                    client, *request = waiting[0]
+                    backend.send_multipart([worker, b"", mark + client, *request])
                 except zmq.ZMQError:  # not connected (yet: a new queue's workers reconnect)
                     idle[worker] = None
                     tried += 1
                     continue
-                busy[worker] = waiting.pop(0)[0]
+                busy[worker] = mark + waiting.pop(0)[0]
                 tried = 0
     finally:
         frontend.close()

@@ -19,7 +19,12 @@ jobs running), the synthetic run of 25k events (no RUN given), two calls:
 - 4 rounds: in-process median 23.7 s (22.6-43.9), on the server 16.9 s (15.1-17.5); ratio
   median 0.67 (0.39-0.78): the 0.4 target is NOT met. That call's first version of this
   script printed "VERDICT DIFFERS" in every round without saying where; the next call,
-  which prints where, found none;
+  which prints where, found none. Found later (02:08:58 in the branch's reflog): /work/tools/land
+  rebased the benchmark's own checkout during that call, after its first report, onto a main
+  whose no_duplicate check had gained a figure (``resend_answers``, 9ceff95): every later
+  verdict, in-process and on the server alike, had a key the first had not. Not Connect's.
+  Each round now compares its two verdicts with each other, and says when the code under the
+  benchmark changed (a digest of reports/, contract/ and harness/);
 - 2 rounds: in-process 23.0 / 19.0 s, on the server 16.0 / 21.8 s; ratio 0.70 / 1.15,
   same verdicts in both.
 
@@ -32,8 +37,10 @@ the server, on cores the machine's other jobs took: where the time goes is not m
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -72,15 +79,33 @@ def differences(a: Any, b: Any, at: str = "") -> list[str]:
 
 def report(run: RunDir, env: dict[str, str]) -> float:
     """``zchaos report RUN`` as a new process: its wall seconds (it must end, exit 0 or 1)."""
+    seconds, _each = reports([run], env)
+    return seconds
+
+
+def reports(runs: list[RunDir], env: dict[str, str]) -> tuple[float, list[float]]:
+    """``zchaos report RUN...`` as one new process: its wall seconds and each run's report's
+    (the "report built in" lines). Every run must get a verdict (exit 0 or 1)."""
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "report", str(run.root)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+        [sys.executable, "-m", "harness.cli", "report", *(str(r.root) for r in runs)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800,
     )  # fmt: skip
     seconds = time.perf_counter() - started
     if done.returncode not in (0, 1):
         raise SystemExit(f"zchaos report failed (exit {done.returncode}):\n{done.stdout}{done.stderr}")
-    return seconds
+    each = [float(x) for x in re.findall(r"report built in ([0-9.]+) s", done.stdout + done.stderr)]
+    return seconds, each
+
+
+def code_digest() -> str:
+    """A digest of the code a report runs (reports/, contract/, harness/): a checkout that
+    changes under the benchmark (a rebase by /work/tools/land, a merge) changes the checks, so
+    its verdicts differ from the first report's for that reason alone."""
+    digest = hashlib.sha1()
+    for path in sorted(p for d in ("reports", "contract", "harness") for p in (ROOT / d).rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def main() -> None:
@@ -89,6 +114,16 @@ def main() -> None:
     )
     run_argument(parser, "a stored run directory (copied, never reported in place)")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--families",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="RUN",
+        help="stored runs of different families (copied): each reported in-process and on the server, "
+        "one process each, in a row; every key of their verdicts compared, each report's seconds printed "
+        "(issue 38: median <= 2 s)",
+    )
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="zchaos-connect-bench-"))
     state = base / "connect"
@@ -107,6 +142,11 @@ def main() -> None:
         else:
             skip = shutil.ignore_patterns(PARQUET, "verdict.json", "report.html")
             shutil.copytree(args.run, run.root, ignore=skip)
+        code = code_digest()
+        print(
+            f"code {code}; server JVM options: {connect.java_options() or '(none)'}; load {load()}",
+            flush=True,
+        )
         print(f"first report, in-process (columnar form written): {report(run, local_env):.1f} s", flush=True)
         first = essence(run)
         started = time.perf_counter()
@@ -116,30 +156,70 @@ def main() -> None:
         pairs: list[tuple[float, float]] = []
         for r in range(args.rounds):
             local = report(run, local_env)
-            local_diff = differences(first, essence(run))
+            local_verdict = essence(run)
             remote = report(run, server_env)
-            remote_diff = differences(first, essence(run))
-            same_local, same_remote = not local_diff, not remote_diff
+            remote_verdict = essence(run)
+            # What must hold: this round's two verdicts are one; and each is the first report's
+            # while the code is the same (a checkout changed under the benchmark changes them).
+            diffs = {
+                "on the server, from in-process": differences(local_verdict, remote_verdict),
+                "in-process, from the first report": differences(first, local_verdict),
+            }
             pairs.append((local, remote))
+            changed = code_digest() != code
             print(
                 f"round {r}: in-process {local:5.1f} s  on the server {remote:5.1f} s"
                 f"  ratio {remote / local:.2f}"
-                f"  load {load()}  {'same verdicts' if same_local and same_remote else 'VERDICT DIFFERS'}",
+                f"  load {load()}  {'VERDICT DIFFERS' if any(diffs.values()) else 'same verdicts'}"
+                f"{'  CODE CHANGED since the first report' if changed else ''}",
                 flush=True,
             )
-            for where, diff in (("in-process", local_diff), ("on the server", remote_diff)):
+            for where, diff in diffs.items():
                 for line in diff[:10]:
-                    print(f"  {where} differs from the first report at {line}")
+                    print(f"  {where}: {line}")
         ratio = median(b / a for a, b in pairs)
         print(
             f"median over {len(pairs)} rounds: in-process {median(a for a, _ in pairs):.1f} s, on the server "
             f"{median(b for _, b in pairs):.1f} s, ratio {ratio:.2f} (target <= {TARGET_RATIO}: "
             f"{'met' if ratio <= TARGET_RATIO else 'NOT met'}), load {load()}"
         )
+        if args.families:
+            families(args.families, base, local_env, server_env)
         print("\n".join(connect.status()))
     finally:
         connect.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def families(stored: list[Path], base: Path, local_env: dict[str, str], server_env: dict[str, str]) -> None:
+    """Issue 38's second target: runs of different families reported one after the other in
+    one process, in-process and on the server (each a copy, its columnar form written by a
+    first in-process report); every key of every check compared between the two."""
+    skip = shutil.ignore_patterns(PARQUET, "verdict.json", "report.html")
+    runs = []
+    for n, path in enumerate(stored):
+        run = RunDir(base / "families" / f"{n}-{path.name}")
+        shutil.copytree(path, run.root, ignore=skip)
+        runs.append(run)
+    reports(runs, local_env)  # columnar forms written
+    for where, env in (("in-process", local_env), ("on the server", server_env)):
+        whole, each = reports(runs, env)
+        verdicts = [essence(r) for r in runs]
+        if where == "in-process":
+            local = verdicts
+        print(
+            f"{len(runs)} families {where}, one process: {whole:.1f} s; each report "
+            f"{', '.join(f'{x:.1f}' for x in each)} s, median {median(each):.2f} s "
+            f"(target <= 2 s: {'met' if median(each) <= 2 else 'NOT met'}), load {load()}",
+            flush=True,
+        )
+    for run, a, b in zip(runs, local, verdicts, strict=True):
+        diff = differences(a, b)
+        print(
+            f"  {run.root.name}: {'VERDICT DIFFERS' if diff else 'same verdict'} in-process and on the server"
+        )
+        for line in diff[:10]:
+            print(f"    {line}")
 
 
 if __name__ == "__main__":

@@ -69,6 +69,9 @@ SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 START_DEADLINE_S = 180.0
 #: How long it may take to end after SIGTERM (its shutdown hooks delete its scratch folders).
 STOP_DEADLINE_S = 30.0
+JAVA_OPTIONS_ENV = "ZCHAOS_SPARK_SERVER_JAVA_OPTIONS"
+#: The server JVM's options (see java_options).
+SERVER_JAVA_OPTIONS = ""
 #: The session settings of reports/spark.py's in-process session that a client cannot set
 #: per session (or should not have to): the server's defaults for every session.
 SERVER_CONF = {
@@ -82,6 +85,11 @@ SERVER_CONF = {
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
     "spark.sql.codegen.cache.maxEntries": "4000",
 }
+
+
+def java_options() -> str:
+    """The server JVM's own options: ZCHAOS_SPARK_SERVER_JAVA_OPTIONS, else SERVER_JAVA_OPTIONS."""
+    return os.environ.get(JAVA_OPTIONS_ENV, SERVER_JAVA_OPTIONS)
 
 
 def state_dir() -> Path:
@@ -225,6 +233,8 @@ def start(say: Callable[[str], None] = lambda _m: None, master: str | None = Non
     ]
     for key, value in SERVER_CONF.items():
         command += ["--conf", f"{key}={value}"]
+    if java_options():
+        command += ["--driver-java-options", java_options()]
     env = {
         **os.environ,
         "SPARK_HOME": str(spark_home),

@@ -34,6 +34,10 @@ os.environ.setdefault(
     f'--conf "spark.driver.extraJavaOptions={" ".join(QUICK_COMPILER)}" pyspark-shell',
 )
 
+# The same for the Spark Connect servers the tests start (reports/connect.py): their first
+# report on a cold server took 31 s with C2 compiling beside it (tests/test_spark_connect.py).
+os.environ.setdefault("ZCHAOS_SPARK_SERVER_JAVA_OPTIONS", " ".join(QUICK_COMPILER))
+
 # A developer's own Spark Connect server (zchaos spark start) serves no test: a test's
 # reports run in-process, as on CI, unless the test says otherwise (tests/test_spark_connect.py).
 os.environ.setdefault("ZCHAOS_SPARK_CONNECT", "0")

@@ -4,23 +4,53 @@ its token; stop leaves none of its processes; a stale record is forgotten."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 import pytest
 
+from contract.rundir import RunDir
 from reports import connect
-from reports.pipeline import build_report
 from tests.procs import ROOT
 from tests.test_report import make_run
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 START_S = 240  # a deadline for the server's start on a loaded 2-core machine, never a pause
 REPORT_S = 300
+#: The synthetic run of the default tier (its lost, duplicated and out-of-order requests,
+#: bench/checker_scaling.py); tests/test_connect_verdicts.py has the 1M one, a soak.
+SYNTHETIC_EVENTS = 20_000
+
+
+def synthetic_run(spark: SparkSession, root: Path, events: int) -> RunDir:
+    """bench/checker_scaling.py's synthetic run of about ``events`` events at ``root``."""
+    spec = importlib.util.spec_from_file_location("checker_scaling", ROOT / "bench" / "checker_scaling.py")
+    assert spec is not None and spec.loader is not None
+    scaling = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(scaling)
+    run = RunDir(root)
+    scaling.generate(spark, run, events)
+    return run
+
+
+def same_verdict(remote: dict[str, Any], local: dict[str, Any]) -> None:
+    """Every key of every check, the metrics and the rest are the same; only the time it was
+    made, the run folder's name and how its history was read may differ."""
+    remote, local = _without_time(remote), _without_time(local)
+    assert set(remote["checks"]) == set(local["checks"])
+    for name in local["checks"]:
+        assert remote["checks"][name] == local["checks"][name], name
+    assert {k: v for k, v in remote.items() if k not in ("input", "run_dir")} == {
+        k: v for k, v in local.items() if k not in ("input", "run_dir")
+    }
 
 
 def _zchaos(env: dict[str, str], *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -52,9 +82,11 @@ def test_a_report_on_the_server_gives_the_in_process_verdict_and_stop_leaves_not
     spark, tmp_path: Path, monkeypatch
 ) -> None:
     """One server start for the whole life cycle (about 60-90 s on 2 shared cores): start,
-    status, a ``zchaos report`` on it (a client refused without the token), the same run
-    reported in this process's own session, every key of the verdicts equal; stop ends
-    every process of its group and status then says none runs."""
+    status, one ``zchaos report`` of two runs on it (a client refused without the token),
+    the same runs reported in a classic session (the report of a client the server refuses),
+    every key of the verdicts equal (issue 38 part 4: a hand-written run with a crash, a
+    damaged line and a duplicate, and a synthetic one of 20k events); stop ends every
+    process of its group and status then says none runs."""
     state = tmp_path / "connect"
     env = {
         **os.environ,
@@ -66,6 +98,7 @@ def test_a_report_on_the_server_gives_the_in_process_verdict_and_stop_leaves_not
     monkeypatch.setenv(connect.DIR_ENV, str(state))
     on_server = make_run(tmp_path / "on-server")
     in_process = make_run(tmp_path / "in-process")
+    synthetic = synthetic_run(spark, tmp_path / "synthetic", SYNTHETIC_EVENTS)
     started = _zchaos(env, "spark", "start", timeout=START_S)
     server = connect.recorded()
     try:
@@ -85,36 +118,32 @@ def test_a_report_on_the_server_gives_the_in_process_verdict_and_stop_leaves_not
         )  # fmt: skip
         assert refused.returncode != 0 and "Invalid authentication token" in refused.stderr + refused.stdout
 
-        reported = _zchaos(env, "report", str(on_server.root), timeout=REPORT_S)
-        assert reported.returncode == 1, reported.stdout + reported.stderr  # the run holds a duplicate
+        reported = _zchaos(env, "report", str(on_server.root), str(synthetic.root), timeout=REPORT_S)
+        assert reported.returncode == 1, reported.stdout + reported.stderr  # the runs hold duplicates
         said = reported.stdout + reported.stderr
         assert f"Spark: the Spark Connect server at {server.address}" in said
         assert "starting Spark" not in said
-        assert "reports served: 1" in _zchaos(env, "spark", "status", timeout=60).stdout
+        assert "reports served: 2" in _zchaos(env, "spark", "status", timeout=60).stdout
+        synthetic_remote = json.loads(synthetic.verdict_json.read_text())
 
         # A server that refuses the recorded token (a record another start rewrote): the
-        # report says so and checks in its own session.
+        # report says so and checks in its own session, a classic one: the verdicts the
+        # server's must equal.
         record = (state / "server.json").read_text()
         (state / "server.json").write_text(json.dumps({**json.loads(record), "token": "not-the-token"}))
-        fallen = _zchaos(env, "report", str(in_process.root), timeout=REPORT_S)
+        fallen = _zchaos(env, "report", str(in_process.root), str(synthetic.root), timeout=REPORT_S)
         (state / "server.json").write_text(record)
         said = fallen.stdout + fallen.stderr
         assert fallen.returncode == 1, said
         assert f"the Spark Connect server at {server.address} did not answer" in said
         assert "Invalid authentication token" in said and "Traceback" not in said
-        fallen_verdict = json.loads(in_process.verdict_json.read_text())
-
-        monkeypatch.setenv(connect.SWITCH, "0")  # this process's own (classic) session
-        local = build_report(in_process.root)
-        remote = json.loads(on_server.verdict_json.read_text())
-        assert _without_time(fallen_verdict)["checks"] == _without_time(local)["checks"]
-        assert set(remote["checks"]) == set(local["checks"])
-        for name in local["checks"]:
-            assert _without_time(remote)["checks"][name] == _without_time(local)["checks"][name], name
-        # The rest too, but the run's folder name and how its history was read.
-        assert {k: v for k, v in _without_time(remote).items() if k not in ("input", "run_dir")} == {
-            k: v for k, v in _without_time(local).items() if k not in ("input", "run_dir")
-        }
+        assert "reports served: 2" in _zchaos(env, "spark", "status", timeout=60).stdout
+        same_verdict(
+            json.loads(on_server.verdict_json.read_text()), json.loads(in_process.verdict_json.read_text())
+        )
+        synthetic_local = json.loads(synthetic.verdict_json.read_text())
+        assert synthetic_local["status"] == "violated"  # lost, duplicated, out of order
+        same_verdict(synthetic_remote, synthetic_local)
 
         stopped = _zchaos(env, "spark", "stop", timeout=120)
         assert stopped.returncode == 0

@@ -7,11 +7,13 @@ gives the verdict local Spark gives, key by key."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,7 @@ from reports.ingest.read import PARQUET
 from reports.pipeline import build_report
 from tests.procs import ROOT
 from tests.test_report import make_run
-from tests.test_spark_connect import _group_of, _without_time
+from tests.test_spark_connect import _group_of, same_verdict
 
 
 def _zchaos(env: dict[str, str], *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -98,20 +100,23 @@ def test_the_history_is_copied_where_the_endpoint_reads_it(tmp_path: Path) -> No
     assert connect.stage_history(other, shared) != staged  # same run name, another run
 
 
-@pytest.fixture(scope="module")
-def endpoint(tmp_path_factory: pytest.TempPathFactory) -> object:
-    """A second Spark Connect server process, its own master a local cluster (one worker, its
-    executor a JVM of its own), token-protected; stopped with everything it started."""
-    state = tmp_path_factory.mktemp("endpoint")
+@contextlib.contextmanager
+def connect_server(state: Path, master: str | None = None) -> Iterator[connect.Server]:
+    """A Spark Connect server of its own (its record in ``state``, not the user's), stopped
+    with everything it started; this process's environment as it was."""
     saved = os.environ.get(connect.DIR_ENV)
-    os.environ[connect.DIR_ENV] = str(state)
-    try:
-        server = connect.start(master="local-cluster[1,1,1024]")
-    finally:
+
+    def restore() -> None:
         if saved is None:
-            os.environ.pop(connect.DIR_ENV)
+            os.environ.pop(connect.DIR_ENV, None)
         else:
             os.environ[connect.DIR_ENV] = saved
+
+    os.environ[connect.DIR_ENV] = str(state)
+    try:
+        server = connect.start(master=master)
+    finally:
+        restore()
     try:
         yield server
     finally:
@@ -119,11 +124,24 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> object:
         try:
             connect.stop()
         finally:
-            if saved is None:
-                os.environ.pop(connect.DIR_ENV)
-            else:
-                os.environ[connect.DIR_ENV] = saved
+            restore()
         assert _group_of(server.pid) == []
+
+
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[connect.Server]:
+    """A second Spark Connect server process, its own master a local cluster (one worker, its
+    executor a JVM of its own), token-protected."""
+    with connect_server(tmp_path_factory.mktemp("endpoint"), "local-cluster[1,1,1024]") as server:
+        yield server
+
+
+def remote_env(tmp_path: Path) -> dict[str, str]:
+    """A ``zchaos`` process's environment that names no endpoint, server or master of its own."""
+    env = {**os.environ, connect.SWITCH: "0", "ZCHAOS_SPARK_LOG": str(tmp_path / "spark.log")}
+    for key in ("ZCHAOS_SPARK_MASTER", "SPARK_CONNECT_AUTHENTICATE_TOKEN", connect.REMOTE_ENV):
+        env.pop(key, None)
+    return env
 
 
 # A server, its local cluster and an executor JVM, a cold first report: about a minute on
@@ -139,9 +157,7 @@ def test_a_report_on_a_remote_endpoint_gives_the_local_verdict(
     in_process = make_run(tmp_path / "in-process")
     shared = tmp_path / "shared"
     url = f"{endpoint.address}/;token={endpoint.token}"
-    env = {**os.environ, connect.SWITCH: "0", "ZCHAOS_SPARK_LOG": str(tmp_path / "spark.log")}
-    for key in ("ZCHAOS_SPARK_MASTER", "SPARK_CONNECT_AUTHENTICATE_TOKEN", connect.REMOTE_ENV):
-        env.pop(key, None)
+    env = remote_env(tmp_path)
     where = ["--spark-remote", url, "--spark-history-dir", str(shared)]
     done = _zchaos(env, "report", str(on_remote.root), *where, timeout=600)
     said = done.stdout + done.stderr
@@ -151,11 +167,4 @@ def test_a_report_on_a_remote_endpoint_gives_the_local_verdict(
     (copy,) = shared.iterdir()
     assert parquet_is_current(copy / "history" / PARQUET, sorted((copy / "history").glob("*.jsonl")))
     monkeypatch.setenv(connect.SWITCH, "0")
-    local = _without_time(build_report(in_process.root))
-    remote = _without_time(json.loads(on_remote.verdict_json.read_text()))
-    assert set(remote["checks"]) == set(local["checks"])
-    for name in local["checks"]:
-        assert remote["checks"][name] == local["checks"][name], name
-    assert {k: v for k, v in remote.items() if k not in ("input", "run_dir")} == {
-        k: v for k, v in local.items() if k not in ("input", "run_dir")
-    }
+    same_verdict(json.loads(on_remote.verdict_json.read_text()), build_report(in_process.root))

@@ -28,6 +28,21 @@ jobs running), the synthetic run of 25k events (no RUN given), two calls:
 - 2 rounds: in-process 23.0 / 19.0 s, on the server 16.0 / 21.8 s; ratio 0.70 / 1.15,
   same verdicts in both.
 
+Measured again 2026-12-02 04:48-05:01 UTC, through /work/tools/slot but not alone (other
+helpers' scenario runs and a quick tier outside it: load 3.1 at the start, 8.5-12.7 during):
+
+    bench/report_connect.py --rounds 3 --families RUN x6  (one CI run of each of six families:
+    lazy-pirate-kill-server, majordomo-kill-busy-worker, paranoid-pirate-kills, pingpong-kills,
+    sketch-stalls, titanic-kills, recorded with zchaos run --no-report)
+
+- the synthetic 25k run: in-process 32.3 / 36.5 / 40.8 s, on the server 51.9 / 23.0 / 29.2 s,
+  ratio 1.61 / 0.63 / 0.71, median 0.71: the 0.4 target NOT met (the server's first report
+  79.6 s, its start 14.1 s); same verdicts in every round;
+- the six families in a row, one process each: in-process 58.7 s whole, each report 24.8,
+  7.8, 5.6, 8.5, 6.4, 3.5 s (median 7.1 s); on the server 40.1 s whole, each 10.4, 7.6,
+  7.2, 5.6, 4.9, 3.2 s (median 6.4 s): the 2 s target NOT met, at load 8.5; every key of
+  every check and the metrics the same in-process and on the server for all six.
+
 The server's start took 10-22 s and its own first report 45-58 s (a cold JVM's JIT); it
 held 2.3-2.8 GB (RSS) after 3-5 reports. A warm server saves the client its JVM start but
 not the report's many small queries, each now a gRPC round trip and a plan analysed on

@@ -97,9 +97,11 @@ def test_an_interrupt_as_the_report_reads_the_history_prints_no_bridge_traceback
     assert "Traceback" not in output and "py4j" not in output, output
 
 
+# 6 s of load: with 3 s, the 2 s warm-up left too little to judge steady_state on a
+# loaded CI machine (unknown: "every request was excused by a fault or the warm-up").
 SHORT = """
 implementation = "lazy-pirate"
-duration_s = 3
+duration_s = 6
 drain_s = 2
 [load]
 users = 2

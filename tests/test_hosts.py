@@ -325,7 +325,9 @@ def test_what_a_killed_runner_made_is_swept_and_a_live_ones_kept(hosts: Hosts) -
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     removed, failed = remove_leftovers()
-    assert failed == [] and len(removed) >= 4, removed
+    # (not counted: a veth goes with its namespace, by the kernel in its own time, and a sweep
+    # in another test's run may come first)
+    assert failed == [], (removed, failed)
     assert owned_by(proc.pid) == []
     assert len(owned_by(os.getpid())) == 7, "a live runner's stay"
 

@@ -43,6 +43,14 @@ helpers' scenario runs and a quick tier outside it: load 3.1 at the start, 8.5-1
   7.2, 5.6, 4.9, 3.2 s (median 6.4 s): the 2 s target NOT met, at load 8.5; every key of
   every check and the metrics the same in-process and on the server for all six.
 
+Where a client's time goes (05:24-05:27 UTC, load 1.0-2.4, a CI run of paranoid-pirate-kills,
+a client process timed by phase, three in a row on a new server): imports of PySpark's
+Connect client 0.74-1.16 s, the report's modules 0.16-0.19 s, the session 0.09 s (0.91 s
+on the new server), build_report 16.3 s on the new server, then 5.9 and 8.4 s: the queries
+(the server's work and the round trips), not the client's start, are what is left to cut.
+Also measured: tests/test_connect_verdicts.py's 1M synthetic run and lazy-pirate CI run,
+the same verdict key by key (2 passed in 134 s).
+
 The server's start took 10-22 s and its own first report 45-58 s (a cold JVM's JIT); it
 held 2.3-2.8 GB (RSS) after 3-5 reports. A warm server saves the client its JVM start but
 not the report's many small queries, each now a gRPC round trip and a plan analysed on

@@ -176,8 +176,9 @@ class FaultKind:
     #: system there for the target's role, and only then.
     disk: bool = False
     #: It acts on the packets between hosts (chaos/hosts.py): the scenario must say
-    #: ``network = "hosts"``; ``missing`` says what the machine lacks for it (one line, or None).
+    #: ``network = "hosts"``.
     hosts: bool = False
+    #: What the machine lacks for it (one line, or None): root, a library, a kernel module.
     missing: Callable[[], str | None] | None = None
 
     def __post_init__(self) -> None:

@@ -141,20 +141,15 @@ def forecast(scenario: Scenario) -> dict[str, str]:
 def machine_problems(scenario: Scenario) -> list[str]:
     """What this machine lacks for the scenario's faults, one line each (``zchaos check``
     says them; a run stops on the first before anything starts)."""
-    from chaos import clock, disk, hosts
+    from chaos import hosts
 
-    kinds = [FAULT_KINDS[f.kind] for f in scenario.faults]
-    found = []
-    if any(k.clock for k in kinds) and (why := clock.missing()) is not None:
-        found.append(why)
-    if any(k.disk for k in kinds) and (why := disk.missing()) is not None:
-        found.append(why)
+    found: dict[str, None] = {}  # each line once: the three clock kinds lack the same library
     if scenario.network == "hosts" and (why := hosts.missing()) is not None:
-        found.append(why)
-    for kind in {k.name: k for k in kinds if k.missing is not None}.values():
+        found[why] = None
+    for kind in (FAULT_KINDS[f.kind] for f in scenario.faults):
         if kind.missing is not None and (why := kind.missing()) is not None:
-            found.append(why)
-    return found
+            found[why] = None
+    return list(found)
 
 
 def _exited_within(managed: Managed, timeout: float) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chaos.clock import hold
+from chaos.clock import hold, missing
 from chaos.faults import FaultKind, FaultRun, Param, ParamProblem, duration
 from contract.promises import SLOWDOWN
 
@@ -50,4 +50,5 @@ KIND = FaultKind(
     harm=SLOWDOWN,
     validate=validate,
     clock=True,
+    missing=missing,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chaos.clock import hold
+from chaos.clock import hold, missing
 from chaos.faults import FaultKind, FaultRun, Param, ParamProblem, duration
 from chaos.kinds.clock_step import MAX_OFFSET_S
 from contract.promises import SLOWDOWN
@@ -48,4 +48,5 @@ KIND = FaultKind(
     harm=SLOWDOWN,
     validate=validate,
     clock=True,
+    missing=missing,
 )

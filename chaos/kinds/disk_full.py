@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chaos.disk import hold_full
+from chaos.disk import hold_full, missing
 from chaos.faults import FaultKind, FaultRun, ParamProblem, duration
 from contract.promises import OUTAGE
 
@@ -42,4 +42,5 @@ KIND = FaultKind(
     harm=OUTAGE,
     validate=validate,
     disk=True,
+    missing=missing,
 )

@@ -155,6 +155,20 @@ def test_takeover_without_cause(spark) -> None:
 
 
 @pytest.mark.slow
+def test_a_takeover_after_the_old_active_recorded_stepping_down_is_explained(spark) -> None:
+    """No fault touched the primary, but it recorded leaving active (a thawed backup's stale
+    "active" made it step down) before the backup answered: a handover, not split brain."""
+    unexplained = run(spark, "bstar_single_active", history(), faults=())
+    assert unexplained.figures["takeovers_without_cause"] == 1
+    stepped = [*history(), ev(6.0, "primary", "bstar_state", state="passive", reason="dual active")]
+    res = run(spark, "bstar_single_active", stepped, faults=())
+    assert res.status == HELD, res
+    # Stepping down after the backup's first answer explains nothing.
+    late = [*history(), ev(8.5, "primary", "bstar_state", state="passive", reason="dual active")]
+    assert run(spark, "bstar_single_active", late, faults=()).figures["takeovers_without_cause"] == 1
+
+
+@pytest.mark.slow
 def test_both_in_state_active(spark) -> None:
     """The restarted primary records itself active while the backup is: split brain by state."""
     bad = [*history(), ev(12.0, "primary", "bstar_state", state="active", reason="peer restarted")]

@@ -22,7 +22,10 @@ their state changes (``bstar_state``), those are judged too.
     a client's budget of grace after the fault). An active server leaves that state only
     by dying, stalling or hearing that its peer is active, so E was still active when F
     answered. Faults on the clients' own links are no cause: they cut clients off, not
-    the servers from each other.
+    the servers from each other. Where the servers write ``bstar_state``, E recording a
+    state other than active between its last answer and F's first explains the handover
+    too: E stepped down, whatever told it to (a thawed peer's stale "active" announcement,
+    sent just before its freeze and delivered after it, makes a correct active step down).
   * *both in state active* (servers that write ``bstar_state``): two servers' recorded
     active intervals overlap, outside the windows of process faults on either of them
     (a frozen server serves nothing) and the peer timeout after each (a thawed server's
@@ -184,9 +187,13 @@ def _handovers(ctx: CheckContext, ans: DataFrame, grace_ns: int) -> DataFrame:
         .filter(F.col("prev_endpoint").isNotNull() & (F.col("prev_endpoint") != F.col("endpoint")))
     )
     rows = []
+    step_downs = _step_downs(ctx)
     for endpoint, instances in endpoint_instances(ctx).items():
         for lo, hi in takeout_spans(ctx, instances, grace_ns):
             rows.append((endpoint, lo, hi))
+        # A server that recorded leaving active gave up its clients: the handover is explained
+        # whatever made it step down (a thawed peer's stale "active" does, with no fault on it).
+        rows.extend((endpoint, ts, ts) for i in instances for ts in step_downs.get(i, ()))
     if not rows:
         return changes
     spans = F.broadcast(small_frame(ctx, rows, {"_e": "string", "_lo": "long", "_hi": "long"}))
@@ -196,6 +203,16 @@ def _handovers(ctx: CheckContext, ans: DataFrame, grace_ns: int) -> DataFrame:
         & (F.col("prev_s") <= F.col("_hi"))
     )
     return changes.join(spans, cond, "left_anti")
+
+
+def _step_downs(ctx: CheckContext) -> dict[str, list[int]]:
+    """server -> when it recorded a state other than active (none where servers write no states)."""
+    if "bstar_state" not in ctx.event_kinds():
+        return {}
+    out: dict[str, list[int]] = {}
+    for r in events_of(ctx, "bstar_state").filter(F.col("state") != "active").select("ts", "src").collect():
+        out.setdefault(r["src"], []).append(r["ts"])
+    return out
 
 
 def _state_intervals(ctx: CheckContext) -> dict[str, list[tuple[int, int]]]:

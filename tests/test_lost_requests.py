@@ -91,6 +91,29 @@ def test_no_lost_reports_what_a_dead_broker_held_unless_it_promises_to_survive_i
     assert promised.figures["lost_in_broker_outages"] == 0
 
 
+def test_no_lost_reports_a_request_a_cut_link_dropped_unless_the_cut_outlasts_the_expiry(spark):
+    """requeue is about a dead worker: a request dispatched into a 2 s disconnect of a
+    worker's link dies on the wire while the worker lives on (a correct Majordomo was
+    VIOLATED by explore's schedules); a cut longer than the expiry (5 s here) expires the
+    worker, and then the promise covers what it held. A cut of the clients' own link loses
+    what no broker ever saw, however long."""
+    brief = FaultWindow(3, "disconnect", "link:worker-1", t(20), t(22))
+    result = check("no_lost", make_ctx(spark, with_losses(), faults=[brief], requeue=True))
+    assert (result.status, result.violations) == (VIOLATED, 1)
+    assert result.examples[0]["rid"] == "client-5:2"  # the one in quiet time still counts
+    assert result.figures["lost_in_transit"] == 1
+    assert "1 more in flight as a link fault dropped data, not counted" in result.summary
+    long_cut = FaultWindow(4, "partition", "link:worker-1", t(20), t(30))
+    counted = check("no_lost", make_ctx(spark, with_losses(), faults=[long_cut], requeue=True))
+    assert (counted.violations, counted.figures["lost_in_transit"]) == (2, 0)
+    clients_cut = FaultWindow(5, "partition", "link:clients", t(20), t(30))
+    on_clients = check("no_lost", make_ctx(spark, with_losses(), faults=[clients_cut], requeue=True))
+    assert (on_clients.violations, on_clients.figures["lost_in_transit"]) == (1, 1)
+    # a slow link loses nothing: no excuse
+    slow = FaultWindow(6, "latency", "link:worker-1", t(20), t(22))
+    assert check("no_lost", make_ctx(spark, with_losses(), faults=[slow], requeue=True)).violations == 2
+
+
 def test_steady_state_counts_a_lost_request_outside_fault_windows(spark):
     result = check("steady_state", make_ctx(spark, with_losses(), faults=[KILL]))
     assert result.status == VIOLATED

@@ -16,7 +16,9 @@ from contract.rundir import RunMeta
 from reports.checkers.core import aggregates
 from reports.checkers.toolkit import (
     EACH_REQUEST,
+    END_OF_TIME,
     EVENT_KEYS,
+    NS,
     CheckContext,
     CheckResult,
     checker,
@@ -27,7 +29,9 @@ from reports.checkers.toolkit import (
     result,
     run_time,
     small_frame,
+    timers,
     with_excused,
+    with_meeting,
 )
 
 # --- no_lost ---------------------------------------------------------------------------
@@ -62,14 +66,19 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         in_fault, ctx, "in_broker_outage", ts="ts", until="lost_ts", instance="cid",
         own=False, link=False, broker_links=False, outage_only=True,
     )  # fmt: skip
+    # Nor is it about a message a cut link dropped on its way: no broker sees that loss while
+    # the worker it was sent to stays alive (see _transit_spans).
+    in_fault = with_meeting(in_fault, _transit_spans(ctx), "in_transit_loss", ts="ts", until="lost_ts")
     survives_all = any(
         survive_rule(e) == (OUTAGE, "") for e in ctx.promises.get("survives", DEFAULT_SURVIVES)
     )
     unpromised = declared & F.lit(not requeue) & F.col("in_fault")
     broker_died = declared & F.lit(not survives_all) & F.col("in_broker_outage") & ~unpromised
-    excused = unpromised | broker_died
+    in_transit = declared & F.col("in_transit_loss") & ~unpromised & ~broker_died
+    excused = unpromised | broker_died | in_transit
     requests = (
         in_fault.withColumn("broker_died", broker_died)
+        .withColumn("in_transit", in_transit)
         .withColumn("open", (F.col("replied") == 0) & (F.col("abandoned") == 0) & F.col("lost_ts").isNull())
         .withColumn(
             "indeterminate",
@@ -88,6 +97,7 @@ def no_lost(ctx: CheckContext) -> CheckResult:
             F.sum(F.when((F.col("replied") == 0) & (F.col("abandoned") == 1), 1)).alias("abandoned"),
             F.sum(F.col("indeterminate").cast("int")).alias("indeterminate"),
             F.sum(F.col("broker_died").cast("int")).alias("broker_died"),
+            F.sum(F.col("in_transit").cast("int")).alias("in_transit"),
             F.sum(F.col("lost").cast("int")).alias("lost"),
             F.sum((F.col("lost") & F.col("lost_ts").isNotNull()).cast("int")).alias("past_deadline"),
             F.sum(F.col("excused").cast("int")).alias("excused"),
@@ -102,8 +112,11 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         "indeterminate": indeterminate,
         "lost": lost,
         "lost_past_deadline": count(row["past_deadline"]),  # recorded `lost` by a no-resend client
-        "lost_in_faults_unpromised": count(row["excused"]) - count(row["broker_died"]),
+        "lost_in_faults_unpromised": count(row["excused"])
+        - count(row["broker_died"])
+        - count(row["in_transit"]),
         "lost_in_broker_outages": count(row["broker_died"]),
+        "lost_in_transit": count(row["in_transit"]),
         "requeue_promised": requeue,
     }
     summary = (
@@ -121,6 +134,11 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         summary += (
             f"; {figures['lost_in_broker_outages']} more held by a broker that died, not counted: "
             "surviving every outage is not promised"
+        )
+    if figures["lost_in_transit"]:
+        summary += (
+            f"; {figures['lost_in_transit']} more in flight as a link fault dropped data, not counted: "
+            "only a resend recovers a message a cut link lost"
         )
     if total == 0:
         return result(
@@ -155,6 +173,24 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         )
         found = examples(offenders)
     return result(summary, figures, violations=lost, examples=found)
+
+
+def _transit_spans(ctx: CheckContext) -> list[tuple[int, int, str | None]]:
+    """The faults during which a no-resend request may die on the wire, requeue or not: lossy
+    faults (a partition, a reset, a cut connection) on a client's link, where nothing but the
+    client could send it again, and those shorter than the system's expiry on any link, which
+    leave the worker alive in its broker's eyes while what was sent to it is gone. A longer
+    cut expires the worker, and the requeue promise covers what it held."""
+    expiry_ns = int(timers(ctx).after_s * NS)
+    spans: list[tuple[int, int, str | None]] = []
+    for f in ctx.faults:
+        if not f.lossy:
+            continue
+        on_clients = f.link is not None and f.link.clients
+        brief = f.stop_ns is not None and f.stop_ns - f.start_ns < expiry_ns
+        if on_clients or brief:
+            spans.append((f.start_ns, END_OF_TIME if f.stop_ns is None else f.stop_ns, None))
+    return spans
 
 
 # --- no_duplicate ----------------------------------------------------------------------

@@ -56,6 +56,7 @@ from reports.checkers.toolkit.excuses import (
     timers,
     timers_of,
     with_excused,
+    with_meeting,
 )
 from reports.checkers.toolkit.facts import (
     END_OF_TIME,
@@ -151,6 +152,7 @@ __all__ = [
     "timers",
     "timers_of",
     "with_excused",
+    "with_meeting",
     "with_state",
     "worker_instances",
 ]

@@ -249,7 +249,21 @@ def with_excused(
     flags of split_excused). One pass over ``df``, one expression: the faults are a literal
     array (``literal_rows``) each row is asked about, with no join and no job of their own
     (as an EXISTS over ``small_frame``, a broadcast existence join, it was a job per query)."""
-    spans = _flagged(ctx, instance, flags)
+    return with_meeting(df, _flagged(ctx, instance, flags), name, ts=ts, until=until, instance=instance)
+
+
+def with_meeting(
+    df: DataFrame,
+    spans: list[tuple[int, int, str | None]],
+    name: str,
+    *,
+    ts: str = "ts",
+    until: str | None = None,
+    instance: str | None = None,
+) -> DataFrame:
+    """``df`` with a boolean column ``name``: whether the row's [ts, until] meets one of the
+    spans (lo, hi, the instance it concerns or None for every one) - for spans a checker
+    picks by a rule of its own; ``with_excused`` picks them by the flags."""
     if not spans:
         return df.withColumn(name, F.lit(False))
     faults = literal_rows(spans, {"_f_lo": "long", "_f_hi": "long", "_f_inst": "string"})

@@ -316,6 +316,29 @@ def test_clock_faults_are_explored_only_where_libfaketime_is(monkeypatch: pytest
     assert clock <= set(space_of().kinds)
 
 
+def test_a_full_disk_is_explored_on_the_roles_that_keep_data_where_the_machine_can_mount(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import harness.explore.generate as generate_module
+
+    assert "disk_full" not in space_of("majordomo").kinds  # no role keeps a data_dir
+    monkeypatch.setattr(generate_module, "disk_missing", lambda: None)
+    space = space_of("titanic")
+    assert "disk_full" in space.kinds
+    keeps = {n for n, r in space.manifest.roles.items() if r.data_dir}
+    hit = {draw_fault(space, random.Random(s), "disk_full")["target"] for s in range(30)}
+    assert hit and all(generate_module._role_of(space, t) in keeps for t in hit), hit
+    # another kind made disk_full lands only on a target that keeps data
+    for seed in range(40):
+        data = generate(space, random.Random(seed))
+        changed, _ = mutate(space, data, random.Random(seed))
+        for f in changed["faults"]:
+            assert f["kind"] != "disk_full" or generate_module._role_of(space, f["target"]) in keeps, f
+        to_scenario(space, changed)
+    monkeypatch.setattr(generate_module, "disk_missing", lambda: "disk_full needs root")
+    assert "disk_full" not in space_of("titanic").kinds
+
+
 def test_an_exploration_resumes_as_its_explore_json_left_it(tmp_path: Path) -> None:
     space = space_of(SUBJECT, kinds=("freeze",), duration_s=10)
     state = Exploration(tmp_path, space, 9, "random", 5, None)

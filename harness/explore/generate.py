@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.clock import find_library
+from chaos.disk import missing as disk_missing
 from chaos.faults import FaultKind, Param, ParamProblem
 from chaos.kinds import FAULT_KINDS
 from chaos.malformed import families
@@ -121,7 +122,8 @@ def malformed_family(manifest: Manifest) -> str | None:
 
 def applicable_kinds(manifest: Manifest, topology: dict[str, int]) -> list[str]:
     """The fault kinds whose card applies to the manifest: process faults always (clock
-    faults where libfaketime is installed; never disk_full yet), link faults when the topology has links,
+    faults where libfaketime is installed; disk_full where a role keeps a data_dir and this
+    machine can mount one), link faults when the topology has links,
     ``malformed`` where the family has junk and some role binds an endpoint."""
     found = []
     for name, kind in FAULT_KINDS.items():
@@ -131,8 +133,8 @@ def applicable_kinds(manifest: Manifest, topology: dict[str, int]) -> list[str]:
             continue
         if kind.clock and find_library() is None:  # libfaketime is not installed
             continue
-        if kind.disk:  # it needs a role's data_dir and root to mount; not drawn yet (chaos/disk.py)
-            continue
+        if kind.disk and (not _data_roles(manifest) or disk_missing() is not None):
+            continue  # it fills a role's data_dir, on a file system mounted as root (chaos/disk.py)
         if kind.hosts:  # it needs network = "hosts", which generated scenarios do not say (chaos/hosts.py)
             continue
         found.append(name)
@@ -204,12 +206,25 @@ def length_of(kind: FaultKind, params: dict[str, Any]) -> float:
     return max((float(params[n]) for n, s in kind.params.items() if s.length and n in params), default=0.0)
 
 
+def _data_roles(manifest: Manifest) -> set[str]:
+    """The roles that keep a data folder (``data_dir``): what a disk fault can fill."""
+    return {name for name, role in manifest.roles.items() if role.data_dir}
+
+
+def _fits(space: Space, kind: FaultKind, role: str) -> bool:
+    """Whether ``kind`` can act on an instance of ``role``: junk goes to an endpoint the
+    target binds, a full disk is the data folder it keeps."""
+    if kind.name == "malformed":
+        return bool(space.binds.get(role))
+    if kind.disk:
+        return role in _data_roles(space.manifest)
+    return True
+
+
 def _target(space: Space, kind: FaultKind, rng: random.Random) -> str:
     if kind.target == "link":
         return rng.choice(space.links)
-    roles = sorted(space.processes)
-    if kind.name == "malformed":
-        roles = [r for r in roles if space.binds.get(r)]
+    roles = [r for r in sorted(space.processes) if _fits(space, kind, r)]
     # A role first, then one of its instances: a single broker is as likely a target as
     # the three workers together.
     return rng.choice(space.processes[rng.choice(roles)])
@@ -389,8 +404,9 @@ def _mutate_once(
         old = faults[index]
         scope = FAULT_KINDS[old["kind"]].target
         others = [k for k in space.kinds if k != old["kind"] and FAULT_KINDS[k].target == scope]
-        if "malformed" in others and not space.binds.get(_role_of(space, old["target"])):
-            others.remove("malformed")  # junk goes to an endpoint the target binds
+        if scope != "link":
+            role = _role_of(space, old["target"])
+            others = [k for k in others if _fits(space, FAULT_KINDS[k], role)]
         if not others:
             return _scenario(space, name, rng.randrange(1, SEED_RANGE), load, faults), "unchanged"
         kind = FAULT_KINDS[rng.choice(others)]

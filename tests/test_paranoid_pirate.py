@@ -225,3 +225,53 @@ def test_the_worker_survives_malformed_messages(procs: Procs, tmp_path: Path) ->
         assert worker.text().count("malformed") == 3
     finally:
         ctx.destroy(linger=0)
+
+
+def test_a_reply_to_the_previous_queues_request_reaches_no_client(system: System) -> None:
+    # libzmq numbers a ROUTER's peers from an unseeded rand(): a queue started again gives
+    # its first client the identity its predecessor gave its own first client. A worker that
+    # held a request across the restart (frozen, explore's paranoid-pirate seed 1) must not
+    # have its reply handed to the new client of that identity.
+    queue = system.start_queue()
+    ctx = zmq.Context()
+    try:
+        worker = ctx.socket(zmq.DEALER)
+        worker.identity = b"worker-x"
+        old_client = ctx.socket(zmq.DEALER)
+        for sock in (worker, old_client):
+            sock.linger = 0
+        worker.connect(system.backend)
+        worker.send(READY)
+        wait_for(lambda: system.registered("queue1", "worker-x"), 10, "the worker to register")
+        old_client.connect(system.frontend)
+        old_client.send_multipart([b"", b"old request"])
+        assert worker.poll(10_000), "the queue never handed the worker the request"
+        held = worker.recv_multipart()
+        while held == [HEARTBEAT]:
+            assert worker.poll(10_000)
+            held = worker.recv_multipart()
+        assert held[-1] == b"old request"
+        old_client.close()
+        queue.stop()
+
+        system.start_queue()
+        new_client = ctx.socket(zmq.DEALER)
+        new_client.linger = 0
+        new_client.connect(system.frontend)
+        new_client.send_multipart([b"", b"new request"])
+        worker.send_multipart(held)  # the old request's reply, sent to the new queue
+        worker.send(READY)
+        deadline = time.monotonic() + 10
+        while True:
+            assert worker.poll(int(max(0.0, deadline - time.monotonic()) * 1000)), "no request came"
+            frames = worker.recv_multipart()
+            if frames != [HEARTBEAT]:
+                break
+        assert frames[-1] == b"new request"
+        worker.send_multipart(frames)
+        assert new_client.poll(10_000), "the new client got no reply"
+        assert new_client.recv_multipart() == [b"", b"new request"]
+        discards = wait_for(lambda: system.events("queue2", "discard"), 10, "the old reply's discard")
+        assert discards[0]["worker"] == "worker-x"
+    finally:
+        ctx.destroy(linger=0)

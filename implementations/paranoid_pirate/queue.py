@@ -8,8 +8,15 @@ Only READY registers a worker, as 6/PPP says (a worker must speak first with REA
 that loses its queue starts over with READY). A HEARTBEAT, a reply or junk from a peer the
 queue does not know registers nobody: the guide's queue listed any sender, so a stranger's
 ``[x, '', y]`` took requests it would never answer. A reply from an unknown peer (a worker
-expired while busy, or one of the previous queue's) still goes to the client its envelope
-names; that worker comes back once it notices the queue's silence and sends READY.
+expired while busy) still goes to the client its envelope names; that worker comes back
+once it notices the queue's silence and sends READY.
+
+A client's identity goes to the worker behind a random mark of this queue's, and a reply
+is forwarded only with that mark (``discard`` otherwise). libzmq numbers a ROUTER's peers
+from ``rand()`` never seeded, so a queue started again hands its clients the very
+identities its predecessor did: a reply a worker held across a restart of the queue (a
+worker frozen with a predecessor's request) would otherwise reach whichever client now has
+that identity (explore, paranoid-pirate seed 1: client-1's reply at client-6).
 
 A request handed to a worker that dies is not lost with it, as it is in the guide's queue
 (which forgets what it handed out, so only the client's resend brings it back): the queue
@@ -24,6 +31,7 @@ A client that never resends is then answered too (``requeue = true``, README). R
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections import OrderedDict, deque
 
@@ -32,6 +40,9 @@ import zmq
 from contract.payload import rid_of
 from implementations.paranoid_pirate.protocol import HEARTBEAT, Malformed, describe, parse_from_worker
 from implementations.runtime import announce_ready, end_role, start_role
+
+#: Random bytes a queue puts before each client identity it sends a worker.
+MARK_BYTES = 8
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -72,6 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     known: dict[bytes, float] = {}
     held: dict[bytes, list[bytes]] = {}  # worker -> the request it is working on
     waiting: deque[list[bytes]] = deque()  # to dispatch: dead workers' requests first
+    mark = os.urandom(MARK_BYTES)  # this queue's, before each client identity it hands out
     heartbeat_at = time.monotonic() + interval
     announce_ready(log, f"frontend {args.frontend} backend {args.backend}")
     try:
@@ -108,7 +120,17 @@ def main(argv: list[str] | None = None) -> None:
                     if worker not in held:
                         idle[worker] = None
                 if message is not None:
-                    frontend.send_multipart(message.frames())
+                    client = message.envelope[0]
+                    if client.startswith(mark):
+                        frontend.send_multipart([client[len(mark) :], *message.frames()[1:]])
+                    else:  # a predecessor's request: its client resent it, another has its identity
+                        log.info("reply from %s to a request of another queue's: dropped", name)
+                        history.emit(
+                            "discard",
+                            worker=name,
+                            rid=rid_of(message.body[0]),
+                            reason="a reply to another queue's request",
+                        )
 
             if frontend in events:
                 frames = frontend.recv_multipart()
@@ -121,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
             while idle and waiting:
                 frames = waiting.popleft()
                 worker, _ = idle.popitem(last=False)
-                backend.send_multipart([worker, *frames])
+                backend.send_multipart([worker, mark + frames[0], *frames[1:]])
                 held[worker] = frames
                 rid = rid_of(frames[2])
                 if rid is not None and history.enabled:

@@ -125,3 +125,40 @@ def test_malformed_input_is_survived(cluster: Cluster) -> None:
     assert cluster.request(b"c:1|x") == b"c:1|x"
     assert queue.popen.poll() is None and server.popen.poll() is None
     assert queue.stop() == 0 and server.stop() == 0
+
+
+def test_a_reply_to_the_previous_queues_request_reaches_no_client(cluster: Cluster) -> None:
+    # libzmq numbers a ROUTER's peers from an unseeded rand(): a queue started again gives
+    # its first client the identity its predecessor gave its own first client. A server that
+    # answers a predecessor's request after the restart must not reach the new client.
+    args = ["--frontend", cluster.frontend, "--backend", cluster.backend, "--reply-timeout-ms", "2000"]
+    queue = cluster.start("implementations.reliable_sketch.queue", args, "queue1")
+    server = cluster.context.socket(zmq.REQ)  # a server of the sketch, by hand
+    old_client = cluster.context.socket(zmq.DEALER)
+    for sock in (server, old_client):
+        sock.linger = 0
+    server.connect(cluster.backend)
+    server.send(sk.READY)
+    cluster.wait_event("worker_ready", src="queue1")
+    old_client.connect(cluster.frontend)
+    old_client.send_multipart([b"", b"c:1|old"])
+    assert server.poll(10_000), "the queue never handed the server the request"
+    held = server.recv_multipart()
+    assert held[-1] == b"c:1|old"
+    old_client.close()
+    queue.stop()
+
+    cluster.start("implementations.reliable_sketch.queue", args, "queue2")
+    new_client = cluster.context.socket(zmq.DEALER)
+    new_client.linger = 0
+    new_client.connect(cluster.frontend)
+    new_client.send_multipart([b"", b"c:2|new"])
+    server.send_multipart(held)  # the old request's reply, which reaches the new queue
+    assert server.poll(10_000), "the new queue never handed the server the new request"
+    request = server.recv_multipart()
+    assert request[-1] == b"c:2|new"
+    server.send_multipart(request)
+    assert new_client.poll(10_000), "the new client got no reply"
+    assert new_client.recv_multipart() == [b"", b"c:2|new"]
+    discard = cluster.wait_event("discard", src="queue2")
+    assert discard["rid"] == "c:1" and discard["reason"] == "another queue's request"

@@ -18,7 +18,12 @@ comes back when it signals it is ready again. Choices where the sketch leaves a 
   A server that dies while disabled stays on the disabled list; at most ``MAX_DISABLED``
   are remembered.
 - A reply is forwarded to the client address in its envelope; a request is forwarded at
-  most once (``discard`` for any later reply to it).
+  most once (``discard`` for any later reply to it). The client address goes to the server
+  behind a random mark of this queue's, and a reply without that mark is discarded: libzmq
+  numbers a ROUTER's peers from an unseeded ``rand()``, so a queue started again hands its
+  clients its predecessor's identities, and a server's late reply to a predecessor's
+  request would reach whichever client has that identity now (the same fault explore
+  found in the Paranoid Pirate queue).
 - A request is sent at most ``--max-sends`` times (default 8): one that no server answers
   in time however often it is resent (a 10 MB body never echoed within 10 ms) is dropped
   with ``request_expired`` instead of being resent forever, which would keep every later
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass
@@ -58,6 +64,8 @@ BATCH = 200
 MAX_DISABLED = 1000
 #: Sends of one request before the queue gives up on it (the sketch resends without end).
 MAX_SENDS = 8
+#: Random bytes a queue puts before each client address it sends a server.
+MARK_BYTES = 8
 
 
 @dataclass
@@ -93,6 +101,7 @@ class Queue:
         self.disabled: OrderedDict[bytes, str] = OrderedDict()
         self.resend: deque[Pending] = deque()
         self.discarded = 0
+        self.mark = os.urandom(MARK_BYTES)  # this queue's, before each client address it sends out
 
     @staticmethod
     def _name(server: bytes) -> str:
@@ -131,11 +140,14 @@ class Queue:
             return
         if pending is not None and pending.answered:
             self.writer.emit("discard", worker=self._name(server), rid=pending.rid, reason="already answered")
+        elif not msg.client.startswith(self.mark):
+            # An earlier queue's request: its client resent it, another client has its identity.
+            rid = next(filter(None, map(rid_of, msg.body)), "")
+            self.writer.emit("discard", worker=self._name(server), rid=rid, reason="another queue's request")
         else:
-            # A reply to a request of an earlier queue goes out too: its envelope says where.
             if pending is not None:
                 pending.answered = True
-            self.frontend.send_multipart(to_client(msg.client, msg.body))
+            self.frontend.send_multipart(to_client(msg.client[len(self.mark) :], msg.body))
         if pending is None and server not in self.ready:
             self._ready(server, "ready")
         else:
@@ -171,7 +183,8 @@ class Queue:
                 continue
             server, _ = self.ready.popitem(last=False)
             try:
-                self.backend.send_multipart(to_server(server, pending.request), zmq.NOBLOCK)
+                marked = Request(self.mark + pending.request.client, pending.request.body)
+                self.backend.send_multipart(to_server(server, marked), zmq.NOBLOCK)
             except zmq.ZMQError as exc:
                 if exc.errno not in (zmq.EHOSTUNREACH, zmq.EAGAIN):
                     raise

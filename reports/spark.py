@@ -119,6 +119,13 @@ def _preload() -> None:
     registry()
 
 
+def _start_preload() -> None:
+    """``_preload`` on its own thread, once pyspark.sql is whole (the thread imports from it)."""
+    import pyspark.sql  # noqa: F401
+
+    threading.Thread(target=_preload, name="zchaos-preload", daemon=True).start()
+
+
 def driver_memory(events: int | None) -> str:
     """The driver heap for a history of ``events`` events (local mode runs every task in it)."""
     if os.environ.get("ZCHAOS_SPARK_DRIVER_MEMORY"):
@@ -154,17 +161,13 @@ def get_spark(events: int | None = None) -> SparkSession:
         return _session
     url = connect.remote()
     if url is not None:  # the user's endpoint, or an error: never a local Spark instead
-        import pyspark.sql  # whole before the preload thread imports from it
-
-        threading.Thread(target=_preload, name="zchaos-preload", daemon=True).start()
+        _start_preload()
         _session = connect.remote_session(url)
         _endpoint = url
         return _session
     server = connect.running() if connect.wanted() else None
     if server is not None:
-        import pyspark.sql  # noqa: F401 - whole before the preload thread imports from it
-
-        threading.Thread(target=_preload, name="zchaos-preload", daemon=True).start()
+        _start_preload()
         try:
             _session = connect.session(server)
             _remote = server
@@ -184,7 +187,7 @@ def get_spark(events: int | None = None) -> SparkSession:
 
     spark_home = Path(_find_spark_home())
     _bridge_to_log()
-    threading.Thread(target=_preload, name="zchaos-preload", daemon=True).start()
+    _start_preload()
     plan = cds.prepare(spark_home, CONF_DIR / "log4j2.properties", _log)
     try:
         _session = _start(events, spark_home, plan)

@@ -39,6 +39,10 @@ HOWS = ("drop", "reset")
 #: hears nothing from the others; ``out``: what it sends them is lost.
 DIRECTIONS = ("both", "in", "out")
 NETEM_DIRECTIONS = ("out", "in", "both")
+#: A rule's match and target that answer TCP with a reset, a reset itself excepted: cut both
+#: ways, the reset one side's rule sends was lost at the other's rule, and a connect hung as at
+#: a silent partition (measured: a connect timed out under how = "reset", direction = "both").
+RESET = ["!", "--tcp-flags", "RST", "RST", "-j", "REJECT", "--reject-with", "tcp-reset"]
 
 
 def iptables_missing() -> str | None:
@@ -122,9 +126,11 @@ def partition_rules(how: str, sources: list[str], tag: str) -> list[list[str]]:
     for source in sources:
         base = ["INPUT", "-s", source, "-m", "comment", "--comment", tag]
         if how == "reset":
-            # TCP is answered with a reset; the rest (none of ZeroMQ's) dropped
-            rules.append([*base, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"])
-        rules.append([*base, "-j", "DROP"])
+            # TCP is answered with a reset, the rest (none of ZeroMQ's) dropped
+            rules.append([*base, "-p", "tcp", *RESET])
+            rules.append([*base, "!", "-p", "tcp", "-j", "DROP"])
+        else:
+            rules.append([*base, "-j", "DROP"])
     return rules
 
 

@@ -88,6 +88,9 @@ def test_partition_rules_lose_packets_where_they_arrive_one_way_or_both() -> Non
     ]
     reset = partition_rules("reset", ["a"], "t")
     assert reset[0][-4:] == ["-j", "REJECT", "--reject-with", "tcp-reset"] and reset[1][-2:] == ["-j", "DROP"]
+    # a reset passes the rules (the other side's REJECT sends it): both ways, it was lost
+    assert reset[0][-8:-4] == ["!", "--tcp-flags", "RST", "RST"]
+    assert reset[1][-5:-2] == ["!", "-p", "tcp"]
     address = {"t": "10.0.0.2", "p": "10.0.0.3", "q": "10.0.0.4"}
     cut = [("t", ["p", "q"])]
     both = cut_rules(cut, "drop", "both", address, "x")
@@ -269,6 +272,19 @@ def test_a_silent_partition_leaves_a_connect_hanging_and_a_reset_refuses_it(
     assert connect_from(hosts, "client", hosts.address("server"), server, 2) == "refused"
     assert applied.remove() == []
     assert connect_from(hosts, "client", hosts.address("server"), server, 2) == "ok"
+
+
+@needs_root
+@needs_iptables
+def test_a_reset_both_ways_refuses_a_connect_rather_than_hang_it(hosts: Hosts, server: int) -> None:
+    """Cut both ways, each side's rule rejected the reset the other's sent, so the connect
+    hung as at a silent partition (measured before the fix: timeout)."""
+    params = {"how": "reset", "direction": "both", "shape": "isolate", "peers": "client"}
+    applied, _ = add_partition(hosts, 9, "server", params)
+    try:
+        assert connect_from(hosts, "client", hosts.address("server"), server, 3) == "refused"
+    finally:
+        assert applied.remove() == []
 
 
 @needs_root

@@ -116,6 +116,16 @@ class Host:
     veth: str  # the veth's end on the bridge (root namespace); ``eth0`` inside
 
 
+@dataclass(frozen=True)
+class LinkPath:
+    """A link of a hosts-mode run (harness/topology.py names them): the host that connects,
+    the host of the endpoint's binder, and the endpoint's port."""
+
+    connector: str
+    binder: str
+    port: int
+
+
 class Hosts:
     """The namespaces, bridge and links of one run: ``open`` before anything starts,
     ``close`` after every process stopped."""
@@ -132,6 +142,9 @@ class Hosts:
             for i, name in enumerate(names)
         }
         self._made: list[tuple[str, str]] = []  # ("ns"|"link", name) in the order made
+        #: The run's links by name (``link:worker-1``), for the link cards carried out by rules
+        #: (chaos/packets.py ``hold_link``): the runner fills it from its topology.
+        self.links: dict[str, LinkPath] = {}
 
     @property
     def gateway(self) -> str:

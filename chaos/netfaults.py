@@ -162,5 +162,11 @@ def hold(nemesis: FaultRun, fault: PlannedFault, active: ActiveFault) -> None:
 
 
 def toxic_fault(nemesis: FaultRun, kind: FaultKind, fault: PlannedFault) -> None:
-    """The ``run`` of a card made of a toxic: add it to the target's links for the duration."""
+    """The ``run`` of a card made of a toxic: add it to the target's links for the duration
+    (in hosts mode, the card's rules instead: ``on_hosts``)."""
+    if nemesis.hosts is not None and kind.on_hosts is not None:
+        from chaos.packets import hold_link
+
+        hold_link(nemesis, fault, kind.on_hosts)
+        return
     hold(nemesis, fault, network_of(nemesis).poison(kind, fault.target, fault.params))

@@ -27,7 +27,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from chaos.hosts import LOAD_HOST, Hosts, HostsError, in_ns, run_cmd
+from chaos.hosts import LOAD_HOST, Hosts, HostsError, LinkPath, in_ns, run_cmd
 
 if TYPE_CHECKING:
     from chaos.faults import FaultRun
@@ -212,6 +212,58 @@ def hold_partition(nemesis: FaultRun, fault: PlannedFault) -> None:
     _hold(nemesis, fault, applied, what)
 
 
+# --- a link's cut: the proxy's partition and disconnect, at the IP level ------------------
+
+
+def link_rules(
+    path: LinkPath, how: str, direction: str, address: dict[str, str], tag: str
+) -> list[tuple[str, list[str]]]:
+    """(host whose namespace holds it, rule) that cut one link's TCP flows and nothing else
+    between the two hosts: ``upstream`` (what the connector sends the endpoint) in the binder's
+    INPUT, ``downstream`` (what comes back) in the connector's, as the proxy's directions."""
+    jump = RESET if how == "reset" else ["-j", "DROP"]
+    found = []
+    tagged = ["-m", "comment", "--comment", tag]
+    if direction in ("both", "upstream"):
+        flow = ["-s", address[path.connector], "-p", "tcp", "--dport", str(path.port)]
+        found.append((path.binder, ["INPUT", *flow, *tagged, *jump]))
+    if direction in ("both", "downstream"):
+        flow = ["-s", address[path.binder], "-p", "tcp", "--sport", str(path.port)]
+        found.append((path.connector, ["INPUT", *flow, *tagged, *jump]))
+    return found
+
+
+def add_link_cut(hosts: Hosts, fault_id: int, target: str, how: str, direction: str) -> tuple[Applied, str]:
+    """Cut the links ``target`` covers (a link, or every link of an instance) by rules."""
+    from contract.links import covers
+
+    paths = {name: path for name, path in hosts.links.items() if covers(target, name)}
+    if not paths:
+        known = ", ".join(sorted(hosts.links)) or "none"
+        raise HostsError(f"no link for target {target!r} (links: {known})")
+    address = {n: hosts.address(n) for n in hosts.hosts}
+    applied = Applied()
+    try:
+        for path in paths.values():
+            for host, rule in link_rules(path, how, direction, address, f"zchaos-fault-{fault_id}"):
+                run_cmd(in_ns(hosts.ns(host), ["iptables", "-w", "-A", *rule]))
+                applied.rules.append((hosts.ns(host), rule))
+    except HostsError:
+        applied.remove()
+        raise
+    what = "; ".join(f"{p.connector} -> {p.binder}:{p.port}" for p in paths.values())
+    word = "packets dropped" if how == "drop" else "TCP reset"
+    return applied, f"{', '.join(paths)} cut at the IP level ({word}, {direction}): {what}"
+
+
+def hold_link(nemesis: FaultRun, fault: PlannedFault, how: str) -> None:
+    """A link card (``partition``, ``disconnect``) in hosts mode: the link's flows cut by rules
+    for duration_s, then whole again."""
+    direction = fault.params.get("direction", "both")
+    applied, what = add_link_cut(_hosts_of(nemesis), fault.fault_id, fault.target, how, direction)
+    _hold(nemesis, fault, applied, what)
+
+
 # --- netem -----------------------------------------------------------------------------
 
 
@@ -273,9 +325,16 @@ def _hosts_of(nemesis: FaultRun) -> Hosts:
 
 
 def _hold(nemesis: FaultRun, fault: PlannedFault, applied: Applied, what: str) -> None:
-    """Record the start, wait out the duration (or the run's end), remove, record the stop."""
+    """Record the start, wait out the duration (or the run's end), remove, record the stop.
+    The start names the pid in the target's host when one runs there, as a process fault's
+    does (evidence); none is no miss: the host is cut whether its process runs or not, and
+    one started during the fault is cut too."""
+    from contract.links import CLIENTS, target_instance
+
+    instance = target_instance(fault.target)
+    pid = nemesis.control.running(instance) if instance != CLIENTS else None
     try:
-        nemesis.started(fault, detail=what)
+        nemesis.started(fault, detail=what, **({"pid": pid} if pid is not None else {}))
         nemesis.wait(float(fault.params["duration_s"]))
     finally:
         failed = applied.remove()

@@ -149,6 +149,11 @@ def machine_problems(scenario: Scenario) -> list[str]:
     for kind in (FAULT_KINDS[f.kind] for f in scenario.faults):
         if kind.missing is not None and (why := kind.missing()) is not None:
             found[why] = None
+        if scenario.network == "hosts" and kind.on_hosts is not None:
+            from chaos.packets import iptables_missing
+
+            if (why := iptables_missing()) is not None:  # the link card is made of rules there
+                found[why] = None
     return list(found)
 
 
@@ -385,6 +390,7 @@ class Runner:
         except HostsError as exc:
             raise SetupError(f"cannot make the run's hosts: {exc}") from None
         self.topology.use_hosts(hosts)
+        hosts.links = self.topology.link_paths()
         self.meta["hosts"] = {h.name: h.address for h in hosts.hosts.values()}
         self._write_meta()
         self.progress.note(
@@ -474,6 +480,8 @@ class Runner:
         through them. Without one, links stay direct: a proxy would only add latency."""
         if not any(FAULT_KINDS[f.kind].target == "link" for f in self.plan):
             return
+        if self.hosts is not None:
+            return  # no proxy on hosts: a link card there is made of rules (chaos/packets.py)
         from chaos.netfaults import NetworkFaults
         from chaos.toxiproxy_client import ToxiproxyError, toxiproxy_server
 

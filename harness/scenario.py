@@ -113,7 +113,7 @@ from chaos.kinds import FAULT_KINDS
 from chaos.nemesis import PlannedFault, Schedule, plan_faults
 from contract.calibration import Calibration, is_relative, parse_relative
 from contract.errors import SetupError, key_path
-from contract.links import CLIENTS, covers
+from contract.links import CLIENTS, covers, parse_link
 from contract.promises import (
     AUTO_DEADLINE,
     DEFAULT_AVAILABILITY_WINDOW_S,
@@ -141,6 +141,7 @@ from harness.manifest import (
     Promises,
     adapter_of,
     check_client_options,
+    client_endpoints,
     known_options,
     link_names,
     load_manifest,
@@ -474,6 +475,26 @@ def check_target(
     if link_fault:
         known.append(CLIENTS)
     raise ft.error("target", f"unknown target {target!r} (known: {', '.join(known)})")
+
+
+def _link_ends(target: str, manifest: Manifest) -> str:
+    """The processes at the ends of a link fault's target, as targets of a process fault
+    (``target = "worker-1" or "queue"``): the connecting instance (not the load, which no
+    process fault targets) and the roles that bind what it connects to."""
+    link = parse_link(target)
+    instance = target if link is None else link.instance
+    if link is not None and link.endpoint is not None:
+        endpoints = [link.endpoint]
+    elif instance == CLIENTS:
+        endpoints = client_endpoints(manifest)
+    else:
+        role = manifest.roles.get(instance.rsplit("-", 1)[0]) or manifest.roles.get(
+            instance.partition(":")[0]
+        )
+        endpoints = list(role.connects) if role is not None else []
+    ends = [] if instance == CLIENTS else [instance]
+    ends += [r for r in dict.fromkeys(manifest.endpoints[e] for e in endpoints if e in manifest.endpoints)]
+    return "target = " + " or ".join(f'"{e}"' for e in ends)
 
 
 def _number(value: Any, default: float) -> float:
@@ -848,11 +869,12 @@ def parse_scenario(
         check_target(target, kind.target == "link", manifest, topology, ft)
         if kind.hosts and network != "hosts":
             raise ft.error("kind", f'{kind_name} acts on packets between hosts: it needs network = "hosts"')
-        if kind.target == "link" and network == "hosts":
+        if kind.target == "link" and network == "hosts" and kind.on_hosts is None:
+            instead = kind.hosts_instead or "host_partition or netem on {ends}"
             raise ft.error(
                 "kind",
-                f'{kind_name} goes through the fault proxy, which network = "hosts" has not: '
-                "use host_partition or netem there",
+                f'{kind_name} on {target} needs the fault proxy, which network = "hosts" has not; '
+                f"instead: {instead.format(ends=_link_ends(target, manifest))}",
             )
         schedule = _schedule(ft, duration_s)
         params = {}
@@ -868,6 +890,13 @@ def parse_scenario(
             if value is not None:
                 params[pname] = value
         ft.done()
+        if kind.on_hosts is not None and network == "hosts" and params.get("toxicity", 1.0) < 1.0:
+            # a rule cuts every connection of the link; the proxy picks some
+            raise ft.error(
+                "toxicity",
+                f"{kind_name} on hosts cuts every connection of the link: "
+                'toxicity < 1 needs network = "proxy"',
+            )
         if kind.validate is not None:
             try:
                 kind.validate(params, target, manifest)

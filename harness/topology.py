@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from chaos.hosts import LOAD_HOST
+from chaos.hosts import LOAD_HOST, LinkPath
 from contract.history import ENV_HISTORY_DIR, ENV_SOURCE
 from contract.links import CLIENTS
 from contract.ports import PortAllocator
@@ -79,6 +79,17 @@ class Topology:
         if self.hosts is None or binder is None:
             return "127.0.0.1"
         return self.hosts.address(binder)
+
+    def link_paths(self) -> dict[str, LinkPath]:
+        """Hosts mode: each link's connecting host, its endpoint's binder's host and port (the
+        link cards made of rules cut these flows, chaos/packets.py ``hold_link``)."""
+        paths = {}
+        for link in self.links():
+            binder = self.binder(link.endpoint)
+            if binder is not None:
+                connector = LOAD_HOST if link.instance == CLIENTS else link.instance
+                paths[link.name] = LinkPath(connector, binder, link.upstream_port)
+        return paths
 
     # -- addresses and links --------------------------------------------------------
 

@@ -19,14 +19,16 @@ from pathlib import Path
 
 import pytest
 
-from chaos.hosts import MARK, Hosts, in_ns, remove_leftovers
+from chaos.hosts import MARK, Hosts, HostsError, LinkPath, in_ns, remove_leftovers
 from chaos.packets import (
     Applied,
+    add_link_cut,
     add_netem,
     add_partition,
     cut_rules,
     groups,
     iptables_missing,
+    link_rules,
     netem_args,
     netem_missing,
     partition_rules,
@@ -105,6 +107,25 @@ def test_partition_rules_lose_packets_where_they_arrive_one_way_or_both() -> Non
     assert len(cut_rules(ring, "drop", "both", address, "x")) == 2
 
 
+def test_a_link_card_on_hosts_cuts_the_links_own_flows_in_the_proxys_directions() -> None:
+    address = {"worker-1": "10.0.0.3", "queue": "10.0.0.2"}
+    path = LinkPath("worker-1", "queue", 5555)
+    both = link_rules(path, "drop", "both", address, "t")
+    # upstream (towards the binder) in the binder's INPUT, downstream in the connector's
+    tail = ["-m", "comment", "--comment", "t", "-j", "DROP"]
+    assert both == [
+        ("queue", ["INPUT", "-s", "10.0.0.3", "-p", "tcp", "--dport", "5555", *tail]),
+        ("worker-1", ["INPUT", "-s", "10.0.0.2", "-p", "tcp", "--sport", "5555", *tail]),
+    ]
+    assert [h for h, _ in link_rules(path, "drop", "upstream", address, "t")] == ["queue"]
+    assert [h for h, _ in link_rules(path, "drop", "downstream", address, "t")] == ["worker-1"]
+    reset = link_rules(path, "reset", "both", address, "t")
+    assert all(
+        r[-8:] == ["!", "--tcp-flags", "RST", "RST", "-j", "REJECT", "--reject-with", "tcp-reset"]
+        for _, r in reset
+    )
+
+
 def test_netem_arguments_follow_its_manual() -> None:
     assert netem_args({"delay_ms": 100, "jitter_ms": 20, "correlation_pct": 25}) == [
         "delay", "100ms", "20ms", "25%",
@@ -141,8 +162,27 @@ def test_packet_faults_need_hosts_and_proxy_faults_need_the_proxy(tmp_path: Path
         SetupError, match='host_partition acts on packets between hosts: it needs network = "hosts"'
     ):
         load_scenario(path)
-    path.write_text(scenario_text("hosts", "partition", "duration_s = 2\n"))
-    with pytest.raises(SetupError, match="fault proxy"):
+    # the proxy's partition and disconnect are made of rules on hosts; the rest are refused,
+    # each saying what to use there instead
+    for kind in ("partition", "disconnect"):
+        path.write_text(
+            scenario_text("hosts", kind, 'duration_s = 2\ntarget = "link:worker-1"\n').replace(
+                'target = "worker-1"\n', ""
+            )
+        )
+        assert load_scenario(path).faults[0].kind == kind
+    path.write_text(scenario_text("hosts", "partition", "duration_s = 2\ntoxicity = 0.5\n"))
+    with pytest.raises(SetupError, match="toxicity < 1 needs network"):
+        load_scenario(path)
+    path.write_text(scenario_text("hosts", "latency", "duration_s = 2\nlatency_ms = 50\n"))
+    with pytest.raises(SetupError) as refused:
+        load_scenario(path)
+    assert str(refused.value).endswith(
+        'faults[0].kind: latency on worker-1 needs the fault proxy, which network = "hosts" has not; '
+        'instead: netem with delay_ms and jitter_ms on target = "worker-1" or "queue"'
+    )
+    path.write_text(scenario_text("hosts", "limit_data", "duration_s = 2\nbytes = 100\n"))
+    with pytest.raises(SetupError, match="only a proxy can"):
         load_scenario(path)
     path.write_text(scenario_text("hosts", "netem", "duration_s = 2\n"))
     with pytest.raises(SetupError, match="give netem something to do"):
@@ -285,6 +325,39 @@ def test_a_reset_both_ways_refuses_a_connect_rather_than_hang_it(hosts: Hosts, s
         assert connect_from(hosts, "client", hosts.address("server"), server, 3) == "refused"
     finally:
         assert applied.remove() == []
+
+
+@needs_root
+@needs_iptables
+def test_a_link_cut_on_hosts_cuts_that_link_and_no_other(hosts: Hosts, server: int) -> None:
+    """The proxy's partition (drop) and disconnect (reset) of ``link:client``: its own flows
+    to the server's port, not another port between the same two hosts, nor another host."""
+    hosts.links = {"link:client": LinkPath("client", "server", server)}
+    closed = free_port(hosts, "server")
+    applied, what = add_link_cut(hosts, 3, "client", "drop", "both")
+    try:
+        assert what.startswith("link:client cut at the IP level (packets dropped, both)")
+        assert connect_from(hosts, "client", hosts.address("server"), server, 1.0) == "timeout"
+        assert connect_from(hosts, "client", hosts.address("server"), closed, 2) == "refused", "another port"
+        assert connect_from(hosts, "other", hosts.address("server"), server, 2) == "ok", "another host"
+    finally:
+        assert applied.remove() == []
+    assert connect_from(hosts, "client", hosts.address("server"), server, 2) == "ok"
+    applied, _ = add_link_cut(hosts, 4, "link:client", "reset", "both")
+    try:
+        assert connect_from(hosts, "client", hosts.address("server"), server, 2) == "refused"
+    finally:
+        assert applied.remove() == []
+    assert "zchaos" not in rules_in(hosts.ns("server")) + rules_in(hosts.ns("client"))
+    with pytest.raises(HostsError, match="no link for target 'worker-1'"):
+        add_link_cut(hosts, 5, "worker-1", "drop", "both")
+
+
+def free_port(hosts: Hosts, host: str) -> int:
+    """A port nothing listens on in ``host``."""
+    code = "import socket\ns = socket.socket(); s.bind(('0.0.0.0', 0)); print(s.getsockname()[1])\n"
+    done = subprocess.run(in_ns(hosts.ns(host), [sys.executable, "-c", code]), capture_output=True, text=True)
+    return int(done.stdout)
 
 
 @needs_root

@@ -20,4 +20,5 @@ KIND = FaultKind(
     lossy=True,
     harm=SLOWDOWN,
     toxic=Toxic("bandwidth", {"rate_kb_s": "rate"}),
+    hosts_instead="netem with rate_kbit on {ends}",
 )

@@ -1,5 +1,6 @@
 """``disconnect``: the link's proxy disabled (connections closed with FIN, new ones refused),
-then enabled again."""
+then enabled again. With ``network = "hosts"`` (no proxy) the link's own TCP packets are
+answered with resets instead (chaos/packets.py ``hold_link``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,13 @@ if TYPE_CHECKING:
 
 
 def run(nemesis: FaultRun, kind: FaultKind, fault: PlannedFault) -> None:
+    if nemesis.hosts is not None and kind.on_hosts is not None:
+        # no proxy on hosts: the link's TCP flows answered with resets (open ones reset at
+        # their next packet, new ones refused), as near as packets come to a closed proxy
+        from chaos.packets import hold_link
+
+        hold_link(nemesis, fault, kind.on_hosts)
+        return
     hold(nemesis, fault, network_of(nemesis).disable(fault.target))
 
 
@@ -23,4 +31,5 @@ KIND = FaultKind(
     run,
     {"duration_s": duration()},
     lossy=True,
+    on_hosts="reset",
 )

@@ -20,4 +20,5 @@ KIND = FaultKind(
     },
     harm=SLOWDOWN,
     toxic=Toxic("latency", {"latency_ms": "latency", "jitter_ms": "jitter"}),
+    hosts_instead="netem with delay_ms and jitter_ms on {ends}",
 )

@@ -19,4 +19,5 @@ KIND = FaultKind(
     },
     lossy=True,
     toxic=Toxic("limit_data", {"bytes": "bytes"}),
+    hosts_instead='none: it counts the bytes of a connection, which only a proxy can (network = "proxy")',
 )

@@ -1,5 +1,6 @@
 """``partition``: blackhole a link's data (Toxiproxy ``timeout`` 0); removing the toxic closes
-the connections, as Toxiproxy does, so peers reconnect."""
+the connections, as Toxiproxy does, so peers reconnect. With ``network = "hosts"`` (no proxy)
+iptables rules drop the link's own TCP packets instead (chaos/packets.py ``hold_link``)."""
 
 from __future__ import annotations
 
@@ -14,4 +15,5 @@ KIND = FaultKind(
     {"duration_s": duration(), "direction": direction("both"), "toxicity": toxicity()},
     lossy=True,
     toxic=Toxic("timeout", fixed={"timeout": 0}),
+    on_hosts="drop",
 )

@@ -20,4 +20,5 @@ KIND = FaultKind(
     },
     lossy=True,
     toxic=Toxic("reset_peer", {"timeout_ms": "timeout"}),
+    hosts_instead='disconnect (TCP resets of the link at the IP level) or host_partition with how = "reset"',
 )

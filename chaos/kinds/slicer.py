@@ -39,4 +39,5 @@ KIND = FaultKind(
         "slicer", {"average_size": "average_size", "size_variation": "size_variation", "delay_us": "delay"}
     ),
     validate=validate,
+    hosts_instead='none: it reshapes the byte stream, which only a proxy can (network = "proxy")',
 )

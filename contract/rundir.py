@@ -132,6 +132,7 @@ class ManifestMeta(TypedDict, total=False):
     endpoints: dict[str, str]  # endpoint name -> the role that binds it
     clients: list[ClientMeta]  # the client kinds, the scenario's overrides applied
     roles: dict[str, dict[str, Any]]  # role -> count, scalable, command, probe, service, records
+    network: str  # "hosts" when the manifest says so (absent: the proxy, its default)
 
 
 class ReplayMeta(TypedDict, total=False):

@@ -183,10 +183,16 @@ def _describe_manifest(manifest: Manifest) -> None:
     for kind in manifest.clients:
         options = ", ".join(f"{k}={v!r}" for k, v in kind.options.items()) or "defaults"
         print(f"  client kind {kind.name}: {kind.adapter}, endpoints {', '.join(kind.endpoints)}; {options}")
+    if manifest.network != "proxy":
+        print(f'  network = "{manifest.network}": its runs\' default (a scenario may say otherwise)')
     print("  a run of it with no fault:")
-    _describe_checks(
-        parse_scenario({"implementation": str(manifest.path), "duration_s": 30}, None, manifest=manifest)
-    )
+    plain = parse_scenario({"implementation": str(manifest.path), "duration_s": 30}, None, manifest=manifest)
+    _describe_checks(plain)
+    from harness.runner import machine_problems
+
+    problems = machine_problems(plain)
+    if problems:  # valid, but this machine cannot run it (hosts mode without root)
+        raise SetupError("; ".join(problems), where=manifest.path)
 
 
 def _describe(scenario: Scenario) -> int:

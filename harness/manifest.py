@@ -44,6 +44,10 @@ DEFAULT_DATA_SIZE_MB = 32
 SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGKILL")
 CLIENT_PLACEHOLDERS = ("python", "manifest_dir", "run_dir")
 EXTERNAL = "external"  # the adapter that speaks JSON lines with a user's client program
+#: ``network``: every process on 127.0.0.1, links through the fault proxy when a link fault
+#: is planned (the default); or each in a host of its own (chaos/hosts.py). A manifest may
+#: say it (a system that only makes sense on hosts), a scenario overrides it.
+NETWORKS = ("proxy", "hosts")
 
 
 @dataclass(frozen=True)
@@ -219,6 +223,8 @@ class Manifest:
     #: what is valid but likely a mistake (a misspelt option passed to a client program):
     #: ``zchaos check`` and the start of a run print them
     warnings: tuple[str, ...] = field(default=(), compare=False)
+    #: the network its runs get unless their scenario says (``NETWORKS``)
+    network: str = "proxy"
 
     @property
     def directory(self) -> Path:
@@ -247,6 +253,8 @@ class Manifest:
                 for name, r in self.roles.items()
             },
             "promises": self.promises.as_dict(),
+            # only when it says hosts: a proxy manifest's record stays as an older zchaos wrote it
+            **({"network": self.network} if self.network != "proxy" else {}),
         }
 
 
@@ -564,6 +572,7 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
     description = top.get("description", str, "")
     version = top.get("version", str, "")
     family = top.get("family", str, None)
+    network = top.get("network", str, "proxy", choices=NETWORKS)
     if family is not None:
         from implementations import families
 
@@ -659,6 +668,7 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
         version=version,
         family=family,
         warnings=tuple(warnings),
+        network=network,
     )
 
 

@@ -9,7 +9,8 @@ seed = 7                                 # same seed: same faults, same request 
 duration_s = 60                          # how long the load runs
 drain_s = 8                              # after the load: time for requests in flight
 network = "proxy"                        # or "hosts": each process in a network namespace of
-                                         # its own (root; chaos/hosts.py), for packet faults
+                                         # its own (root; chaos/hosts.py), for packet faults;
+                                         # default: the manifest's network, else "proxy"
 
 [topology]                               # instances of each scalable role
 worker = 3
@@ -136,6 +137,7 @@ from harness.config import (
     load_toml,
 )
 from harness.manifest import (
+    NETWORKS,
     ClientKind,
     Manifest,
     Promises,
@@ -149,9 +151,6 @@ from harness.manifest import (
     parse_promises,
     reply_deadline_problem,
 )
-
-#: ``network``: every process on 127.0.0.1 (the default), or each in a host of its own.
-NETWORKS = ("proxy", "hosts")
 
 
 @dataclass(frozen=True)
@@ -291,8 +290,9 @@ class Scenario:
             "seed": self.seed,
             "duration_s": self.duration_s,
             "drain_s": self.drain_s,
-            # only in hosts mode: a proxy-mode run records what an older zchaos did
-            **({"network": self.network} if self.network != "proxy" else {}),
+            # only in hosts mode, or where it overrides a manifest's hosts: a proxy-mode run
+            # records what an older zchaos did
+            **({"network": self.network} if "hosts" in (self.network, self.manifest.network) else {}),
             "topology": self.topology,
             # only when some role says: a scenario without it records what an older zchaos did
             **({"start": {role: _start_text(gap) for role, gap in self.start.items()}} if self.start else {}),
@@ -781,7 +781,8 @@ def parse_scenario(
     duration_given = top.has("duration_s")
     duration_s = top.get("duration_s", float, 60.0, minimum=1, maximum=MAX_DURATION_S)
     drain_s = top.get("drain_s", float, manifest.promises.recovery_bound_s, minimum=0)
-    network = top.get("network", str, "proxy", choices=NETWORKS)
+    # the manifest's unless the scenario says: a system that only makes sense on hosts says so once
+    network = top.get("network", str, manifest.network, choices=NETWORKS)
 
     tt = top.table("topology")
     topology = {name: role.count for name, role in manifest.roles.items()}

@@ -153,6 +153,36 @@ def test_network_is_proxy_unless_the_scenario_says_hosts(tmp_path: Path) -> None
         load_scenario(path)
 
 
+def test_a_manifest_may_say_hosts_once_and_a_scenario_overrides_it(tmp_path: Path) -> None:
+    from harness.manifest import load_manifest
+    from harness.scenario import load_scenario
+
+    own = (ROOT / "implementations" / "paranoid_pirate" / "manifest.toml").read_text()
+    manifest = tmp_path / "manifest.toml"
+    manifest.write_text('network = "hosts"\n' + own)
+    assert load_manifest(manifest).as_dict()["network"] == "hosts"
+    path = tmp_path / "s.toml"
+    path.write_text(f'implementation = "{manifest}"\nduration_s = 10\n')
+    assert load_scenario(path).network == "hosts"
+    path.write_text(f'implementation = "{manifest}"\nduration_s = 10\nnetwork = "proxy"\n')
+    scenario = load_scenario(path)
+    # recorded: the manifest alone would say hosts
+    assert scenario.network == "proxy" and scenario.as_dict()["network"] == "proxy"
+    # a packet fault needs hosts, whoever says it
+    path.write_text(
+        scenario_text("proxy", "host_partition", "duration_s = 2\n").replace(
+            '"paranoid-pirate"', f'"{manifest}"'
+        )
+    )
+    with pytest.raises(SetupError, match="needs network"):
+        load_scenario(path)
+    assert "network" not in load_manifest("paranoid-pirate").as_dict()
+    manifest.write_text('network = "lan"\n' + own)
+    with pytest.raises(SetupError) as bad:
+        load_manifest(manifest)
+    assert str(manifest) in str(bad.value) and "network" in str(bad.value) and "hosts" in str(bad.value)
+
+
 def test_packet_faults_need_hosts_and_proxy_faults_need_the_proxy(tmp_path: Path) -> None:
     from harness.scenario import load_scenario
 

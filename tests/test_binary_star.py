@@ -145,6 +145,13 @@ def test_a_lone_server_survives_malformed_state_and_follows_the_fsm(
         send_batch(wire, "binary-star", "client", random.Random(5), 100)
         client.send_multipart([b"c:1|x"])
         assert client.poll(5000) and client.recv_multipart() == [b"c:1|x"]
+        # Junk is echoed, but only a REQ request with a cid:seq id is an execution: these
+        # were recorded as executions of requests nobody sent (explore, binary-star run 15).
+        stranger = wire.stranger()
+        for junk in ([b"x:0|no delimiter"], [b"", b"8y|not an id"], [b"", b"d:2|a", b"b"]):
+            wire.send(stranger, junk)
+            assert wire.recv(stranger, 5000) == junk  # echoed: its exec, if any, is written
+        assert [e["rid"] for e in pirates.events("exec")] == ["c:1", "d:2"]
         publish_until([b"3"], "passive", "dual active")
     finally:
         wire.close()

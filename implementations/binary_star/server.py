@@ -40,8 +40,8 @@ Where this server departs from the guide, and why:
   heartbeat, so the pair settles (and fails back) a heartbeat sooner.
 
 Every state change is a ``bstar_state`` event in the history (with the FSM event that
-caused it); requests whose first frame carries a request id are recorded as
-``exec``/``done``. A malformed state message (not one of 1-4) is recorded as
+caused it); REQ requests whose body's first frame carries a request id (``cid:seq``)
+are recorded as ``exec``/``done`` (anything else a stranger sends is echoed unrecorded). A malformed state message (not one of 1-4) is recorded as
 ``malformed`` and ignored. Logs ``ready:`` once the pair has settled (this server is active
 or passive), so a harness that starts the primary first and waits for the backup sees the
 pair in service.
@@ -57,7 +57,7 @@ import time
 import zmq
 
 from contract.history import HistoryWriter
-from contract.payload import rid_of
+from contract.payload import owner_of, rid_of
 from implementations.runtime import announce_ready, describe, end_role, start_role
 
 log = logging.getLogger("bstar")
@@ -138,6 +138,19 @@ class BinaryStar:
             self._become(ACTIVE, "client vote, peer silent")
             return True
         return False
+
+
+def request_id_in(frames: list[bytes]) -> str | None:
+    """The request id of a REQ client's request ([identity, b"", body...]: the id in the
+    body's first frame, of the harness's ``cid:seq`` shape), or None for anything else. A
+    stranger's junk (the ``malformed`` fault) is echoed like a request, but recorded as the
+    execution of a request only where it has a request's shape: random bytes that hold a
+    '|' ("8y|...") or a body with no REQ delimiter ("x:0|..." alone) were recorded as
+    executions of requests nobody sent (explore, binary-star seed 1, run 15: 33 of them)."""
+    if len(frames) < 3 or frames[1] != b"":
+        return None
+    rid = rid_of(frames[2])
+    return rid if owner_of(rid) is not None else None
 
 
 def _parse_state(frames: list[bytes]) -> int | None:
@@ -239,7 +252,7 @@ def serve(
                     break
                 if not fsm.client_request(time.monotonic()):
                     continue  # dropped: the client times out and asks the other server
-                rid = next((r for r in map(rid_of, frames[1:]) if r), None)
+                rid = request_id_in(frames)
                 if rid is not None:
                     writer.emit("exec", rid=rid, worker=identity)
                 if work_s:

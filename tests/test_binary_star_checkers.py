@@ -211,3 +211,47 @@ def test_no_lost_failover(spark) -> None:
     res = run(spark, "bstar_no_lost_failover", history(lose_one=True))
     assert res.status == VIOLATED and res.violations == 1
     assert res.examples[0]["cid"] == "c2" and res.examples[0]["problem"] == "abandoned across a failover"
+
+
+def both_out() -> list[dict[str, Any]]:
+    """The primary killed at 5 s while the backup was killed too (5.3-8 s): the clients, which
+    try the two in turn (1 s timeout, 2 s settle), find the primary back at 11 s, 6 s after."""
+    out: list[dict[str, Any]] = []
+    for i in range(40):  # 1.0 .. 4.9 s on the primary
+        out += request("c1", i + 1, 1.0 + i * 0.1, "primary")
+    rid = "c1:41"
+    out += [
+        ev(5.01, "c1", "send", cid="c1", seq=41, rid=rid, attempt=1),
+        ev(6.01, "c1", "retry", cid="c1", seq=41, attempt=2, reason="no reply in 1000 ms"),
+        ev(8.01, "c1", "send", cid="c1", seq=41, rid=rid, attempt=2),
+        ev(9.01, "c1", "retry", cid="c1", seq=41, attempt=3, reason="no reply in 1000 ms"),
+        ev(11.01, "c1", "send", cid="c1", seq=41, rid=rid, attempt=3),
+        ev(11.02, "c1", "reply", cid="c1", seq=41, rid=rid, ok=True, latency_us=10, endpoint="primary"),
+    ]
+    for i in range(30):  # 11.1 .. 14 s on the primary again
+        out += request("c1", 42 + i, 11.1 + i * 0.1, "primary")
+    return [*out, ev(15.5, "runner", "phase", name="stop")]
+
+
+def test_no_failover_is_owed_while_the_other_server_is_out_too(spark) -> None:
+    """explore (binary-star, seed 1) called a correct pair slow to fail over when the backup
+    was killed or frozen as well: there was no server to fail over to. Service from the
+    primary 6 s after its kill is violated when the backup stayed in reach, and no failover
+    to judge when the backup was down, or cut off from the clients, within the bound."""
+    kill = FaultWindow(1, "kill", "primary", t(5.0), t(9.0), "process", False, "outage", False)
+    alone = run(spark, "bstar_failover_time", both_out(), faults=(kill,), failover_bound_s=5.0)
+    assert alone.status == VIOLATED and "resumed after 6.0 s" in alone.examples[0]["problem"]
+    backup_down = FaultWindow(2, "kill", "backup", t(5.3), t(8.0), "process", False, "outage", False)
+    cut_off = FaultWindow(
+        2, "partition", "link:clients:backup", t(9.0), t(12.0), "link", True, "outage", True
+    )
+    for other in (backup_down, cut_off):
+        res = run(spark, "bstar_failover_time", both_out(), faults=(kill, other), failover_bound_s=5.0)
+        assert res.status == UNKNOWN and res.figures["other_server_out"] == 1, res
+        assert f"{other.fault} on {other.target}" in res.reason
+    # The backup out before the primary's fault, or only slowed then, excuses nothing.
+    earlier = FaultWindow(2, "freeze", "backup", t(1.0), t(4.0), "process", False, "outage", True)
+    slowed = FaultWindow(2, "latency", "link:clients:backup", t(5.0), t(9.0), "link", False, "slowdown", True)
+    for other in (earlier, slowed):
+        res = run(spark, "bstar_failover_time", both_out(), faults=(kill, other), failover_bound_s=5.0)
+        assert res.status == VIOLATED and res.figures["other_server_out"] == 0, res

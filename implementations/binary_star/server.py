@@ -41,10 +41,10 @@ Where this server departs from the guide, and why:
 
 Every state change is a ``bstar_state`` event in the history (with the FSM event that
 caused it); REQ requests whose body's first frame carries a request id (``cid:seq``)
-are recorded as ``exec``/``done`` (anything else a stranger sends is echoed unrecorded). A malformed state message (not one of 1-4) is recorded as
-``malformed`` and ignored. Logs ``ready:`` once the pair has settled (this server is active
-or passive), so a harness that starts the primary first and waits for the backup sees the
-pair in service.
+are recorded as ``exec``/``done`` (anything else a stranger sends is echoed unrecorded).
+A malformed state message (not one of 1-4) is recorded as ``malformed`` and ignored. Logs
+``ready:`` once the pair has settled (this server is active or passive), so a harness that
+starts the primary first and waits for the backup sees the pair in service.
 """
 
 from __future__ import annotations

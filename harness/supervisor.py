@@ -673,16 +673,33 @@ def _runner_id(pid: int) -> str | None:
         return None
 
 
+def _descends_from(proc: psutil.Process, pid: int) -> bool:
+    """Whether ``proc`` is a descendant of process ``pid``."""
+    try:
+        return any(parent.pid == pid for parent in proc.parents())
+    except psutil.Error:
+        return False
+
+
 def remove_leftovers() -> list[str]:
     """End the processes whose supervisor's process is gone (a runner killed with SIGKILL):
     a daemon a role's command left has no PR_SET_PDEATHSIG and is re-parented to init then.
-    Each is told by its ENV_OWNER; what was ended, described, is returned."""
+    Each is told by its ENV_OWNER; what was ended, described, is returned.
+
+    A process still under its runner (the child subreaper of what its roles leave) is that
+    runner's, whatever its id says now: the id's start time is psutil's, the boot time plus
+    the ticks since, and the boot time is the wall clock's. A step of the host's wall clock
+    (a virtual machine resumed: +97 s at 07:31 on 2026-12-02) changed every older runner's
+    id, and the next run's sweep SIGKILLed the servers and the load of a live exploration."""
     ended = []
     for proc in psutil.process_iter():
         try:
             owner = proc.environ().get(ENV_OWNER, "")
             runner = owner.partition(".")[0]
-            if not owner or _runner_id(int(runner.partition("-")[0])) == runner:
+            if not owner:
+                continue
+            runner_pid = int(runner.partition("-")[0])
+            if _runner_id(runner_pid) == runner or _descends_from(proc, runner_pid):
                 continue
             what = f"pid {proc.pid} ({' '.join(proc.cmdline())[:160]}; {owner})"
             proc.kill()

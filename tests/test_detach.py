@@ -223,3 +223,22 @@ def test_the_reaper_may_wake_before_the_supervisor_is_made(tmp_path: Path, monke
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_sweep_leaves_a_live_runners_processes_whatever_its_id_says(tmp_path: Path) -> None:
+    """A wall clock step changes psutil's start time of every process (its boot time is the
+    wall clock's), so a live runner's id no longer matched the one its processes carry and
+    the next run's sweep killed them. A process under its runner is the runner's: here this
+    test is the runner, its child's owner id a start time this process never had."""
+    from harness.supervisor import ENV_OWNER, remove_leftovers
+
+    env = {**os.environ, ENV_OWNER: f"{os.getpid()}-1.cafef00d/server/1"}
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+    try:
+        wait_for(lambda: psutil.Process(child.pid).environ().get(ENV_OWNER), 10, "the child's environment")
+        ended = remove_leftovers()
+        assert not any(f"pid {child.pid} " in what for what in ended), ended
+        assert child.poll() is None
+    finally:
+        child.kill()
+        child.wait()

@@ -14,6 +14,7 @@ import pytest
 import zmq
 
 from contract.history import read_events
+from harness.manifest import load_manifest
 from implementations.dwork import messages as m
 from implementations.dwork.client import ApiClient
 from loadtests.adapters.dwork import graph
@@ -25,10 +26,12 @@ T = m.T
 class Dwork:
     """A scheduler (and, when asked, a monitor and workers) recording to one history."""
 
-    def __init__(self, procs: Procs, zctx: zmq.Context, tmp: Path, *scheduler_args: str) -> None:
+    def __init__(
+        self, procs: Procs, zctx: zmq.Context, tmp: Path, *scheduler_args: str, api_ep: str | None = None
+    ) -> None:
         self.procs = procs
         self.history = tmp / "history"
-        self.api_ep = procs.endpoint()
+        self.api_ep = api_ep or procs.endpoint()
         self.monitor_ep = procs.endpoint()
         self.start("scheduler", "implementations.dwork.scheduler", "--bind", self.api_ep, *scheduler_args)
         self.api = ApiClient(zctx, self.api_ep, timeout_ms=5000)
@@ -101,6 +104,44 @@ def test_the_api_request_by_request(dwork: Dwork) -> None:
     assert dwork.call(T.Lookup, name="nope").type == T.NotFound
     requeues = [(e["job"], e["worker"], e["reason"]) for e in dwork.events("task_requeue")]
     assert requeues == [("g/0", "w1", "transfer"), ("g/1", "w3", "exit")]
+
+
+def test_a_worker_whose_steal_died_with_the_scheduler_steals_again_after_its_timeout(
+    procs: Procs, zctx: zmq.Context, tmp_path: Path
+) -> None:
+    """The scheduler takes a worker's Steal with it as it dies (here: the test's socket reads
+    it and goes away) and a new one starts on the same endpoint: the worker gives up on the
+    reply after --timeout-ms, and the new scheduler's tasks run."""
+    endpoint = procs.endpoint()
+    dying = zctx.socket(zmq.ROUTER)
+    dying.linger = 0
+    dying.bind(endpoint)
+    env = {"ZCHAOS_HISTORY_DIR": str(tmp_path / "history"), "ZCHAOS_SRC": "worker-1"}
+    worker = procs.python(
+        "worker-1", "implementations.dwork.worker", "--connect", endpoint, "--identity", "worker-1",
+        "--timeout-ms", "800", env=env,
+    )  # fmt: skip
+    for kind in (T.Exit, T.Steal):  # its start's Exit, unanswered; then a Steal, never answered
+        assert dying.poll(15000), f"the worker's {m.type_name(kind)}"
+        assert m.QueryMsg.FromString(dying.recv_multipart()[-1]).type == kind
+    dying.close()
+    dwork = Dwork(procs, zctx, tmp_path, api_ep=endpoint)
+    tasks, _ = graph("a", "chain", 2, b"a|x", "test")
+    dwork.call(T.Create, task=tasks)
+    wait_for(lambda: dwork.state("a/1") == "done", 10, "the graph to run on the worker")
+    assert "no reply to Steal in 800 ms" in worker.text()
+
+
+def test_the_manifests_workers_give_up_on_a_lost_reply_well_within_the_recovery_bound() -> None:
+    """explore (dwork, seed 1, run 7): the scheduler killed and restarted 3 s later took the
+    workers' Steals with it; waiting the worker's default 30 s for their replies, no task ran
+    for the rest of the run (dwork_all_complete violated: 8 tasks never completed)."""
+    manifest = load_manifest("dwork")
+    command = list(manifest.roles["worker"].command)
+    assert "--timeout-ms" in command, "the workers wait their default 30 s for a reply"
+    value = command[command.index("--timeout-ms") + 1]
+    timeout_s = float(manifest.options[value.removeprefix("{opt.").removesuffix("}")]) / 1000
+    assert timeout_s <= manifest.promises.recovery_bound_s / 2
 
 
 def test_ill_formed_requests_get_error_and_garbage_is_dropped(dwork: Dwork, zctx: zmq.Context) -> None:

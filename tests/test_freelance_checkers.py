@@ -151,3 +151,23 @@ def test_sends_that_name_no_endpoint_leave_dead_server_avoided_unknown(spark) ->
         e.pop("endpoint", None)
     avoided = check("freelance_dead_server_avoided", ctx_of(spark, events, faults))
     assert avoided.status == UNKNOWN and "do not record their endpoint" in avoided.reason
+
+
+def test_a_server_restarted_is_back_at_its_start_not_when_the_nemesis_saw_it_ready(spark) -> None:
+    """explore (freelance, seed 1): server1 killed and restarted answered a client's pings
+    and requests 0.1-0.24 s before the kill's fault_stop (the nemesis polls for the new
+    process's readiness), and those sends were called sends to a dead server. Its new
+    process's start ends the outage; a send before that start is still late."""
+    events = procs({"server1": 10})
+    events.append({"ts": t(12), "src": "runner", "ev": "proc_start", "role": "server1", "instance": "server1",
+                   "pid": 2})  # fmt: skip
+    for seq in range(1, 41):
+        at = 2.5 + seq * 0.5
+        events += request("client-1", seq, at, ["server2"] if 10 <= at < 12.5 else ["server1"])
+    events += request("client-2", 1, 12.2, ["server1"])  # the new server1 answers
+    restart = FaultWindow(1, "kill", "server1", t(10), t(12.5))
+    avoided = check("freelance_dead_server_avoided", ctx_of(spark, events, [restart]))
+    assert avoided.status == HELD, avoided
+    late = events + request("client-3", 1, 11.8, ["server1"], answered=None)
+    avoided = check("freelance_dead_server_avoided", ctx_of(spark, late, [restart]))
+    assert avoided.status == VIOLATED and [e["rid"] for e in avoided.examples] == ["client-3:1"], avoided

@@ -6,24 +6,32 @@ processes through a preload library (libfaketime), and our own subjects write hi
 inside such a process: their events must not carry the faked time, or a fault would move
 its own victims' events on the run's time line. So every writer of ours stamps with
 ``true_time_ns``: ``time.time_ns()``, except in a process the runner started under a clock
-fault, where ``ENV_TRUE_BASE`` holds the host's wall clock minus its monotonic clock as the
-runner measured them. There the stamp is ``CLOCK_MONOTONIC`` plus that difference: the
-preload leaves the monotonic clock alone (``FAKETIME_DONT_FAKE_MONOTONIC=1``), and on Linux
-it is one clock for the whole host, so the difference measured in the runner holds in every
-process.
+fault (``ENV_TRUE_BASE`` set), where it is the C library's own ``clock_gettime`` of the
+wall clock, looked up in libc's handle (ctypes), which the preload's interposed symbol does
+not shadow: the host's true wall clock, as every other writer reads it, for about half a
+microsecond a call. Where libc cannot be loaded that way, the stamp is ``CLOCK_MONOTONIC``
+plus ``ENV_TRUE_BASE``, the host's wall clock minus its monotonic clock as the runner
+measured them (the preload leaves the monotonic clock alone,
+``FAKETIME_DONT_FAKE_MONOTONIC=1``). That sum alone was the stamp once, and it is true
+time only while the host's wall clock runs with its monotonic clock: on a virtual machine
+resumed from a snapshot, this machine's ran 5 ms/s ahead of it, so a faked server's events
+fell 15-85 ms before the queue's dispatch of the same request, and a check that orders
+them called the correct reliable sketch's replies undiscarded (explore, reliable-sketch
+seed 1, runs 13-14).
 
-That is true time only while the host's wall clock runs with its monotonic clock. A host
-whose clock is stepped (an NTP step, a suspended machine) breaks it, and it breaks the
-cross-process ``ts`` of every run anyway; so the runner samples both clocks at the run's
-start and end (run.json ``clocks``), and a run over which they drifted apart by more than
-``MAX_CLOCK_DRIFT_NS`` is incomplete (``clock_drift_reason``), never judged as if its time
-line were sound. Standard library only.
+A host whose clock is stepped (an NTP step, a suspended machine) breaks the cross-process
+``ts`` of every run; so the runner samples both clocks at the run's start and end (run.json
+``clocks``), and a run over which they drifted apart by more than ``MAX_CLOCK_DRIFT_NS`` is
+incomplete (``clock_drift_reason``), never judged as if its time line were sound. Standard
+library only.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
+from collections.abc import Callable
 from typing import TypedDict
 
 #: In a process under a clock fault: the host's wall clock minus its monotonic clock (ns), as
@@ -45,9 +53,43 @@ def _base_from_env() -> int | None:
 _BASE = _base_from_env()
 
 
-def true_time_ns() -> int:
-    """Now, as the history records it: the host's true wall clock, also under a faked one."""
-    return time.monotonic_ns() + _BASE if _BASE is not None else time.time_ns()
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def libc_wall_clock() -> Callable[[], int] | None:
+    """The host's wall clock (ns) read by the C library's own ``clock_gettime``, past any
+    preloaded one (a symbol looked up in libc's handle is libc's), or None where libc cannot
+    be loaded so."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        gettime = libc.clock_gettime
+    except (OSError, AttributeError):
+        return None
+    gettime.argtypes = [ctypes.c_int, ctypes.POINTER(_Timespec)]
+    gettime.restype = ctypes.c_int
+    realtime = time.CLOCK_REALTIME
+
+    def now() -> int:
+        spec = _Timespec()  # one per call: the foreign call lets other threads run meanwhile
+        gettime(realtime, ctypes.byref(spec))
+        return spec.tv_sec * 1_000_000_000 + spec.tv_nsec
+
+    return now
+
+
+def _true_clock() -> Callable[[], int]:
+    if _BASE is None:
+        return time.time_ns
+    wall = libc_wall_clock()
+    if wall is not None:
+        return wall
+    base = _BASE
+    return lambda: time.monotonic_ns() + base
+
+
+#: Now, as the history records it: the host's true wall clock, also under a faked one.
+true_time_ns: Callable[[], int] = _true_clock()
 
 
 def wall_minus_monotonic_ns() -> int:

@@ -162,3 +162,16 @@ def test_a_reply_to_the_previous_queues_request_reaches_no_client(cluster: Clust
     assert new_client.recv_multipart() == [b"", b"c:2|new"]
     discard = cluster.wait_event("discard", src="queue2")
     assert discard["rid"] == "c:1" and discard["reason"] == "another queue's request"
+
+
+def test_servers_say_ready_to_a_restarted_queue(cluster: Cluster) -> None:
+    # A REQ server says READY once: a queue started again knew none of them and served nobody
+    # (explore, reliable-sketch seed 1: the queue killed, no ok reply ever after).
+    queue, _ = start_sketch(cluster, 2, reply_timeout_ms=500)
+    assert cluster.request(b"c:1|x") == b"c:1|x"
+    queue.signal(signal.SIGKILL)
+    queue.popen.wait(10)
+    args = ["--frontend", cluster.frontend, "--backend", cluster.backend, "--reply-timeout-ms", "500"]
+    cluster.start("implementations.reliable_sketch.queue", args, "queue2")
+    wait_for(lambda: len(cluster.events("worker_ready", src="queue2")) >= 2, 10, "both servers' READY again")
+    assert cluster.request(b"c:2|x") == b"c:2|x"

@@ -12,10 +12,16 @@ where the sketch leaves a detail open:
 - The sketch's simulated failures (crash and restart after 5 s, a 1 s busy wait) are not
   built in: the scenarios inject them (kill with restart_after_s = 5, freeze), so they
   come on the seeded schedule and show in the history as faults.
-- The identity is ``<identity>-<4 hex digits>``, fresh per process: a restarted server is
-  a new server to the queue, and its cache starts empty.
+- The identity is ``<identity>-<4 hex digits>``, fresh per process and per connection: a
+  restarted server is a new server to the queue, and its cache starts empty.
 - A malformed request is answered with READY (a REQ must answer to receive again), which
   the queue reads as "this server is free".
+- A server whose connection to the queue comes back (the queue restarted, a link reset)
+  starts over on a new socket, with a new identity, and says READY again. A REQ says READY
+  once and then only answers: a queue started again knew no server, never read its
+  frontend, and the sketch served nobody ever after (explore, reliable-sketch seed 1: a
+  kill of the queue, no ok reply in the 5 s of the recovery bound nor after). The sketch
+  leaves the queue's failure open; its servers "recover over time" from their own.
 
 Logs ``ready`` once connected; exits 0 on SIGTERM or SIGINT.
 """
@@ -28,6 +34,7 @@ import os
 import time
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from contract.history import HistoryWriter
 from contract.payload import rid_of
@@ -37,23 +44,69 @@ from implementations.runtime import announce_ready, end_role, start_role
 MAX_POLL_MS = 250
 
 
+#: The connection events that tell a server its queue may have changed.
+LINK_EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED
+
+
 class Server:
     def __init__(
         self,
-        socket: zmq.Socket,
-        name: str,
+        context: zmq.Context,
+        endpoint: str,
+        identity: str,
         writer: HistoryWriter,
         log: logging.Logger,
         *,
         work_s: float = 0.0,
     ) -> None:
-        self.socket = socket
-        self.name = name
+        self.context = context
+        self.endpoint = endpoint
+        self.identity = identity
         self.writer = writer
         self.log = log
         self.work_s = work_s
         self.last_request: tuple[bytes, ...] | None = None
         self.last_reply: tuple[bytes, ...] = ()
+        self.socket: zmq.Socket | None = None
+        self.monitor: zmq.Socket | None = None
+        self.poller = zmq.Poller()
+        self.name = ""
+        self.lost = False  # the connection went down since READY was said
+
+    def connect(self) -> None:
+        """A new REQ socket with a new identity, connected, watched, and READY said."""
+        self.close()
+        self.name = f"{self.identity}-{os.urandom(2).hex()}"
+        self.socket = self.context.socket(zmq.REQ)
+        self.socket.linger = 0
+        self.socket.identity = self.name.encode()
+        self.monitor = self.socket.get_monitor_socket(LINK_EVENTS)
+        self.poller = zmq.Poller()
+        self.poller.register(self.socket, zmq.POLLIN)
+        self.poller.register(self.monitor, zmq.POLLIN)
+        self.socket.connect(self.endpoint)
+        self.socket.send(READY)
+        self.lost = False
+
+    def close(self) -> None:
+        if self.socket is not None:
+            self.socket.disable_monitor()
+            self.socket.close(linger=0)
+        if self.monitor is not None:
+            self.monitor.close(linger=0)
+        self.socket = self.monitor = None
+
+    def reconnected(self) -> bool:
+        """Whether the connection came back after it went down (the monitor's events so far)."""
+        assert self.monitor is not None
+        back = False
+        while self.monitor.poll(0, zmq.POLLIN):
+            event = recv_monitor_message(self.monitor)["event"]
+            if event == zmq.EVENT_DISCONNECTED:
+                self.lost = True
+            elif event == zmq.EVENT_CONNECTED and self.lost:
+                back = True
+        return back
 
     def answer(self, frames: list[bytes]) -> list[bytes]:
         """The frames to send back for ``frames`` (recording exec/done, replay or malformed)."""
@@ -75,10 +128,18 @@ class Server:
         return reply(request, self.last_reply)
 
     def run(self) -> None:
-        self.socket.send(READY)
+        if self.socket is None:
+            self.connect()
         while True:
-            if self.socket.poll(MAX_POLL_MS, zmq.POLLIN):
+            assert self.socket is not None and self.monitor is not None  # connect() made them
+            ready = dict(self.poller.poll(MAX_POLL_MS))
+            if self.socket in ready:
                 self.socket.send_multipart(self.answer(self.socket.recv_multipart()))
+            if self.monitor in ready and self.reconnected():
+                # Between two answers a REQ waits for a request: a new queue would never send one.
+                before = self.name
+                self.connect()
+                self.log.info("%s: the queue's connection came back: READY again as %s", before, self.name)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -90,18 +151,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work-ms", type=float, default=0, help="simulated work per request (default 0)")
     args = parser.parse_args(argv)
     log, history = start_role(args.identity)
-    name = f"{args.identity}-{os.urandom(2).hex()}"
     context = zmq.Context()
-    socket = context.socket(zmq.REQ)
-    socket.linger = 0
-    socket.identity = name.encode()
+    server = Server(context, args.connect, args.identity, history, log, work_s=args.work_ms / 1000)
     try:
-        socket.connect(args.connect)
-        server = Server(socket, name, history, log, work_s=args.work_ms / 1000)
-        announce_ready(log, name)
+        server.connect()
+        announce_ready(log, server.name)
         server.run()
     finally:
-        end_role(history, context, socket)
+        server.close()
+        end_role(history, context)
 
 
 if __name__ == "__main__":

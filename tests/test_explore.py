@@ -339,6 +339,28 @@ def test_a_full_disk_is_explored_on_the_roles_that_keep_data_where_the_machine_c
     assert "disk_full" not in space_of("titanic").kinds
 
 
+def test_some_loads_have_clients_that_never_resend_where_an_adapter_can(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import harness.explore.generate as generate_module
+
+    space = space_of("lazy-pirate")
+    loads = [generate(space, random.Random(s))["load"] for s in range(60)]
+    once = [d for d in loads if d.get("client") == {"reply_deadline_s": "auto"}]
+    assert 8 <= len(once) <= 30, len(once)  # NORESEND_SHARE of 60, with room for chance
+    seed = next(s for s in range(60) if "client" in loads[s])
+    (kind,) = to_scenario(space, generate(space, random.Random(seed))).load.clients
+    # "auto" was made a number
+    assert kind.options["reply_deadline_s"] >= space.manifest.promises.recovery_bound_s
+    # the choice takes nothing from the exploration's generator: its seeds draw what they drew before
+    monkeypatch.setattr(generate_module, "NORESEND_SHARE", 0.0)
+    plain = [generate(space, random.Random(s)) for s in range(60)]
+    assert [{k: v for k, v in d.items() if k != "client"} for d in loads] == [d["load"] for d in plain]
+    # synchronous MDP clients cannot: no such load for majordomo
+    monkeypatch.setattr(generate_module, "NORESEND_SHARE", 1.0)
+    assert all("client" not in generate(space_of("majordomo"), random.Random(s))["load"] for s in range(10))
+
+
 def test_an_exploration_resumes_as_its_explore_json_left_it(tmp_path: Path) -> None:
     space = space_of(SUBJECT, kinds=("freeze",), duration_s=10)
     state = Exploration(tmp_path, space, 9, "random", 5, None)

@@ -6,7 +6,10 @@ instance or a link of the topology, at a time within the load and with parameter
 its card's explore ranges (``Param.explore``), and a load shape: steady, with an idle
 stretch (one user, seconds between requests: faults that land there hit a system whose
 workers hold nothing) or with a burst. Every client kind of the manifest takes part, as
-its manifest weighs them. Faults may overlap or follow one another, as the draw falls.
+its manifest weighs them; in some loads (NORESEND_SHARE) the kinds whose adapter can send
+each request once and call it lost past a deadline (``reply_deadline_s = "auto"``) do so,
+since a resend hides a request the system dropped. Faults may overlap or follow one
+another, as the draw falls.
 
 The result is the TOML data of a normal scenario (harness/scenario.py reads it with
 ``parse_scenario``): fault times as ``at_s`` and targets as instance names, so nothing is
@@ -66,6 +69,8 @@ WAITS_MS = (0, 10, 20, 50)
 #: An idle stretch: one user with this pause (ms) between requests.
 IDLE_WAIT_MS = (1000, 2500)
 LOAD_SHAPES = ("steady", "idle", "burst")
+#: The share of loads whose clients never resend, where an adapter of the manifest can.
+NORESEND_SHARE = 0.3
 #: The seeds a generated scenario is given for its request streams.
 SEED_RANGE = 1_000_000
 #: Draws of a fault's parameters before a kind's ``validate`` is given up on.
@@ -291,7 +296,7 @@ def draw_load(space: Space, rng: random.Random) -> dict[str, Any]:
     shape = rng.choice(LOAD_SHAPES)
     load: dict[str, Any] = {"users": _users(space, rng), "spawn_rate": 10, "wait_ms": rng.choice(WAITS_MS)}
     if shape == "steady":
-        return load
+        return _maybe_noresend(space, rng, load)
     total = space.duration_s
     if shape == "idle":
         first = round(rng.uniform(0.15, 0.4) * total, 1)
@@ -311,6 +316,27 @@ def draw_load(space: Space, rng: random.Random) -> dict[str, Any]:
             {"name": "after", "duration_s": round(total - first - burst, 1)},
         ]
     load["phases"] = phases
+    return _maybe_noresend(space, rng, load)
+
+
+def noresend_capable(space: Space) -> bool:
+    """Whether a client kind of the manifest can send each request once (its adapter has
+    ``reply_deadline_s``) and does not already."""
+    from loadtests.adapters import adapter_class, adapter_names
+
+    return any(
+        "reply_deadline_s" in adapter_class(k.adapter).DEFAULTS and not k.options.get("reply_deadline_s")
+        for k in space.manifest.clients
+        if k.adapter in adapter_names()  # not a client program of the user's (EXTERNAL)
+    )
+
+
+def _maybe_noresend(space: Space, rng: random.Random, load: dict[str, Any]) -> dict[str, Any]:
+    """``load``, in NORESEND_SHARE of the draws with every kind that can never resending.
+    Drawn from a generator of its own, seeded by ``rng``'s state without advancing it: an
+    exploration's seeds give the faults and loads they gave before this choice existed."""
+    if noresend_capable(space) and random.Random(hash(rng.getstate())).random() < NORESEND_SHARE:
+        load["client"] = {"reply_deadline_s": "auto"}
     return load
 
 

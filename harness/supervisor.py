@@ -41,6 +41,7 @@ from typing import Any
 
 import psutil
 
+from chaos.host_marks import runner_alive, start_ticks
 from chaos.hosts import enter
 from contract.errors import SetupError
 from contract.history import HistoryWriter, mark_stopped
@@ -666,40 +667,37 @@ class Supervisor:
 
 
 def _runner_id(pid: int) -> str | None:
-    """``<pid>-<start time in centiseconds>`` of a process (a reused pid has another start)."""
-    try:
-        return f"{pid}-{round(psutil.Process(pid).create_time() * 100)}"
-    except psutil.Error:
-        return None
+    """``<pid>@<start in clock ticks after boot>`` of a process (a reused pid has another
+    start). Not psutil's create_time: that adds the boot time the kernel derives from the
+    wall clock, which moves when the clock is stepped (NTP, a virtual machine restored), and
+    a live runner then looked dead to another run's remove_leftovers, which killed its
+    processes mid-run. (The ``@`` also keeps a zchaos that marked ``<pid>-<centiseconds>``
+    from sweeping these: it cannot read them and leaves them alone.)"""
+    ticks = start_ticks(pid)
+    return None if ticks is None else f"{pid}@{ticks}"
 
 
-def _descends_from(proc: psutil.Process, pid: int) -> bool:
-    """Whether ``proc`` is a descendant of process ``pid``."""
-    try:
-        return any(parent.pid == pid for parent in proc.parents())
-    except psutil.Error:
+def _runner_gone(owner: str) -> bool:
+    """Whether the runner that marked a process ``owner`` has ended (False where the mark is
+    not one this version makes: it cannot tell)."""
+    pid, at, ticks = owner.partition(".")[0].partition("@")
+    if not at or not pid.isdigit() or not ticks.isdigit():
         return False
+    return not runner_alive(int(pid), int(ticks))
 
 
 def remove_leftovers() -> list[str]:
     """End the processes whose supervisor's process is gone (a runner killed with SIGKILL):
     a daemon a role's command left has no PR_SET_PDEATHSIG and is re-parented to init then.
-    Each is told by its ENV_OWNER; what was ended, described, is returned.
-
-    A process still under its runner (the child subreaper of what its roles leave) is that
-    runner's, whatever its id says now: the id's start time is psutil's, the boot time plus
-    the ticks since, and the boot time is the wall clock's. A step of the host's wall clock
-    (a virtual machine resumed: +97 s at 07:31 on 2026-12-02) changed every older runner's
-    id, and the next run's sweep SIGKILLed the servers and the load of a live exploration."""
+    Each is told by its ENV_OWNER, whose runner id no clock step moves (``_runner_id``: a step
+    of the host's wall clock, a virtual machine resumed, +97 s at 07:31 on 2026-12-02, once
+    made every live runner look dead, and a run's sweep SIGKILLed a live exploration's
+    servers and load); what was ended, described, is returned."""
     ended = []
     for proc in psutil.process_iter():
         try:
             owner = proc.environ().get(ENV_OWNER, "")
-            runner = owner.partition(".")[0]
-            if not owner:
-                continue
-            runner_pid = int(runner.partition("-")[0])
-            if _runner_id(runner_pid) == runner or _descends_from(proc, runner_pid):
+            if not owner or not _runner_gone(owner):
                 continue
             what = f"pid {proc.pid} ({' '.join(proc.cmdline())[:160]}; {owner})"
             proc.kill()

@@ -798,6 +798,17 @@ def parse_scenario(
         if not role.scalable and count != role.count:
             raise tt.error(role_name, f"role {role_name!r} is not scalable (the manifest fixes {role.count})")
         topology[role_name] = count
+    if network == "hosts":
+        for role in manifest.roles.values():
+            if role.binds and topology[role.name] > 1:
+                # each would bind its own host's address, and every connector reach the first
+                # alone: the others would idle unseen (through the proxy they collide on one port)
+                raise tt.error(
+                    role.name if role.name in tt.data else None,
+                    f'role {role.name!r} binds {", ".join(role.binds)}: with network = "hosts" '
+                    f"its {topology[role.name]} instances would each bind their own address and "
+                    "everything that connects would reach the first alone; give it 1 instance",
+                )
     tt.done()
 
     ot = top.table("options")

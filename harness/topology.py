@@ -67,7 +67,8 @@ class Topology:
         self.hosts = hosts
 
     def binder(self, endpoint: str) -> str | None:
-        """The instance that binds ``endpoint`` (the first of its role's), None if none does."""
+        """The instance that binds ``endpoint`` (the first of its role's: a scenario in hosts
+        mode refuses a binding role of several), None if none does."""
         for role in self.manifest.roles.values():
             if endpoint in role.binds:
                 return self.scenario.instances(role.name)[0]

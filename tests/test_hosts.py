@@ -183,6 +183,25 @@ def test_a_manifest_may_say_hosts_once_and_a_scenario_overrides_it(tmp_path: Pat
     assert str(manifest) in str(bad.value) and "network" in str(bad.value) and "hosts" in str(bad.value)
 
 
+def test_a_binding_role_of_several_instances_is_refused_on_hosts(tmp_path: Path) -> None:
+    """Each instance would bind its own host's address and every connector reach the first
+    alone (the others idle, unseen); through the proxy they collide on one port at start."""
+    from harness.scenario import load_scenario
+
+    own = (ROOT / "implementations" / "lazy_pirate" / "manifest.toml").read_text()
+    manifest = tmp_path / "manifest.toml"
+    manifest.write_text(own.replace('ready = "port:frontend"', 'ready = "port:frontend"\nscalable = true', 1))
+    path = tmp_path / "s.toml"
+    path.write_text(
+        f'implementation = "{manifest}"\nduration_s = 10\nnetwork = "hosts"\n[topology]\nserver = 2\n'
+    )
+    with pytest.raises(SetupError) as refused:
+        load_scenario(path)
+    assert "topology.server" in str(refused.value) and "would reach the first alone" in str(refused.value)
+    path.write_text(f'implementation = "{manifest}"\nduration_s = 10\nnetwork = "hosts"\n')
+    assert load_scenario(path).topology["server"] == 1
+
+
 def test_packet_faults_need_hosts_and_proxy_faults_need_the_proxy(tmp_path: Path) -> None:
     from harness.scenario import load_scenario
 

@@ -548,3 +548,53 @@ def test_its_twin_with_a_connect_timeout_passes_the_silent_partition(tmp_path: P
     )
     verdict = _run(scenario, tmp_path / "runs")
     assert verdict["outcome"] == "passed", {n: c["summary"] for n, c in verdict["checks"].items()}
+
+
+#: Issue 37's "built-in families pass their stock scenarios in hosts mode": one stock scenario
+#: of each built-in implementation, run with network = "hosts" (the hosts-mode stock scenario
+#: where one exists; a link partition, made of rules there, where the family has one that
+#: passes). Each PASSED here, one at a time through the slot (the README's hosts section).
+FAMILIES_ON_HOSTS = [
+    ("binary-star", "binary-star-partition-peers"),
+    ("dwork", "dwork-kill-worker"),
+    ("freelance", "freelance-partition-one-server"),
+    ("lazy-pirate", "lazy-pirate-kill-server"),
+    ("lazy-pirate-failover", "lazy-pirate-failover-partition"),
+    ("majordomo", "majordomo-hosts-partition-halves"),
+    ("majordomo-async", "majordomo-async-kill-busy-worker"),
+    ("majordomo-mixed", "majordomo-mixed-kill-busy-worker"),
+    ("majordomo-noresend", "majordomo-noresend-kill-busy-worker"),
+    ("paranoid-pirate", "paranoid-pirate-hosts-partition-worker"),
+    ("pingpong", "pingpong-kill-busy-worker"),
+    ("pingpong-resend", "pingpong-resend-kill-busy-worker"),
+    ("reliable-sketch", "sketch-kill-restart-servers"),
+    ("simple-pirate", "simple-pirate-kill-busy-worker"),
+    ("titanic", "titanic-hosts-reset-worker"),
+    ("wmp", "wmp-kill-worker"),
+]
+
+
+def test_every_built_in_implementation_has_a_hosts_run_here() -> None:
+    from harness.manifest import builtin_manifests
+
+    assert sorted(impl for impl, _ in FAMILIES_ON_HOSTS) == sorted(builtin_manifests())
+
+
+@needs_root
+@needs_iptables
+@pytest.mark.soak
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(("implementation", "name"), FAMILIES_ON_HOSTS, ids=[i for i, _ in FAMILIES_ON_HOSTS])
+def test_a_built_in_family_passes_its_stock_scenario_on_hosts(
+    tmp_path: Path, spark: object, implementation: str, name: str
+) -> None:
+    from harness.runner import run_scenario
+    from harness.scenario import load_scenario
+
+    scenario = load_scenario(ROOT / "scenarios" / f"{name}.toml", sets=['network="hosts"'])
+    assert scenario.manifest.name == implementation and scenario.network == "hosts"
+    result = run_scenario(scenario, runs_dir=tmp_path)
+    assert result.verdict is not None
+    checks = {n: (c["status"], c["summary"]) for n, c in result.verdict["checks"].items()}
+    assert result.verdict["outcome"] == "passed", checks
+    assert owned_by(os.getpid()) == []

@@ -213,3 +213,21 @@ def test_expiry_ignores_pings_lost_in_a_partition(spark) -> None:
     res = run("pingpong_expiry", ctx(spark, events, [partition]))
     assert res.status == HELD, res.examples
     assert res.figures["expiry_after_last_message"]["max_ms"] == pytest.approx(3200, abs=5)
+
+
+@pytest.mark.slow
+def test_an_early_expiry_by_a_frozen_broker_is_excused(spark) -> None:
+    """The broker is frozen from 8 s to 12 s while worker-2 still PINGs until 10 s (its
+    PINGs wait unread), then expires it on waking, 1.7 s after its last PING."""
+    events = [e for e in clean_history() if e["ev"] != "worker_expired"]
+    events += heartbeats("worker-2-bbbb", "worker-2", 10.3, 11, answer_s=None)  # a last PING at 10.3
+    events.append(ev(12.0, "broker", "worker_expired", worker="worker-2-bbbb", reason="silent", detail=""))
+    res = run("pingpong_expiry", ctx(spark, events))
+    assert res.status == VIOLATED and "before" in res.examples[0]["problem"]
+    frozen = FaultWindow(1, "freeze", "broker", t(8.0), t(11.95))
+    res = run("pingpong_expiry", ctx(spark, events, [frozen]))
+    assert res.status == HELD, res.examples
+    assert res.figures["expiry_after_last_message"]["count"] == 0  # what it timed was the freeze
+    # A broker's slowdown is no excuse: a starved broker still reads what arrives.
+    starved = FaultWindow(1, "starve", "broker", t(8.0), t(11.95))
+    assert run("pingpong_expiry", ctx(spark, events, [starved])).status == VIOLATED

@@ -230,12 +230,21 @@ def expiry(ctx: CheckContext) -> CheckResult:
     )
     # An expiry timed: silent or unreachable, after a message; an excused late one is not timed.
     rows_of = with_excused(rows_of, ctx, "excused", ts="last_ts", until="ts", **broker_down)
+    # Nor an early one while the broker could not read (frozen: its ZeroMQ I/O thread too):
+    # the worker's last messages waited in the broker's buffers, and on waking the broker
+    # timed the silence it had heard, not the one the worker kept (explore, pingpong-resend
+    # seed 1: a freeze of the broker for 3.07 s, then its three workers expired 0.3-0.9 s
+    # after PINGs it had not read yet). A broker's slowdown or clock fault excuses no early
+    # expiry: a starved broker still reads, and one that times expiry by a wall clock a
+    # clock step moved is what this check is for.
+    rows_of = with_excused(rows_of, ctx, "unheard", ts="last_ts", until="ts", outage_only=True, **broker_down)
     delay = F.col("ts") - F.col("last_ts")
     early = (F.col("reason") == "silent") & (delay < expire_ns - TOLERANCE_NS)
     over = delay > expire_ns + margin_ns
     timed = (
         F.col("reason").isin("silent", "unreachable")
         & F.col("last_ts").isNotNull()
+        & ~(early & F.col("unheard"))
         & (early | ~over | ~F.col("excused"))
     )
     rows_of = rows_of.withColumn("delay", F.when(timed, delay)).withColumn(

@@ -275,3 +275,46 @@ def test_a_reply_to_the_previous_queues_request_reaches_no_client(system: System
         assert discards[0]["worker"] == "worker-x"
     finally:
         ctx.destroy(linger=0)
+
+
+def test_a_request_handed_on_from_an_expired_worker_is_answered_once(system: System) -> None:
+    # The queue hands a dead worker's request to the next (requeue); the expired worker may
+    # still answer once it thaws (explore, paranoid-pirate seed 1: client-5's first request
+    # delivered twice). The client gets the first answer only.
+    system.start_queue()
+    ctx = zmq.Context()
+    try:
+        frozen, alive, client = (ctx.socket(t) for t in (zmq.DEALER, zmq.DEALER, zmq.DEALER))
+        frozen.identity, alive.identity = b"worker-f", b"worker-a"
+        for sock in (frozen, alive, client):
+            sock.linger = 0
+        for sock in (frozen, alive):
+            sock.connect(system.backend)
+            sock.send(READY)
+            wait_for(lambda s=sock: system.registered("queue1", s.identity.decode()), 10, "a worker's READY")
+        client.connect(system.frontend)
+        client.send_multipart([b"", b"c:1|x"])  # to worker-f, registered first
+
+        def request_at(sock: zmq.Socket, deadline: float, heartbeat: bool) -> list[bytes]:
+            while True:
+                left = deadline - time.monotonic()
+                assert left > 0, "no request came"
+                if sock.poll(min(100, int(left * 1000))):
+                    frames = sock.recv_multipart()
+                    if frames != [HEARTBEAT]:
+                        return frames
+                if heartbeat:
+                    sock.send(HEARTBEAT)
+
+        held = request_at(frozen, time.monotonic() + 10, heartbeat=False)  # then silent: it expires
+        handed_on = request_at(alive, time.monotonic() + 10, heartbeat=True)
+        assert handed_on == held
+        alive.send_multipart(handed_on)
+        assert client.poll(10_000) and client.recv_multipart() == [b"", b"c:1|x"]
+        frozen.send_multipart(held)  # thawed: its answer to the same request
+        wait_for(lambda: system.events("queue1", "discard") or client.poll(0), 10, "the second answer")
+        assert not client.poll(200), "the client got the request answered twice"
+        discard = system.events("queue1", "discard")
+        assert discard[0]["worker"] == "worker-f" and discard[0]["reason"] == "answered already"
+    finally:
+        ctx.destroy(linger=0)

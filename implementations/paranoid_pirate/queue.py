@@ -11,12 +11,16 @@ queue does not know registers nobody: the guide's queue listed any sender, so a 
 expired while busy) still goes to the client its envelope names; that worker comes back
 once it notices the queue's silence and sends READY.
 
-A client's identity goes to the worker behind a random mark of this queue's, and a reply
-is forwarded only with that mark (``discard`` otherwise). libzmq numbers a ROUTER's peers
-from ``rand()`` never seeded, so a queue started again hands its clients the very
-identities its predecessor did: a reply a worker held across a restart of the queue (a
-worker frozen with a predecessor's request) would otherwise reach whichever client now has
-that identity (explore, paranoid-pirate seed 1: client-1's reply at client-6).
+A client's identity goes to the worker behind a random mark of this queue's and the
+request's number, and a reply is forwarded only with that mark, once per request
+(``discard`` otherwise). libzmq numbers a ROUTER's peers from ``rand()`` never seeded, so a
+queue started again hands its clients the very identities its predecessor did: a reply a
+worker held across a restart of the queue (a worker frozen with a predecessor's request)
+would otherwise reach whichever client now has that identity (explore, paranoid-pirate
+seed 1: client-1's reply at client-6). And a request handed on from an expired worker may
+be answered twice, by the next worker and by the expired one once it thaws: the first
+answer goes to the client, the second is dropped (explore, paranoid-pirate seed 1 again:
+client-5's first request delivered twice, worker-2 frozen while it held it).
 
 A request handed to a worker that dies is not lost with it, as it is in the guide's queue
 (which forgets what it handed out, so only the client's resend brings it back): the queue
@@ -31,6 +35,7 @@ A client that never resends is then answered too (``requeue = true``, README). R
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import time
 from collections import OrderedDict, deque
@@ -41,8 +46,11 @@ from contract.payload import rid_of
 from implementations.paranoid_pirate.protocol import HEARTBEAT, Malformed, describe, parse_from_worker
 from implementations.runtime import announce_ready, end_role, start_role
 
-#: Random bytes a queue puts before each client identity it sends a worker.
+#: Random bytes a queue puts before each client identity it sends a worker, then the
+#: request's number.
 MARK_BYTES = 8
+NUMBER_BYTES = 8
+TAG_BYTES = MARK_BYTES + NUMBER_BYTES
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -84,6 +92,8 @@ def main(argv: list[str] | None = None) -> None:
     held: dict[bytes, list[bytes]] = {}  # worker -> the request it is working on
     waiting: deque[list[bytes]] = deque()  # to dispatch: dead workers' requests first
     mark = os.urandom(MARK_BYTES)  # this queue's, before each client identity it hands out
+    numbers = itertools.count(1)  # each request's, after the mark
+    unanswered: set[int] = set()  # the numbers of the requests no reply has gone out for
     heartbeat_at = time.monotonic() + interval
     announce_ready(log, f"frontend {args.frontend} backend {args.backend}")
     try:
@@ -120,17 +130,17 @@ def main(argv: list[str] | None = None) -> None:
                     if worker not in held:
                         idle[worker] = None
                 if message is not None:
-                    client = message.envelope[0]
-                    if client.startswith(mark):
-                        frontend.send_multipart([client[len(mark) :], *message.frames()[1:]])
-                    else:  # a predecessor's request: its client resent it, another has its identity
-                        log.info("reply from %s to a request of another queue's: dropped", name)
-                        history.emit(
-                            "discard",
-                            worker=name,
-                            rid=rid_of(message.body[0]),
-                            reason="a reply to another queue's request",
-                        )
+                    tag = message.envelope[0]
+                    number = int.from_bytes(tag[len(mark) : TAG_BYTES]) if tag.startswith(mark) else 0
+                    if number in unanswered:
+                        unanswered.discard(number)
+                        frontend.send_multipart([tag[TAG_BYTES:], *message.frames()[1:]])
+                    else:
+                        # A predecessor's request (its client resent it, another may have its
+                        # identity), or one answered already by the worker it was handed on to.
+                        why = "answered already" if number else "a reply to another queue's request"
+                        log.info("reply from %s dropped: %s", name, why)
+                        history.emit("discard", worker=name, rid=rid_of(message.body[0]), reason=why)
 
             if frontend in events:
                 frames = frontend.recv_multipart()
@@ -138,12 +148,14 @@ def main(argv: list[str] | None = None) -> None:
                     log.warning("malformed request from a client: %s", describe(frames))
                     history.emit("malformed", detail=f"client request: {describe(frames)}")
                 else:
-                    waiting.append(frames)
+                    number = next(numbers)
+                    unanswered.add(number)
+                    waiting.append([mark + number.to_bytes(NUMBER_BYTES) + frames[0], *frames[1:]])
 
             while idle and waiting:
                 frames = waiting.popleft()
                 worker, _ = idle.popitem(last=False)
-                backend.send_multipart([worker, mark + frames[0], *frames[1:]])
+                backend.send_multipart([worker, *frames])
                 held[worker] = frames
                 rid = rid_of(frames[2])
                 if rid is not None and history.enabled:

@@ -171,3 +171,27 @@ def test_a_server_restarted_is_back_at_its_start_not_when_the_nemesis_saw_it_rea
     late = events + request("client-3", 1, 11.8, ["server1"], answered=None)
     avoided = check("freelance_dead_server_avoided", ctx_of(spark, late, [restart]))
     assert avoided.status == VIOLATED and [e["rid"] for e in avoided.examples] == ["client-3:1"], avoided
+
+
+def test_a_send_the_server_answered_found_it_up_and_a_stop_is_written_after_the_thaw(spark) -> None:
+    """explore (freelance, seed 1): 367 sends through limit_data on the clients' link to
+    server1 (an outage-class fault that lets each connection carry some bytes), answered by
+    server1 at once, were called sends to a dead server; so was a send 2 ms before the
+    freeze's fault_stop, which the nemesis writes after the SIGCONT. A send through the cut
+    that another server had to answer is still late, and so is one well before the thaw."""
+    events = procs()
+    for seq in range(1, 41):
+        at = 2.5 + seq * 0.5
+        events += request("client-1", seq, at, ["server2"] if 10 <= at < 14 else ["server1"])
+    through = events + request("client-2", 1, 12.0, ["server1"])  # answered by server1
+    cut = FaultWindow(1, "limit_data", "link:clients:server1", t(10), t(14))
+    assert cut.outage
+    avoided = check("freelance_dead_server_avoided", ctx_of(spark, through, [cut]))
+    assert avoided.status == HELD and avoided.figures["answered_by_that_server"] == 1, avoided
+    failed_over = through + request("client-3", 1, 12.5, ["server1", "server2"], answered=1.01)
+    avoided = check("freelance_dead_server_avoided", ctx_of(spark, failed_over, [cut]))
+    assert avoided.status == VIOLATED and [e["rid"] for e in avoided.examples] == ["client-3:1"], avoided
+    freeze = FaultWindow(1, "freeze", "server1", t(10), t(14))
+    for at, status in ((13.95, HELD), (13.5, VIOLATED)):
+        sent = events + request("client-4", 1, at, ["server1", "server2"], answered=1.01)
+        assert check("freelance_dead_server_avoided", ctx_of(spark, sent, [freeze])).status == status, at

@@ -18,7 +18,9 @@ to it (the malformed fault) leave it up.
   answered past the bound, is a violation; requests no server could have served are
   excused and counted.
 - ``freelance_dead_server_avoided``: no request is sent to a server later than the ping
-  timeout after it went out (and before it came back). The ping timeout is the client
+  timeout after it went out (and before it came back, less STOP_LAG_NS: a fault_stop is
+  written after the nemesis acted), unless that server answered it (it was up: a link
+  fault may let some connections or bytes through). The ping timeout is the client
   kind's ``server_ttl_ms`` option (the freelance adapter's default where it gives none),
   or ``dead_server_bound_ms`` in the promises. It reads the ``endpoint`` of ``send``
   events: sends that name none (an external program's) cannot be judged, and with no
@@ -61,6 +63,9 @@ from reports.checkers.toolkit import (
 #: The freelance adapter's ping timeout, for a client kind that gives no server_ttl_ms.
 DEFAULT_SERVER_TTL_MS = 1500.0
 JOIN_NS = 1 * NS
+#: How long after an outage really ended its fault_stop may be written (the nemesis writes it
+#: once it acted; a send this close to the end is not judged).
+STOP_LAG_NS = NS // 10
 #: The fault kind that only sends to a server's endpoint (junk): it leaves the server up,
 #: though its class is an outage (what availability judges it by).
 JUNK = "malformed"
@@ -288,7 +293,15 @@ def freelance_dead_server_avoided(ctx: CheckContext) -> CheckResult:
     sends = events_of(ctx, "send").select("ts", "src", "ev", "cid", "seq", "rid", "endpoint", "kind")
     row = sends.agg(F.count("*").alias("sends"), F.count("endpoint").alias("named")).collect()[0]
     spans = out_spans(ctx)
-    late = [(e, lo + detect, hi) for e, found in spans.items() for lo, hi in found if hi > lo + detect]
+    # An outage's end is its fault_stop, which the nemesis writes after it acted (a thaw's
+    # SIGCONT): a client that heard the thawed server and sent to it within that lag was
+    # called late (explore, freelance seed 1: a send 2 ms before the freeze's fault_stop).
+    late = [
+        (e, lo + detect, hi - STOP_LAG_NS)
+        for e, found in spans.items()
+        for lo, hi in found
+        if hi - STOP_LAG_NS > lo + detect
+    ]
     figures: dict[str, Any] = {
         "sends": count(row["sends"]),
         "sends_naming_endpoint": count(row["named"]),
@@ -318,12 +331,30 @@ def freelance_dead_server_avoided(ctx: CheckContext) -> CheckResult:
             which=puts_out,
         )
     frame = F.broadcast(small_frame(ctx, late, {"_e": "string", "_lo": "long", "_hi": "long"}))
-    bad = sends.join(
+    in_outage = sends.join(
         frame, (F.col("endpoint") == F.col("_e")) & F.col("ts").between(F.col("_lo"), F.col("_hi"))
     )
+    # A send that server answered (the request's last send, its reply from that endpoint)
+    # found it up: a link fault of the outage class may let connections through (limit_data
+    # closes each one after so many bytes, a toxic may act on some connections only), and a
+    # client that heard the server between cuts rightly sent to it (explore, freelance seed 1:
+    # 367 sends through limit_data on link:clients:server1, answered by server1 at once).
+    last_send = events_of(ctx, "send").groupBy("cid", "seq").agg(F.max("ts").alias("_last"))
+    replied = events_of(ctx, "reply").groupBy("cid", "seq").agg(F.first("endpoint").alias("_by"))
+    answered = (F.col("ts") == F.col("_last")) & (F.col("_by") == F.col("endpoint"))
+    marked = (
+        in_outage.join(last_send, ["cid", "seq"], "left")
+        .join(replied, ["cid", "seq"], "left")
+        .withColumn("_answered", F.coalesce(answered, F.lit(False)))
+        .cache()
+    )
+    bad = marked.filter(~F.col("_answered"))
     violations = bad.count()
     figures["sends_to_out_servers"] = violations
+    figures["answered_by_that_server"] = marked.filter(F.col("_answered")).count()
     summary += f"; {violations} sent to a server out past the timeout"
+    if figures["answered_by_that_server"]:
+        summary += f" ({figures['answered_by_that_server']} more answered by it: it was up)"
     found = (
         examples(
             bad.select(
@@ -342,4 +373,5 @@ def freelance_dead_server_avoided(ctx: CheckContext) -> CheckResult:
         if violations
         else []
     )
+    marked.unpersist()
     return result(summary, figures, violations=violations, examples=found)

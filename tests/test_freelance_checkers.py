@@ -195,3 +195,24 @@ def test_a_send_the_server_answered_found_it_up_and_a_stop_is_written_after_the_
     for at, status in ((13.95, HELD), (13.5, VIOLATED)):
         sent = events + request("client-4", 1, at, ["server1", "server2"], answered=1.01)
         assert check("freelance_dead_server_avoided", ctx_of(spark, sent, [freeze])).status == status, at
+
+
+def test_a_server_up_between_two_faults_is_no_dead_server(spark) -> None:
+    """explore (freelance, seed 1): server1 thawed at 6.587 s and was killed at 6.595 s;
+    clients that heard it in between sent to it, and joined into one outage from the
+    freeze's start those sends were called late. Each fault is its own outage now; a send
+    late into the kill's is still late."""
+    events = procs({"server1": 13.01})
+    events.append({"ts": t(15), "src": "runner", "ev": "proc_start", "role": "server1", "instance": "server1",
+                   "pid": 2})  # fmt: skip
+    for seq in range(1, 41):
+        at = 2.5 + seq * 0.5
+        events += request("client-1", seq, at, ["server2"] if 10 <= at < 15.5 else ["server1"])
+    freeze = FaultWindow(1, "freeze", "server1", t(10), t(13))
+    kill_ = FaultWindow(2, "kill", "server1", t(13.01), t(15.3))
+    between = events + request("client-2", 1, 13.005, ["server1", "server2"], answered=1.01)
+    avoided = check("freelance_dead_server_avoided", ctx_of(spark, between, [freeze, kill_]))
+    assert avoided.status == HELD and avoided.figures["outages"] == 2, avoided
+    late = events + request("client-3", 1, 14.8, ["server1", "server2"], answered=1.01)
+    avoided = check("freelance_dead_server_avoided", ctx_of(spark, late, [freeze, kill_]))
+    assert avoided.status == VIOLATED and [e["rid"] for e in avoided.examples] == ["client-3:1"], avoided

@@ -76,3 +76,14 @@ def test_no_dispatch_to_disabled(spark) -> None:
     bad = [*history(), ev(1.5, "queue", "dispatch", worker="server-1-aaaa", rid="c:3", detail="")]
     res = run("sketch_no_dispatch_to_disabled", bad, spark)
     assert res.status == VIOLATED and res.examples[0]["rid"] == "c:3"
+
+
+@pytest.mark.slow
+def test_disabled_discarded_forgets_a_dead_queues_disabling(spark) -> None:
+    # The queue that disabled server-1 is killed and started again before server-1's late
+    # reply: the new queue never disabled it (explore, reliable-sketch seed 1).
+    forwarded = [e for e in history() if e["ev"] != "discard"]
+    restarted = [*forwarded, ev(1.5, "runner", "proc_start", role="queue", instance="queue", pid=9)]
+    res = run("sketch_disabled_discarded", restarted, spark)
+    assert res.status == HELD, res.examples
+    assert run("sketch_disabled_discarded", forwarded, spark).status == VIOLATED

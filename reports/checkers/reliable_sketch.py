@@ -23,6 +23,8 @@ from reports.checkers.toolkit import (
     SUBJECT_EVENTS,
     CheckContext,
     CheckResult,
+    any_row,
+    broker_instances,
     checker,
     count,
     events_of,
@@ -30,7 +32,9 @@ from reports.checkers.toolkit import (
     history_end,
     instance_column,
     kind_count,
+    literal_rows,
     nothing_to_judge,
+    process_events,
     registered_dispatch,
     result,
     rows,
@@ -99,11 +103,22 @@ def disabled_discarded(ctx: CheckContext) -> CheckResult:
     marked = (
         both.withColumn("last_state", F.last("state", True).over(before))
         .withColumn("last_reason", F.last("reason", True).over(before))
+        .withColumn("state_ts", F.last(F.when(F.col("ev") == "state", F.col("ts")), True).over(before))
         .filter(F.col("ev") == "done")
     )
-    while_disabled = marked.filter(
-        (F.col("last_state") == "worker_expired") & (F.col("last_reason") == "disabled")
-    )
+    disabled_now = (F.col("last_state") == "worker_expired") & (F.col("last_reason") == "disabled")
+    # A queue started again since the disabling knows nothing of it: the queue that disabled
+    # the server died (explore, reliable-sketch seed 1: server-2 disabled while frozen, the
+    # queue killed, the server's late reply never discarded by a queue that had not disabled it).
+    queues = broker_instances(ctx)
+    starts = [(r["ts"],) for r in process_events(ctx, "proc_start") if r["instance"] in queues]
+    if starts:
+        restarted = any_row(
+            literal_rows(starts, {"_s": "long"}),
+            lambda r: (r["_s"] > F.col("state_ts")) & (r["_s"] <= F.col("ts")),
+        )
+        disabled_now = disabled_now & ~restarted
+    while_disabled = marked.filter(disabled_now)
     discards = (
         events_of(ctx, "discard")
         .select(F.col("worker").alias("d_worker"), F.col("rid").alias("d_rid"), F.col("ts").alias("d_ts"))

@@ -197,8 +197,15 @@ def test_a_thawed_active_stays_silent_until_it_hears_its_peer(pirates: Pirates, 
                 f"a thawed active served {(min(served) - stall['ts']) / 1e6:.0f} ms after its stall, "
                 "before hearing its peer or its expiry"
             )
-        if listen.poll(0):
-            assert time.time_ns() >= silent_until, "a thawed active announced itself before hearing its peer"
+        heard = []
+        while listen.poll(0):
+            heard.append(listen.recv())
+        if time.time_ns() < silent_until:
+            # At least 300 ms since the thaw: a server that announced itself every 100 ms said
+            # it several times. One may be its last word before the freeze, in its socket when
+            # SIGSTOP came and sent with the thaw (the correct server failed here once, 196 ms
+            # before silent_until, in a quick-tier run at load 4-5).
+            assert len(heard) <= 1, f"a thawed active announced itself {len(heard)} times before its peer"
         wait_for(
             lambda: peer.send(b"3") or pirates.events("bstar_state", reason="dual active"), 10, "step-down"
         )

@@ -177,8 +177,7 @@ def availability(ctx: CheckContext) -> CheckResult:
     t = timers(ctx)
     load_start, load_stop = load_span(ctx)
     end = max(load_stop, *(f.start_ns for f in ctx.faults)) if ctx.faults else load_stop
-    after_ns = int(t.after_s * NS)
-    spans = {f.fault_id: send_span(f, after_ns, end) for f in ctx.faults}
+    spans = {f.fault_id: send_span(f, t, end) for f in ctx.faults}
     rows: list[dict[str, Any]] = []
     windows: list[tuple[int, str, int, int]] = []  # fault_id, "before"/"during", lo, hi
     rules = {f.fault_id: survivable(ctx, f, spans) for f in ctx.faults}

@@ -56,7 +56,7 @@ def excused_spans(load: Span, faults: list[FaultWindow], t: Timers) -> list[Span
     load_start, load_stop = load
     end = max(load_stop, *(f.start_ns for f in faults)) if faults else load_stop
     spans = [(load_start, load_start + WARMUP_NS)]
-    spans += [send_span(f, int(t.after_s * NS), end) for f in faults]
+    spans += [send_span(f, t, end) for f in faults]
     return merge_spans(spans)
 
 
@@ -96,11 +96,12 @@ def too_little_judged(figures: dict[str, Any], t: Timers) -> str:
     """The reason a steady-state check is unknown for judging under a fifth of the load, or ''."""
     if figures["load_s"] and figures["judged_fraction"] >= MIN_JUDGED_FRACTION:
         return ""
+    hosts = "; on hosts, a fault that lost packets as long again as it lasted" if t.on_hosts else ""
     return (
         f"judged {figures['judged_s']:.1f} s of {figures['load_s']:.1f} s of load "
         f"({100 * figures['judged_fraction']:.0f}%, under the {100 * MIN_JUDGED_FRACTION:.0f}% needed): "
         f"each fault excuses the requests sent from its start to {t.after_s:g} s after its stop "
-        f"({t.source}), and the first {WARMUP_NS / NS:g} s are warm-up; schedule fewer or shorter "
+        f"({t.source}{hosts}), and the first {WARMUP_NS / NS:g} s are warm-up; schedule fewer or shorter "
         "faults, or a longer load"
     )
 
@@ -125,10 +126,10 @@ def with_excused_requests(
     is a steady-state retry: a request caught by a fault is not excused however late it
     retries (a broker that dropped it is found by the late resend it needed)."""
     spans = excused_send_spans(ctx, t)
-    budget, after = int(t.client_budget_s * NS), int(t.after_s * NS)
+    budget = int(t.client_budget_s * NS)
     end = spans[-1][1] if spans else load_span(ctx)[1]
     # In flight at a fault's start: excused until that fault's own stop + after + budget.
-    starts = [(f.start_ns, f.start_ns, 1, send_span(f, after, end)[1] + budget) for f in ctx.faults]
+    starts = [(f.start_ns, f.start_ns, 1, send_span(f, t, end)[1] + budget) for f in ctx.faults]
     frame = literal_rows(
         [(lo, hi, 0, hi + budget) for lo, hi in spans] + starts,
         {"_f_lo": "long", "_f_hi": "long", "_f_in": "int", "_f_until": "long"},

@@ -295,6 +295,19 @@ class Timers:
     after_s: float  # sends up to the fault's stop + after_s are excused
     client_budget_s: float  # the adapter's worst case per request: how late an excused request may end
     source: str  # "expiry_ms = heartbeat_ms * liveness" or "steady_grace_s (no expiry_ms)"
+    on_hosts: bool = False  # network = "hosts": real TCP between hosts, no proxy (chaos/hosts.py)
+
+    def after_ns(self, fault: FaultWindow) -> int:
+        """How long after ``fault``'s stop its sends are excused: ``after_s``; on hosts, after a
+        fault that lost packets, at least as long as the fault lasted. TCP backs its
+        retransmissions off through the silence, and the first one after the heal comes up to
+        about that late (through the proxy, the cut connections close at the heal and are made
+        again at once): a WMP manager partitioned 8 s was heard again 5 s after the heal, and
+        steady_state called its clients' retries then a correct system's."""
+        after = int(self.after_s * NS)
+        if self.on_hosts and fault.lossy and fault.stop_ns is not None:
+            return max(after, fault.stop_ns - fault.start_ns)
+        return after
 
     @property
     def grace_s(self) -> float:
@@ -324,12 +337,13 @@ def timers_of(meta: RunMeta) -> Timers:
         expiry = expiry_s(expr, options_of(meta))
     except ValueError:
         expiry = None  # the manifest was checked when the run started; a scenario may have changed it
+    on_hosts = (meta.get("scenario") or {}).get("network") == "hosts"
     if expiry is not None:
-        return Timers(expiry, budget, f"expiry_ms = {expr}")
+        return Timers(expiry, budget, f"expiry_ms = {expr}", on_hosts)
     grace = float(promises.get("steady_grace_s", 10.0))
-    return Timers(grace, budget, "steady_grace_s (the manifest gives no expiry_ms)")
+    return Timers(grace, budget, "steady_grace_s (the manifest gives no expiry_ms)", on_hosts)
 
 
-def send_span(fault: FaultWindow, after_ns: int, end_ns: int) -> Span:
-    """The send times a fault excuses: [start, stop + after] (to ``end_ns`` if it never healed)."""
-    return fault.start_ns, end_ns if fault.stop_ns is None else fault.stop_ns + after_ns
+def send_span(fault: FaultWindow, t: Timers, end_ns: int) -> Span:
+    """The send times a fault excuses: [start, stop + its after] (to ``end_ns`` if it never healed)."""
+    return fault.start_ns, end_ns if fault.stop_ns is None else fault.stop_ns + t.after_ns(fault)

@@ -199,25 +199,3 @@ def test_default_survives_promise():
     promises = manifest().promises
     assert promises.survives == ("slowdown", "outage:some")
     assert promises.as_dict()["availability_floor"] == 0.5
-
-
-@pytest.mark.slow  # 8-15 s of Spark; the quick tier judges availability in the tests above
-def test_availability_judges_no_promised_fault_inside_an_outage_it_does_not_promise(spark):
-    # The only queue restarted over [20, 25]: nothing is answered, whatever else acts then
-    # (explore, reliable-sketch seed 1: a slicer on a server's link inside a queue restart).
-    restart = FaultWindow(1, "restart", "queue", t(20), t(25))
-    inside = FaultWindow(2, "latency", "link:worker-1", t(21), t(24))
-    events = steady_load(0, 60, lost=(20, 25))
-    result = check("availability", ctx_for(spark, events, [restart, inside], expiry_ms=10))
-    assert result.status == UNKNOWN, result
-    row = result.figures["faults"][1]
-    assert row["verdict"] == "unknown" and "does not promise to survive" in row["reason"]
-    # One that outlasts the outage is judged after it, and held.
-    beyond = FaultWindow(2, "latency", "link:worker-1", t(21), t(28))
-    result = check("availability", ctx_for(spark, events, [restart, beyond], expiry_ms=10))
-    assert result.status == HELD, result
-    row = result.figures["faults"][1]
-    assert (
-        row["judged_during_ns"] == [[t(25) + 10**7, t(28) + 10**7]]
-        and row["ok_during"] == row["attempts_during"]
-    )

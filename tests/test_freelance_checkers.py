@@ -153,17 +153,24 @@ def test_sends_that_name_no_endpoint_leave_dead_server_avoided_unknown(spark) ->
     assert avoided.status == UNKNOWN and "do not record their endpoint" in avoided.reason
 
 
+def server1_away(*, exit_at: float, started_at: float, back_at: float) -> list[dict[str, Any]]:
+    """server1's process exits at ``exit_at`` and starts again at ``started_at``; client-1 sends
+    every 0.5 s from 3 s, to server2 from 10 s until ``back_at``, to server1 otherwise."""
+    events = procs({"server1": exit_at})
+    events.append({"ts": t(started_at), "src": "runner", "ev": "proc_start", "role": "server1",
+                   "instance": "server1", "pid": 2})  # fmt: skip
+    for seq in range(1, 41):
+        at = 2.5 + seq * 0.5
+        events += request("client-1", seq, at, ["server2"] if 10 <= at < back_at else ["server1"])
+    return events
+
+
 def test_a_server_restarted_is_back_at_its_start_not_when_the_nemesis_saw_it_ready(spark) -> None:
     """explore (freelance, seed 1): server1 killed and restarted answered a client's pings
     and requests 0.1-0.24 s before the kill's fault_stop (the nemesis polls for the new
     process's readiness), and those sends were called sends to a dead server. Its new
     process's start ends the outage; a send before that start is still late."""
-    events = procs({"server1": 10})
-    events.append({"ts": t(12), "src": "runner", "ev": "proc_start", "role": "server1", "instance": "server1",
-                   "pid": 2})  # fmt: skip
-    for seq in range(1, 41):
-        at = 2.5 + seq * 0.5
-        events += request("client-1", seq, at, ["server2"] if 10 <= at < 12.5 else ["server1"])
+    events = server1_away(exit_at=10, started_at=12, back_at=12.5)
     events += request("client-2", 1, 12.2, ["server1"])  # the new server1 answers
     restart = FaultWindow(1, "kill", "server1", t(10), t(12.5))
     avoided = check("freelance_dead_server_avoided", ctx_of(spark, events, [restart]))
@@ -202,12 +209,7 @@ def test_a_server_up_between_two_faults_is_no_dead_server(spark) -> None:
     clients that heard it in between sent to it, and joined into one outage from the
     freeze's start those sends were called late. Each fault is its own outage now; a send
     late into the kill's is still late."""
-    events = procs({"server1": 13.01})
-    events.append({"ts": t(15), "src": "runner", "ev": "proc_start", "role": "server1", "instance": "server1",
-                   "pid": 2})  # fmt: skip
-    for seq in range(1, 41):
-        at = 2.5 + seq * 0.5
-        events += request("client-1", seq, at, ["server2"] if 10 <= at < 15.5 else ["server1"])
+    events = server1_away(exit_at=13.01, started_at=15, back_at=15.5)
     freeze = FaultWindow(1, "freeze", "server1", t(10), t(13))
     kill_ = FaultWindow(2, "kill", "server1", t(13.01), t(15.3))
     between = events + request("client-2", 1, 13.005, ["server1", "server2"], answered=1.01)

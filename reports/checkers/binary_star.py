@@ -181,7 +181,9 @@ def _both_answering(ctx: CheckContext, ans: DataFrame, endpoints: list[str], win
     )
 
 
-def _handovers(ctx: CheckContext, ans: DataFrame, grace_ns: int) -> DataFrame:
+def _handovers(
+    ctx: CheckContext, ans: DataFrame, grace_ns: int, states: list[tuple[int, str, str]]
+) -> DataFrame:
     """Changes of the answering endpoint (by reply time) that no fault on the previous one explains."""
     order = Window.orderBy("r", "s")
     changes = (
@@ -191,7 +193,10 @@ def _handovers(ctx: CheckContext, ans: DataFrame, grace_ns: int) -> DataFrame:
         .filter(F.col("prev_endpoint").isNotNull() & (F.col("prev_endpoint") != F.col("endpoint")))
     )
     rows = []
-    step_downs = _step_downs(ctx)
+    step_downs: dict[str, list[int]] = {}
+    for ts, src, state in states:
+        if state != "active":
+            step_downs.setdefault(src, []).append(ts)
     for endpoint, instances in endpoint_instances(ctx).items():
         for lo, hi in takeout_spans(ctx, instances, grace_ns):
             rows.append((endpoint, lo, hi))
@@ -209,19 +214,20 @@ def _handovers(ctx: CheckContext, ans: DataFrame, grace_ns: int) -> DataFrame:
     return changes.join(spans, cond, "left_anti")
 
 
-def _step_downs(ctx: CheckContext) -> dict[str, list[int]]:
-    """server -> when it recorded a state other than active (none where servers write no states)."""
+def _states(ctx: CheckContext) -> list[tuple[int, str, str]]:
+    """The servers' own state changes, (ts, server, state), read once ([] where they write none)."""
     if "bstar_state" not in ctx.event_kinds():
-        return {}
-    out: dict[str, list[int]] = {}
-    for r in events_of(ctx, "bstar_state").filter(F.col("state") != "active").select("ts", "src").collect():
-        out.setdefault(r["src"], []).append(r["ts"])
-    return out
+        return []
+    return [
+        (r["ts"], r["src"], r["state"])
+        for r in events_of(ctx, "bstar_state").select("ts", "src", "state").collect()
+    ]
 
 
-def _state_intervals(ctx: CheckContext) -> dict[str, list[tuple[int, int]]]:
+def _state_intervals(
+    ctx: CheckContext, states: list[tuple[int, str, str]]
+) -> dict[str, list[tuple[int, int]]]:
     """server -> the [from, to] spans it recorded itself active (to its next state, or its exit)."""
-    states = events_of(ctx, "bstar_state").select("ts", "src", "state").collect()
     if not states:
         return {}
     exits = process_events(ctx)
@@ -230,8 +236,8 @@ def _state_intervals(ctx: CheckContext) -> dict[str, list[tuple[int, int]]]:
         ends.setdefault(e["instance"], []).append(e["ts"])
     end = history_end(ctx)
     by_src: dict[str, list[tuple[int, str]]] = {}
-    for s in states:
-        by_src.setdefault(s["src"], []).append((s["ts"], s["state"]))
+    for ts, src, state in states:
+        by_src.setdefault(src, []).append((ts, state))
     out: dict[str, list[tuple[int, int]]] = {}
     for src, seq in by_src.items():
         seq.sort()
@@ -245,9 +251,11 @@ def _state_intervals(ctx: CheckContext) -> dict[str, list[tuple[int, int]]]:
     return out
 
 
-def _state_overlaps(ctx: CheckContext, grace_ns: int) -> list[dict[str, Any]]:
+def _state_overlaps(
+    ctx: CheckContext, grace_ns: int, states: list[tuple[int, str, str]]
+) -> list[dict[str, Any]]:
     """Spans where two servers recorded themselves active, outside their process faults (+ grace)."""
-    active = _state_intervals(ctx)
+    active = _state_intervals(ctx, states)
     found = []
     servers = sorted(active)
     for i, a in enumerate(servers):
@@ -308,6 +316,7 @@ def single_active(ctx: CheckContext) -> CheckResult:
     }
     timeout_ns = peer_timeout_ns(ctx)
     grace_ns = timeout_ns + int(timers(ctx).client_budget_s * NS)
+    states = _states(ctx)  # read once: the handovers and the overlaps both judge them
     has_states = "bstar_state" in ctx.event_kinds()
     if not per_endpoint and not has_states:
         return result("no reply names the endpoint that answered it", unknown=NO_ENDPOINT)
@@ -315,7 +324,7 @@ def single_active(ctx: CheckContext) -> CheckResult:
     if timeout_ns and len(per_endpoint) > 1:
         labelled.append((BOTH, _both_answering(ctx, ans, sorted(per_endpoint), timeout_ns)))
     if len(per_endpoint) > 1:
-        unexplained = _handovers(ctx, ans, grace_ns)
+        unexplained = _handovers(ctx, ans, grace_ns, states)
         labelled.append((TAKEOVER, unexplained.select("cid", "seq", "rid", "endpoint", "prev_endpoint", "r")))
     found = problems(*labelled) if labelled else Found()
     n_both, n_unexplained = found.n(BOTH), found.n(TAKEOVER)
@@ -344,13 +353,13 @@ def single_active(ctx: CheckContext) -> CheckResult:
         )
         for r in found.get(TAKEOVER, (0, []))[1]
     ]
-    states = _state_overlaps(ctx, timeout_ns) if has_states else []
-    violations = n_both + n_unexplained + len(states)
+    overlaps = _state_overlaps(ctx, timeout_ns, states) if has_states else []
+    violations = n_both + n_unexplained + len(overlaps)
     figures = {
         "replies_by_endpoint": dict(sorted(per_endpoint.items())),
         "both_answering": n_both,
         "takeovers_without_cause": n_unexplained,
-        "state_overlaps": len(states),
+        "state_overlaps": len(overlaps),
         "peer_timeout_ms": ms(timeout_ns),
         "judged_from": "client replies" + (" and server state events" if has_states else ""),
     }
@@ -359,14 +368,14 @@ def single_active(ctx: CheckContext) -> CheckResult:
         f"{n_both} answered between another server's answers within the peer timeout, "
         f"{n_unexplained} takeovers no fault explains"
         + (
-            f", {len(states)} spans with two servers in state active"
+            f", {len(overlaps)} spans with two servers in state active"
             if has_states
             else "; no server state events"
         )
     )
     if not timeout_ns and len(per_endpoint) > 1:
         summary += " (no expiry_ms: the both-answering rule was not applied)"
-    return result(summary, figures, violations=violations, examples=both + takeovers + states)
+    return result(summary, figures, violations=violations, examples=both + takeovers + overlaps)
 
 
 # --- failover ----------------------------------------------------------------------------

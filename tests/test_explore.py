@@ -235,6 +235,25 @@ def test_findings_are_violated_checks_of_violated_runs_only() -> None:
     assert findings(expected, ["kill"]) == []
 
 
+def test_a_run_whose_host_clocks_disagreed_is_no_finding_though_violated(tmp_path: Path) -> None:
+    """A run the report made incomplete for a clock drift, and violated (a check read its
+    broken time line): the outcome combines to violated, and explore counted it as a
+    finding. Its times are not one line, so it judged nothing: no finding, said in its record."""
+    drift = "the host's wall clock moved +2.3 s against its monotonic clock during the run"
+    stepped = verdict("violated", violated={"recovery": "recovered in 12.3 s > 3 s"})
+    stepped |= {"incomplete": [drift], "completion": {"clock_drift": drift}}
+    assert findings(stepped, ["kill"]) == []
+    state = Exploration(tmp_path, space_of(SUBJECT), 1, "guided", 5, None)
+    data = generate(state.space, random.Random(1), name="explore-001")
+    _learn(state, 1, data, "fresh", "run-1", stepped)
+    assert state.found == {} and state.runs[0]["findings"] == [] and state.runs[0]["unjudged"] == drift
+    assert state.exit_code == 0 and not (tmp_path / "findings").exists()
+    # incomplete otherwise (a fault that failed to fire) and violated: still a finding
+    short = verdict("violated", violated={"recovery": "recovered in 12.3 s > 3 s"})
+    short |= {"incomplete": ["fault 2 (kill worker-1) failed when it fired: gone"], "completion": {}}
+    assert findings(short, ["kill"]) == [("recovery", "recovered in N s > N s", ("kill",))]
+
+
 def test_a_new_behaviour_enters_the_corpus_and_a_finding_is_written_once(tmp_path: Path) -> None:
     space = space_of(SUBJECT)
     state = Exploration(tmp_path, space, 1, "guided", 5, None)

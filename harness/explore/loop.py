@@ -54,7 +54,7 @@ from contract.outcomes import EXIT_INTERRUPTED, UNKNOWN, VIOLATED
 from contract.rundir import new_folder
 from harness.config import dump_toml
 from harness.explore.generate import Space, fault_kinds_of, generate, make_space, mutate, to_scenario
-from harness.explore.signature import findings, signature
+from harness.explore.signature import findings, signature, unjudged
 from harness.manifest import load_manifest
 from harness.progress import Progress
 from harness.runner import Runner
@@ -524,6 +524,9 @@ def _learn(
         "new": new,
         "findings": [],
     }
+    why = unjudged(verdict or {})
+    if why:
+        record["unjudged"] = why  # not a finding, whatever it violated: it may be run again
     if new:
         state.corpus.append({"run": index, "scenario": data, "new": new})
         parent = next((e for e in state.corpus if origin.startswith(f"run {e['run']}:")), None)

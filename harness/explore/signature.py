@@ -19,7 +19,11 @@ one nobody had before (a fuzzer's coverage, made of behaviour instead of code):
 - ``outcome:OUTCOME``.
 
 A finding is a violated check of a violated run (an unknown or incomplete run is none),
-deduplicated by ``(check, kind of problem, fault kinds of the run)``.
+deduplicated by ``(check, kind of problem, fault kinds of the run)``. A run whose host clocks
+disagreed (its verdict's ``completion.clock_drift``: incomplete, and violated too when a
+check read its broken time line) gives none either: its events' times are not one line, so
+nothing it shows is a judgement (``unjudged``); a run that fell short of its plan otherwise
+(a fault that failed to fire) still shows what its checks found.
 """
 
 from __future__ import annotations
@@ -128,10 +132,18 @@ def signature(verdict: dict[str, Any]) -> frozenset[str]:
     return frozenset(features)
 
 
+def unjudged(verdict: dict[str, Any]) -> str | None:
+    """Why the run's checks judged nothing (its host's clocks disagreed over it), else None."""
+    reason = (verdict.get("completion") or {}).get("clock_drift")
+    return str(reason) if reason else None
+
+
 def findings(verdict: dict[str, Any], fault_kinds: list[str]) -> list[tuple[str, str, tuple[str, ...]]]:
     """The findings of a run: (check, kind of problem, fault kinds) for each violated check
-    of a violated run, expected violations left out. None for any other outcome."""
-    if verdict.get("outcome") != VIOLATED:
+    of a violated run, expected violations left out. None for any other outcome, nor for a
+    run whose time line is broken (``unjudged``: a host clock step made a run both
+    incomplete and violated, and explore counted it as a finding)."""
+    if verdict.get("outcome") != VIOLATED or unjudged(verdict):
         return []
     expected = set(verdict.get("expect_violated") or [])
     kinds = tuple(sorted(set(fault_kinds)))

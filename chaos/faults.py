@@ -180,10 +180,11 @@ class FaultKind:
     hosts: bool = False
     #: What the machine lacks for it (one line, or None): root, a library, a kernel module.
     missing: Callable[[], str | None] | None = None
-    #: A link card in a ``network = "hosts"`` run, where there is no fault proxy: how iptables
-    #: rules on the link's own TCP flows carry it out ("drop" or "reset", chaos/packets.py
-    #: ``hold_link``); None: it needs the proxy, and the scenario reader refuses it there,
-    #: saying what to use instead (``hosts_instead``).
+    #: A link card in a ``network = "hosts"`` run, where there is no fault proxy: how it is
+    #: carried out on the link's own TCP flows (chaos/packets.py ``hold_link``): iptables
+    #: rules that "drop" or "reset" them, or a packet queue that holds them ("delay") or
+    #: holds them to a "rate"; None: it needs the proxy, and the scenario reader refuses it
+    #: there, saying what to use instead (``hosts_instead``).
     on_hosts: str | None = None
     hosts_instead: str = ""
 

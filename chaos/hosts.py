@@ -16,7 +16,8 @@ A namespace or a link cannot remove itself when the runner is SIGKILLed, so ever
 carries its runner's mark (``zchaos-<PID>.<START>``, chaos/host_marks.py): a namespace in
 its name, the bridge and the veths in their alias (an interface's name has 15 characters);
 ``close`` removes the run's own at its end and ``remove_leftovers`` those whose runner is
-gone, at the next run's start. Needs root and iproute2's ``ip`` (``missing``).
+gone, at the next run's start (and any process still inside one, a packet fault's queue).
+Needs root and iproute2's ``ip`` (``missing``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,6 +217,12 @@ def remove_leftovers() -> tuple[list[str], list[str]]:
         names = []
     for name in names:
         if _dead(name.rpartition("-")[0]):
+            # a process still inside (a packet fault's queue) would keep the namespace
+            # alive, nameless, after its deletion: it goes first
+            for pid in run_cmd(["ip", "netns", "pids", name], check=False).split():
+                with contextlib.suppress(OSError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
+                    removed.append(f"process {pid} in network namespace {name}")
             try:
                 run_cmd(["ip", "netns", "delete", name])
                 removed.append(f"network namespace {name}")

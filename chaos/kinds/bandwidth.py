@@ -1,4 +1,7 @@
-"""``bandwidth``: Toxiproxy ``bandwidth`` in KB/s (0 blocks the direction)."""
+"""``bandwidth``: Toxiproxy ``bandwidth`` in KB/s (0 blocks the direction). With ``network =
+"hosts"`` (no proxy) each of the link's own TCP flows is held to the rate in a userspace
+packet queue in the binder's host instead, and a rate of 0 drops its packets (chaos/packets.py
+``hold_link``)."""
 
 from __future__ import annotations
 
@@ -20,5 +23,5 @@ KIND = FaultKind(
     lossy=True,
     harm=SLOWDOWN,
     toxic=Toxic("bandwidth", {"rate_kb_s": "rate"}),
-    hosts_instead="netem with rate_kbit on {ends}",
+    on_hosts="rate",
 )

@@ -1,4 +1,6 @@
-"""``latency``: Toxiproxy ``latency`` (+ ``jitter``) in ms."""
+"""``latency``: Toxiproxy ``latency`` (+ ``jitter``) in ms. With ``network = "hosts"`` (no
+proxy) the link's own TCP packets are held that long in a userspace packet queue in the
+binder's host instead (chaos/packets.py ``hold_link``)."""
 
 from __future__ import annotations
 
@@ -20,5 +22,5 @@ KIND = FaultKind(
     },
     harm=SLOWDOWN,
     toxic=Toxic("latency", {"latency_ms": "latency", "jitter_ms": "jitter"}),
-    hosts_instead="netem with delay_ms and jitter_ms on {ends}",
+    on_hosts="delay",
 )

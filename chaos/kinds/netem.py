@@ -1,13 +1,18 @@
 """``netem``: tc's netem on the target host's link (``network = "hosts"``, chaos/packets.py):
 delay with jitter and correlation, loss, duplication, reordering, corruption, a rate limit,
-for duration_s, on what it sends, receives or both."""
+for duration_s, on what it sends, receives or both. Where the kernel has no netem, the same
+effects are built of iptables rules, tbf and a userspace packet queue (chaos/packets.py
+``add_emulated``, chaos/packet_queue.py), with netem's meaning for every parameter.
+
+It loses packets (``lossy``: TCP's retransmissions back off through it, so on hosts the
+checks excuse as long again after its stop) but not the service (``harm`` a slowdown)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from chaos.faults import FaultKind, FaultRun, Param, ParamProblem, duration
-from chaos.packets import NETEM_DIRECTIONS, hold_netem, netem_missing
+from chaos.packets import NETEM_DIRECTIONS, hold_netem, packet_faults_missing
 from contract.promises import SLOWDOWN
 
 if TYPE_CHECKING:
@@ -39,7 +44,8 @@ def pct(doc: str, explore: tuple[float, float]) -> Param:
 KIND = FaultKind(
     "netem",
     'tc netem on the target host\'s link (network = "hosts") for duration_s: delay ± jitter, loss, '
-    "duplication, reordering, corruption, a rate limit",
+    "duplication, reordering, corruption, a rate limit (without the kernel's netem: iptables, tbf and "
+    "a userspace packet queue)",
     "process",
     run,
     {
@@ -64,8 +70,9 @@ KIND = FaultKind(
             explore=NETEM_DIRECTIONS,
         ),
     },
+    lossy=True,
     harm=SLOWDOWN,
     hosts=True,
-    missing=netem_missing,
+    missing=packet_faults_missing,
     validate=validate,
 )

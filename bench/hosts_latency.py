@@ -8,7 +8,9 @@
    client host's link, both ways: UDP datagrams echoed between the two hosts, the realised
    added round-trip delay against twice the parameter (it acts on each way) and the realised
    loss of round trips against 1 - (1 - p)^2, as ratios. Where the kernel has no netem (this
-   project's CI machine's has not: CONFIG_NET_SCH_NETEM) it says so in one line.
+   project's CI machine's has not: CONFIG_NET_SCH_NETEM) the fault is what zchaos builds in
+   its place (iptables rules and a userspace packet queue, chaos/packets.py ``add_emulated``),
+   and it says which it measured.
 
 Needs root (namespaces). Every namespace and link it makes is removed at its end.
 
@@ -29,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from chaos.hosts import Hosts, HostsError, in_ns, missing  # noqa: E402
-from chaos.packets import add_netem, netem_missing  # noqa: E402
+from chaos.packets import add_netem, packet_faults_missing  # noqa: E402
 
 
 def serve(kind: str, address: str, port: int) -> None:
@@ -148,7 +150,7 @@ def udp_round_trips(hosts: Hosts, rounds: int) -> tuple[int, list[float]]:
 
 
 def measure_netem(hosts: Hosts, delay_ms: float, loss_pct: float, rounds: int) -> None:
-    why = netem_missing()
+    why = packet_faults_missing()
     if why is not None:
         print(f"netem: not measured: {why}")
         return

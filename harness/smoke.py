@@ -6,6 +6,11 @@ run starts it (its default count, each readiness waited for), then each client k
 adapter sends a few requests straight to the endpoints (no fault proxy, no Locust), and
 everything is stopped, also on an error or Ctrl-C. Logs and history go to a temporary run
 folder that is removed afterwards; what was seen is printed.
+
+A manifest that says ``network = "hosts"`` is smoked in hosts mode where the machine can
+make them (root, ``ip``: chaos/hosts.py), each instance in its namespace and the requests
+sent from this process over the run's bridge, as the runner's readiness checks reach them;
+where it cannot, on loopback, and it says why in one line.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
@@ -27,6 +32,9 @@ from harness.manifest import Manifest
 from harness.scenario import parse_scenario
 from harness.supervisor import Supervisor, log_tail
 from harness.topology import Topology
+
+if TYPE_CHECKING:
+    from chaos.hosts import Hosts
 
 #: Requests each client kind sends.
 SMOKE_REQUESTS = 3
@@ -48,6 +56,7 @@ def smoke(manifest: Manifest, *, requests: int = SMOKE_REQUESTS, say: Callable[[
         history = HistoryWriter(run.history / "runner.jsonl", "runner")
         supervisor = Supervisor(history, topology.base_env())
         answered = sent = 0
+        hosts = _hosts(scenario.network, topology, say)
         try:
             for role in topology.start_order():
                 for instance in scenario.instances(role):
@@ -68,12 +77,38 @@ def smoke(manifest: Manifest, *, requests: int = SMOKE_REQUESTS, say: Callable[[
         finally:
             supervisor.stop_all()
             history.close()
+            for what in hosts.close() if hosts is not None else []:
+                say(f"  could not remove a host of the smoke: {what}")
         for name in sorted(p.stem for p in run.logs.glob("*.log")):
             if answered < sent:  # what the processes said, for the user to see why
                 say(f"  last lines of {name}'s log:")
                 say("\n".join(f"    {line}" for line in log_tail(run.log(name), 5).splitlines()))
     say(f"smoke: {answered} of {sent} requests answered with their own body; every process stopped")
     return exit_code(PASSED if answered == sent else VIOLATED)
+
+
+def _hosts(network: str, topology: Topology, say: Callable[[str], None]) -> Hosts | None:
+    """The smoke's hosts when the manifest asks for them and the machine can make them (the
+    topology then starts each instance in its own), else None, having said why."""
+    if network != "hosts":
+        return None
+    from chaos.hosts import Hosts, HostsError, missing
+
+    why = missing()
+    if why is None:
+        hosts = Hosts(topology.host_names())
+        try:
+            hosts.open()
+        except HostsError as exc:
+            hosts.close()
+            why = str(exc)
+        else:
+            topology.use_hosts(hosts)
+            made = f"{len(hosts.hosts)} network namespaces on bridge {hosts.bridge}"
+            say(f"  hosts: {made} ({hosts.prefix}.0/24)")
+            return hosts
+    say(f'  network = "hosts" smoked on loopback instead: {why}')
+    return None
 
 
 def _requests(

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -244,6 +245,27 @@ def test_a_smoke_test_starts_the_system_sends_requests_and_stops(tmp_path: Path)
     assert "worker-2: pid" in done.stdout and "ready (log:ready)" in done.stdout
     assert "request 3: answered in" in done.stdout
     assert "smoke: 3 of 3 requests answered with their own body; every process stopped" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_hosts_manifest_is_smoked_in_hosts_mode_where_the_machine_can(tmp_path: Path) -> None:
+    """Each instance in a namespace of its own, the requests over the bridge, all of it gone
+    after; without root, on loopback, saying why in one line."""
+    manifest = tmp_path / "hosts" / "manifest.toml"
+    manifest.parent.mkdir()
+    text = LRU.read_text().replace("{manifest_dir}/lru_queue.py", str(LRU.parent / "lru_queue.py"))
+    manifest.write_text('network = "hosts"\n' + text)
+    done = smoke(tmp_path, manifest)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "smoke: 3 of 3 requests answered with their own body; every process stopped" in done.stdout
+    if os.geteuid() != 0:
+        assert 'network = "hosts" smoked on loopback instead: network = "hosts" needs root' in done.stdout
+        return
+    bridge = re.search(r"hosts: 4 network namespaces on bridge (zc(\d+)b)", done.stdout)
+    assert bridge is not None, done.stdout
+    assert not Path("/sys/class/net", bridge[1]).exists(), "the bridge was left"
+    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"zchaos-{bridge[2]}." not in left, "a namespace was left"
 
 
 def test_a_smoke_test_of_a_system_that_does_not_answer_in_time_says_so(tmp_path: Path) -> None:

@@ -204,6 +204,12 @@ def bind(sock: socket.socket, queue: int) -> None:
                 raise OSError(code, f"nfnetlink_queue {what} of queue {queue}: {os.strerror(code)}")
 
 
+def send_all(sock: socket.socket, messages: list[bytes]) -> None:
+    """Send verdicts, a few hundred to a datagram (within the socket's send buffer)."""
+    for at in range(0, len(messages), 128):
+        sock.send(b"".join(messages[at : at + 128]))
+
+
 def serve(args: argparse.Namespace) -> dict[str, int]:
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
@@ -233,8 +239,7 @@ def serve(args: argparse.Namespace) -> dict[str, int]:
         while held and held[0][0] <= now:
             _, _, packet_id, payload = heapq.heappop(held)
             out.append(verdict(args.queue, packet_id, NF_ACCEPT, payload))
-        if out:
-            sock.send(b"".join(out))
+        send_all(sock, out)
         wait_ms = 200 if not held else max(0, min(200, (held[0][0] - time.monotonic()) * 1000))
         try:
             if not poller.poll(wait_ms):
@@ -257,9 +262,17 @@ def serve(args: argparse.Namespace) -> dict[str, int]:
             order += 1
             heapq.heappush(held, (at, order, packet_id, changed))
         counts["max_held"] = max(counts["max_held"], len(held))
-    # let what is held go: the fault is over, and a packet kept would be a loss it did not make
-    if held:
-        sock.send(b"".join(verdict(args.queue, pid, NF_ACCEPT, p) for _, _, pid, p in sorted(held)))
+    # let what is held go, and what the kernel has queued for it since (its rules are gone
+    # by now; the queue's packets would be dropped when it closes): the fault is over, and
+    # a packet kept would be a loss it did not make
+    out = [verdict(args.queue, pid, NF_ACCEPT, p) for _, _, pid, p in sorted(held)]
+    while True:
+        try:
+            size = sock.recv_into(buf, 0, socket.MSG_DONTWAIT)
+        except (InterruptedError, BlockingIOError):
+            break
+        out += [verdict(args.queue, i, NF_ACCEPT) for k, i, _ in parse(buf, size) if k == NFQNL_MSG_PACKET]
+    send_all(sock, out)
     sock.close()
     return counts
 

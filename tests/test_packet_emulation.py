@@ -309,6 +309,28 @@ def test_jitter_reorders_real_packets(hosts: Hosts) -> None:  # noqa: F811
     assert overtaken > 20, overtaken
 
 
+@needs_root
+@needs_iptables
+def test_what_the_queue_holds_at_the_faults_end_goes_on_not_lost(hosts: Hosts) -> None:  # noqa: F811
+    """A delay longer than the fault: every datagram held arrives when the fault ends."""
+    address = hosts.address("server")
+    got = subprocess.Popen(
+        in_ns(hosts.ns("server"), [sys.executable, "-c", RECEIVER, address]),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    applied, _ = add_emulated(hosts, 19, "server", {"delay_ms": 20_000, "direction": "in"})
+    try:
+        assert got.stdout is not None and got.stdout.readline().strip() == "ready"
+        send = in_ns(hosts.ns("client"), [sys.executable, "-c", SENDER, address, "50"])
+        subprocess.run(send, check=True)
+    finally:
+        assert applied.remove() == []
+        out, _ = got.communicate(timeout=40)
+    assert sorted(int(x) for x in out.split()) == list(range(50))
+    assert applied.counts["packets"] == 50 and applied.counts["max_held"] == 50
+
+
 STREAM = """
 import hashlib, socket, sys, time
 if sys.argv[1] == 'serve':

@@ -4,7 +4,7 @@ Each kind is one card, in a module of its own under ``chaos/kinds/`` (found ther
 ``chaos.kinds.FAULT_KINDS``): its parameters, how it runs (``run``: a handler the nemesis
 calls, or for a link fault a ``Toxic`` with its attribute mapping, the default direction
 being the ``direction`` parameter's default), what it does to its target (``harm``,
-``target`` as the scope, ``lossy``) and a ``validate`` hook for rules across its parameters
+``target`` as the scope, ``lossy``, ``stops``) and a ``validate`` hook for rules across its parameters
 and the manifest. The scenario reader validates every parameter against its ``Param``
 (type, required or default, range, choices) and then calls ``validate``, before anything
 starts; ``zchaos list`` prints the cards; the nemesis records each fault's class
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from contract.promises import HARMS, OUTAGE
+from contract.promises import HARMS, OUTAGE, STOPS, default_stops
 
 if TYPE_CHECKING:
     from chaos.clock import Clocks
@@ -163,6 +163,10 @@ class FaultKind:
     lossy: bool = False
     #: What it does to the target's service (contract/promises.py HARMS).
     harm: str = OUTAGE
+    #: What of the target's traffic it stops (contract/promises.py STOPS): None, what its
+    #: harm stops (an outage all of it, a slowdown nothing); an outage that cuts connections
+    #: one by one says ``connections``, junk a correct target survives ``nothing``.
+    stops: str | None = None
     #: The toxic a link fault adds (None: it runs otherwise, see ``run``).
     toxic: Toxic | None = None
     #: Rules across the parameters, and against the manifest: ``validate(params, target,
@@ -194,6 +198,8 @@ class FaultKind:
                 raise TypeError(f"fault kind {self.name!r}: parameter {pname!r} must be declared as a Param")
         if self.harm not in HARMS or self.target not in ("process", "link"):
             raise TypeError(f"fault kind {self.name!r}: harm is one of {HARMS}, target process or link")
+        if self.stops is not None and self.stops not in STOPS:
+            raise TypeError(f"fault kind {self.name!r}: stops is one of {STOPS}")
 
     @property
     def instantaneous(self) -> bool:
@@ -207,6 +213,7 @@ class FaultKind:
             "fault_scope": self.target,
             "fault_lossy": self.lossy,
             "fault_harm": self.harm,
+            "fault_stops": self.stops or default_stops(self.harm),
             "fault_lasting": not self.instantaneous,
         }
 

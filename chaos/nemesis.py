@@ -53,7 +53,7 @@ class PlannedFault:
         return f"{self.at_s:6.1f}s  {self.kind:<8} {self.target}" + (f"  ({extra})" if extra else "")
 
     def as_dict(self) -> PlanEntry:
-        """The fault as run.json's plan records it, with its class (scope, lossy, harm, lasting)."""
+        """The fault as run.json's plan records it, with its class (scope, lossy, harm, stops, lasting)."""
         cls = FAULT_KINDS[self.kind].fault_class()
         return {
             "fault_id": self.fault_id,
@@ -65,6 +65,7 @@ class PlannedFault:
             "fault_scope": cls["fault_scope"],
             "fault_lossy": cls["fault_lossy"],
             "fault_harm": cls["fault_harm"],
+            "fault_stops": cls["fault_stops"],
             "fault_lasting": cls["fault_lasting"],
         }
 

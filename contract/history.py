@@ -69,6 +69,7 @@ FIELD_TYPES: dict[str, str] = {
     "fault_scope": "string",  # "process" or "link"
     "fault_lossy": "bool",  # the fault loses what is sent
     "fault_harm": "string",  # what it does to the target's service: outage or slowdown
+    "fault_stops": "string",  # what of the target's traffic it stops: all, connections, nothing
     "fault_lasting": "bool",  # it has a duration of its own (not a kill or a restart)
     # runner
     "role": "string",  # the role of a process: queue, worker, locust
@@ -186,7 +187,7 @@ CORE_EVENTS: dict[str, EventKind] = {
     "fault_start": EventKind(
         "nemesis",
         ("fault", "target", "fault_id"),
-        ("pid", "detail", "fault_scope", "fault_lossy", "fault_harm", "fault_lasting"),
+        ("pid", "detail", "fault_scope", "fault_lossy", "fault_harm", "fault_stops", "fault_lasting"),
         "a fault began",
     ),
     "fault_stop": EventKind("nemesis", ("fault", "target", "fault_id"), ("pid", "detail"), "a fault healed"),

@@ -19,6 +19,22 @@ from typing import Any
 OUTAGE, SLOWDOWN = "outage", "slowdown"
 HARMS = (OUTAGE, SLOWDOWN)
 
+#: What of the target's traffic a fault stops while it acts (each card says, beside its
+#: harm): ``all`` of it (a killed, frozen or restarted process, a blackholed or closed
+#: link: nothing reaches the target), ``connections`` one by one (reset, closed after so
+#: many bytes: what each carried may be lost, but the peers reconnect and hear the target
+#: between the cuts), or ``nothing`` a correct target has to lose (a slowdown; junk sent
+#: beside the good requests, which a correct target drops and serves on).
+STOPS_ALL, STOPS_CONNECTIONS, STOPS_NOTHING = "all", "connections", "nothing"
+STOPS = (STOPS_ALL, STOPS_CONNECTIONS, STOPS_NOTHING)
+
+
+def default_stops(harm: str) -> str:
+    """What a fault of this harm stops when its card does not say: an outage all of its
+    target's traffic, a slowdown nothing."""
+    return STOPS_ALL if harm == OUTAGE else STOPS_NOTHING
+
+
 #: The faults a system promises to stay available through unless its manifest says otherwise.
 DEFAULT_SURVIVES = ("slowdown", "outage:some")
 SURVIVE_SCOPES = ("", "some")

@@ -44,6 +44,7 @@ from typing import Any, TypedDict, cast
 
 from contract.clock import ClocksMeta
 from contract.errors import SetupError
+from contract.faults import fault_class
 from contract.history import STOPPED_SUFFIX, read_stopped
 
 #: The shape of run.json this module writes: 2 stores every value once. A run.json without
@@ -117,6 +118,7 @@ class PlanEntry(TypedDict):
     fault_scope: str  # "process" or "link"
     fault_lossy: bool
     fault_harm: str  # outage or slowdown
+    fault_stops: str  # all, connections or nothing (read_meta fills it in where it was not recorded)
     fault_lasting: bool  # it has a duration of its own (not a kill or a restart)
 
 
@@ -277,10 +279,12 @@ def upgrade_meta(raw: dict[str, Any]) -> RunMeta:
     client kinds (``scenario.load.clients`` beside the manifest's), the implementation
     (``scenario.implementation``, the manifest's name), the scenario's and the manifest's
     paths (``replay`` too). Each keeps its one place; where an old file lacks that one, the
-    copy it has moves there. Anything else is kept as it is (a reader asks with ``get``)."""
+    copy it has moves there. A plan entry written before ``fault_stops`` was gets it from
+    its kind (contract/faults.py), in either shape. Anything else is kept as it is (a reader
+    asks with ``get``)."""
     if raw.get("format") == FORMAT:
-        return cast(RunMeta, raw)
-    meta = dict(raw)
+        return cast(RunMeta, _with_plan_classes(raw))
+    meta = _with_plan_classes(dict(raw))
     scenario = dict(meta.get("scenario") or {})
     for key in ("expect_violated", "notes", "warnings"):
         if key in meta:
@@ -312,6 +316,20 @@ def upgrade_meta(raw: dict[str, Any]) -> RunMeta:
         meta["manifest"] = manifest
     meta["format"] = FORMAT
     return cast(RunMeta, meta)
+
+
+def _with_plan_classes(meta: dict[str, Any]) -> dict[str, Any]:
+    """``meta`` with each plan entry's ``fault_stops``, from its kind where it lacks one."""
+    plan = meta.get("plan")
+    if not isinstance(plan, list) or all(not isinstance(f, dict) or "fault_stops" in f for f in plan):
+        return meta
+    entries = []
+    for f in plan:
+        if isinstance(f, dict) and "fault_stops" not in f:
+            known = fault_class(str(f.get("kind")), str(f.get("target")), harm=f.get("fault_harm"))
+            f = {**f, "fault_stops": known.stops}
+        entries.append(f)
+    return {**meta, "plan": entries}
 
 
 #: The name of the history follower's log in ``logs/``.

@@ -21,7 +21,7 @@ CONTROL_EVENTS = ("phase", "phase_done", "fault_start", "fault_stop", "fault_err
 
 
 CONTROL_COLUMNS = ("ts", "src", "ev", "name", "fault_id", "fault", "target", "detail",
-                   "fault_scope", "fault_lossy", "fault_harm", "fault_lasting",
+                   "fault_scope", "fault_lossy", "fault_harm", "fault_lasting", "fault_stops",
                    "instance", "role", "pid", "code", "signal", "expected")  # fmt: skip
 
 
@@ -61,6 +61,7 @@ def fault_windows(
             r["fault_lossy"],
             r["fault_harm"],
             r["fault_lasting"],
+            r["fault_stops"],
         )
         for fid, r in sorted(starts.items(), key=lambda kv: kv[1]["ts"])
     ]

@@ -13,7 +13,7 @@ from chaos.kinds import FAULT_KINDS
 from chaos.nemesis import Nemesis, PlannedFault
 from contract.faults import RECORDED_BEFORE, UNKNOWN_KIND, FaultClass, fault_class
 from contract.history import EVENTS
-from contract.promises import HARMS, OUTAGE, SLOWDOWN
+from contract.promises import HARMS, OUTAGE, SLOWDOWN, STOPS, STOPS_ALL, STOPS_CONNECTIONS, STOPS_NOTHING
 from reports.checkers import FaultWindow
 from tests.doubles import EventList, GoneControl
 
@@ -21,7 +21,11 @@ from tests.doubles import EventList, GoneControl
 def card_class(kind: FaultKind) -> FaultClass:
     recorded = kind.fault_class()
     return FaultClass(
-        recorded["fault_scope"], recorded["fault_lossy"], recorded["fault_harm"], recorded["fault_lasting"]
+        recorded["fault_scope"],
+        recorded["fault_lossy"],
+        recorded["fault_harm"],
+        recorded["fault_lasting"],
+        recorded["fault_stops"],
     )
 
 
@@ -30,6 +34,7 @@ def test_every_card_is_complete(name: str) -> None:
     kind = FAULT_KINDS[name]
     assert kind.name == name and kind.doc and callable(kind.run)
     assert kind.harm in HARMS and kind.target in ("process", "link")
+    assert kind.fault_class()["fault_stops"] in STOPS
     if kind.toxic is not None:
         assert kind.target == "link"
         assert set(kind.toxic.attributes) <= set(kind.params), (
@@ -127,6 +132,15 @@ def test_a_window_takes_what_fault_start_recorded_and_completes_an_old_history()
     # what fault_start recorded wins (a history is read as written, whatever the cards say today)
     recorded = FaultWindow(3, "kill", "worker-1", 0, 1, "link", True, SLOWDOWN, True)
     assert (recorded.on_link, recorded.lossy, recorded.outage, recorded.lasting) == (True, True, False, True)
+    # recorded before fault_stops: a kind of that time as its card said, a younger one by its harm
+    for kind, target, lossy, harm, stops in (
+        ("limit_data", "link:clients", True, OUTAGE, STOPS_CONNECTIONS),
+        ("malformed", "queue", False, OUTAGE, STOPS_NOTHING),
+        ("host_partition", "queue", True, OUTAGE, STOPS_ALL),
+        ("clock_step", "queue", False, SLOWDOWN, STOPS_NOTHING),
+    ):
+        scope = "link" if target.startswith("link:") else "process"
+        assert FaultWindow(4, kind, target, 0, 1, scope, lossy, harm, True).stops == stops, kind
     # a kind nobody knows, with nothing recorded: the strictest reading
     assert fault_class("mystery", "worker-1") == UNKNOWN_KIND
     assert fault_class("kill", "link:worker-1").scope == "link"
@@ -144,13 +158,21 @@ def test_the_nemesis_writes_the_fault_class_into_fault_start_and_the_plan() -> N
     assert nemesis.stop() == []
     start = sink.items[0]
     assert start["ev"] == "fault_start"
-    recorded = (start["fault_scope"], start["fault_lossy"], start["fault_harm"], start["fault_lasting"])
-    assert recorded == ("process", False, OUTAGE, True)
+    recorded = (
+        start["fault_scope"],
+        start["fault_lossy"],
+        start["fault_harm"],
+        start["fault_lasting"],
+        start["fault_stops"],
+    )
+    assert recorded == ("process", False, OUTAGE, True, STOPS_ALL)
     assert "fault_scope" not in sink.items[1]
     plan = planned.as_dict()
-    assert (plan["kind"], plan["target"], plan["fault_harm"], plan["fault_lasting"]) == (
+    class_ = (plan["fault_harm"], plan["fault_lasting"], plan.get("fault_stops"))
+    assert (plan["kind"], plan["target"], *class_) == (
         "freeze",
         "worker-1",
         OUTAGE,
         True,
+        STOPS_ALL,
     )

@@ -181,18 +181,18 @@ def test_a_server_restarted_is_back_at_its_start_not_when_the_nemesis_saw_it_rea
 
 
 def test_a_send_the_server_answered_found_it_up_and_a_stop_is_written_after_the_thaw(spark) -> None:
-    """explore (freelance, seed 1): 367 sends through limit_data on the clients' link to
-    server1 (an outage-class fault that lets each connection carry some bytes), answered by
-    server1 at once, were called sends to a dead server; so was a send 2 ms before the
-    freeze's fault_stop, which the nemesis writes after the SIGCONT. A send through the cut
-    that another server had to answer is still late, and so is one well before the thaw."""
+    """explore (freelance, seed 1): sends through a partition that spares some connections
+    (toxicity below 1), answered by server1 at once, would be called sends to a dead server;
+    so was a send 2 ms before the freeze's fault_stop, which the nemesis writes after the
+    SIGCONT. A send through the cut that another server had to answer is still late, and so
+    is one well before the thaw."""
     events = procs()
     for seq in range(1, 41):
         at = 2.5 + seq * 0.5
         events += request("client-1", seq, at, ["server2"] if 10 <= at < 14 else ["server1"])
     through = events + request("client-2", 1, 12.0, ["server1"])  # answered by server1
-    cut = FaultWindow(1, "limit_data", "link:clients:server1", t(10), t(14))
-    assert cut.outage
+    cut = FaultWindow(1, "partition", "link:clients:server1", t(10), t(14))
+    assert cut.stops_all
     avoided = check("freelance_dead_server_avoided", ctx_of(spark, through, [cut]))
     assert avoided.status == HELD and avoided.figures["answered_by_that_server"] == 1, avoided
     failed_over = through + request("client-3", 1, 12.5, ["server1", "server2"], answered=1.01)
@@ -202,6 +202,32 @@ def test_a_send_the_server_answered_found_it_up_and_a_stop_is_written_after_the_
     for at, status in ((13.95, HELD), (13.5, VIOLATED)):
         sent = events + request("client-4", 1, at, ["server1", "server2"], answered=1.01)
         assert check("freelance_dead_server_avoided", ctx_of(spark, sent, [freeze])).status == status, at
+
+
+def test_a_fault_that_cuts_connections_one_by_one_leaves_the_server_heard(spark) -> None:
+    """explore (freelance, seed 1): limit_data on the clients' link to server1 (each connection
+    closed after so many bytes; the clients reconnect and hear server1's pings between the
+    cuts) lost a send to server1 with its connection, and server3 answered it: called a send
+    to a dead server, though the clients rightly took server1 for alive. Such a fault (and a
+    reset) no longer puts the server out; a partition of the link still does, and the same
+    send through it is late (the test above). A request then is still one no server may have
+    served: with every server's link so cut, an abandon is excused."""
+    events = procs()
+    for seq in range(1, 41):
+        at = 2.5 + seq * 0.5
+        events += request("client-1", seq, at, ["server1"])
+    lost_on_a_cut = events + request("client-3", 1, 12.5, ["server1", "server3"], answered=1.01)
+    for kind in ("limit_data", "reset"):
+        cut = FaultWindow(1, kind, "link:clients:server1", t(10), t(14))
+        assert cut.outage and cut.lossy and not cut.stops_all and cut.loses_service, kind
+        avoided = check("freelance_dead_server_avoided", ctx_of(spark, lost_on_a_cut, [cut]))
+        assert avoided.status == HELD, (kind, avoided)
+        assert avoided.figures["outages"] == 0, avoided
+    # Every server's link cut so: a request abandoned then is excused (no server sure to serve).
+    abandoned = events + request("client-4", 1, 12.0, ["server1", "server2", "server3"], answered=None)
+    cuts = [FaultWindow(i, "limit_data", f"link:clients:{s}", t(10), t(14)) for i, s in enumerate(SERVERS, 1)]
+    served = check("freelance_failover_served", ctx_of(spark, abandoned, cuts))
+    assert served.status == HELD and served.figures["excused_no_server"] >= 1, served
 
 
 def test_a_server_up_between_two_faults_is_no_dead_server(spark) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from chaos.faults import FaultKind, Toxic, count, direction, duration, toxicity
 from chaos.netfaults import toxic_fault
+from contract.promises import STOPS_CONNECTIONS
 
 KIND = FaultKind(
     "limit_data",
@@ -18,6 +19,9 @@ KIND = FaultKind(
         "toxicity": toxicity(),
     },
     lossy=True,
+    # each connection carries its bytes and the peers make new ones: the target is heard
+    # between the cuts (a freelance client rightly keeps sending to it)
+    stops=STOPS_CONNECTIONS,
     toxic=Toxic("limit_data", {"bytes": "bytes"}),
     hosts_instead='none: it counts the bytes of a connection, which only a proxy can (network = "proxy")',
 )

@@ -16,6 +16,7 @@ import zmq
 
 from chaos.faults import FIXED, FaultKind, FaultRun, Param, ParamProblem, duration
 from chaos.malformed import Wire, families, send_batch
+from contract.promises import STOPS_NOTHING
 
 if TYPE_CHECKING:
     from chaos.nemesis import PlannedFault
@@ -103,5 +104,8 @@ KIND = FaultKind(
         ),
         "service": Param(str, "echo", "the service named in Majordomo junk", explore=FIXED),
     },
+    # an outage by its harm, but it stops none of the target's good traffic: a correct
+    # target drops the junk and serves on
+    stops=STOPS_NOTHING,
     validate=validate,
 )

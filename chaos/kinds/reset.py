@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from chaos.faults import FaultKind, Toxic, count, direction, duration, toxicity
 from chaos.netfaults import toxic_fault
+from contract.promises import STOPS_CONNECTIONS
 
 KIND = FaultKind(
     "reset",
@@ -19,6 +20,8 @@ KIND = FaultKind(
         "toxicity": toxicity(),
     },
     lossy=True,
+    # each connection is reset after its first data (and timeout_ms) and the peers reconnect
+    stops=STOPS_CONNECTIONS,
     toxic=Toxic("reset_peer", {"timeout_ms": "timeout"}),
     hosts_instead='disconnect (TCP resets of the link at the IP level) or host_partition with how = "reset"',
 )

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from contract.faults import fault_class
 from contract.links import Link, parse_link
-from contract.promises import OUTAGE
+from contract.promises import OUTAGE, STOPS_ALL, STOPS_NOTHING
 from contract.rundir import RunMeta
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def shown_first(examples: list[dict[str, Any]], n: int) -> list[int]:
 class FaultWindow:
     """One fault, from its ``fault_start`` to its ``fault_stop`` (ns), with its class.
 
-    ``scope`` ("process" or "link"), ``lossy``, ``harm`` and ``lasting`` are what
+    ``scope`` ("process" or "link"), ``lossy``, ``harm``, ``lasting`` and ``stops`` are what
     ``fault_start`` recorded from the kind's card; what a history written before they were
     recorded lacks comes from contract/faults.py, so that no checker keeps a list of fault
     kinds of its own.
@@ -79,10 +79,12 @@ class FaultWindow:
     lossy: bool | None = None  # loses what is sent (a partition), not only delays it
     harm: str | None = None  # outage or slowdown (contract/promises.py HARMS)
     lasting: bool | None = None  # has a duration of its own (not a kill or a restart)
+    stops: str | None = None  # what of the target's traffic it stops (contract/promises.py STOPS)
 
     def __post_init__(self) -> None:
-        known = fault_class(self.fault, self.target, self.scope, self.lossy, self.harm, self.lasting)
-        for name in ("scope", "lossy", "harm", "lasting"):
+        recorded = (self.scope, self.lossy, self.harm, self.lasting, self.stops)
+        known = fault_class(self.fault, self.target, *recorded)
+        for name in ("scope", "lossy", "harm", "lasting", "stops"):
             object.__setattr__(self, name, getattr(known, name))
 
     @property
@@ -103,6 +105,20 @@ class FaultWindow:
         """Its target cannot serve while it acts (a freeze, a partition), as its ``harm``
         says; a slowdown (a starved process, a slow link) still serves."""
         return self.harm == OUTAGE
+
+    @property
+    def stops_all(self) -> bool:
+        """Nothing reaches its target while it acts (a killed or frozen process, a blackholed
+        link), as its ``stops`` says; an outage that cuts connections one by one (reset,
+        limit_data) lets its target be heard between the cuts."""
+        return self.outage and self.stops == STOPS_ALL
+
+    @property
+    def loses_service(self) -> bool:
+        """A correct target loses requests to it: an outage that stops all of its traffic or
+        its connections; not junk sent beside the good requests, which a correct target
+        drops and serves on (malformed), nor a slowdown."""
+        return self.outage and self.stops != STOPS_NOTHING
 
 
 @dataclass(frozen=True)
@@ -277,6 +293,7 @@ def planned_windows(meta: RunMeta, *, timed: bool = True) -> list[FaultWindow]:
             f.get("fault_lossy"),
             f.get("fault_harm"),
             f.get("fault_lasting"),
+            f.get("fault_stops"),
         )
         lasts = (f.get("params") or {}).get("duration_s") if timed and window.lasting else None
         windows.append(replace(window, stop_ns=start + int(float(lasts) * NS)) if lasts else window)

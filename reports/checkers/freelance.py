@@ -8,7 +8,12 @@ A server is *out* while its process is down (from its ``proc_exit`` to its next
 harm; a kill or restart until its new process starts, not until the nemesis has seen
 that one ready), and while an outage fault acts on the clients' link to it
 (``link:clients:<endpoint>``); *up* otherwise. Slowdowns (latency, starve...) and junk sent
-to it (the malformed fault) leave it up.
+to it (the malformed fault, which stops none of its good traffic: its card's ``stops``)
+leave it up. A fault that cuts the link's connections one by one (reset, limit_data:
+``stops = "connections"``) may lose what is in flight, so a request then is excused as one
+no server could serve; but the clients hear the server between the cuts, so sending to it
+is no send to a dead server: for ``freelance_dead_server_avoided`` only the faults that
+stop all of a server's traffic put it out.
 
 - ``freelance_failover_served``: a request first sent while at least one server was up
   throughout [send - settle, send + bound] is answered within the bound
@@ -33,6 +38,7 @@ reply whose body is another request's (ok = false).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import functions as F
@@ -71,15 +77,21 @@ JOIN_NS = 0
 #: How long after an outage really ended its fault_stop may be written (the nemesis writes it
 #: once it acted; a send this close to the end is not judged).
 STOP_LAG_NS = NS // 10
-#: The fault kind that only sends to a server's endpoint (junk): it leaves the server up,
-#: though its class is an outage (what availability judges it by).
-JUNK = "malformed"
 
 
 def puts_out(fault: FaultWindow) -> bool:
-    """Whether the fault puts its target out: an outage (a slowdown leaves it up) that is
-    not junk sent to it."""
-    return fault.outage and fault.fault != JUNK
+    """Whether the fault may keep its target from serving a request: an outage (a slowdown
+    leaves it up) that stops some of its good traffic (junk sent to it stops none)."""
+    return fault.loses_service
+
+
+def cuts_off(fault: FaultWindow) -> bool:
+    """Whether the fault leaves its target unheard: it stops all of its traffic (a kill, a
+    freeze, a blackholed link), not its connections one by one (reset, limit_data: the
+    clients' pings get through on the new ones, and they rightly send to it: explore,
+    freelance seed 1, a send through limit_data on link:clients:server1 that the cut lost
+    and server3 answered was called a send to a dead server)."""
+    return fault.stops_all
 
 
 def _servers(ctx: CheckContext) -> dict[str, str]:
@@ -114,8 +126,11 @@ def ping_timeout_ns(ctx: CheckContext) -> int | None:
     return int(max(found) * MS) if found else None
 
 
-def out_spans(ctx: CheckContext) -> dict[str, list[tuple[int, int]]]:
-    """endpoint -> the merged [lo, hi] (ns) spans in which its server was out (module doc)."""
+def out_spans(
+    ctx: CheckContext, which: Callable[[FaultWindow], bool] = puts_out
+) -> dict[str, list[tuple[int, int]]]:
+    """endpoint -> the merged [lo, hi] (ns) spans in which its server was out (module doc),
+    by the faults ``which`` picks and the process exits."""
     servers = _servers(ctx)
     endpoint_of = {instance: endpoint for endpoint, instance in servers.items()}
     spans: dict[str, list[tuple[int, int]]] = {e: [] for e in servers}
@@ -123,7 +138,7 @@ def out_spans(ctx: CheckContext) -> dict[str, list[tuple[int, int]]]:
     stopped = run_time(ctx, "load_stopped_ns")
     procs = [r for r in process_events(ctx) if r["instance"] in endpoint_of and r["ts"] <= stopped]
     for f in ctx.faults:
-        if not puts_out(f):
+        if not which(f):
             continue
         stop = END_OF_TIME if f.stop_ns is None else f.stop_ns
         if not f.on_link and not f.lasting:
@@ -297,7 +312,7 @@ def freelance_dead_server_avoided(ctx: CheckContext) -> CheckResult:
         )
     sends = events_of(ctx, "send").select("ts", "src", "ev", "cid", "seq", "rid", "endpoint", "kind")
     row = sends.agg(F.count("*").alias("sends"), F.count("endpoint").alias("named")).collect()[0]
-    spans = out_spans(ctx)
+    spans = out_spans(ctx, cuts_off)
     # An outage's end is its fault_stop, which the nemesis writes after it acted (a thaw's
     # SIGCONT): a client that heard the thawed server and sent to it within that lag was
     # called late (explore, freelance seed 1: a send 2 ms before the freeze's fault_stop).
@@ -333,17 +348,18 @@ def freelance_dead_server_avoided(ctx: CheckContext) -> CheckResult:
             summary,
             f"no server was out longer than the {detect / NS:g} s ping timeout: longer faults",
             on=set(_servers(ctx).values()) | {CLIENTS},
-            which=puts_out,
+            which=cuts_off,
+            figures=figures,
         )
     frame = F.broadcast(small_frame(ctx, late, {"_e": "string", "_lo": "long", "_hi": "long"}))
     in_outage = sends.join(
         frame, (F.col("endpoint") == F.col("_e")) & F.col("ts").between(F.col("_lo"), F.col("_hi"))
     )
     # A send that server answered (the request's last send, its reply from that endpoint)
-    # found it up: a link fault of the outage class may let connections through (limit_data
-    # closes each one after so many bytes, a toxic may act on some connections only), and a
-    # client that heard the server between cuts rightly sent to it (explore, freelance seed 1:
-    # 367 sends through limit_data on link:clients:server1, answered by server1 at once).
+    # found it up: a toxic may act on some connections only (toxicity below 1), and a
+    # client whose connection it spared rightly sent to it (the same held for limit_data
+    # before it stopped putting a server out: explore, freelance seed 1, 367 sends through
+    # limit_data on link:clients:server1 answered by server1 at once).
     last_send = events_of(ctx, "send").groupBy("cid", "seq").agg(F.max("ts").alias("_last"))
     replied = events_of(ctx, "reply").groupBy("cid", "seq").agg(F.first("endpoint").alias("_by"))
     answered = (F.col("ts") == F.col("_last")) & (F.col("_by") == F.col("endpoint"))

@@ -7,17 +7,19 @@ was frozen."""
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import zmq
 
-from contract.history import read_events
+from contract.history import HistoryWriter, read_events
 from harness.manifest import load_manifest
 from implementations.dwork import messages as m
 from implementations.dwork.client import ApiClient
-from loadtests.adapters.dwork import graph
+from loadtests.adapters.base import Abandoned, RequestLog
+from loadtests.adapters.dwork import DworkClient, graph
 from tests.procs import Procs, wait_for
 
 T = m.T
@@ -130,6 +132,39 @@ def test_a_worker_whose_steal_died_with_the_scheduler_steals_again_after_its_tim
     dwork.call(T.Create, task=tasks)
     wait_for(lambda: dwork.state("a/1") == "done", 10, "the graph to run on the worker")
     assert "no reply to Steal in 800 ms" in worker.text()
+
+
+def test_a_client_abandons_a_graph_a_restarted_scheduler_forgot(
+    procs: Procs, zctx: zmq.Context, tmp_path: Path
+) -> None:
+    """explore (dwork, seed 1, run 7): the scheduler killed at 3.4 s and restarted 4.3 s later
+    kept none of the graphs; each client polled Lookup on its lost graph (NotFound) until its
+    graph_timeout (30 s), past the run's end, and no client sent again: 'no ok reply after the
+    fault' for every fault. A graph the scheduler answers NotFound for is abandoned at once."""
+    dwork = Dwork(procs, zctx, tmp_path)  # no worker: the graph waits
+    client = DworkClient(dwork.api_ep, {"graph_timeout_ms": 20000, "timeout_ms": 300}, "client-1", zctx)
+    outcome: list[BaseException | None] = []
+
+    def request() -> None:
+        with HistoryWriter(tmp_path / "client.jsonl", "client-1") as writer:
+            try:
+                client.request([b"client-1:1|x"], RequestLog(writer, "client-1", 1, "client-1:1"))
+                outcome.append(None)
+            except Abandoned as exc:
+                outcome.append(exc)
+
+    thread = threading.Thread(target=request, daemon=True)
+    thread.start()
+    wait_for(lambda: dwork.events("task_create"), 10, "the client's Create")
+    (scheduler,) = (p for p in procs.started if p.name == "scheduler")
+    scheduler.signal(signal.SIGKILL)  # a crash: it keeps nothing
+    scheduler.popen.wait(10)
+    restarted = time.monotonic()
+    procs.python("scheduler-2", "implementations.dwork.scheduler", "--bind", dwork.api_ep).wait_log("ready")
+    thread.join(15)
+    client.close()
+    assert outcome and isinstance(outcome[0], Abandoned), outcome
+    assert "graph forgotten" in str(outcome[0]) and time.monotonic() - restarted < 10, outcome
 
 
 def test_the_manifests_workers_give_up_on_a_lost_reply_well_within_the_recovery_bound() -> None:

@@ -9,7 +9,10 @@ tasks again changes nothing). The request then polls Lookup on the graph's leave
 all are done, and its reply is the result a worker completed the first leaf with (echo:
 the body), so ``correct_reply`` checks what came back through a worker, ``no_lost`` that
 each graph ended in a reply or an abandon, and the latency is the graph's makespan.
-A graph not done within ``graph_timeout_ms`` is abandoned.
+A graph not done within ``graph_timeout_ms`` is abandoned, and so is one the scheduler no
+longer knows (Lookup answered NotFound after the Create was OK: the scheduler was restarted
+and kept nothing, as it does; waiting on was waiting for nothing, and a killed scheduler
+left every client polling its lost graph for the whole 30 s, none sending a new one).
 """
 
 from __future__ import annotations
@@ -108,6 +111,8 @@ class DworkClient(ClientAdapter):
                     reply = self.api.call(m.query(m.T.Lookup, name=name))
                 except (Timeout, m.IllFormed):
                     continue
+                if reply.type == m.T.NotFound:
+                    raise Abandoned(f"graph forgotten: the scheduler answers Lookup {name} with NotFound")
                 if reply.type == m.T.OK and reply.name == "done":
                     results[name] = reply
             if len(results) == len(leaves):

@@ -899,7 +899,26 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             print("zchaos: interrupted", file=sys.stderr)
             code = EXIT_INTERRUPTED
+        except Exception as exc:
+            if not _raised_by_an_interrupt(exc):
+                raise
+            print("zchaos: interrupted", file=sys.stderr)
+            code = EXIT_INTERRUPTED
         return code if caller_session else _end_spark(code)
+
+
+def _raised_by_an_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while handling a Ctrl-C or SIGTERM: py4j, interrupted in the
+    middle of a call to the JVM, tries to cancel it on the broken connection and raises its
+    own error, with the KeyboardInterrupt only as its context."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _spark_where(args: argparse.Namespace) -> None:

@@ -230,3 +230,26 @@ def test_a_killed_report_leaves_the_verdict_it_was_replacing_marked_stale(tmp_pa
     (row,) = read_runs(store_path(runs))
     assert row["outcome"] == first["outcome"] and row["stale"] is None
     assert [p.name for p in run.root.iterdir() if p.name.startswith(".") or p.name.endswith(".tmp")] == []
+
+
+def test_an_error_raised_while_an_interrupt_was_handled_is_an_interrupt() -> None:
+    """py4j's own error when Ctrl-C broke a call to the JVM (seen under load: exit 1 and a
+    traceback instead of 130): the interrupt is only its context."""
+    from harness.cli import _raised_by_an_interrupt
+
+    def broken_call() -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise RuntimeError("Gateway must be connected to send cancel cmd.")  # noqa: B904
+
+    with pytest.raises(RuntimeError) as during:
+        broken_call()
+    assert _raised_by_an_interrupt(during.value)
+    assert not _raised_by_an_interrupt(RuntimeError("a bug of ours"))
+    try:
+        raise ValueError("bad input")
+    except ValueError as cause:
+        chained = RuntimeError("while reading")
+        chained.__cause__ = cause
+    assert not _raised_by_an_interrupt(chained)

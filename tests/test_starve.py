@@ -247,9 +247,10 @@ def marked(token: str) -> list[psutil.Process]:
     return found
 
 
-def kill_runner_mid_starve(tmp_path: Path, method: str) -> tuple[int, str, dict]:
+def kill_runner_mid_starve(tmp_path: Path, method: str) -> tuple[int, str, dict, list[Path]]:
     """Start ``zchaos run`` of a starve scenario, SIGKILL only the runner once the worker is
-    starved, and wait until nothing it started is left; (runner pid, token, fault_start)."""
+    starved, and wait until nothing it started is left; (runner pid, token, fault_start, the
+    fault's cgroups as its runner died)."""
     scenario = tmp_path / "starve.toml"
     scenario.write_text(STARVE_SCENARIO)
     runs = tmp_path / "runs"
@@ -257,11 +258,12 @@ def kill_runner_mid_starve(tmp_path: Path, method: str) -> tuple[int, str, dict]
     env = {**os.environ, _TOKEN: token, ENV_METHOD: method}
     with run_process(scenario, runs, "--no-report", env=env, output=False) as runner:
         start = wait_for(lambda: nemesis_events(runs, "fault_start"), 60, "the worker to be starved")[0]
+        made = cgroups_of(runner.pid)
         os.kill(runner.pid, signal.SIGKILL)  # the runner alone: its teardown never runs
         runner.wait(10)
     # Its processes die with it (PDEATHSIG); competitors notice their parent has gone.
     wait_for(lambda: not marked(token), 30, "every process of the killed run to exit")
-    return runner.pid, token, start
+    return runner.pid, token, start, made
 
 
 def cgroups_of(runner_pid: int) -> list[Path]:
@@ -274,9 +276,12 @@ def cgroups_of(runner_pid: int) -> list[Path]:
 def test_next_run_removes_the_cgroup_of_a_runner_killed_mid_starve(tmp_path: Path) -> None:
     if cgroup1_root() is None and cgroup2_root() is None:
         pytest.skip("no writable cgroup cpu controller on this machine")
-    runner_pid, _, start = kill_runner_mid_starve(tmp_path, "auto")
+    runner_pid, _, start, made = kill_runner_mid_starve(tmp_path, "auto")
     assert start["detail"] in ("cgroup1", "cgroup2")
-    (left,) = cgroups_of(runner_pid)  # the fault's cgroup outlived its runner, as the issue says
+    # The fault's cgroup, which outlives its runner (as the issue says) until a run sweeps it:
+    # taken while the runner lived, since any run that starts now (another test's, on this
+    # machine) may sweep it first.
+    (left,) = made
     quiet = tmp_path / "quiet.toml"
     quiet.write_text(QUIET_SCENARIO)
     out = subprocess.run(
@@ -296,7 +301,7 @@ def test_next_run_removes_the_cgroup_of_a_runner_killed_mid_starve(tmp_path: Pat
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_competitors_of_a_runner_killed_mid_starve_leave_nothing(tmp_path: Path) -> None:
-    runner_pid, _, start = kill_runner_mid_starve(tmp_path, "competitors")
+    runner_pid, _, start, _ = kill_runner_mid_starve(tmp_path, "competitors")
     assert start["detail"] == "competitors"
     assert cgroups_of(runner_pid) == []
 

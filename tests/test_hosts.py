@@ -628,3 +628,23 @@ def test_a_built_in_family_passes_its_stock_scenario_on_hosts(
     checks = {n: (c["status"], c["summary"]) for n, c in result.verdict["checks"].items()}
     assert result.verdict["outcome"] == "passed", checks
     assert owned_by(os.getpid()) == []
+
+
+#: The stock scenarios of the packet faults built without netem where the kernel has none
+#: (tests/test_packet_emulation.py shows each effect): each PASSED once through the slot.
+PACKET_FAULT_SCENARIOS = [
+    "paranoid-pirate-hosts-netem-queue",
+    "majordomo-hosts-netem-broker",
+]
+
+
+@needs_root
+@needs_iptables
+@pytest.mark.soak
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", PACKET_FAULT_SCENARIOS)
+def test_a_stock_packet_fault_scenario_passes_on_hosts(tmp_path: Path, spark: object, name: str) -> None:
+    verdict = _run(ROOT / "scenarios" / f"{name}.toml", tmp_path)
+    checks = {n: (c["status"], c["summary"]) for n, c in verdict["checks"].items()}
+    assert verdict["outcome"] == "passed", checks
+    assert owned_by(os.getpid()) == []

@@ -174,6 +174,7 @@ class RunMeta(TypedDict, total=False):
     manifest: ManifestMeta
     client_budget_s: float  # the longest a client may take over one request, retries included: the
     # adapter's own ``budget_s`` of its merged options, the largest of the load's client kinds
+    client_attempt_s: float  # the longest one attempt waits for its reply (``attempt_s``, as above)
     calibration: dict[str, Any]  # contract/calibration.py ``Calibration.as_dict``: the system's own
     # numbers the scenario's relative values were resolved against (only when it gives some)
     plan: list[PlanEntry]  # the fault plan, in time order

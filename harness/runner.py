@@ -115,6 +115,16 @@ def load_budget_s(kinds: tuple[ClientKind, ...]) -> float:
     return max((client_budget_s(k) for k in kinds), default=DEFAULT_CLIENT_BUDGET_S)
 
 
+def load_attempt_s(kinds: tuple[ClientKind, ...]) -> float:
+    """The longest one attempt of the load's client kinds waits for its reply
+    (``ClientAdapter.attempt_s``)."""
+    from loadtests.adapters import adapter_class
+
+    return max(
+        (adapter_class(k.adapter).attempt_s(k.options) for k in kinds), default=DEFAULT_CLIENT_BUDGET_S
+    )
+
+
 def planned_meta(scenario: Scenario, plan: list[PlannedFault]) -> RunMeta:
     """What run.json holds of a run before it starts: what will run and its fault plan."""
     return {
@@ -122,6 +132,7 @@ def planned_meta(scenario: Scenario, plan: list[PlannedFault]) -> RunMeta:
         "scenario": scenario.as_dict(),
         "manifest": scenario.manifest.as_dict(),
         "client_budget_s": load_budget_s(scenario.load.clients),
+        "client_attempt_s": load_attempt_s(scenario.load.clients),
         "plan": [f.as_dict() for f in plan],
         **({"calibration": scenario.calibration.as_dict()} if scenario.calibration is not None else {}),
     }

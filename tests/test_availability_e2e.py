@@ -73,3 +73,24 @@ def test_availability_through_slow_links(tmp_path: Path, spark, reply_timeout_ms
     steady = checks["steady_state"]["figures"]
     assert steady["after_stop_s"] == reply_timeout_ms / 1000  # the manifest's expiry_ms, with the override
     assert steady["judged_fraction"] >= 0.2
+
+
+INSIDE_A_QUEUE_RESTART = Path(__file__).parent / "sketch_outage" / "queue-restart-inside.toml"
+
+
+def test_slowdowns_only_inside_a_restart_of_the_only_queue_are_not_judged(tmp_path: Path, spark) -> None:
+    """explore (reliable-sketch, seed 1): a slicer on a server's link, a clock strobe on that
+    server and a latency on the clients' link, each inside a restart of the only queue (an
+    outage the manifest does not promise to survive), 'violated' availability: nothing is
+    answered while the queue is down, whatever they do. They are unknown now, and the restart
+    itself is not promised; the rest of the run is judged as usual."""
+    result = run_scenario(load_scenario(INSIDE_A_QUEUE_RESTART), runs_dir=tmp_path / "runs")
+    checks = result.verdict["checks"]
+    summary = json.dumps({n: (c["status"], c["summary"]) for n, c in checks.items()}, indent=1)
+    availability = checks["availability"]
+    assert availability["status"] == "unknown", summary
+    rows = {r["fault"]: r for r in availability["figures"]["faults"]}
+    assert rows["restart"]["verdict"] == "not promised", rows
+    for kind in ("slicer", "clock_strobe", "latency"):
+        assert rows[kind]["survives"] == "slowdown" and rows[kind]["verdict"] == "unknown", rows[kind]
+        assert "does not promise to survive" in rows[kind]["reason"], rows[kind]

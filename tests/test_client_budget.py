@@ -36,6 +36,14 @@ def test_a_manifest_giving_only_timeout_ms_records_the_adapters_default_retries(
     meta = planned_meta(load_scenario(scenario), [])
     defaults = adapter_class("lazy_pirate").DEFAULTS
     assert meta["client_budget_s"] == 1.0 * (defaults["retries"] + 1) == 4.0
+    # one attempt of it: its timeout (what was in flight as a fault began: availability's lead)
+    assert meta["client_attempt_s"] == 1.0
+
+
+def test_one_attempt_is_the_timeout_or_a_no_resend_clients_deadline() -> None:
+    lazy = adapter_class("lazy_pirate")
+    assert lazy.attempt_s({"timeout_ms": 2500, "retries": 3}) == 2.5
+    assert lazy.attempt_s({"timeout_ms": 2500, "retries": 3, "reply_deadline_s": 8.0}) == 8.0
 
 
 def test_a_reply_deadline_is_the_budget_of_a_client_that_never_resends() -> None:

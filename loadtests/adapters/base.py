@@ -339,6 +339,17 @@ class ClientAdapter(ABC):
         return DEFAULT_CLIENT_BUDGET_S
 
     @classmethod
+    def attempt_s(cls, options: dict[str, Any]) -> float:
+        """The longest one attempt of this client waits for its reply before it resends or
+        gives up, with ``options`` over ``DEFAULTS``: ``timeout_ms``; a client that never
+        resends has one attempt, its ``reply_deadline_s``; without either, its whole budget
+        (run.json ``client_attempt_s``: what was in flight as a fault began)."""
+        merged = cls.merged(options)
+        if merged.get("reply_deadline_s") or "timeout_ms" not in merged:
+            return cls.budget_s(options)
+        return float(merged["timeout_ms"]) / 1000
+
+    @classmethod
     def merged(cls, options: dict[str, Any]) -> dict[str, Any]:
         """``options`` over the adapter's ``DEFAULTS``: what an instance works with."""
         return {**cls.DEFAULTS, **options}

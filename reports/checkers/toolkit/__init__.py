@@ -4,7 +4,8 @@ reports.checkers.toolkit import ...``), never from another family's module.
 - **The check**: ``checker`` (register one; the registry fills in its name),
   ``CheckContext``, ``CheckResult``, ``FaultWindow``, ``events_of(ctx, kind, ...)``.
 - **Run facts** (``facts``): ``options`` (``options_of`` a run.json), ``run_time`` /
-  ``history_end`` / ``kind_count`` / ``load_span`` / ``client_budget_ns`` (when things happened),
+  ``history_end`` / ``kind_count`` / ``load_span`` / ``client_budget_ns`` / ``client_attempt_ns``
+  (when things happened),
   ``process_events`` (the runner's proc_start / proc_exit, read once per report),
   ``worker_instances`` / ``broker_instances`` / ``instance_column`` (which instance is what).
 - **Fault excuses** (``excuses``): ``fault_spans`` (when the faults that concern an instance
@@ -64,6 +65,7 @@ from reports.checkers.toolkit.facts import (
     NS,
     Span,
     broker_instances,
+    client_attempt_ns,
     client_budget_ns,
     history_end,
     instance_column,
@@ -114,6 +116,7 @@ __all__ = [
     "any_row",
     "broker_instances",
     "checker",
+    "client_attempt_ns",
     "client_budget_ns",
     "count",
     "events_of",

@@ -78,6 +78,26 @@ def client_budget_ns(ctx: CheckContext) -> int:
     return int(float(ctx.meta.get("client_budget_s") or DEFAULT_CLIENT_BUDGET_S) * NS)
 
 
+def client_attempt_ns(ctx: CheckContext) -> int:
+    """How long one attempt of a client waits for its reply before it resends or gives up:
+    run.json's ``client_attempt_s``; for a run recorded before it, the longest ``timeout_ms``
+    (or a no-resend ``reply_deadline_s``) its client kinds give, else the whole budget."""
+    recorded = ctx.meta.get("client_attempt_s")
+    if recorded:
+        return int(float(recorded) * NS)
+    given = []
+    for kind in (ctx.meta.get("manifest") or {}).get("clients") or []:
+        options = kind.get("options") or {}
+        deadline = options.get("reply_deadline_s")
+        if isinstance(deadline, int | float) and deadline > 0:
+            given.append(float(deadline))
+        elif isinstance(options.get("timeout_ms"), int | float):
+            given.append(float(options["timeout_ms"]) / 1000)
+        else:
+            return client_budget_ns(ctx)  # a kind whose attempt is not known: the budget
+    return int(max(given) * NS) if given else client_budget_ns(ctx)
+
+
 def _serving_roles(ctx: CheckContext) -> set[str]:
     """Roles that bind an endpoint of the manifest (brokers, queues, servers clients reach)."""
     return set((ctx.meta.get("manifest", {}).get("endpoints") or {}).values())

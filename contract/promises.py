@@ -105,6 +105,14 @@ def timer_deadline_s(
         outages = most
 
 
+def unrecovered(promises: dict[str, Any], processes: dict[str, str], target: str, restarts: bool) -> bool:
+    """Whether the system does not promise to recover from a fault on ``target`` (an
+    instance; ``processes``: instance -> role): one that restarts its process (``restarts``:
+    a kill or a restart, no duration of its own) on a role ``unrecovered_restarts`` names."""
+    roles = promises.get("unrecovered_restarts") or ()
+    return restarts and processes.get(target) in roles
+
+
 def survive_rule(entry: str, fault_kinds: Collection[str] | None = None) -> tuple[str, str]:
     """``"outage:some"`` -> (``"outage"``, ``"some"``); ValueError for what is not a rule.
 
@@ -136,6 +144,10 @@ class Promises:
     availability_window_s: float = DEFAULT_AVAILABILITY_WINDOW_S
     survives: tuple[str, ...] = DEFAULT_SURVIVES
     requeue: bool = False
+    #: Roles whose restart (a kill or a restart of an instance: a new process) the system
+    #: does not recover from, a weakness it declares (Simple Pirate's queue forgets its
+    #: workers): the checks take such a fault as never healed (``unrecovered``).
+    unrecovered_restarts: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)  # family-specific promise values
 
     def as_dict(self) -> dict[str, Any]:
@@ -156,5 +168,6 @@ class Promises:
                 if self.availability_window_s != DEFAULT_AVAILABILITY_WINDOW_S
                 else {}
             ),
+            **({"unrecovered_restarts": list(restarts)} if (restarts := self.unrecovered_restarts) else {}),
             **self.extra,
         }

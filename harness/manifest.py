@@ -651,7 +651,9 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
         if role_name not in roles:
             raise endpoints_table.error(endpoint, f"role {role_name!r} is not in [roles] {sorted(roles)}")
 
-    promises = parse_promises(top.table("promises", required=True), options, check_names=check_names)
+    promises = parse_promises(
+        top.table("promises", required=True), options, check_names=check_names, roles=tuple(roles)
+    )
     warnings: list[str] = []
     clients = _parse_clients(top, endpoints, promises.in_order, path.parent, warnings)
     _check_reply_deadlines(top, clients, promises)
@@ -672,9 +674,12 @@ def parse_manifest(data: dict[str, Any], path: Path, *, check_names: bool = True
     )
 
 
-def parse_promises(pt: Table, options: dict[str, Any], *, check_names: bool = True) -> Promises:
+def parse_promises(
+    pt: Table, options: dict[str, Any], *, check_names: bool = True, roles: tuple[str, ...] | None = None
+) -> Promises:
     """A ``[promises]`` table read whole and checked: the manifest's, or a scenario's
-    overrides merged into it (``harness/scenario.py``), evaluated with ``options``."""
+    overrides merged into it (``harness/scenario.py``), evaluated with ``options``; with
+    ``roles``, the role names a promise gives are checked against them."""
     checks = pt.list_of("checks", str)
     if check_names:
         known = _known_checks()
@@ -700,6 +705,11 @@ def parse_promises(pt: Table, options: dict[str, Any], *, check_names: bool = Tr
             survive_rule(entry, FAULT_KINDS)
         except ValueError as exc:
             raise pt.error("survives", str(exc)) from None
+    unrecovered = pt.list_of("unrecovered_restarts", str, [])
+    for role in unrecovered:
+        if roles is not None and role not in roles:
+            names = ", ".join(roles)
+            raise pt.error("unrecovered_restarts", f"{role!r} is not a role of the manifest ({names})")
     promises = Promises(
         checks=tuple(checks),
         execution=pt.get("execution", str, "at_least_once", choices=EXECUTIONS),
@@ -714,6 +724,7 @@ def parse_promises(pt: Table, options: dict[str, Any], *, check_names: bool = Tr
         ),
         survives=tuple(survives),
         requeue=pt.get("requeue", bool, False),
+        unrecovered_restarts=tuple(unrecovered),
         extra=pt.remaining(),
     )
     pt.done()

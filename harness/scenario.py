@@ -726,7 +726,9 @@ def _knows(kind: ClientKind, key: str) -> bool:
     return key in adapter_class(kind.adapter).DEFAULTS
 
 
-def _override_promises(top: Table, promises: Promises, options: dict[str, Any], rel: Relatives) -> Promises:
+def _override_promises(
+    top: Table, promises: Promises, options: dict[str, Any], rel: Relatives, roles: tuple[str, ...]
+) -> Promises:
     """The manifest's promises with the scenario's ``[promises]`` values (not its checks),
     checked as the manifest's are (``parse_promises``) and with the scenario's options;
     the bounds of RELATIVE_PROMISES may be given relative to the calibration."""
@@ -734,7 +736,7 @@ def _override_promises(top: Table, promises: Promises, options: dict[str, Any], 
     current = promises.as_dict()
     for key, unit in RELATIVE_PROMISES.items():
         rel.resolve(pt, key, unit, float(current[key]))
-    known = sorted({k for k in current if k != "checks"} | {"availability_window_s"})
+    known = sorted({k for k in current if k != "checks"} | {"availability_window_s", "unrecovered_restarts"})
     for key in list(pt.data):
         if key not in known:
             raise pt.error(key, f"not a promise of the manifest to override (known: {', '.join(known)})")
@@ -742,7 +744,7 @@ def _override_promises(top: Table, promises: Promises, options: dict[str, Any], 
             default = promises.extra[key]
             pt.get(key, float if isinstance(default, float) else type(default))
     merged = {k: v for k, v in current.items() if v is not None} | pt.data
-    return parse_promises(Table(merged, pt.file, *pt.path), options, check_names=False)
+    return parse_promises(Table(merged, pt.file, *pt.path), options, check_names=False, roles=roles)
 
 
 def parse_scenario(
@@ -826,7 +828,7 @@ def parse_scenario(
     lt = top.table("load")
     defaults = LoadSpec()
     clients = _client_overrides(top, lt, manifest, foreign, rel)
-    promises = _override_promises(top, manifest.promises, options, rel)
+    promises = _override_promises(top, manifest.promises, options, rel, tuple(manifest.roles))
     manifest = replace(manifest, clients=clients, promises=promises)
     load_wait_ms = _number(lt.data.get("wait_ms"), defaults.wait_ms)
     rel.resolve(lt, "users", "users", defaults.users, wait_ms=load_wait_ms)

@@ -187,6 +187,10 @@ def test_expiry_is_a_number_or_a_product_of_options():
         ),
         ({"survives": ["explode"]}, "promises.survives: 'explode': expected a harm"),
         ({"availability_floor": 1.5}, "promises.availability_floor: is a fraction"),
+        (
+            {"unrecovered_restarts": ["broker"]},
+            "promises.unrecovered_restarts: 'broker' is not a role of the manifest (queue)",
+        ),
     ],
 )
 def test_bad_availability_promises_name_the_key(promises, message):
@@ -199,6 +203,9 @@ def test_default_survives_promise():
     promises = manifest().promises
     assert promises.survives == ("slowdown", "outage:some")
     assert promises.as_dict()["availability_floor"] == 0.5
+    # every restart is promised to be recovered from, unless the manifest names the role
+    assert promises.unrecovered_restarts == () and "unrecovered_restarts" not in promises.as_dict()
+    assert manifest(unrecovered_restarts=["queue"]).promises.as_dict()["unrecovered_restarts"] == ["queue"]
 
 
 def judged(spark, events, faults, *, expiry_ms: float, attempt_s: float, budget_s: float = 3.0):

@@ -569,3 +569,49 @@ def test_recovery_when_no_planned_fault_healed_is_unknown(spark):
     ctx.meta["plan"] = [{"fault_id": 1, "kind": "freeze", "target": "queue"}]
     result = check("recovery", ctx)
     assert result.status == UNKNOWN and "recovery_bound_s before the load stops" in result.reason
+
+
+def queue_restart_history() -> tuple[list[dict[str, Any]], list[FaultWindow]]:
+    """A worker killed at 10 s (served again at once), the queue restarted at 20 s and nothing
+    answered after it (Simple Pirate's weakness), another worker killed at 30 s."""
+    faults = [
+        FaultWindow(1, "kill", "worker-1", t(10), t(11)),
+        FaultWindow(2, "restart", "queue", t(20), t(21)),
+        FaultWindow(3, "kill", "worker-2", t(30), t(31)),
+    ]
+    events = [e for e in clean_history() if e["ev"] != "reply" or e["ts"] < t(20)]
+    events += request("client-1", 100, at=11.5)
+    events += retried("client-3", 1, 40.0, 42.5, abandon=True)  # after the restart, never served
+    return events, faults
+
+
+def unrecovered_ctx(spark, events, faults, restarts: list[str]):
+    ctx = make_ctx(spark, events, faults=faults, unrecovered_restarts=restarts)
+    ctx.meta["processes"] = {"queue": "queue", "worker-1": "worker", "worker-2": "worker"}
+    return ctx
+
+
+@pytest.mark.slow  # 5-10 s of Spark: recovery and steady_state on one history
+def test_a_restart_the_manifest_does_not_promise_to_recover_from_is_never_healed(spark):
+    """Simple Pirate's manifest says a restarted queue is not recovered from (its workers said
+    READY once, to the old one), but without a promise to say so the weakness was a finding
+    of every exploration that restarted the queue: recovery 'no ok reply after the fault', for
+    the restart and every fault after it, and steady_state's abandons after. With the promise
+    the restart is never healed: nothing after its start is judged; a fault before it still is."""
+    events, faults = queue_restart_history()
+    plain = unrecovered_ctx(spark, events, faults, [])
+    result = check("recovery", plain)
+    assert (result.status, result.violations) == (VIOLATED, 2), result
+    assert check("steady_state", plain).status == VIOLATED
+    promised = unrecovered_ctx(spark, events, faults, ["queue"])
+    result = check("recovery", promised)
+    assert result.status == HELD and result.figures["not_promised"] == 2, result
+    rows = {r["fault_id"]: r for r in result.figures["faults"]}
+    assert rows[1]["within_bound"] is True and rows[2]["promised"] is False and rows[3]["promised"] is False
+    steady = check("steady_state", promised)
+    assert steady.status != VIOLATED and steady.figures["abandons"] == 0, steady
+    assert steady.figures["judged_s"] == pytest.approx(20 - 2 - 6, abs=0.01)  # to 20 s less warm-up, [10, 16]
+    # A fault before the restart is still judged: one not served again within the bound is violated.
+    late = [e for e in events if not (e["ev"] == "reply" and t(10) <= e["ts"] < t(20))]
+    result = check("recovery", unrecovered_ctx(spark, late, faults, ["queue"]))
+    assert (result.status, result.violations) == (VIOLATED, 1) and result.examples[0]["fault_id"] == 1, result

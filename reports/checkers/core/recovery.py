@@ -1,4 +1,9 @@
-"""recovery: after each fault stops, the system serves an ok reply again within the bound."""
+"""recovery: after each fault stops, the system serves an ok reply again within the bound.
+
+A restart the manifest says the system does not recover from (``unrecovered_restarts``:
+Simple Pirate's queue forgets the workers that registered with its predecessor) is not
+judged, nor is anything after it: a fault that healed after it began, or one whose bound
+reaches past its start without an ok reply before it (the service was given up then)."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from reports.checkers.toolkit import (
     CheckContext,
     CheckResult,
     FaultWindow,
+    Timers,
     checker,
     events_of,
     example,
@@ -20,6 +26,7 @@ from reports.checkers.toolkit import (
     nothing_to_judge,
     result,
     run_time,
+    timers,
 )
 
 # --- recovery --------------------------------------------------------------------------
@@ -58,6 +65,16 @@ def _first_after(ctx: CheckContext, healed: list[FaultWindow]) -> tuple[dict[int
     )
 
 
+def _given_up(f: FaultWindow, given_up: int, first_ok: int | None, bound_s: float, t: Timers) -> bool:
+    """Whether the fault is not judged: a restart the system does not promise to recover from
+    (its manifest's ``unrecovered_restarts``), a fault healed after such a restart began, or
+    one whose bound reaches past that start with no ok reply before it."""
+    if t.never_healed(f) or f.stop_ns is None or f.stop_ns >= given_up:
+        return True
+    answered = first_ok is not None and first_ok < given_up
+    return not answered and f.stop_ns + bound_s * NS > given_up
+
+
 @checker(
     "recovery",
     "after each fault stops, the system serves an ok reply again within recovery_bound_s "
@@ -68,16 +85,26 @@ def recovery(ctx: CheckContext) -> CheckResult:
     bound_s = float(ctx.promises.get("recovery_bound_s", 10.0))
     load_stop = run_time(ctx, "load_stopped_ns")
     healed = [f for f in ctx.faults if f.stop_ns is not None]
+    t = timers(ctx)
+    given_up = min((f.start_ns for f in ctx.faults if t.never_healed(f)), default=None)
     rows: list[dict[str, Any]] = []
     first_ok: dict[int, int] = {}
     first_exec: dict[int, int] = {}
     if healed:
         first_ok, first_exec = _first_after(ctx, healed)
-    violations, undecided = 0, 0
+    violations, undecided, unpromised = 0, 0, 0
     found = []
     for f in ctx.faults:
         rec = tgt = None
         within: bool | None = None
+        if given_up is not None and _given_up(f, given_up, first_ok.get(f.fault_id), bound_s, t):
+            unpromised += 1
+            rows.append(
+                {"fault_id": f.fault_id, "fault": f.fault, "target": f.target, "start_ns": f.start_ns,
+                 "stop_ns": f.stop_ns, "recovery_s": None, "target_recovery_s": None, "within_bound": None,
+                 "promised": False}
+            )  # fmt: skip
+            continue
         if f.stop_ns is not None:
             if f.fault_id in first_ok:
                 rec = (first_ok[f.fault_id] - f.stop_ns) / NS
@@ -122,12 +149,22 @@ def recovery(ctx: CheckContext) -> CheckResult:
     times = [r["recovery_s"] for r in rows if r["recovery_s"] is not None]
     figures = {"bound_s": bound_s, "faults": rows, "max_recovery_s": max(times) if times else None}
     worst = f", slowest {max(times):.2f} s" if times else ""
+    judged = len([r for r in rows if r["stop_ns"] is not None and r.get("promised", True)])
     summary = (
-        f"{len(healed)} healed faults: {len(healed) - violations - undecided} recovered within "
+        f"{judged} healed faults: {judged - violations - undecided} recovered within "
         f"{bound_s:g} s, {violations} not, {undecided} undecided{worst}"
     )
+    if unpromised:
+        roles = ", ".join(ctx.promises.get("unrecovered_restarts") or [])
+        summary += (
+            f"; {unpromised} not judged: at or after a restart of {roles}, which it does not "
+            "promise to recover from"
+        )
+        figures["not_promised"] = unpromised
     if violations:
         return result(summary, figures, violations=violations, examples=found)
+    if unpromised and not judged:
+        return result(summary, figures)  # nothing it promised to judge, as availability says
     if not healed:
         return nothing_to_judge(
             ctx,

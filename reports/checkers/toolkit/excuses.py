@@ -10,13 +10,13 @@ fault's stop its requests stay excused."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from contract.promises import expiry_s
+from contract.promises import expiry_s, unrecovered
 from contract.rundir import DEFAULT_CLIENT_BUDGET_S, RunMeta
 from reports.checkers import CheckContext, FaultWindow
 from reports.checkers.toolkit.facts import (
@@ -296,6 +296,15 @@ class Timers:
     client_budget_s: float  # the adapter's worst case per request: how late an excused request may end
     source: str  # "expiry_ms = heartbeat_ms * liveness" or "steady_grace_s (no expiry_ms)"
     on_hosts: bool = False  # network = "hosts": real TCP between hosts, no proxy (chaos/hosts.py)
+    #: the promises and the run's processes (instance -> role), for ``never_healed``
+    promises: dict[str, Any] = field(default_factory=dict)
+    processes: dict[str, str] = field(default_factory=dict)
+
+    def never_healed(self, fault: FaultWindow) -> bool:
+        """The system does not promise to recover from the fault (a restart of a role its
+        manifest names in ``unrecovered_restarts``): it excuses to the end of the run."""
+        restarts = not fault.on_link and not fault.lasting and fault.outage
+        return unrecovered(self.promises, self.processes, fault.target, restarts)
 
     def after_ns(self, fault: FaultWindow) -> int:
         """How long after ``fault``'s stop its sends are excused: ``after_s``; on hosts, after a
@@ -338,12 +347,16 @@ def timers_of(meta: RunMeta) -> Timers:
     except ValueError:
         expiry = None  # the manifest was checked when the run started; a scenario may have changed it
     on_hosts = (meta.get("scenario") or {}).get("network") == "hosts"
+    known = {"promises": dict(promises), "processes": dict(meta.get("processes") or {})}
     if expiry is not None:
-        return Timers(expiry, budget, f"expiry_ms = {expr}", on_hosts)
+        return Timers(expiry, budget, f"expiry_ms = {expr}", on_hosts, **known)
     grace = float(promises.get("steady_grace_s", 10.0))
-    return Timers(grace, budget, "steady_grace_s (the manifest gives no expiry_ms)", on_hosts)
+    return Timers(grace, budget, "steady_grace_s (the manifest gives no expiry_ms)", on_hosts, **known)
 
 
 def send_span(fault: FaultWindow, t: Timers, end_ns: int) -> Span:
-    """The send times a fault excuses: [start, stop + its after] (to ``end_ns`` if it never healed)."""
-    return fault.start_ns, end_ns if fault.stop_ns is None else fault.stop_ns + t.after_ns(fault)
+    """The send times a fault excuses: [start, stop + its after] (to ``end_ns`` if it never
+    healed, or the system does not promise to recover from it: ``Timers.never_healed``)."""
+    if fault.stop_ns is None or t.never_healed(fault):
+        return fault.start_ns, end_ns
+    return fault.start_ns, fault.stop_ns + t.after_ns(fault)

@@ -635,6 +635,7 @@ def test_a_built_in_family_passes_its_stock_scenario_on_hosts(
 PACKET_FAULT_SCENARIOS = [
     "paranoid-pirate-hosts-netem-queue",
     "majordomo-hosts-netem-broker",
+    "majordomo-hosts-slow-links",
 ]
 
 

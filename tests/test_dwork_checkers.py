@@ -94,3 +94,23 @@ def test_every_checker_holds_on_the_clean_history(spark) -> None:
     # The run of b after w1's Exit is recorded, not blamed.
     assert result.figures["returned"] == 1
     assert run(spark, checks.complete_once, clean()).figures["rerun_after_requeue"] == 1
+
+
+@pytest.mark.slow
+def test_a_task_open_when_its_scheduler_exited_died_with_it(spark) -> None:
+    """explore (dwork, seed 1, run 7 replayed after the client's fix): the scheduler killed at
+    3.4 s and restarted kept nothing of its graphs (in memory, as the seed allows), and 5 of
+    their tasks were 'never completed'. A task open when the scheduler that created it exited
+    is counted as lost with it (its request ends in an abandon, no_lost's to judge); one the
+    new scheduler created and never completed is still a violation."""
+    restarted = [
+        *clean(),
+        ev(100, "task_create", job="c", deps=""),
+        ev(500, "proc_exit", "runner", instance="scheduler", role="scheduler", signal=9),
+        ev(1500, "proc_start", "runner", instance="scheduler", role="scheduler"),
+    ]
+    result = run(spark, checks.all_complete, restarted)
+    assert result.status == HELD and result.figures["lost_with_scheduler"] == 1, result
+    late = [*restarted, ev(2000, "task_create", job="d", deps="")]
+    result = run(spark, checks.all_complete, late)
+    assert result.status == VIOLATED and [e["job"] for e in result.examples] == ["d"], result

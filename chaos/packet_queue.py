@@ -7,7 +7,10 @@ a rate limit and corruption act on real packets.
 It speaks nfnetlink_queue itself (netlink, ``NETLINK_NETFILTER``: bind a queue, copy whole
 packets, answer each with a verdict by its id), so it needs nothing but the standard
 library and root, and runs by its file path (``python packet_queue.py ...``), not as a
-module of the project: no import of zchaos's own.
+module of the project: no import of zchaos's own. Not a C helper against libnetfilter_queue:
+that would need its Debian -dev package and a build on every machine, and Python keeps up
+with what a ZeroMQ test sends (measured: 20,000 datagrams through a 1 ms delay in 1.2 s,
+about 16,000 packets a second, load average 5.5 on 2 cores).
 
 What each parameter does, as netem does it (tc-netem(8)):
 - ``--delay-ms D --jitter-ms J``: each packet is held D ± J ms, uniform, never below 0;

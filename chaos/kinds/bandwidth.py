@@ -11,7 +11,8 @@ from contract.promises import SLOWDOWN
 
 KIND = FaultKind(
     "bandwidth",
-    "limit the link to rate_kb_s KB/s for duration_s (0 stalls it: use partition for an outage)",
+    "limit the link to rate_kb_s KB/s for duration_s (0 stalls it: use partition for an outage; on hosts: "
+    "each connection's packets, in a packet queue)",
     "link",
     toxic_fault,
     {

@@ -10,7 +10,7 @@ from contract.promises import SLOWDOWN
 
 KIND = FaultKind(
     "latency",
-    "delay the link's data by latency_ms ± jitter_ms for duration_s",
+    "delay the link's data by latency_ms ± jitter_ms for duration_s (on hosts: its packets, in a queue)",
     "link",
     toxic_fault,
     {

@@ -389,13 +389,15 @@ def test_tcp_carries_a_stream_whole_through_every_effect_and_a_rate_slows_it(hos
     assert sent == received
     after = checksum_errors(hosts, "server")["Tcp"] + checksum_errors(hosts, "client")["Tcp"]
     assert after - before >= applied.counts["corrupted"] > 0  # a copy of one counts too
-    # tbf at 4000 kbit/s (500 kB/s): 300 kB take 0.6 s less one burst, where they took ms
-    applied, _ = add_emulated(hosts, 17, "client", {"rate_kbit": 4000, "direction": "out"})
-    try:
-        took, sent, received = stream(hosts, 300_000)
-    finally:
-        assert applied.remove() == []
-    assert sent == received and 0.5 < took < 10, took
+    # tbf at 4000 kbit/s (500 kB/s): 300 kB take 0.6 s less one burst, where they took ms;
+    # on what the client sends (its eth0), then on what the server receives (its veth's end)
+    for target, direction in (("client", "out"), ("server", "in")):
+        applied, _ = add_emulated(hosts, 17, target, {"rate_kbit": 4000, "direction": direction})
+        try:
+            took, sent, received = stream(hosts, 300_000)
+        finally:
+            assert applied.remove() == []
+        assert sent == received and 0.5 < took < 10, (direction, took)
     nothing_left(hosts, [])
 
 

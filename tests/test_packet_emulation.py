@@ -124,6 +124,7 @@ def test_the_rules_lose_where_packets_arrive_and_leave_the_bridge_alone() -> Non
 RECEIVER = """
 import socket, sys, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], 47400)); s.settimeout(0.2)
+s.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # SO_RCVBUFFORCE: a stall of this reader loses none
 print('ready', flush=True)
 ids, order, last = [], [], None
 end = time.monotonic() + 30

@@ -328,6 +328,7 @@ def _cmd_explore(args: argparse.Namespace) -> int:
         strategy=args.strategy,
         kinds=kinds,
         run_s=args.run_s,
+        network=args.network,
         runs_dir=Path(args.runs_dir),
         calibrate=not args.no_calibrate,
         confirm=args.confirm,
@@ -776,6 +777,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=20.0,
         metavar="SECONDS",
         help="seconds of load of each run (default 20)",
+    )
+    p.add_argument(
+        "--network",
+        choices=("proxy", "hosts"),
+        help="every run through the fault proxy on 127.0.0.1, or on hosts (network namespaces, as root), "
+        "where the packet faults host_partition and netem are drawn too (default: the manifest's network)",
     )
     p.add_argument("--runs-dir", default="runs", help="where the exploration's folder goes (default: runs)")
     p.add_argument(

@@ -5,6 +5,7 @@ Nothing here starts a process; tests/test_explore_runs.py explores real subjects
 
 from __future__ import annotations
 
+import json
 import random
 import tomllib
 from pathlib import Path
@@ -484,3 +485,79 @@ def test_a_focused_mutation_changes_the_fault_that_showed_something_new() -> Non
         child, _ = mutate(space, parent, random.Random(seed))
         plain += cut in child["faults"] and freeze not in child["faults"] and len(child["faults"]) == 2
     assert focused >= 70 and plain <= 45, (focused, plain)
+
+
+def _hosts_possible(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This machine as one that can make hosts and every packet fault (the unit tests run
+    anywhere; tests/test_explore_runs.py explores on real hosts)."""
+    import dataclasses
+
+    import harness.explore.generate as generate_module
+
+    monkeypatch.setattr(generate_module, "hosts_missing", lambda: None)
+    for name, kind in FAULT_KINDS.items():
+        if kind.hosts:
+            monkeypatch.setitem(FAULT_KINDS, name, dataclasses.replace(kind, missing=lambda: None))
+
+
+@pytest.mark.parametrize("name", ["paranoid-pirate", "titanic", "freelance"])
+def test_on_hosts_packet_faults_are_drawn_and_every_scenario_says_hosts(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _hosts_possible(monkeypatch)
+    packet = {n for n, k in FAULT_KINDS.items() if k.hosts}
+    proxy_only = {n for n, k in FAULT_KINDS.items() if k.target == "link" and k.on_hosts is None}
+    through_proxy = space_of(name)
+    assert packet and not packet & set(through_proxy.kinds) and proxy_only & set(through_proxy.kinds)
+    assert all("network" not in generate(through_proxy, random.Random(s)) for s in range(5))
+
+    space = space_of(name, network="hosts")
+    assert packet <= set(space.kinds) and not proxy_only & set(space.kinds)
+    drawn = set()
+    for seed in range(30):
+        data = generate(space, random.Random(seed))
+        assert data["network"] == "hosts" and problems_of(space, data) == [], data
+        assert to_scenario(space, data).network == "hosts"  # a SetupError here is the generator's bug
+        changed, _ = mutate(space, data, random.Random(seed))
+        assert changed["network"] == "hosts" and to_scenario(space, changed).network == "hosts"
+        drawn |= {f["kind"] for f in data["faults"] + changed["faults"]}
+        # a link fault on hosts acts on every connection of its link
+        assert all(f.get("toxicity", 1.0) == 1.0 for f in data["faults"] + changed["faults"])
+    assert packet <= drawn, drawn
+    # the same draws, but for the network, name another scenario in the results store
+    assert generate(space, random.Random(1))["name"] != generate(through_proxy, random.Random(1))["name"]
+
+
+def test_hosts_are_refused_before_any_run_where_they_cannot_be_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import harness.explore.generate as generate_module
+
+    monkeypatch.setattr(generate_module, "hosts_missing", lambda: 'network = "hosts" needs root')
+    with pytest.raises(SetupError, match="needs root"):
+        space_of("paranoid-pirate", network="hosts")
+    assert main(["explore", "paranoid-pirate", "--network", "hosts", "--runs", "1",
+                 "--runs-dir", str(tmp_path)]) == 2  # fmt: skip
+    assert 'network = "hosts" needs root' in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # nothing ran, no folder made
+
+    _hosts_possible(monkeypatch)
+    own = (ROOT / "implementations" / "lazy_pirate" / "manifest.toml").read_text()
+    manifest = tmp_path / "manifest.toml"
+    manifest.write_text(own.replace('ready = "port:frontend"', 'ready = "port:frontend"\ncount = 2', 1))
+    with pytest.raises(SetupError) as refused:
+        space_of(manifest, network="hosts")
+    assert "topology.server" in str(refused.value) and "reach the first alone" in str(refused.value)
+    assert space_of(manifest).network == "proxy"  # through the proxy it is explored as before
+
+
+def test_an_exploration_on_hosts_resumes_on_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _hosts_possible(monkeypatch)
+    state = Exploration(tmp_path, space_of(SUBJECT, network="hosts", duration_s=10), 3, "guided", 2, None)
+    state.write()
+    assert resumed(tmp_path, 1, None).space.network == "hosts"
+    record = tmp_path / "explore.json"
+    old = {k: v for k, v in json.loads(record.read_text()).items() if k != "network"}
+    old["kinds"] = [k for k in old["kinds"] if not FAULT_KINDS[k].hosts]
+    record.write_text(json.dumps(old))  # an explore.json from before hosts
+    assert resumed(tmp_path, 1, None).space.network == "proxy"

@@ -82,6 +82,32 @@ def test_explore_on_a_correct_built_in_finds_nothing_in_3_runs(
     assert len(record["runs"]) == 3 and record["summary"].endswith("no violation")
 
 
+# tests/test_explore.py shows the packet faults drawn and every generated scenario parsing on
+# hosts; tests/test_hosts.py runs those faults between real hosts.
+@pytest.mark.soak
+def test_explore_on_hosts_runs_every_scenario_on_hosts_and_leaves_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from chaos.hosts import missing
+
+    if missing() is not None:
+        pytest.skip(missing())
+    code = main(
+        ["explore", "paranoid-pirate", "--network", "hosts", "--kinds", "host_partition,netem,kill",
+         "--runs", "2", "--seed", "1", "--run-s", "12", "--no-calibrate", "--runs-dir", str(tmp_path)]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    record = explored(tmp_path)
+    assert code == 0, (out, record["findings"])
+    assert record["network"] == "hosts" and len(record["runs"]) == 2
+    for run in record["runs"]:
+        meta = json.loads((Path(run["run_dir"]) / "run.json").read_text())
+        assert meta["scenario"]["network"] == "hosts", meta["scenario"]
+    ours = f"zchaos-{os.getpid()}."  # the runs' namespaces carry their runner's mark (chaos/hosts.py)
+    left = os.listdir("/run/netns") if os.path.isdir("/run/netns") else []
+    assert not [ns for ns in left if ns.startswith(ours)], left
+
+
 @pytest.mark.soak
 def test_explore_shrinks_what_it_found(tmp_path: Path) -> None:
     # Seed 2's first scenario: the queue frozen 2.2 s, a worker 2.1 s, the queue again 0.75 s.

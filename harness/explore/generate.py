@@ -25,6 +25,11 @@ again breaks any system, which is no finding. Each fault is placed to end, where
 allows, ``recovery_bound_s`` plus a margin before the load stops, so that ``recovery``
 can judge it rather than leave it unknown.
 
+On hosts (``Space.network``: the manifest's own ``network``, or ``zchaos explore --network
+hosts``) every generated scenario says ``network = "hosts"``: the packet faults between hosts
+(``host_partition``, ``netem``) are drawn too, and a link fault only where its card has a form
+on hosts (``on_hosts``).
+
 With a calibration (``Space.calibrated``) the load is sized relative to the system's own
 measured capacity (``users = "0.5x capacity, at most 8"``, contract/calibration.py); the
 promises stay the manifest's own. Without one the users are a small absolute number.
@@ -44,10 +49,11 @@ from typing import Any
 from chaos.clock import find_library
 from chaos.disk import missing as disk_missing
 from chaos.faults import FaultKind, Param, ParamProblem
+from chaos.hosts import missing as hosts_missing
 from chaos.kinds import FAULT_KINDS
 from chaos.malformed import families
 from contract.errors import SetupError
-from harness.manifest import Manifest, builtin_manifests, link_names
+from harness.manifest import NETWORKS, Manifest, builtin_manifests, link_names
 from harness.scenario import Scenario, parse_scenario
 
 #: Faults per generated scenario.
@@ -80,6 +86,9 @@ MUTATIONS = ("move", "length", "retarget", "kind", "add", "drop", "param", "load
 FAULT_MUTATIONS = ("move", "length", "retarget", "kind", "param")
 #: The chance a mutation with a focus changes a fault of a kind in focus (when it has one).
 FOCUS_SHARE = 0.8
+#: Parameters left at their default on hosts: a link fault there acts on every connection of
+#: the link (harness/scenario.py refuses a toxicity below 1 with network = "hosts").
+FIXED_ON_HOSTS = frozenset({"toxicity"})
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,7 @@ class Space:
     processes: dict[str, list[str]] = field(default_factory=dict)  # role -> instances
     links: tuple[str, ...] = ()  # every link of the topology (link:clients, link:worker-1, ...)
     binds: dict[str, tuple[str, ...]] = field(default_factory=dict)  # role -> endpoints it binds
+    network: str = "proxy"  # what every generated scenario runs on (harness/scenario.py ``network``)
 
     @property
     def tail_s(self) -> float:
@@ -125,23 +135,27 @@ def malformed_family(manifest: Manifest) -> str | None:
     return next((f for f in known if manifest.name == f or manifest.name.startswith(f + "-")), None)
 
 
-def applicable_kinds(manifest: Manifest, topology: dict[str, int]) -> list[str]:
+def applicable_kinds(manifest: Manifest, topology: dict[str, int], network: str = "proxy") -> list[str]:
     """The fault kinds whose card applies to the manifest: process faults always (clock
     faults where libfaketime is installed; disk_full where a role keeps a data_dir and this
     machine can mount one), link faults when the topology has links,
-    ``malformed`` where the family has junk and some role binds an endpoint."""
+    ``malformed`` where the family has junk and some role binds an endpoint; on hosts, the
+    packet faults where the machine has what they need, and only the link faults that have
+    a form there."""
     found = []
     for name, kind in FAULT_KINDS.items():
         if kind.target == "link" and not link_names(manifest, topology):
             continue
+        if kind.target == "link" and network == "hosts" and kind.on_hosts is None:
+            continue  # it needs the fault proxy, which hosts have not
         if name == "malformed" and (malformed_family(manifest) is None or not manifest.endpoints):
             continue
         if kind.clock and find_library() is None:  # libfaketime is not installed
             continue
         if kind.disk and (not _data_roles(manifest) or disk_missing() is not None):
             continue  # it fills a role's data_dir, on a file system mounted as root (chaos/disk.py)
-        if kind.hosts:  # it needs network = "hosts", which generated scenarios do not say (chaos/hosts.py)
-            continue
+        if kind.hosts and (network != "hosts" or (kind.missing is not None and kind.missing() is not None)):
+            continue  # it acts on packets between hosts (chaos/packets.py)
         found.append(name)
     return found
 
@@ -152,11 +166,18 @@ def make_space(
     kinds: Sequence[str] = (),
     duration_s: float = 20.0,
     calibrated: bool = False,
+    network: str | None = None,
 ) -> Space:
     """The space of ``manifest`` in its own topology; ``kinds``: the ones allowed (default:
-    every applicable kind). A kind that does not exist or does not apply is a SetupError."""
+    every applicable kind); ``network``: the manifest's own unless given. A kind that does
+    not exist or does not apply, or hosts this machine cannot make, is a SetupError."""
     topology = {name: role.count for name, role in manifest.roles.items()}
-    applicable = applicable_kinds(manifest, topology)
+    network = network or manifest.network
+    if network not in NETWORKS:
+        raise SetupError(f"expected one of {', '.join(NETWORKS)}, got {network!r}", where="--network")
+    if network == "hosts":
+        _check_hosts(manifest, topology)
+    applicable = applicable_kinds(manifest, topology, network)
     chosen = list(kinds) or applicable
     for name in chosen:
         if name not in FAULT_KINDS:
@@ -183,7 +204,24 @@ def make_space(
         processes=processes,
         links=tuple(link_names(manifest, topology)),
         binds=binds,
+        network=network,
     )
+
+
+def _check_hosts(manifest: Manifest, topology: dict[str, int]) -> None:
+    """Hosts this machine can make, for a topology hosts can hold (a scenario says the same
+    of itself, harness/scenario.py: here it is said once, before any run)."""
+    lacking = hosts_missing()
+    if lacking is not None:
+        raise SetupError(lacking, where="--network")
+    for role in manifest.roles.values():
+        if role.binds and topology[role.name] > 1:
+            raise SetupError(
+                f"role {role.name!r} binds {', '.join(role.binds)} and has {topology[role.name]} instances: "
+                "on hosts each would bind its own address and everything that connects would reach the "
+                "first alone; explore it through the proxy, or give the role 1 instance in its manifest",
+                where=f"{manifest.path} [topology.{role.name}]",
+            )
 
 
 # --- drawing ---------------------------------------------------------------------------
@@ -244,7 +282,7 @@ def draw_params(space: Space, kind: FaultKind, target: str, rng: random.Random) 
     (malformed's family) filled; drawn again while ``validate`` refuses them."""
     for _ in range(VALIDATE_TRIES):
         room = max(space.last_end_s - FIRST_FAULT_S, MIN_FAULT_LENGTH_S)
-        params = {n: draw_value(s, rng, room) for n, s in kind.params.items() if s.explore}
+        params = {n: draw_value(s, rng, room) for n, s in kind.params.items() if _drawn(space, n, s)}
         if kind.name == "malformed":
             params["endpoint"] = rng.choice(space.binds[_role_of(space, target)])
         checked = dict(params)
@@ -257,6 +295,11 @@ def draw_params(space: Space, kind: FaultKind, target: str, rng: random.Random) 
     raise SetupError(
         f"no parameters of {kind.name!r} that its card accepts were drawn in {VALIDATE_TRIES} tries"
     )
+
+
+def _drawn(space: Space, name: str, spec: Param) -> bool:
+    """Whether a parameter is drawn (its card gives it an explore range) in this space."""
+    return bool(spec.explore) and not (space.network == "hosts" and name in FIXED_ON_HOSTS)
 
 
 def _fit(space: Space, kind: FaultKind, fault: dict[str, Any]) -> None:
@@ -361,6 +404,8 @@ def _scenario(
     }
     if "phases" not in load:
         data["duration_s"] = space.duration_s
+    if space.network == "hosts":  # said even when the manifest says it: the file replays anywhere
+        data["network"] = "hosts"
     data["name"] = f"{name}-{content_digest(data)}"
     return data
 
@@ -466,7 +511,7 @@ def _mutate_once(
                 fault["endpoint"] = rng.choice(space.binds[_role_of(space, fault["target"])])
             change = f"{kind.name} moved to {fault['target']}"
         else:  # param
-            drawn = [n for n, s in kind.params.items() if s.explore and not s.length]
+            drawn = [n for n, s in kind.params.items() if _drawn(space, n, s) and not s.length]
             if drawn:
                 pname = rng.choice(drawn)
                 fault[pname] = draw_value(kind.params[pname], rng)

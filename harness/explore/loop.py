@@ -150,6 +150,7 @@ class Exploration:
             "kinds": list(self.space.kinds),
             "run_s": self.space.duration_s,
             "calibrated": self.space.calibrated,
+            "network": self.space.network,
             "budget": {"runs": self.runs_budget, "time_s": self.time_budget_s},
             "elapsed_s": round(time.monotonic() - self.started, 1),
             "interrupted": self.interrupted,
@@ -312,6 +313,7 @@ def explore(
     strategy: str = "guided",
     kinds: tuple[str, ...] = (),
     run_s: float = 20.0,
+    network: str | None = None,
     runs_dir: Path = Path("runs"),
     calibrate: bool = True,
     confirm: int = 0,
@@ -325,7 +327,8 @@ def explore(
     exploration's folder to go on with, its corpus, behaviours and findings as its
     explore.json left them (its target, seed, strategy, kinds and run length too; the
     budget given is for the runs to come; a ``seed`` or ``kinds`` given steer the runs to
-    come, and explore.json's ``resumes`` says from which run on)."""
+    come, and explore.json's ``resumes`` says from which run on). ``network``: "proxy" or
+    "hosts" for every run (default: the manifest's own)."""
     if strategy not in STRATEGIES:
         raise SetupError(f"expected one of {', '.join(STRATEGIES)}, got {strategy!r}", where="--strategy")
     if runs is not None and runs < 1:
@@ -347,8 +350,9 @@ def explore(
             old = state.space
             if kinds:
                 state.space = make_space(
-                    old.manifest, kinds=kinds, duration_s=old.duration_s, calibrated=old.calibrated
-                )
+                    old.manifest, kinds=kinds, duration_s=old.duration_s, calibrated=old.calibrated,
+                    network=old.network,
+                )  # fmt: skip
             draws = draws if seed is None else seed
             kinds_now = list(state.space.kinds)
             state.resumes.append({"after_run": len(state.runs), "seed": draws, "kinds": kinds_now})
@@ -360,7 +364,7 @@ def explore(
     else:
         assert target is not None
         manifest = load_manifest(target)
-        space = make_space(manifest, kinds=kinds, duration_s=run_s, calibrated=calibrate)
+        space = make_space(manifest, kinds=kinds, duration_s=run_s, calibrated=calibrate, network=network)
         seed = 1 if seed is None else seed
         rng = random.Random(f"zchaos-explore:{seed}")
         folder = new_folder(runs_dir, prefix="explore", name=re.sub(r"[^A-Za-z0-9_.-]", "-", manifest.name))
@@ -433,6 +437,7 @@ def resumed(folder: Path, runs: int | None, time_s: float | None) -> Exploration
             kinds=tuple(record["kinds"]),
             duration_s=float(record["run_s"]),
             calibrated=bool(record["calibrated"]),
+            network=str(record.get("network") or "proxy"),  # explorations before hosts ran through the proxy
         )
         state = Exploration(folder, space, int(record["seed"]), record["strategy"], runs, time_s)
         state.runs = list(record["runs"])

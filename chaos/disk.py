@@ -11,7 +11,8 @@ CAP_SYS_ADMIN): without it the run stops before anything starts, saying so (exit
 A mount cannot remove itself when the runner is SIGKILLed, so its source names the runner
 (``zchaos-disk-runner<PID>.<START>``, as the starvation cgroups' names do): the run
 unmounts its own at its end (lazily: a process of the subject still inside must not keep
-it), and ``remove_leftovers`` unmounts those whose runner is gone, at the next run's start.
+it), and ``remove_leftovers`` unmounts those whose runner is gone, at the next run's start,
+and the lazy layers' (chaos/lazyfs.py) too.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
 #: The file the fault fills a data folder's file system with (removed when it stops).
 FILLER = ".zchaos-disk-full"
 SOURCE_PREFIX = "zchaos-disk-runner"
-_OWNED = re.compile(r"zchaos-disk-runner(\d+)\.(\d+)")
+#: The mounts a runner marks: these small file systems, and the lazy layers (chaos/lazyfs.py).
+_OWNED = re.compile(r"zchaos-(?:disk|lazyfs)-runner(\d+)\.(\d+)")
 CHUNK = 1 << 20
 #: How often a full disk takes back what the subject freed.
 TOP_UP_S = 0.01

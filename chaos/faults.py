@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from chaos.clock import Clocks
     from chaos.disk import Disks
     from chaos.hosts import Hosts
+    from chaos.lazyfs import Layers
     from chaos.nemesis import PlannedFault
     from chaos.netfaults import NetworkFaults
 
@@ -115,6 +116,7 @@ class FaultRun(Protocol):
     clocks: Clocks | None  # the faked clocks of the roles a clock fault targets (None: no clock faults)
     disks: Disks | None  # the data folders' file systems a disk fault fills (None: no disk faults)
     hosts: Hosts | None  # the run's network namespaces (None: not network = "hosts")
+    lazyfs: Layers | None  # the lazy layers over data folders (None: no lose_unsynced faults)
 
     def started(self, fault: PlannedFault, **extra: Any) -> None:
         """Record ``fault_start`` (with the fault's class) and count the fault as injected."""
@@ -179,6 +181,9 @@ class FaultKind:
     #: It fills the target's data folder (chaos/disk.py): the runner mounts a small file
     #: system there for the target's role, and only then.
     disk: bool = False
+    #: It drops the target's unsynced writes (chaos/lazyfs.py): the runner mounts a lazy
+    #: layer over the data folder of the target's role, and only then.
+    lazy: bool = False
     #: It acts on the packets between hosts (chaos/hosts.py): the scenario must say
     #: ``network = "hosts"``.
     hosts: bool = False
@@ -216,6 +221,18 @@ class FaultKind:
             "fault_stops": self.stops or default_stops(self.harm),
             "fault_lasting": not self.instantaneous,
         }
+
+
+def start_again(nemesis: FaultRun, fault: PlannedFault, after_s: float, done: str = "") -> None:
+    """Start the fault's target again ``after_s`` seconds on (kill, restart, lose_unsynced),
+    and record the fault's stop with the new pid, or that the run ended first; ``done``: what
+    else the fault did, said first."""
+    said = f"{done}; " if done else ""
+    if nemesis.wait(after_s):
+        new_pid = nemesis.control.start(fault.target)
+        nemesis.stopped(fault, pid=new_pid, detail=f"{said}restarted")
+    else:
+        nemesis.stopped(fault, detail=f"{said}run ended before the restart")
 
 
 # --- parameters several kinds share ----------------------------------------------------
@@ -260,3 +277,19 @@ def count(
 ) -> Param:
     """A whole number a toxic takes (Go int64)."""
     return Param(int, default, doc, unit, min=minimum, max=INT64_MAX, explore=explore)
+
+
+def needs_data_dir(params: dict[str, Any], target: str, manifest: Any) -> None:
+    """A card's ``validate`` for a fault on a role's data folder (disk_full, lose_unsynced):
+    the target's role must declare one."""
+    roles = getattr(manifest, "roles", None)
+    if not roles:
+        return
+    name = target.partition(":")[0]
+    role = roles.get(name) or roles.get(name.rsplit("-", 1)[0])
+    if role is not None and role.data_dir is None:
+        raise ParamProblem(
+            "target",
+            f"role {role.name!r} declares no data folder: give it one in its manifest ([roles.{role.name}] "
+            f'data_dir = "{{run_dir}}/{role.name}-data", its command taking {{data_dir}})',
+        )

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from chaos.clock import Clocks
     from chaos.disk import Disks
     from chaos.hosts import Hosts
+    from chaos.lazyfs import Layers
     from chaos.netfaults import NetworkFaults
 
 log = logging.getLogger("zchaos.nemesis")
@@ -152,6 +153,7 @@ class Nemesis:
         clocks: Clocks | None = None,
         disks: Disks | None = None,
         hosts: Hosts | None = None,
+        lazyfs: Layers | None = None,
     ) -> None:
         self.plan = plan
         self.control = control
@@ -163,6 +165,7 @@ class Nemesis:
         self.clocks = clocks  # the faked clocks of the roles a clock fault targets (chaos/clock.py)
         self.disks = disks  # the data folders' file systems a disk fault fills (chaos/disk.py)
         self.hosts = hosts  # the run's network namespaces, for packet faults (chaos/hosts.py)
+        self.lazyfs = lazyfs  # the lazy layers whose unsynced writes a crash drops (chaos/lazyfs.py)
         self.injected = 0
         self._stopping = threading.Event()
         self._locks: dict[str, threading.Lock] = {}

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from chaos.clock import Clocks
     from chaos.disk import Disks
     from chaos.hosts import Hosts
+    from chaos.lazyfs import Layers
     from chaos.netfaults import NetworkFaults
 
 LOCUSTFILE = PROJECT_ROOT / "loadtests" / "locustfile.py"
@@ -244,6 +245,7 @@ class Runner:
         self.network: NetworkFaults | None = None  # the fault proxy, when a link fault is planned
         self.clocks: Clocks | None = None  # the faked clocks, when a clock fault is planned
         self.disks: Disks | None = None  # the data folders' file systems, when a disk fault is planned
+        self.lazyfs: Layers | None = None  # the lazy layers over data folders, when lose_unsynced is planned
         self.hosts: Hosts | None = None  # the run's network namespaces, network = "hosts"
         self._proxy_stack = contextlib.ExitStack()
         self.follower: subprocess.Popen[bytes] | None = None
@@ -431,6 +433,37 @@ class Runner:
             raise SetupError(str(exc)) from None
         sizes = ", ".join(f"{f} ({s} MB)" for f, s in sorted(set(folders.values())))
         self.progress.note(f"data folders on small file systems: {sizes}")
+
+    def _start_lazyfs(self) -> None:
+        """When the plan has a fault that drops unsynced writes: a lazy layer (FUSE) over the
+        data folder of every instance of the roles it targets, mounted before they start
+        (chaos/lazyfs.py)."""
+        targets = {f.target for f in self.plan if FAULT_KINDS[f.kind].lazy}
+        roles = {self.roles[t] for t in targets if t in self.roles}
+        if not roles:
+            return
+        full = {
+            self.roles[f.target] for f in self.plan if FAULT_KINDS[f.kind].disk and f.target in self.roles
+        }
+        if roles & full:
+            # The filler would go to the layer's memory, never to the disk under it.
+            both = ", ".join(sorted(roles & full))
+            raise SetupError(
+                f"disk_full and lose_unsynced on one role ({both}) in one run: give each a run of its own"
+            )
+        from chaos.lazyfs import Layers, LazyFsError
+
+        folders = {
+            i: Path(self.topology.data_dir(role, i)) for i, role in self.roles.items() if role in roles
+        }
+        layers = Layers(folders, self.run.root / "logs")
+        self.lazyfs = layers  # what it mounted is unmounted at teardown, also when a later mount fails
+        try:
+            layers.open()
+        except LazyFsError as exc:
+            raise SetupError(str(exc)) from None
+        where = ", ".join(sorted({str(f) for f in folders.values()}))
+        self.progress.note(f"unsynced writes held in memory until fsynced (lazy layers) in {where}")
 
     def _start_clocks(self) -> None:
         """When the plan has a clock fault: libfaketime for every instance of the roles it
@@ -629,6 +662,7 @@ class Runner:
             self.clocks,
             self.disks,
             self.hosts,
+            self.lazyfs,
         )
         locust = self.supervisor.start(self._locust_spec())
         locust.expected_exit = True  # it ends by itself when the run time is over
@@ -708,6 +742,7 @@ class Runner:
                     self._start_fault_proxy()
                     self._start_clocks()
                     self._start_disks()
+                    self._start_lazyfs()
                     self._start_system()
                     self._phase("load")
                     self._run_load()
@@ -725,6 +760,9 @@ class Runner:
                         self._proxy_stack.close()
                         if self.clocks is not None:
                             self.clocks.close()
+                        if self.lazyfs is not None:
+                            for what in self.lazyfs.close():
+                                self.progress.warn(f"could not unmount a lazy layer: {what}")
                         if self.disks is not None:
                             for what in self.disks.close():
                                 self.progress.warn(f"could not unmount a data file system: {what}")

@@ -110,6 +110,15 @@ def zchaos_process(
             report.wait()
 
 
+def check_says(scenario: Path, env: dict[str, str]) -> tuple[int, list[str]]:
+    """``zchaos check SCENARIO`` with ``env``: its exit code and the lines it wrote to stderr."""
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "check", str(scenario)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    return done.returncode, [line for line in done.stderr.splitlines() if line.strip()]
+
+
 def jvms_under(pid: int) -> list:
     """The JVMs among the descendants of process ``pid`` (psutil processes)."""
     import psutil

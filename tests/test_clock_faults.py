@@ -27,7 +27,7 @@ from chaos.nemesis import Nemesis, PlannedFault
 from contract.clock import MAX_CLOCK_DRIFT_NS, ClocksMeta, clock_drift_ns, clock_drift_reason
 from contract.errors import SetupError
 from tests.doubles import EventList, PidControl
-from tests.procs import ROOT
+from tests.procs import ROOT, check_says
 
 needs_libfaketime = pytest.mark.skipif(
     find_library() is None or shutil.which("cc") is None,
@@ -282,11 +282,7 @@ def test_a_forward_step_breaks_a_queue_timed_by_the_wall_clock_alone(
 def test_zchaos_check_says_in_one_line_what_the_machine_lacks_for_a_clock_fault() -> None:
     env = {**os.environ, "ZCHAOS_LIBFAKETIME": "/nonexistent/libfaketime.so.1", "PYTHONPATH": str(ROOT)}
     stock = ROOT / "scenarios" / "majordomo-clock-step-broker.toml"
-    done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "check", str(stock)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 2, done.stderr
-    said = [line for line in done.stderr.splitlines() if line.strip()]
+    code, said = check_says(stock, env)
+    assert code == 2, said
     assert said == [f"zchaos: error: {stock}: clock faults need libfaketime, which is not installed "
-                    "(Debian: apt-get install libfaketime)"], done.stderr  # fmt: skip
+                    "(Debian: apt-get install libfaketime)"], said  # fmt: skip

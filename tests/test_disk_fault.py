@@ -138,13 +138,16 @@ def test_the_mounts_of_a_killed_runner_are_unmounted_and_a_live_ones_kept(
     assert mounted(disks.folder("store")), "a live runner's mount stays"
 
 
-def test_a_disk_fault_on_a_role_without_a_data_folder_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("fault", "more"), [("disk_full", "duration_s = 1\n"), ("lose_unsynced", "")])
+def test_a_disk_fault_on_a_role_without_a_data_folder_is_refused(
+    tmp_path: Path, fault: str, more: str
+) -> None:
     from harness.scenario import load_scenario
 
     path = tmp_path / "s.toml"
     path.write_text(
-        'implementation = "paranoid-pirate"\nduration_s = 10\n[[faults]]\nkind = "disk_full"\n'
-        'target = "queue"\nat_s = [1]\nduration_s = 1\n'
+        f'implementation = "paranoid-pirate"\nduration_s = 10\n[[faults]]\nkind = "{fault}"\n'
+        f'target = "queue"\nat_s = [1]\n{more}'
     )
     with pytest.raises(SetupError, match=r"role 'queue' declares no data folder.*data_dir"):
         load_scenario(path)

@@ -342,21 +342,25 @@ def test_a_full_disk_is_explored_on_the_roles_that_keep_data_where_the_machine_c
     import harness.explore.generate as generate_module
 
     assert "disk_full" not in space_of("majordomo").kinds  # no role keeps a data_dir
-    monkeypatch.setattr(generate_module, "disk_missing", lambda: None)
+    assert "lose_unsynced" not in space_of("majordomo").kinds
+    monkeypatch.setattr(generate_module, "_lacks", lambda kind: False)
     space = space_of("titanic")
-    assert "disk_full" in space.kinds
+    assert {"disk_full", "lose_unsynced"} <= set(space.kinds)
     keeps = {n for n, r in space.manifest.roles.items() if r.data_dir}
-    hit = {draw_fault(space, random.Random(s), "disk_full")["target"] for s in range(30)}
-    assert hit and all(generate_module._role_of(space, t) in keeps for t in hit), hit
+    for kind in ("disk_full", "lose_unsynced"):
+        hit = {draw_fault(space, random.Random(s), kind)["target"] for s in range(30)}
+        assert hit and all(generate_module._role_of(space, t) in keeps for t in hit), hit
     # another kind made disk_full lands only on a target that keeps data
     for seed in range(40):
         data = generate(space, random.Random(seed))
         changed, _ = mutate(space, data, random.Random(seed))
         for f in changed["faults"]:
-            assert f["kind"] != "disk_full" or generate_module._role_of(space, f["target"]) in keeps, f
+            on_data = f["kind"] in ("disk_full", "lose_unsynced")
+            assert not on_data or generate_module._role_of(space, f["target"]) in keeps, f
         to_scenario(space, changed)
-    monkeypatch.setattr(generate_module, "disk_missing", lambda: "disk_full needs root")
+    monkeypatch.setattr(generate_module, "_lacks", lambda kind: kind.name == "disk_full")
     assert "disk_full" not in space_of("titanic").kinds
+    assert "lose_unsynced" in space_of("titanic").kinds
 
 
 def test_some_loads_have_clients_that_never_resend_where_an_adapter_can(

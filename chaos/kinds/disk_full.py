@@ -3,10 +3,10 @@ freed (writes fail with ENOSPC meanwhile; chaos/disk.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from chaos.disk import hold_full, missing
-from chaos.faults import FaultKind, FaultRun, ParamProblem, duration
+from chaos.faults import FaultKind, FaultRun, duration, needs_data_dir
 from contract.promises import OUTAGE
 
 if TYPE_CHECKING:
@@ -15,20 +15,6 @@ if TYPE_CHECKING:
 
 def run(nemesis: FaultRun, kind: FaultKind, fault: PlannedFault) -> None:
     hold_full(nemesis, fault)
-
-
-def validate(params: dict[str, Any], target: str, manifest: Any) -> None:
-    roles = getattr(manifest, "roles", None)
-    if not roles:
-        return
-    name = target.partition(":")[0]
-    role = roles.get(name) or roles.get(name.rsplit("-", 1)[0])
-    if role is not None and role.data_dir is None:
-        raise ParamProblem(
-            "target",
-            f"role {role.name!r} declares no data folder: give it one in its manifest ([roles.{role.name}] "
-            f'data_dir = "{{run_dir}}/{role.name}-data", its command taking {{data_dir}})',
-        )
 
 
 KIND = FaultKind(
@@ -40,7 +26,7 @@ KIND = FaultKind(
     {"duration_s": duration()},
     # A durable store on a full disk must refuse what it cannot keep: new requests fail.
     harm=OUTAGE,
-    validate=validate,
+    validate=needs_data_dir,
     disk=True,
     missing=missing,
 )

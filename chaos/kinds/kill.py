@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from typing import TYPE_CHECKING
 
-from chaos.faults import FaultKind, FaultRun, Param
+from chaos.faults import FaultKind, FaultRun, Param, start_again
 
 if TYPE_CHECKING:
     from chaos.nemesis import PlannedFault
@@ -21,11 +21,7 @@ def run(nemesis: FaultRun, kind: FaultKind, fault: PlannedFault) -> None:
     if restart_after is None:
         nemesis.stopped(fault, detail="not restarted")
         return
-    if nemesis.wait(restart_after):
-        new_pid = nemesis.control.start(fault.target)
-        nemesis.stopped(fault, pid=new_pid, detail="restarted")
-    else:
-        nemesis.stopped(fault, detail="run ended before the restart")
+    start_again(nemesis, fault, restart_after)
 
 
 KIND = FaultKind(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from chaos.faults import FaultKind, FaultRun, Param
+from chaos.faults import FaultKind, FaultRun, Param, start_again
 
 if TYPE_CHECKING:
     from chaos.nemesis import PlannedFault
@@ -13,11 +13,7 @@ if TYPE_CHECKING:
 def run(nemesis: FaultRun, kind: FaultKind, fault: PlannedFault) -> None:
     nemesis.started(fault)
     nemesis.control.stop(fault.target)
-    if nemesis.wait(fault.params.get("delay_s", 0.0)):
-        new_pid = nemesis.control.start(fault.target)
-        nemesis.stopped(fault, pid=new_pid, detail="restarted")
-    else:
-        nemesis.stopped(fault, detail="run ended before the restart")
+    start_again(nemesis, fault, fault.params.get("delay_s", 0.0))
 
 
 KIND = FaultKind(

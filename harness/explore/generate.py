@@ -47,7 +47,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.clock import find_library
-from chaos.disk import missing as disk_missing
 from chaos.faults import FaultKind, Param, ParamProblem
 from chaos.hosts import missing as hosts_missing
 from chaos.kinds import FAULT_KINDS
@@ -137,8 +136,8 @@ def malformed_family(manifest: Manifest) -> str | None:
 
 def applicable_kinds(manifest: Manifest, topology: dict[str, int], network: str = "proxy") -> list[str]:
     """The fault kinds whose card applies to the manifest: process faults always (clock
-    faults where libfaketime is installed; disk_full where a role keeps a data_dir and this
-    machine can mount one), link faults when the topology has links,
+    faults where libfaketime is installed; disk_full and lose_unsynced where a role keeps a
+    data_dir and this machine can mount there), link faults when the topology has links,
     ``malformed`` where the family has junk and some role binds an endpoint; on hosts, the
     packet faults where the machine has what they need, and only the link faults that have
     a form there."""
@@ -152,9 +151,11 @@ def applicable_kinds(manifest: Manifest, topology: dict[str, int], network: str 
             continue
         if kind.clock and find_library() is None:  # libfaketime is not installed
             continue
-        if kind.disk and (not _data_roles(manifest) or disk_missing() is not None):
-            continue  # it fills a role's data_dir, on a file system mounted as root (chaos/disk.py)
-        if kind.hosts and (network != "hosts" or (kind.missing is not None and kind.missing() is not None)):
+        if (kind.disk or kind.lazy) and (not _data_roles(manifest) or _lacks(kind)):
+            # It acts on a role's data_dir, on a file system the run mounts there (chaos/disk.py,
+            # chaos/lazyfs.py): root, FUSE.
+            continue
+        if kind.hosts and (network != "hosts" or _lacks(kind)):
             continue  # it acts on packets between hosts (chaos/packets.py)
         found.append(name)
     return found
@@ -249,6 +250,11 @@ def length_of(kind: FaultKind, params: dict[str, Any]) -> float:
     return max((float(params[n]) for n, s in kind.params.items() if s.length and n in params), default=0.0)
 
 
+def _lacks(kind: FaultKind) -> bool:
+    """Whether this machine lacks what the kind needs (its card's ``missing``)."""
+    return kind.missing is not None and kind.missing() is not None
+
+
 def _data_roles(manifest: Manifest) -> set[str]:
     """The roles that keep a data folder (``data_dir``): what a disk fault can fill."""
     return {name for name, role in manifest.roles.items() if role.data_dir}
@@ -259,7 +265,7 @@ def _fits(space: Space, kind: FaultKind, role: str) -> bool:
     target binds, a full disk is the data folder it keeps."""
     if kind.name == "malformed":
         return bool(space.binds.get(role))
-    if kind.disk:
+    if kind.disk or kind.lazy:
         return role in _data_roles(space.manifest)
     return True
 

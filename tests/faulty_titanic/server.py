@@ -7,6 +7,11 @@ It is implementations/titanic's server with one change, chosen by ``--fault``:
   classic shortcut). Until then the request lives in memory only, so a crash loses every
   acknowledged request still waiting for its reply, and after the restart
   ``titanic.reply`` answers 400 for uuids the clients were given.
+- ``no-fsync`` (fails ``titanic_durable`` under ``lose_unsynced``): it writes each file and
+  renames it into place as ours does, but never fsyncs the file or the folder, and answers
+  once ``write`` returned. The request is then in the page cache only: a plain crash of the
+  process keeps it, a crash that loses the unsynced writes leaves an empty file (renamed
+  ``.bad`` on the next start), and ``titanic.reply`` answers 400 for a uuid given out.
 - ``keep-closed`` (fails ``titanic_closed_stay_closed``): ``titanic.close`` answers 200
   and forgets nothing, so a closed uuid's reply is still served.
 - ``pending-unknown`` (fails ``titanic_no_phantom_reply`` and ``titanic_closed_stay_closed``):
@@ -19,12 +24,13 @@ It runs by path from its own manifest, like a user's server outside zchaos.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import uuid as uuidlib
 from collections.abc import Collection
 
 from implementations.titanic.server import main
-from implementations.titanic.store import Store
+from implementations.titanic.store import Store, encode
 
 
 class WriteBehindStore(Store):
@@ -66,6 +72,16 @@ class WriteBehindStore(Store):
         super().close(uuid)
 
 
+class NoFsyncStore(Store):
+    def _write(self, name: str, frames: list[bytes]) -> None:
+        tmp = self.dir / f"{name}.tmp"
+        tmp.write_bytes(encode(frames))  # the bug: no fsync before the rename and the answer
+        os.rename(tmp, self.dir / name)
+
+    def _sync_dir(self) -> None:
+        pass  # nor of the folder
+
+
 class KeepClosedStore(Store):
     def close(self, uuid: str) -> None:
         pass  # the bug: "closed" without removing anything
@@ -79,6 +95,7 @@ class PendingUnknownStore(Store):
 
 STORES = {
     "write-behind": WriteBehindStore,
+    "no-fsync": NoFsyncStore,
     "keep-closed": KeepClosedStore,
     "pending-unknown": PendingUnknownStore,
 }

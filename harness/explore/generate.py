@@ -417,10 +417,12 @@ def _scenario(
 
 
 def content_digest(data: dict[str, Any]) -> str:
-    """8 hex digits of what a generated scenario does (implementation, load, faults; not its
+    """8 hex digits of what a generated scenario does (implementation, load, faults, network; not its
     seed or name): its runs' name in the results store and the matrix, where one name must be
     one scenario, across explorations too."""
     what = {k: data.get(k) for k in ("implementation", "duration_s", "load", "faults")}
+    if data.get("network"):  # the same faults on hosts are another scenario (proxy names kept as they were)
+        what["network"] = data["network"]
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:8]
 
 

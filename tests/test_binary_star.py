@@ -214,6 +214,42 @@ def test_a_thawed_active_stays_silent_until_it_hears_its_peer(pirates: Pirates, 
         server.signal(signal.SIGCONT)
 
 
+class _States(NullWriter):
+    """The states the machine records, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.states: list[tuple[str, str]] = []
+
+    def emit(self, ev: str, **fields: object) -> None:  # type: ignore[override]
+        if ev == "bstar_state":
+            self.states.append((str(fields["state"]), str(fields["reason"])))
+
+
+def test_a_backup_that_took_over_hears_a_silent_peers_first_active_as_stale() -> None:
+    """The primary frozen: the backup takes over by a client's vote; at the thaw the primary's
+    last "active" (sent before the freeze) arrives. Stepping down for it handed the clients
+    back for nothing; a peer still active a heartbeat later is a dual active, and is ended."""
+    from implementations.binary_star.server import ACTIVE, PASSIVE, BinaryStar
+
+    states = _States()
+    backup = BinaryStar(primary=False, peer_timeout_s=2.0, writer=states, now=0.0)
+    backup.peer(ACTIVE, 0.1)
+    assert backup.state == PASSIVE
+    assert not backup.client_request(1.0)  # the primary is heard: not the backup's to serve
+    assert backup.client_request(5.0) and backup.state == ACTIVE  # silent past 2.1 s: the vote
+    backup.peer(ACTIVE, 6.0)  # the thawed primary's word from before its freeze
+    assert backup.state == ACTIVE and backup.client_request(6.1)
+    backup.peer(ACTIVE, 7.0)  # still active a heartbeat later
+    assert backup.state == PASSIVE and states.states[-1] == ("passive", "dual active")
+    # A peer heard all along that says active is a dual active at once, as before.
+    again = BinaryStar(primary=True, peer_timeout_s=2.0, writer=_States(), now=0.0)
+    again.peer(2, 0.1)  # a backup: the primary goes active
+    assert again.state == ACTIVE
+    again.peer(ACTIVE, 1.0)
+    assert again.state == PASSIVE
+
+
 def test_bad_endpoint_is_a_clear_error(pirates: Pirates) -> None:
     proc = pirates.procs.python(
         "bad",

@@ -36,6 +36,12 @@ Where this server departs from the guide, and why:
   so, and announcing "active" first would make the new active step down (dual active)
   and hand the clients back for nothing. Peer state messages are always handled before
   client requests for the same reason.
+- An active server ignores the first "active" it hears from a peer that had been silent
+  past its expiry (the peer it took over from): that is most likely the peer's last word
+  before its stall, left in its socket and sent as it thawed, not what it is now (a thawed
+  active stays silent, above). Stepping down for it handed the clients back to the thawed
+  server for nothing (both stepped down, then the primary won the both-passive tie). A
+  peer that is active still says so a heartbeat later, and the server steps down then.
 - Each server publishes its state at once when it changes, not only on the next
   heartbeat, so the pair settles (and fails back) a heartbeat sooner.
 
@@ -110,6 +116,9 @@ class BinaryStar:
 
     def peer(self, peer: int, now: float) -> None:
         """The peer published ``peer``."""
+        # A peer silent past its expiry, while we were not stalled ourselves (a stalled server
+        # heard nothing either, and defers to whatever its peer says).
+        back_from_silence = now >= self.peer_expiry and not self.awaiting_peer
         self.peer_expiry = now + self.peer_timeout_s
         self.awaiting_peer = False
         if self.state == PRIMARY:
@@ -121,7 +130,9 @@ class BinaryStar:
             if peer == ACTIVE:
                 self._become(PASSIVE, "peer active")
         elif self.state == ACTIVE:
-            if peer == ACTIVE:
+            if peer == ACTIVE and back_from_silence:
+                log.warning("the peer, silent past its expiry, said active: likely stale, heard once")
+            elif peer == ACTIVE:
                 self._become(PASSIVE, "dual active")
         elif self.state == PASSIVE:
             if peer in (PRIMARY, BACKUP):

@@ -166,14 +166,17 @@ def test_zchaos_check_says_in_one_line_what_the_machine_lacks_for_lost_writes() 
 # --- whole runs ----------------------------------------------------------------------------
 
 
-def _run(scenario: Path, tmp_path: Path) -> dict[str, tuple[str, str]]:
+def _run(scenario: Path, tmp_path: Path) -> tuple[str, dict[str, tuple[str, str]]]:
+    """The run's outcome and each check's (status, summary)."""
     from harness.runner import run_scenario
     from harness.scenario import load_scenario
 
     result = run_scenario(load_scenario(scenario), runs_dir=tmp_path)
     assert result.verdict is not None
     assert layer_mounts(tmp_path) == [], "the run's end unmounts its layers"
-    return {n: (c["status"], c["summary"]) for n, c in result.verdict["checks"].items()}
+    return result.verdict["outcome"], {
+        n: (c["status"], c["summary"]) for n, c in result.verdict["checks"].items()
+    }
 
 
 @needs_fuse
@@ -182,7 +185,9 @@ def _run(scenario: Path, tmp_path: Path) -> dict[str, tuple[str, str]]:
 def test_a_titanic_that_never_fsyncs_loses_acknowledged_requests_at_a_crash(
     tmp_path: Path, spark: object
 ) -> None:
-    checks = _run(ROOT / "tests" / "faulty_titanic" / "lose-unsynced.toml", tmp_path)
+    # Measured: 12 of 106 acknowledged requests forgotten; the same server under plain kills
+    # (kind = "kill", the same times) PASSED: the page cache kept what it never fsynced.
+    _, checks = _run(ROOT / "tests" / "faulty_titanic" / "lose-unsynced.toml", tmp_path)
     assert checks["titanic_durable"][0] == "violated", checks
 
 
@@ -192,5 +197,5 @@ def test_a_titanic_that_never_fsyncs_loses_acknowledged_requests_at_a_crash(
 def test_our_titanic_keeps_what_it_acknowledged_through_a_crash_that_loses_unsynced_writes(
     tmp_path: Path, spark: object
 ) -> None:
-    checks = _run(ROOT / "scenarios" / "titanic-lose-unsynced.toml", tmp_path)
-    assert all(status == "passed" for status, _ in checks.values()), checks
+    outcome, checks = _run(ROOT / "scenarios" / "titanic-lose-unsynced.toml", tmp_path)
+    assert outcome == "passed", checks

@@ -90,6 +90,7 @@ class Disks:
         self.folders = folders  # instance -> (its data folder, the file system's size in MB)
         self.source = f"{SOURCE_PREFIX}{os.getpid()}.{start_ticks(os.getpid())}"
         self.mounted: list[Path] = []
+        self.roots: dict[Path, int] = {}  # each file system's root, held open (``underneath``)
 
     def open(self) -> None:
         if os.geteuid() != 0:
@@ -107,16 +108,24 @@ class Disks:
                 why = (done.stderr or done.stdout).strip()
                 raise DiskError(f"could not mount a {size_mb} MB file system at {folder}: {why}")
             self.mounted.append(folder)
+            self.roots[folder] = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
 
     def folder(self, instance: str) -> Path:
         return self.folders[instance][0]
+
+    def underneath(self, instance: str) -> Path:
+        """The file system's own root, also where a lazy layer (chaos/lazyfs.py) is mounted
+        over the folder since: through the root's handle, so that the filler fills the disk,
+        not the layer's memory."""
+        return Path(f"/proc/self/fd/{self.roots[self.folder(instance)]}")
 
     def close(self) -> list[str]:
         """Unmount every file system of the run (its data goes with it); what failed, each why."""
         failed = []
         for folder in self.mounted:
             with contextlib.suppress(OSError):
-                (folder / FILLER).unlink(missing_ok=True)
+                os.unlink(FILLER, dir_fd=self.roots[folder])
+            os.close(self.roots.pop(folder))
             why = _unmount(folder)
             if why is not None:
                 failed.append(f"{folder}: {why}")
@@ -163,11 +172,13 @@ def hold_full(nemesis: FaultRun, fault: PlannedFault) -> None:
     pid = nemesis.target_pid(fault)
     if pid is None:
         return
-    folder = disks.folder(fault.target)
+    folder = disks.underneath(fault.target)
     try:
         written = fill(folder)
         nemesis.started(
-            fault, pid=pid, detail=f"{folder} full ({written} bytes filled, {free_bytes(folder)} free)"
+            fault,
+            pid=pid,
+            detail=f"{disks.folder(fault.target)} full ({written} bytes filled, {free_bytes(folder)} free)",
         )
         # The subject's own deletes free pages while the disk is "full" (a Titanic closing
         # answered requests frees as much as storing the next one takes): taken back at once,

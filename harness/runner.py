@@ -437,20 +437,12 @@ class Runner:
     def _start_lazyfs(self) -> None:
         """When the plan has a fault that drops unsynced writes: a lazy layer (FUSE) over the
         data folder of every instance of the roles it targets, mounted before they start
-        (chaos/lazyfs.py)."""
+        (chaos/lazyfs.py), over the small file system of a disk fault where there is one (its
+        filler goes underneath: chaos/disk.py ``Disks.underneath``)."""
         targets = {f.target for f in self.plan if FAULT_KINDS[f.kind].lazy}
         roles = {self.roles[t] for t in targets if t in self.roles}
         if not roles:
             return
-        full = {
-            self.roles[f.target] for f in self.plan if FAULT_KINDS[f.kind].disk and f.target in self.roles
-        }
-        if roles & full:
-            # The filler would go to the layer's memory, never to the disk under it.
-            both = ", ".join(sorted(roles & full))
-            raise SetupError(
-                f"disk_full and lose_unsynced on one role ({both}) in one run: give each a run of its own"
-            )
         from chaos.lazyfs import Layers, LazyFsError
 
         folders = {

@@ -7,6 +7,7 @@ VIOLATED (titanic_durable) when a crash loses its unsynced writes; ours fsyncs a
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import signal
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.disk import _mounts, remove_leftovers
+from chaos.disk import FILLER, Disks, _mounts, fill, free_bytes, remove_leftovers
 from chaos.lazyfs import SOURCE_PREFIX, Layers, Unsynced, missing
 from tests.procs import ROOT, check_says
 
@@ -94,6 +95,36 @@ def test_a_store_that_never_fsyncs_forgets_what_it_stored_and_ours_keeps_it(
     assert Store(folder / "ours").reply(kept) == ("300", []), "stored, waiting for its reply"
     assert Store(folder / "faulty").reply(lost) == ("400", []), "acknowledged, then unknown"
     assert [p.name for p in (folder / "faulty").iterdir()] == [f"{lost}.req.bad"]  # an empty file
+
+
+@needs_fuse
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small file system needs root")
+def test_under_a_layer_a_full_disk_fills_the_disk_and_an_fsync_meets_it(tmp_path: Path) -> None:
+    """disk_full and lose_unsynced on one role: the layer is mounted over the small file system,
+    the filler goes underneath (not to the layer's memory), a write is held and its fsync fails."""
+    folder = tmp_path / "data"
+    disks = Disks({"store": (folder, 2)})
+    layers = Layers({"store": folder}, tmp_path / "logs")
+    try:
+        disks.open()
+        layers.open()
+        assert fill(disks.underneath("store")) > 1_500_000
+        assert free_bytes(folder) == 0, "the layer reports the disk's free space"
+        fd = os.open(folder / "req", os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            assert os.write(fd, bytes(64 * 1024)) == 64 * 1024  # held: a page cache takes it
+            with pytest.raises(OSError) as raised:
+                os.fsync(fd)
+            assert raised.value.errno == errno.ENOSPC
+            (disks.underneath("store") / FILLER).unlink()
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        assert layers.clear("store") == (0, 0)
+        assert (folder / "req").stat().st_size == 64 * 1024
+    finally:
+        assert layers.close() == [] and disks.close() == []
+    assert layer_mounts(tmp_path) == [] and not any(p == folder for _, p in _mounts())
 
 
 def test_held_extents_read_back_as_the_same_writes_to_a_plain_buffer() -> None:

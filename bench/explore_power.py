@@ -53,6 +53,27 @@ the clock bug (6, 2, 1 against 10, 9, 1: by its focus or by chance, three trials
 say) and worse on the junk one (junk goes to the backend in one draw of two; a fresh draw
 gets there as often as a mutation of an entry with junk at the frontend does, and guided
 draws fresh in one run of four only). Nine trials a strategy are too few for more.
+
+2026-12-02 11:46-12:26 UTC, load 3-6, the three subjects of families of their own, guided
+only (zchaos explore's default), budget 30, 12 s of load a run, --confirm 1; not the
+benchmark (it was not run), single explorations, each first finding read against the
+subject's correct twin:
+
+    stall-hold-star  seed 1: run 1, bstar_no_lost_failover (the primary frozen 3.07 s, the
+                     backup killed meanwhile, clients that never resend): its twin (bug =
+                     "none") breaks the same check on that scenario, so not the planted bug;
+                     seed 2: none in 29 runs
+    tag-ring         seed 1: none in 30 runs (its workers then reconnected after 3 s of
+                     silence, dropping the job a freeze longer than that held; now 5 s)
+    ping-guard       seed 1: none in 30 runs (a guard of 5 pings a second), none in 21 (the
+                     burst guard of now)
+
+What the runs drew: ping-guard's froze server1 in none (they starved it three times, each
+with server1 killed too, which clears the guard); tag-ring's froze a worker in 19 of 30,
+each time for 3.07-3.5 s (past the workers' 3 s then) and in 17 with the broker killed
+(which clears the ring); stall-hold-star's seed 2 never froze the primary (it starved it
+once, 1.1 s). Guided mutates its corpus in three runs of four, and the corpus kept what
+its first runs drew.
 """
 
 from __future__ import annotations
@@ -116,6 +137,15 @@ SUBJECTS = (
         ROOT / "tests" / "blackbox" / "mdp-broker-noresend.toml",
         bug="idle-disconnect-stays-listed",
     ),
+    # Freelance servers that drop for good the requests of a client whose queued pings they
+    # read in a burst (a freeze or starve of server1, the server the clients use)
+    Subject("ping-guard", ROOT / "tests" / "explore_subject" / "ping-guard.toml"),
+    # a PING/PONG broker whose one-byte job numbers go round while a worker holds its job (a
+    # worker frozen or starved under load): a stale result goes to another client
+    Subject("tag-ring", ROOT / "tests" / "explore_subject" / "tag-ring.toml"),
+    # a Binary Star pair whose active primary holds its requests for good after a stall too
+    # short for a failover (a freeze or starve of the primary of 1.5 s to about 3 s)
+    Subject("stall-hold-star", ROOT / "tests" / "explore_subject" / "stall-hold-star.toml"),
 )
 
 

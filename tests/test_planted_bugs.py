@@ -1,0 +1,53 @@
+"""The planted bugs of explore's subjects in families of their own are real
+(tests/explore_subject/): each subject's shortest scenario, a few seconds of load and the
+one fault that shows its bug, violates the check the bug breaks, and the same scenario on
+the family's built-in keeps that check.
+
+- ``ping-guard`` (Freelance): server1 frozen 3 s; it reads its clients' queued pings in
+  one burst after the thaw and drops their requests for good (``steady_state``);
+- ``tag-ring`` (PING/PONG): a worker frozen 1.5 s (three times) under load; the job it
+  held comes back with a one-byte number another client's job has taken since
+  (``correct_reply``);
+- ``stall-hold-star`` (Binary Star): the active primary frozen 2 s, too short for a
+  failover; it holds every request for good after, no server answers again, and the
+  requests resent across the outage are abandoned (``bstar_no_lost_failover``).
+
+How explore finds them is tests/test_explore_subjects.py (soak)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.config import load_toml
+from harness.runner import run_scenario
+from harness.scenario import parse_scenario
+from tests.procs import ROOT, processes_of
+
+SUBJECTS = ROOT / "tests" / "explore_subject"
+
+CASES = [
+    pytest.param("ping-guard-freeze.toml", "freelance", "steady_state", id="ping-guard"),
+    pytest.param("tag-ring-freeze-worker.toml", "pingpong", "correct_reply", id="tag-ring"),
+    pytest.param(
+        "stall-hold-star-freeze.toml", "binary-star", "bstar_no_lost_failover", id="stall-hold-star"
+    ),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("scenario", "built_in", "check"), CASES)
+def test_the_planted_bug_breaks_its_check_and_the_built_in_keeps_it(
+    scenario: str, built_in: str, check: str, tmp_path: Path, spark
+) -> None:
+    path = SUBJECTS / scenario
+    data = load_toml(path, "scenario")
+    subject = run_scenario(parse_scenario(data, path), runs_dir=tmp_path / "subject")
+    checks = subject.verdict["checks"]
+    assert checks[check]["status"] == "violated", {k: v["summary"] for k, v in checks.items()}
+    data["implementation"] = built_in
+    correct = run_scenario(parse_scenario(data, path), runs_dir=tmp_path / "built-in")
+    checks = correct.verdict["checks"]
+    assert checks[check]["status"] == "held", {k: v["summary"] for k, v in checks.items()}
+    assert processes_of(tmp_path) == []

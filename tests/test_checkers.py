@@ -326,6 +326,23 @@ def test_execution_count_flags_executions_of_unsent_requests(spark):
     assert result.figures["executed_but_never_sent"] == 1
 
 
+def test_execution_count_counts_strangers_requests_under_junk_apart(spark):
+    """explore (reliable-sketch, seed 1, run 5): junk on the queue's frontend (malformed) was
+    served by the servers behind it, as a correct system does, and their executions of 'x:0',
+    'X' and '' were 'executions of unsent requests'. With junk in the run, a request id whose
+    owner is no client of the load is a stranger's; an unsent request of a client of the load
+    is still a violation."""
+    junk = FaultWindow(1, "malformed", "queue", t(2), t(8))
+    events = clean_history()
+    for rid in ("x:0", "X", ""):
+        events.append({"ts": t(3), "src": "worker-1", "ev": "exec", "rid": rid, "worker": "worker-1"})
+    result = check("execution_count", make_ctx(spark, events, faults=[junk]))
+    assert result.status == HELD and result.figures["executions_of_strangers_requests"] == 3, result
+    events.append({"ts": t(4), "src": "worker-1", "ev": "exec", "rid": "client-1:999", "worker": "worker-1"})
+    result = check("execution_count", make_ctx(spark, events, faults=[junk]))
+    assert (result.status, result.violations) == (VIOLATED, 1) and result.examples[0]["rid"] == "client-1:999"
+
+
 def test_execution_count_at_least_once_flags_answered_unexecuted(spark):
     events = clean_history()
     events += request("client-6", 1, at=5, execs=2)  # fine under at-least-once

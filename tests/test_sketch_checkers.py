@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from reports.checkers import HELD, VIOLATED, CheckContext, registry
+from reports.checkers import HELD, VIOLATED, CheckContext, FaultWindow, registry
 from reports.history_frame import events_frame
 from tests.history import ev
 
@@ -58,6 +58,29 @@ def test_no_repeat_exec(spark) -> None:
     # The same request again, but not in a row: allowed (the cache holds one request).
     later = [*history(), ev(4.0, "server-2", "exec", worker="server-2-bbbb", rid="c:1")]
     assert run("sketch_no_repeat_exec", later, spark).status == HELD
+
+
+@pytest.mark.slow
+def test_strangers_requests_with_one_id_are_no_repeat(spark) -> None:
+    """explore (reliable-sketch, seed 1, run 5): junk on the queue's frontend ('x:0|' and
+    random bytes, bodies with no request id) reached the servers, which rightly ran each
+    (different bodies), and 247 'repeated executions' were called. Under junk a repeat of a
+    stranger's id is none; a repeat of a load client's request still is."""
+    junk = FaultWindow(1, "malformed", "queue", 0, 6 * 10**9)
+    sends = [ev(0.5, "c", "send", cid="c", seq=s, rid=f"c:{s}", attempt=1) for s in (1, 2)]
+    strangers = [ev(1.5 + i / 100, "server-1", "exec", worker="server-1-aaaa", rid=r) for i, r in
+                 enumerate(("x:0", "x:0", "", ""))]  # fmt: skip
+    events = [*history(), *sends, *strangers]
+    res = registry()["sketch_no_repeat_exec"].run(
+        CheckContext(spark, events_frame(spark, events), ctx(spark, events).meta, [junk])
+    )
+    assert res.status == HELD, res
+    events.append(ev(3.001, "server-2", "exec", worker="server-2-bbbb", rid="c:2"))
+    events = [e for e in events if e["ev"] != "replay"]
+    res = registry()["sketch_no_repeat_exec"].run(
+        CheckContext(spark, events_frame(spark, events), ctx(spark, events).meta, [junk])
+    )
+    assert res.status == VIOLATED and res.examples[0]["rid"] == "c:2", res
 
 
 @pytest.mark.slow

@@ -26,6 +26,7 @@ from reports.checkers.toolkit import (
     count,
     events_of,
     examples,
+    of_the_load,
     result,
     run_time,
     small_frame,
@@ -452,7 +453,11 @@ def execution_count(ctx: CheckContext) -> CheckResult:
         .withColumn("n", F.when(sent_, F.col("execs")).otherwise(0))
         .withColumn("answered", F.when(sent_ & F.col("answered"), F.lit(1)))
     )
-    per_rid = shared.filter(F.col("execs") > 0).select("rid", F.col("execs").alias("n"), "sent")
+    # An execution of a stranger's request (the malformed fault's junk, which a correct
+    # system serves: explore, reliable-sketch seed 1, run 5: 'x:0', 'X', '' executed by the
+    # servers behind the queue) is no execution of an unsent request of the load's.
+    shared = shared.withColumn("ours", of_the_load(ctx, F.col("rid")))
+    per_rid = shared.filter(F.col("execs") > 0).select("rid", F.col("execs").alias("n"), "sent", "ours")
     requests = shared.filter(F.col("sends") > 0).select("rid", "seq", "n", "answered")
     n, is_request = F.col("n"), F.col("sends") > 0
     hist = shared.agg(
@@ -464,11 +469,14 @@ def execution_count(ctx: CheckContext) -> CheckResult:
         ),
         F.sum("execs").alias("execs"),
         F.sum(F.when(F.col("execs") > 1, 1)).alias("multi"),
-        F.sum(((F.col("execs") > 0) & ~F.col("sent")).cast("int")).alias("unsent"),
+        F.sum(((F.col("execs") > 0) & ~F.col("sent") & F.col("ours")).cast("int")).alias("unsent"),
+        F.sum(F.when((F.col("execs") > 0) & ~F.col("sent") & ~F.col("ours"), F.col("execs"))).alias(
+            "strangers"
+        ),
     ).collect()[0]
     row = hist
     n_unsent = count(hist["unsent"])
-    unsent = per_rid.filter(~F.col("sent"))
+    unsent = per_rid.filter(~F.col("sent") & F.col("ours"))
     figures = {
         "mode": mode,
         "requests": count(hist["requests"]),
@@ -482,6 +490,7 @@ def execution_count(ctx: CheckContext) -> CheckResult:
         "executed_more_than_once": count(row["multi"]),
         "answered_but_not_executed": count(hist["answered_unexecuted"]),
         "executed_but_never_sent": n_unsent,
+        "executions_of_strangers_requests": count(hist["strangers"]),
     }
     h = figures["histogram"]
     summary = (

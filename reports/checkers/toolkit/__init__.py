@@ -5,7 +5,7 @@ reports.checkers.toolkit import ...``), never from another family's module.
   ``CheckContext``, ``CheckResult``, ``FaultWindow``, ``events_of(ctx, kind, ...)``.
 - **Run facts** (``facts``): ``options`` (``options_of`` a run.json), ``run_time`` /
   ``history_end`` / ``kind_count`` / ``load_span`` / ``client_budget_ns`` / ``client_attempt_ns``
-  (when things happened),
+  (when things happened), ``of_the_load`` (a request id of the load's clients, not a stranger's),
   ``process_events`` (the runner's proc_start / proc_exit, read once per report),
   ``worker_instances`` / ``broker_instances`` / ``instance_column`` (which instance is what).
 - **Fault excuses** (``excuses``): ``fault_spans`` (when the faults that concern an instance
@@ -71,6 +71,7 @@ from reports.checkers.toolkit.facts import (
     instance_column,
     kind_count,
     load_span,
+    of_the_load,
     options,
     options_of,
     process_events,
@@ -134,6 +135,7 @@ __all__ = [
     "merge_spans",
     "ms",
     "nothing_to_judge",
+    "of_the_load",
     "options",
     "options_of",
     "outside",

@@ -9,6 +9,8 @@ from typing import Any, Literal
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from contract.payload import RID_PATTERN
+from contract.promises import STOPS_NOTHING
 from contract.rundir import DEFAULT_CLIENT_BUDGET_S, RunMeta
 from reports.checkers import NS, CheckContext, control_rows, events_of
 
@@ -71,6 +73,21 @@ def process_events(ctx: CheckContext, *kinds: str) -> list[dict[str, Any]]:
     (``ctx.control``, no query), else read."""
     found = control_rows(ctx.events, ctx.control, kinds or ("proc_start", "proc_exit"), PROCESS_COLUMNS)
     return [{c: r[c] for c in PROCESS_COLUMNS} for r in found]
+
+
+def of_the_load(ctx: CheckContext, rid: Column) -> Column:
+    """Whether a request id (a column) is of a request the load's clients could have sent. In a
+    run with junk (a fault that is an outage by its harm but stops none of the good traffic:
+    the ``malformed`` fault's strangers, whose 'x:0|...' a correct system serves like any
+    request), only one whose owner (``cid`` of ``cid:seq``, contract/payload.py) is a client
+    that sent something, not one that names no request id; in any other run, every one."""
+    if not any(f.outage and f.stops == STOPS_NOTHING for f in ctx.faults):
+        return F.lit(True)
+    cids = [r["cid"] for r in events_of(ctx, "send").select("cid").distinct().collect() if r["cid"]]
+    owner = F.regexp_extract(rid, RID_PATTERN, 1)
+    return F.coalesce(
+        F.regexp_extract(rid, RID_PATTERN, 2).rlike("^[0-9]+$") & owner.isin(cids), F.lit(False)
+    )
 
 
 def client_budget_ns(ctx: CheckContext) -> int:

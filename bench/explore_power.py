@@ -86,6 +86,13 @@ clients never resend, and with bug = "none" the same check breaks on the same re
 (those sent to the frozen primary, which it drops after the thaw as stale, are lost to a
 client that never resends). The bug needs the right kind on the right target (here one
 draw in 15 kinds, then one in two roles), then the right length.
+
+12:46-12:54 UTC, load 3.9-4.4, ping-guard with ``--kinds freeze``: its first finding came in
+run 10, 1 and 5 of seeds 1, 2 and 3 (steady_state: requests retried after the faults),
+each reproduced in 2 of 2 seeds, and each its planted bug: server1's log names the clients
+it stopped serving (4 to 6 a run) in each finding's run, in no run before it on seeds 2
+and 3 (seed 1's runs 7 and 9 had them too, judged unknown). tag-ring with freezes only:
+not run (the slots were taken).
 """
 
 from __future__ import annotations

@@ -91,8 +91,10 @@ draw in 15 kinds, then one in two roles), then the right length.
 run 10, 1 and 5 of seeds 1, 2 and 3 (steady_state: requests retried after the faults),
 each reproduced in 2 of 2 seeds, and each its planted bug: server1's log names the clients
 it stopped serving (4 to 6 a run) in each finding's run, in no run before it on seeds 2
-and 3 (seed 1's runs 7 and 9 had them too, judged unknown). tag-ring with freezes only:
-not run (the slots were taken).
+and 3 (seed 1's runs 7 and 9 had them too, judged unknown). tag-ring with freezes only,
+seed 1: run 8, correct_reply (a reply meant for another client: the stale result), its
+planted bug, reproduced in 1 of 2 seeds only (a REQ client drops a stale reply that comes
+between two of its requests); seeds 2 and 3 had not ended at 13:03.
 """
 
 from __future__ import annotations

@@ -36,7 +36,11 @@ CASES = [
 ]
 
 
-@pytest.mark.slow
+# A soak (3.5 min of scenario runs): these subjects serve explore's power figures
+# (bench/explore_power.py) and the soak explorations alone, which run where this does
+# (./dev chaos); the default tier keeps the five subjects that explore finds with every kind
+# (tests/test_explore_runs.py, tests/test_blackbox_loss.py).
+@pytest.mark.soak
 @pytest.mark.parametrize(("scenario", "built_in", "check"), CASES)
 def test_the_planted_bug_breaks_its_check_and_the_built_in_keeps_it(
     scenario: str, built_in: str, check: str, tmp_path: Path, spark

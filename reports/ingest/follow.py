@@ -134,7 +134,11 @@ class Follower:
         n = len(state.parts)
         tmp, final = self.folder / name / f".{n}.tmp", self.folder / name / str(n)
         tmp.mkdir(parents=True)
-        writer = Writer(tmp, self.schema, split=True)
+        try:  # the writer's first file may be what fills the disk: no folder of a part left then either
+            writer = Writer(tmp, self.schema, split=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         try:
             table = read_lines(data, name, self.schema, use_threads=False)
             writer.write(table, name)
@@ -143,7 +147,7 @@ class Follower:
             shutil.rmtree(tmp, ignore_errors=True)
             self._decline(str(exc))
             return
-        except OSError:  # a full disk: no part half-written (main says why it stops)
+        except BaseException:  # a full disk (main says why it stops): no part half-written
             with contextlib.suppress(Exception):
                 writer.close()
             shutil.rmtree(tmp, ignore_errors=True)

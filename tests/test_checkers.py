@@ -632,3 +632,24 @@ def test_a_restart_the_manifest_does_not_promise_to_recover_from_is_never_healed
     late = [e for e in events if not (e["ev"] == "reply" and t(10) <= e["ts"] < t(20))]
     result = check("recovery", unrecovered_ctx(spark, late, faults, ["queue"]))
     assert (result.status, result.violations) == (VIOLATED, 1) and result.examples[0]["fault_id"] == 1, result
+
+
+@pytest.mark.slow  # 5-10 s of Spark
+def test_recovery_is_timed_from_the_end_of_the_next_outage_of_the_same_target(spark):
+    """explore (reliable-sketch, seed 1, on the final code): the queue killed and restarted,
+    then frozen from 8 ms after the restart for 6.9 s; the first ok reply came 1 ms after the
+    thaw, and the kill was 'recovered in 6.94 s > 5 s'. The kill is timed from the thaw now
+    (the freeze kept the same process down); a system slow to serve after it is still caught."""
+    faults = [
+        FaultWindow(1, "kill", "queue", t(10), t(11), lasting=False),
+        FaultWindow(2, "freeze", "queue", t(11) + 8_000_000, t(18)),
+    ]
+    quiet = [e for e in clean_history() if e["ev"] != "reply" or not t(10) <= e["ts"] < t(25)]
+    events = quiet + request("client-1", 100, at=18.001)
+    result = check("recovery", make_ctx(spark, events, faults=faults))
+    assert result.status == HELD, result
+    rows = {r["fault_id"]: r for r in result.figures["faults"]}
+    assert rows[1]["timed_from_ns"] == t(18) and rows[1]["recovery_s"] == pytest.approx(0.003, abs=1e-3)
+    late = quiet + request("client-1", 100, at=24)  # 6 s after the thaw, past the 5 s bound
+    result = check("recovery", make_ctx(spark, late, faults=faults))
+    assert (result.status, result.violations) == (VIOLATED, 2), result

@@ -747,6 +747,21 @@ def _override_promises(
     return parse_promises(Table(merged, pt.file, *pt.path), options, check_names=False, roles=roles)
 
 
+def binding_roles_on_hosts(manifest: Manifest, topology: dict[str, int]) -> list[tuple[str, str]]:
+    """(role, why) for each role that binds an endpoint and has several instances in
+    ``topology``: on hosts each would bind its own host's address, and every connector reach
+    the first alone; the others would idle unseen (through the proxy they collide on one port)."""
+    return [
+        (
+            role.name,
+            f"role {role.name!r} binds {', '.join(role.binds)}: on hosts its {topology[role.name]} instances "
+            "would each bind their own address and everything that connects would reach the first alone",
+        )
+        for role in manifest.roles.values()
+        if role.binds and topology[role.name] > 1
+    ]
+
+
 def parse_scenario(
     data: dict[str, Any],
     path: Path | None,
@@ -801,16 +816,8 @@ def parse_scenario(
             raise tt.error(role_name, f"role {role_name!r} is not scalable (the manifest fixes {role.count})")
         topology[role_name] = count
     if network == "hosts":
-        for role in manifest.roles.values():
-            if role.binds and topology[role.name] > 1:
-                # each would bind its own host's address, and every connector reach the first
-                # alone: the others would idle unseen (through the proxy they collide on one port)
-                raise tt.error(
-                    role.name if role.name in tt.data else None,
-                    f'role {role.name!r} binds {", ".join(role.binds)}: with network = "hosts" '
-                    f"its {topology[role.name]} instances would each bind their own address and "
-                    "everything that connects would reach the first alone; give it 1 instance",
-                )
+        for role_name, problem in binding_roles_on_hosts(manifest, topology):
+            raise tt.error(role_name if role_name in tt.data else None, f"{problem}; give it 1 instance")
     tt.done()
 
     ot = top.table("options")

@@ -53,7 +53,7 @@ from chaos.kinds import FAULT_KINDS
 from chaos.malformed import families
 from contract.errors import SetupError
 from harness.manifest import NETWORKS, Manifest, builtin_manifests, link_names
-from harness.scenario import Scenario, parse_scenario
+from harness.scenario import Scenario, binding_roles_on_hosts, parse_scenario
 
 #: Faults per generated scenario.
 MIN_FAULTS, MAX_FAULTS = 1, 4
@@ -215,14 +215,11 @@ def _check_hosts(manifest: Manifest, topology: dict[str, int]) -> None:
     lacking = hosts_missing()
     if lacking is not None:
         raise SetupError(lacking, where="--network")
-    for role in manifest.roles.values():
-        if role.binds and topology[role.name] > 1:
-            raise SetupError(
-                f"role {role.name!r} binds {', '.join(role.binds)} and has {topology[role.name]} instances: "
-                "on hosts each would bind its own address and everything that connects would reach the "
-                "first alone; explore it through the proxy, or give the role 1 instance in its manifest",
-                where=f"{manifest.path} [topology.{role.name}]",
-            )
+    for role_name, problem in binding_roles_on_hosts(manifest, topology):
+        raise SetupError(
+            f"{problem}; explore it through the proxy, or give the role 1 instance in its manifest",
+            where=f"{manifest.path} [topology.{role_name}]",
+        )
 
 
 # --- drawing ---------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """What every role process of the built-in implementations shares: logging to stderr,
-a clean exit on SIGTERM/SIGINT, the readiness line, and the history writer.
+a clean exit on SIGTERM/SIGINT, the readiness line, the history writer, and the watch on a
+connecting socket that tells a role its peer's connection came back.
 
 The harness waits for a role's readiness line in its log (``ready`` by default, see the
 manifests) and stops roles with SIGTERM; a role turns that signal into SystemExit so its
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from types import FrameType
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from contract.history import HistoryWriter, writer_from_env
 
@@ -79,3 +81,34 @@ def drain(
         except zmq.Again:
             return
         handle(frames, time.monotonic())
+
+
+class LinkWatch:
+    """Whether a connecting socket's connection came back after it went down (its monitor's
+    events). ZeroMQ reconnects by itself and says nothing to the application, so a role that
+    registers once (READY) cannot tell that its peer restarted, or that a link reset lost what
+    was in flight, and waits for work that never comes. Register ``monitor`` with the role's
+    poller and call ``came_back()`` when it is readable."""
+
+    EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED
+
+    def __init__(self, socket: zmq.Socket) -> None:
+        self.socket = socket
+        self.monitor = socket.get_monitor_socket(self.EVENTS)
+        self.lost = False  # the connection went down since the watch began
+
+    def came_back(self) -> bool:
+        """Read the events so far: True when the connection is up again after going down."""
+        back = False
+        while self.monitor.poll(0, zmq.POLLIN):
+            event = recv_monitor_message(self.monitor)["event"]
+            if event == zmq.EVENT_DISCONNECTED:
+                self.lost = True
+            elif event == zmq.EVENT_CONNECTED and self.lost:
+                back = True
+        return back
+
+    def close(self) -> None:
+        """Stop watching (before the socket closes)."""
+        self.socket.disable_monitor()
+        self.monitor.close(linger=0)

@@ -248,6 +248,39 @@ def test_worker_reconnects_with_a_new_identity_on_disconnect(pirates: Pirates, z
     assert len(pirates.events("malformed", src="worker-1")) == 1
 
 
+def test_worker_says_ready_again_when_its_connection_comes_back(pirates: Pirates, zctx: zmq.Context) -> None:
+    # A broker that lost the worker's connection (a link reset, a restart) and says nothing:
+    # the worker must register again at once, not heartbeat on under the old identity (a
+    # request lost in the reset stayed on it for good: explore, titanic seed 1).
+    endpoint = pirates.endpoint()
+    fake_broker = zctx.socket(zmq.ROUTER)
+    fake_broker.linger = 0
+    fake_broker.bind(endpoint)
+    start_worker(pirates, endpoint, "worker-1", "--heartbeat-ms", "5000")  # liveness alone: 15 s
+    first = recv(fake_broker, 10)
+    assert first is not None and first[1:] == [b"", b"MDPW01", b"\x01", b"echo"]
+    fake_broker.close(linger=0)
+    again = zctx.socket(zmq.ROUTER)
+    again.linger = 0
+
+    def bound() -> bool:
+        try:
+            again.bind(endpoint)
+        except zmq.ZMQError:
+            return False  # the old socket's port not released yet
+        return True
+
+    wait_for(bound, 10, "the broker's port bound again")
+    second = recv(again, 8)
+    while second is not None and second[3:4] == [b"\x04"]:  # a heartbeat under the old identity
+        assert second[0] != first[0], "the worker heartbeats on under the identity of the lost connection"
+        second = recv(again, 8)
+    assert second is not None, "no READY again within 8 s of the broker's return"
+    assert second[1:] == [b"", b"MDPW01", b"\x01", b"echo"]
+    assert second[0] != first[0] and second[0].startswith(b"worker-1-")
+    again.close(linger=0)
+
+
 def test_broker_survives_malformed_messages_and_keeps_serving(pirates: Pirates, zctx: zmq.Context):
     endpoint = pirates.endpoint()
     start_broker(pirates, endpoint)

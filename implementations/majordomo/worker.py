@@ -18,6 +18,12 @@ Protocol choices:
   new socket and READY (no backoff, as in the guide's mdwrkapi).
 - A DISCONNECT from the broker means start over at once: new socket, READY (this is how
   a worker re-registers with a restarted broker that did not know it).
+- A connection to the broker that comes back after going down (a link reset, a broker
+  restarted) means start over too. ZeroMQ reconnects the old socket by itself, and a
+  request in flight at the reset is lost: the broker holds it on a worker that heartbeats
+  on, idle, for ever (explore, titanic seed 1: a reset on Titanic's backend link, and every
+  later ``titanic.reply`` expired with "no worker in time"). Under a new identity the old
+  one falls silent, and the broker expires it and hands its request on.
 - ``work-ms`` simulates the application's work (a sleep before the reply); no heartbeats
   are sent meanwhile, as with any single-threaded worker.
 - A malformed message from the broker is logged and dropped; it still counts as a sign
@@ -38,7 +44,7 @@ import zmq
 from contract.history import HistoryWriter
 from contract.payload import rid_of
 from implementations.majordomo import mdp
-from implementations.runtime import announce_ready, end_role, start_role
+from implementations.runtime import LinkWatch, announce_ready, end_role, start_role
 
 log = logging.getLogger("worker")
 
@@ -67,18 +73,26 @@ class MdpWorker:
         self.reconnect_s = reconnect_ms / 1000
         self.work_s = work_ms / 1000
         self.socket: zmq.Socket | None = None
+        self.watch: LinkWatch | None = None
+        self.poller = zmq.Poller()
         self.name = instance
         self.liveness = liveness
         self.heartbeat_at = 0.0
 
     def connect(self) -> None:
-        """A new socket and identity, then READY."""
+        """A new socket and identity, watched, then READY."""
+        if self.watch is not None:
+            self.watch.close()
         if self.socket is not None:
             self.socket.close(linger=0)
         self.name = f"{self.instance}-{os.urandom(4).hex()}"
         self.socket = self.ctx.socket(zmq.DEALER)
         self.socket.identity = self.name.encode()
         self.socket.linger = 0
+        self.watch = LinkWatch(self.socket)
+        self.poller = zmq.Poller()
+        self.poller.register(self.socket, zmq.POLLIN)
+        self.poller.register(self.watch.monitor, zmq.POLLIN)
         self.socket.connect(self.endpoint)
         self.socket.send_multipart(mdp.from_worker(mdp.READY, self.service.encode()))
         self.liveness = self.liveness_max
@@ -90,12 +104,17 @@ class MdpWorker:
         self.connect()
         announce_ready(log, self.name)
         while stop is None or not stop.is_set():
-            assert self.socket is not None
-            if self.socket.poll(int(self.heartbeat_s * 1000)):
+            assert self.socket is not None and self.watch is not None  # connect() made them
+            ready = dict(self.poller.poll(int(self.heartbeat_s * 1000)))
+            if self.watch.monitor in ready and self.watch.came_back():
+                before = self.name
+                self.connect()
+                log.info("%s: the broker's connection came back: READY again as %s", before, self.name)
+            elif self.socket in ready:
                 frames = self.socket.recv_multipart()
                 self.liveness = self.liveness_max
                 self.on_message(frames)
-            else:
+            elif not ready:
                 self.liveness -= 1
                 if self.liveness == 0:
                     log.warning("broker silent for %d intervals; reconnecting in %.1f s",
@@ -132,6 +151,9 @@ class MdpWorker:
             self.writer.emit("done", rid=rid, worker=self.name, service=self.service)
 
     def close(self) -> None:
+        if self.watch is not None:
+            self.watch.close()
+            self.watch = None
         if self.socket is not None:
             self.socket.send_multipart(mdp.from_worker(mdp.DISCONNECT))
             self.socket.close(linger=200)

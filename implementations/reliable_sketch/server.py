@@ -34,18 +34,13 @@ import os
 import time
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from contract.history import HistoryWriter
 from contract.payload import rid_of
 from implementations.reliable_sketch.protocol import READY, Malformed, parse_request, reply
-from implementations.runtime import announce_ready, end_role, start_role
+from implementations.runtime import LinkWatch, announce_ready, end_role, start_role
 
 MAX_POLL_MS = 250
-
-
-#: The connection events that tell a server its queue may have changed.
-LINK_EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED
 
 
 class Server:
@@ -68,10 +63,9 @@ class Server:
         self.last_request: tuple[bytes, ...] | None = None
         self.last_reply: tuple[bytes, ...] = ()
         self.socket: zmq.Socket | None = None
-        self.monitor: zmq.Socket | None = None
+        self.watch: LinkWatch | None = None
         self.poller = zmq.Poller()
         self.name = ""
-        self.lost = False  # the connection went down since READY was said
 
     def connect(self) -> None:
         """A new REQ socket with a new identity, connected, watched, and READY said."""
@@ -80,33 +74,19 @@ class Server:
         self.socket = self.context.socket(zmq.REQ)
         self.socket.linger = 0
         self.socket.identity = self.name.encode()
-        self.monitor = self.socket.get_monitor_socket(LINK_EVENTS)
+        self.watch = LinkWatch(self.socket)
         self.poller = zmq.Poller()
         self.poller.register(self.socket, zmq.POLLIN)
-        self.poller.register(self.monitor, zmq.POLLIN)
+        self.poller.register(self.watch.monitor, zmq.POLLIN)
         self.socket.connect(self.endpoint)
         self.socket.send(READY)
-        self.lost = False
 
     def close(self) -> None:
+        if self.watch is not None:
+            self.watch.close()
         if self.socket is not None:
-            self.socket.disable_monitor()
             self.socket.close(linger=0)
-        if self.monitor is not None:
-            self.monitor.close(linger=0)
-        self.socket = self.monitor = None
-
-    def reconnected(self) -> bool:
-        """Whether the connection came back after it went down (the monitor's events so far)."""
-        assert self.monitor is not None
-        back = False
-        while self.monitor.poll(0, zmq.POLLIN):
-            event = recv_monitor_message(self.monitor)["event"]
-            if event == zmq.EVENT_DISCONNECTED:
-                self.lost = True
-            elif event == zmq.EVENT_CONNECTED and self.lost:
-                back = True
-        return back
+        self.socket = self.watch = None
 
     def answer(self, frames: list[bytes]) -> list[bytes]:
         """The frames to send back for ``frames`` (recording exec/done, replay or malformed)."""
@@ -131,11 +111,11 @@ class Server:
         if self.socket is None:
             self.connect()
         while True:
-            assert self.socket is not None and self.monitor is not None  # connect() made them
+            assert self.socket is not None and self.watch is not None  # connect() made them
             ready = dict(self.poller.poll(MAX_POLL_MS))
             if self.socket in ready:
                 self.socket.send_multipart(self.answer(self.socket.recv_multipart()))
-            if self.monitor in ready and self.reconnected():
+            if self.watch.monitor in ready and self.watch.came_back():
                 # Between two answers a REQ waits for a request: a new queue would never send one.
                 before = self.name
                 self.connect()

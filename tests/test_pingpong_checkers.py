@@ -137,10 +137,18 @@ def test_reconnect(spark) -> None:
     res = run("pingpong_reconnect", ctx(spark, reconnect_history(6.0), frozen))
     assert res.status == VIOLATED
     assert {e["problem"] for e in res.examples} >= {"silent past N_TIMEOUTS, no reconnect"}
+    # The broker records registrations (worker-1's first) but not the new connection's.
     no_ready = [e for e in reconnect_history(3.05) if e["ev"] != "worker_ready"]
+    no_ready.append(ev(0.9, "broker", "worker_ready", worker="worker-1-aaaa", detail="ready"))
     assert run("pingpong_reconnect", ctx(spark, no_ready, frozen)).status == HELD  # the broker was frozen
     res = run("pingpong_reconnect", ctx(spark, no_ready))
     assert res.status == VIOLATED and "READY" in res.examples[0]["problem"]
+    # A broker that records no registration at all (a user's): the reconnect is timed, the
+    # registration left unjudged and said so, not called a violation.
+    unrecorded = [e for e in reconnect_history(3.05) if e["ev"] != "worker_ready"]
+    res = run("pingpong_reconnect", ctx(spark, unrecorded))
+    assert res.status == HELD, res.examples
+    assert res.figures["reconnects"] == 1 and "not judged" in res.summary
 
 
 def restart_history(back_after_s: float | None) -> list[dict]:

@@ -91,12 +91,14 @@ def ctx(spark: Any, events: list[dict[str, Any]], faults: list[FaultWindow], **p
         "options": {"peer_timeout_ms": 2000},
         "promises": {"expiry_ms": "peer_timeout_ms", "failover_bound_s": 10.0, **promises},
         "endpoints": ENDPOINTS,
+        "clients": [{"name": "bstar", "options": {"timeout_ms": 1000, "retries": 4, "settle_ms": 2000}}],
     }
     meta = {
         "manifest": manifest,
         "scenario": {"options": {}},
         "processes": {"primary": "primary", "backup": "backup"},
         "client_budget_s": 12.0,
+        "client_attempt_s": 1.0,
         "load_started_ns": t(1.0),
         "load_stopped_ns": t(14.5),
         "plan": [{"kind": f.fault, "target": f.target} for f in faults],
@@ -255,3 +257,25 @@ def test_no_failover_is_owed_while_the_other_server_is_out_too(spark) -> None:
     for other in (earlier, slowed):
         res = run(spark, "bstar_failover_time", both_out(), faults=(kill, other), failover_bound_s=5.0)
         assert res.status == VIOLATED and res.figures["other_server_out"] == 0, res
+
+
+def test_a_server_back_before_a_takeover_is_timed_from_its_return(spark) -> None:
+    """A freeze of the primary shorter than a takeover needs (the peer timeout, 2 s, at a
+    client's vote, 1 s attempt + 2 s settle in): the client voted at the backup, which rightly
+    refused, and came back to the primary one round later, 6.0 s after the freeze began but
+    4.0 s after the thaw (stall-hold-star's correct twin). Timed from the thaw it holds; a
+    primary silent 6 s after its thaw is still violated, and a freeze long enough for a
+    takeover is still timed from its start."""
+    short = FaultWindow(1, "freeze", "primary", t(5.0), t(7.0), "process", False, "outage", False)
+    res = run(spark, "bstar_failover_time", both_out(), faults=(short,), failover_bound_s=5.0)
+    assert res.status == HELD, res
+    assert res.figures["timed_from_return"] == 1 and res.figures["takeover_after_ms"] == 3000
+    assert 4.0 <= res.figures["slowest_ms"] / 1000 < 4.1
+    earlier = FaultWindow(1, "freeze", "primary", t(5.0), t(5.0 + 2.9), "process", False, "outage", False)
+    assert (
+        run(spark, "bstar_failover_time", both_out(), faults=(earlier,), failover_bound_s=2.0).status
+        == VIOLATED
+    )
+    long = FaultWindow(1, "freeze", "primary", t(5.0), t(8.0), "process", False, "outage", False)
+    res = run(spark, "bstar_failover_time", both_out(), faults=(long,), failover_bound_s=5.0)
+    assert res.status == VIOLATED and "resumed after 6.0 s" in res.examples[0]["problem"]

@@ -35,7 +35,9 @@ their state changes (``bstar_state``), those are judged too.
   old active silent for at least the peer timeout before the new one answers.
 - ``bstar_failover_time``: after each process fault (kill, restart, freeze ...) on the
   server that was answering, service resumes - a reply from another server, or from the
-  same one after the fault stopped - within ``[promises] failover_bound_s``. A failover
+  same one after the fault stopped - within ``[promises] failover_bound_s``: of the fault's
+  start, or of its stop when the server was back before the other could take over (its peer
+  silent for the peer timeout at a client's vote, one attempt and settle in). A failover
   needs a server to fail over to: where the other one was out of the clients' reach too
   within the bound (a process outage on it, or an outage of the clients' link to it),
   service that came back later is not held against the pair (``recovery`` judges its
@@ -67,6 +69,7 @@ from reports.checkers.toolkit import (
     FaultWindow,
     Found,
     checker,
+    client_attempt_ns,
     count,
     events_of,
     example,
@@ -451,6 +454,18 @@ def _bound_s(ctx: CheckContext) -> float:
     return float(ctx.promises.get("failover_bound_s") or ctx.promises.get("recovery_bound_s") or 10.0)
 
 
+def takeover_ns(ctx: CheckContext) -> int:
+    """How long the answering server must stay out before the other can take over: its peer
+    silent for the peer timeout, at a client's vote, which comes after one attempt and the
+    client's settle (the clients' ``settle_ms``). A server back sooner was never failed over
+    from, rightly: a client that had left it to vote at the other, refused, comes back one
+    round later (explore, stall-hold-star's twin: the primary frozen 2 s, served again 6.0 s
+    after the freeze began, 4.0 s after the thaw)."""
+    kinds = (ctx.meta.get("manifest") or {}).get("clients") or []
+    settle = max((float((k.get("options") or {}).get("settle_ms") or 0) for k in kinds), default=0.0)
+    return max(peer_timeout_ns(ctx), client_attempt_ns(ctx) + int(settle * NS / 1000))
+
+
 @checker(
     "bstar_failover_time",
     "after the answering server dies or stalls, another one (or it, back) answers within failover_bound_s",
@@ -470,12 +485,17 @@ def failover_time(ctx: CheckContext) -> CheckResult:
             which=_process_outage,
         )
     load_stop = run_time(ctx, "load_stopped_ns")
-    bad, undecided, times, unowed = [], [], [], []
+    needed_ns = takeover_ns(ctx)
+    bad, undecided, times, unowed, returned = [], [], [], [], 0
     for item in found:
         f = item["fault"]
-        if item["resumed"] is not None and item["resumed"] - f.start_ns <= bound_ns:
-            times.append(item["resumed"] - f.start_ns)
-        elif item["resumed"] is None and load_stop < f.start_ns + bound_ns:
+        # A server back before the other could take over: service is timed from its return.
+        since = f.start_ns
+        if f.stop_ns is not None and f.stop_ns - f.start_ns < needed_ns:
+            since, returned = f.stop_ns, returned + 1
+        if item["resumed"] is not None and item["resumed"] - since <= bound_ns:
+            times.append(item["resumed"] - since)
+        elif item["resumed"] is None and load_stop < since + bound_ns:
             undecided.append(item)
         elif item["others_out"] is not None:
             # The other server was out too (killed, frozen, cut off from the clients) within
@@ -489,7 +509,8 @@ def failover_time(ctx: CheckContext) -> CheckResult:
             took = (
                 "never"
                 if item["resumed"] is None
-                else f"after {ms(item['resumed'] - f.start_ns) / 1000:.1f} s"
+                else f"after {ms(item['resumed'] - since) / 1000:.1f} s"
+                + (" of the server's return" if since != f.start_ns else "")
             )
             bad.append(
                 {
@@ -508,6 +529,8 @@ def failover_time(ctx: CheckContext) -> CheckResult:
         "bound_s": _bound_s(ctx),
         "undecided": len(undecided),
         "other_server_out": len(unowed),
+        "timed_from_return": returned,
+        "takeover_after_ms": ms(needed_ns),
     }
     summary = (
         f"{len(found)} outages of the answering server: {len(times)} served again within "

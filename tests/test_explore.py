@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 import tomllib
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +23,13 @@ from harness.explore.generate import (
     FIRST_FAULT_S,
     MAX_FAULTS,
     Space,
+    _fits,
     draw_fault,
     generate,
     length_of,
     make_space,
     mutate,
+    pair_of,
     to_scenario,
 )
 from harness.explore.loop import (
@@ -95,6 +100,24 @@ def test_the_same_seed_gives_the_same_scenario_and_another_seed_another() -> Non
     assert len(names) == 10 and all(n.startswith("explore-") for n in names)
     again = {**generate(space, random.Random(7)), "seed": 1}
     assert again["name"] == generate(space, random.Random(7))["name"]
+
+
+def test_the_same_seed_gives_the_same_scenarios_in_another_process() -> None:
+    # Which loads have clients that never resend was drawn from a hash of the generator's
+    # whole state, None's included, and None's hash is its address in Python 3.11: it
+    # changed from one process to the next.
+    code = (
+        "import json, random; from harness.explore.generate import generate, make_space; "
+        "from harness.manifest import load_manifest; space = make_space(load_manifest('lazy-pirate')); "
+        "print(json.dumps([generate(space, random.Random(n)) for n in range(20)]))"
+    )
+    drawn = [
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, timeout=120
+        ).stdout
+        for _ in range(2)
+    ]
+    assert drawn[0] == drawn[1] and '"reply_deadline_s"' in drawn[0]
 
 
 @pytest.mark.parametrize("name", sorted(builtin_manifests()))
@@ -565,3 +588,118 @@ def test_an_exploration_on_hosts_resumes_on_hosts(tmp_path: Path, monkeypatch: p
     old["kinds"] = [k for k in old["kinds"] if not FAULT_KINDS[k].hosts]
     record.write_text(json.dumps(old))  # an explore.json from before hosts
     assert resumed(tmp_path, 1, None).space.network == "proxy"
+
+
+# --- coverage: the (kind, role or link) pairs an exploration drew ------------------------
+
+
+def all_pairs(space: Space) -> set[str]:
+    """Every pair of a fault kind and a role or link the space can draw (generate.py ``pair_of``)."""
+    found = set()
+    for name in space.kinds:
+        kind = FAULT_KINDS[name]
+        for target in space.links if kind.target == "link" else sorted(space.processes):
+            if kind.target == "link" or _fits(space, kind, target):
+                found.add(
+                    pair_of(space, name, target if kind.target == "link" else space.processes[target][0])
+                )
+    return found
+
+
+def test_coverage_draws_every_pair_once_before_any_twice_and_the_same_per_seed() -> None:
+    # The tag-ring subject: 15 kinds (fewer without libfaketime), a broker and three workers,
+    # four links; malformed only on the broker, which binds.
+    space = space_of(ROOT / "tests" / "explore_subject" / "tag-ring.toml", duration_s=12)
+    pairs = all_pairs(space)
+    assert "freeze worker" in pairs and "partition link:worker-2" in pairs and "malformed worker" not in pairs
+
+    def draws(seed: int, rounds: int) -> list[str]:
+        drawn: Counter[str] = Counter()
+        rng = random.Random(seed)
+        return [
+            pair_of(space, f["kind"], f["target"])
+            for f in (draw_fault(space, rng, drawn=drawn) for _ in range(rounds * len(pairs)))
+        ]
+
+    first = draws(3, 2)
+    n = len(pairs)
+    assert set(first[:n]) == pairs and len(set(first[:n])) == n  # each once ...
+    assert Counter(first) == {p: 2 for p in pairs}  # ... then each twice
+    assert first == draws(3, 2) and first != draws(4, 2)  # the same per seed, another order by another
+    # Memoryless, the same draws repeat pairs long before every pair came up.
+    rng = random.Random(3)
+    plain = [pair_of(space, f["kind"], f["target"]) for f in (draw_fault(space, rng) for _ in range(n))]
+    assert len(set(plain)) < n
+
+
+def test_guided_draws_the_pair_never_run_and_random_draws_as_before(tmp_path: Path) -> None:
+    space = space_of(SUBJECT, kinds=("freeze", "kill"), duration_s=10)
+    guided = Exploration(tmp_path, space, 1, "guided", 5, None)
+    guided.coverage = Counter({"freeze queue": 2, "freeze worker": 1, "kill queue": 1})
+    data, origin = next_scenario(guided, random.Random(1), "x")
+    assert origin == "fresh" and ("kill", "worker") in [(f["kind"], f["target"][:6]) for f in data["faults"]]
+    assert guided.coverage == {
+        "freeze queue": 2,
+        "freeze worker": 1,
+        "kill queue": 1,
+    }  # a draw counts nothing
+    # ... what ran counts, and a pair tried for the first time is a new behaviour naming its kind
+    _learn(guided, 1, data, origin, "run-1", verdict())
+    assert guided.coverage["kill worker"] >= 1 and "pair:kill:worker" in guided.runs[0]["new"]
+    assert "kill" in focus_of(guided.runs[0]["new"])
+    _learn(guided, 2, data, origin, "run-2", verdict())
+    assert not any(f.startswith("pair:") for f in guided.runs[1]["new"])
+    # random keeps no memory in its draws: the scenario a fresh draw without coverage gives
+    chance = Exploration(tmp_path, space, 1, "random", 5, None)
+    chance.coverage = Counter(guided.coverage)
+    assert next_scenario(chance, random.Random(1), "x")[0] == generate(space, random.Random(1), name="x")
+
+
+def test_a_mutation_with_coverage_retargets_and_changes_kind_to_a_pair_least_drawn() -> None:
+    space = space_of(SUBJECT, kinds=("freeze", "starve", "kill"), duration_s=12)
+    parent = generate(space, random.Random(1))
+    parent["faults"] = [
+        {"kind": "starve", "target": "worker-1", "at_s": [3.0], "duration_s": 2.0, "share": 0.1}
+    ]
+    drawn = Counter({"starve worker": 1, "freeze worker": 3, "kill worker": 1, "starve queue": 3})
+    made = moved = 0
+    for seed in range(60):
+        child, change = mutate(space, parent, random.Random(seed), drawn=Counter(drawn))
+        (fault, *_) = child["faults"]
+        if " made " in change and "longer or shorter" not in change:
+            assert fault["kind"] == "kill", change  # not the freeze drawn 3 times
+            made += 1
+        if change.startswith("starve moved to"):
+            assert fault["target"] == "worker-2", change  # not the queue, starved 3 times
+            moved += 1
+    assert made and moved, (made, moved)
+
+
+def test_fewer_faults_a_scenario_more_often_than_many() -> None:
+    # guided's draw (with its coverage); random's draws 1 to 4 alike, as it always did
+    space = space_of()
+    counts = Counter(len(generate(space, random.Random(s), drawn=Counter())["faults"]) for s in range(400))
+    assert set(counts) == {1, 2, 3, 4}
+    assert counts[1] > counts[3] and counts[2] > counts[4] and counts[1] > 2 * counts[4], counts
+    alike = Counter(len(generate(space, random.Random(s))["faults"]) for s in range(400))
+    assert min(alike.values()) > 70, alike
+
+
+def test_an_exploration_resumes_with_its_coverage(tmp_path: Path) -> None:
+    space = space_of(SUBJECT, kinds=("freeze", "partition"), duration_s=10)
+    state = Exploration(tmp_path, space, 9, "guided", 5, None)
+    rng = random.Random(2)
+    for index in (1, 2, 3):
+        data, origin = next_scenario(state, rng, "x")
+        _learn(state, index, data, origin, f"run-{index}", verdict())
+    state.write()
+    assert sum(state.coverage.values()) == sum(len(r["faults"]) for r in state.runs)
+    again = resumed(tmp_path, 2, None)
+    assert again.coverage == state.coverage
+    # the next draw after --resume is the one the exploration would have made
+    assert next_scenario(again, random.Random(5), "x") == next_scenario(state, random.Random(5), "x")
+    # an explore.json of before coverage: counted again from its runs' faults
+    record = json.loads((tmp_path / "explore.json").read_text())
+    del record["coverage"]
+    (tmp_path / "explore.json").write_text(json.dumps(record))
+    assert resumed(tmp_path, 2, None).coverage == state.coverage

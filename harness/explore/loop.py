@@ -25,6 +25,16 @@ GUIDED_MUTATE once the corpus holds one, and draws a fresh scenario otherwise; `
 always draws fresh ones, the baseline guided is measured against. Which entry: by its
 energy, more for one whose mutations showed new behaviours, less for one whose did not.
 
+The exploration counts how often each pair of a fault kind and a role or link ran
+(``coverage``, generate.py ``pair_of``; in explore.json, so ``--resume`` keeps it). Guided's
+draws and mutations take the pairs drawn least often first (every pair once before any
+twice), and a run that tried a pair for the first time shows the feature
+``pair:KIND:ROLE-OR-LINK``, so it enters the corpus and its mutations change that fault
+first (``focus_of``). ``random`` draws as it always did, uniformly and without memory (1 to
+4 faults alike, where guided has one or two more often: generate.py FAULT_COUNT_WEIGHTS):
+it is the baseline of a random nemesis, so guided's lead over it is the coverage, the fault
+counts and the corpus together.
+
 ``--resume DIR`` goes on with an exploration from its explore.json (an interrupted one, or
 one whose budget ran out): its corpus, behaviours and findings, its target and settings;
 the runs after it are drawn from a generator seeded with its seed and its count of runs.
@@ -45,15 +55,25 @@ import random
 import re
 import shlex
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos.kinds import FAULT_KINDS
 from contract.errors import SetupError
 from contract.outcomes import EXIT_INTERRUPTED, UNKNOWN, VIOLATED
 from contract.rundir import new_folder
 from harness.config import dump_toml
-from harness.explore.generate import Space, fault_kinds_of, generate, make_space, mutate, to_scenario
+from harness.explore.generate import (
+    Space,
+    fault_kinds_of,
+    generate,
+    make_space,
+    mutate,
+    pair_of,
+    to_scenario,
+)
 from harness.explore.signature import findings, signature, unjudged
 from harness.manifest import load_manifest
 from harness.progress import Progress
@@ -66,7 +86,7 @@ STRATEGIES = ("guided", "random")
 #: The chance a guided step mutates a corpus entry rather than drawing a fresh scenario.
 GUIDED_MUTATE = 0.75
 #: The signature features that name a fault kind (signature.py): a new one points at the fault.
-FAULT_FEATURES = ("recovery", "retries", "abandons")
+FAULT_FEATURES = ("recovery", "retries", "abandons", "pair")
 #: explore.json's format.
 FORMAT = 1
 
@@ -123,6 +143,8 @@ class Exploration:
     interrupted: bool = False
     #: each --resume that changed the draws: {"after_run": n, "seed": s, "kinds": [...]}
     resumes: list[dict[str, Any]] = field(default_factory=list)
+    #: how many runs had a fault of each pair (kind, role or link): generate.py ``pair_of``
+    coverage: Counter[str] = field(default_factory=Counter)
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -159,6 +181,7 @@ class Exploration:
             "findings": [f.as_dict() for f in self.found.values()],
             "corpus": self.corpus,
             "resumes": self.resumes,
+            "coverage": dict(sorted(self.coverage.items())),
             "runs": self.runs,
         }
 
@@ -271,21 +294,24 @@ def _pick(corpus: list[dict[str, Any]], rng: random.Random) -> dict[str, Any]:
 
 def focus_of(features: list[str]) -> set[str]:
     """The fault kinds a run's new features name (``recovery:KIND:..``, ``retries:KIND:..``,
-    ``abandons:KIND:..``): the faults that showed something new, which its mutations change."""
+    ``abandons:KIND:..``, ``pair:KIND:..``): the faults that showed something new or were
+    tried where none had been before, which its mutations change."""
     return {f.split(":")[1] for f in features if f.split(":")[0] in FAULT_FEATURES and f.count(":") >= 2}
 
 
 def next_scenario(state: Exploration, rng: random.Random, name: str) -> tuple[dict[str, Any], str]:
     """The next run's scenario data and how it came about (fresh, or a mutation of which
     run, changing most often a fault that showed something new); a mutated entry counts the
-    try (``_learn`` counts what it showed)."""
+    try (``_learn`` counts what it showed). Guided draws the pairs of its coverage least
+    drawn first; random draws without memory."""
+    drawn = Counter(state.coverage) if state.strategy == "guided" else None
     if state.strategy == "guided" and state.corpus and rng.random() < GUIDED_MUTATE:
         parent = _pick(state.corpus, rng)
         parent["tried"] = parent.get("tried", 0) + 1
         focus = focus_of(parent.get("new") or [])
-        data, change = mutate(state.space, parent["scenario"], rng, name=name, focus=focus)
+        data, change = mutate(state.space, parent["scenario"], rng, name=name, focus=focus, drawn=drawn)
         return data, f"run {parent['run']}: {change}"
-    return generate(state.space, rng, name=name), "fresh"
+    return generate(state.space, rng, name=name, drawn=drawn), "fresh"
 
 
 def _write_finding(state: Exploration, finding: Finding, data: dict[str, Any]) -> None:
@@ -444,6 +470,9 @@ def resumed(folder: Path, runs: int | None, time_s: float | None) -> Exploration
         state.corpus = list(record["corpus"])
         state.seen = set(record["behaviours"])
         state.resumes = list(record.get("resumes") or [])
+        state.coverage = (
+            Counter(record["coverage"]) if "coverage" in record else _coverage_of(space, state.runs)
+        )
         for f in record["findings"]:
             finding = Finding(
                 f["number"], f["check"], f["problem"], tuple(f["fault_kinds"]), f["run"], f["run_dir"],
@@ -455,6 +484,20 @@ def resumed(folder: Path, runs: int | None, time_s: float | None) -> Exploration
     except (KeyError, TypeError, ValueError) as exc:
         raise SetupError(f"is damaged ({exc!r} missing or wrong)", where=path) from None
     return state
+
+
+def _coverage_of(space: Space, runs: list[dict[str, Any]]) -> Counter[str]:
+    """The coverage of an explore.json written before it kept one, from its runs' faults
+    (``KIND TARGET at T s``)."""
+    coverage: Counter[str] = Counter()
+    for run in runs:
+        for fault in run.get("faults") or []:
+            kind, target = fault.split()[:2]
+            if kind in FAULT_KINDS and (
+                target in space.links or any(target in i for i in space.processes.values())
+            ):
+                coverage[pair_of(space, kind, target)] += 1
+    return coverage
 
 
 def _confirm(
@@ -516,7 +559,11 @@ def _learn(
 ) -> None:
     """What a run adds: its record, a corpus entry if it showed something new, its findings."""
     outcome = (verdict or {}).get("outcome") or UNKNOWN
-    features = signature(verdict) if verdict else frozenset()
+    pairs = [pair_of(state.space, f["kind"], f["target"]) for f in data.get("faults") or []]
+    features = (
+        signature(verdict) | {f"pair:{p.replace(' ', ':', 1)}" for p in pairs} if verdict else frozenset()
+    )
+    state.coverage.update(pairs)
     new = sorted(features - state.seen)
     state.seen |= features
     record: dict[str, Any] = {

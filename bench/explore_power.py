@@ -198,13 +198,23 @@ def main() -> int:
     parser.add_argument(
         "--mutate-share", type=float, help="guided's share of mutations (default: harness/explore/loop.py's)"
     )
+    parser.add_argument(
+        "--keep", type=Path, help="keep each trial's exploration in this folder, to read its evidence after"
+    )
     args = parser.parse_args()
     if args.mutate_share is not None:
         loop.GUIDED_MUTATE = args.mutate_share
-    print(f"guided mutates a corpus entry in {loop.GUIDED_MUTATE:g} of its runs", flush=True)
+    print(
+        f"guided mutates a corpus entry in {loop.GUIDED_MUTATE:g} of its runs times the share of "
+        "(fault kind, role or link) pairs it has tried",
+        flush=True,
+    )
     chosen = [s for s in SUBJECTS if not args.subjects or s.name in args.subjects]
     counts: dict[str, list[int]] = {"guided": [], "random": []}
     with tempfile.TemporaryDirectory(prefix="explore-power-") as tmp:
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            tmp = str(args.keep)
         for subject in chosen:
             for seed in args.seeds:
                 for strategy in args.strategies:

@@ -30,6 +30,7 @@ from harness.explore.generate import (
     make_space,
     mutate,
     pair_of,
+    pairs,
     to_scenario,
 )
 from harness.explore.loop import (
@@ -314,14 +315,23 @@ def test_the_page_of_an_exploration_without_findings_says_so(tmp_path: Path) -> 
     assert "none: no violation" in page and "no run yet" in page and "PASSED" not in page
 
 
-def test_random_never_mutates_and_guided_mostly_does(tmp_path: Path) -> None:
+def test_random_never_mutates_and_guided_mutates_more_the_more_pairs_it_tried(tmp_path: Path) -> None:
     space = space_of()
+    every = pairs(space)
+    assert len(every) == len(set(every)) and "kill queue" in every
     rng = random.Random(4)
-    for strategy, low, high in (("random", 0, 0), ("guided", 50, 95)):
+    # (strategy, the share of pairs tried, the least and most runs of 100 mutated)
+    for strategy, tried, low, high in (
+        ("random", 1.0, 0, 0),
+        ("guided", 1.0, 50, 95),  # GUIDED_MUTATE, 0.75
+        ("guided", 0.5, 22, 55),
+        ("guided", 0.0, 0, 0),  # nothing tried: fresh draws, which take untried pairs
+    ):
         state = Exploration(tmp_path, space, 1, strategy, 5, None)
+        state.coverage = Counter(every[: round(tried * len(every))])
         state.corpus.append({"run": 1, "scenario": generate(space, rng), "new": ["x"]})
         mutated = sum(next_scenario(state, rng, "x")[1] != "fresh" for _ in range(100))
-        assert low <= mutated <= high, (strategy, mutated)
+        assert low <= mutated <= high, (strategy, tried, mutated)
 
 
 def test_budgets_and_bad_input_are_refused_with_exit_2(
@@ -448,6 +458,7 @@ def test_guided_mutates_the_entries_whose_mutations_show_something_new(tmp_path:
     space = space_of(SUBJECT, kinds=("freeze",), duration_s=10)
     rng = random.Random(2)
     state = Exploration(tmp_path, space, 1, "guided", 50, None)
+    state.coverage = Counter(pairs(space))  # every pair tried: guided mutates most of its runs
     state.corpus = [{"run": n, "scenario": generate(space, rng), "new": ["x"]} for n in (1, 2)]
     state.corpus[0].update(tried=4, fruitful=0)  # four mutations, nothing new
     state.corpus[1].update(tried=4, fruitful=3)

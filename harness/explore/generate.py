@@ -314,6 +314,11 @@ def pair_of(space: Space, kind_name: str, target: str) -> str:
     return f"{kind.name} {target if kind.target == 'link' else _role_of(space, target)}"
 
 
+def pairs(space: Space) -> list[str]:
+    """Every pair (``pair_of``) a fault of the space can be drawn as."""
+    return [f"{name} {where}" for name in space.kinds for where in _wheres(space, FAULT_KINDS[name])]
+
+
 def _least_drawn(
     space: Space, kinds: Sequence[str], drawn: Counter[str], rng: random.Random, avoid: str | None = None
 ) -> tuple[FaultKind, str]:

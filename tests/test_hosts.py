@@ -638,6 +638,7 @@ PACKET_FAULT_SCENARIOS = [
     "paranoid-pirate-hosts-netem-queue",
     "majordomo-hosts-netem-broker",
     "majordomo-hosts-slow-links",
+    "titanic-hosts-netem-titanic",
 ]
 
 

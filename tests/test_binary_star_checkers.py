@@ -279,3 +279,23 @@ def test_a_server_back_before_a_takeover_is_timed_from_its_return(spark) -> None
     long = FaultWindow(1, "freeze", "primary", t(5.0), t(8.0), "process", False, "outage", False)
     res = run(spark, "bstar_failover_time", both_out(), faults=(long,), failover_bound_s=5.0)
     assert res.status == VIOLATED and "resumed after 6.0 s" in res.examples[0]["problem"]
+
+
+def test_a_client_that_never_resends_is_owed_no_failover(spark) -> None:
+    """stall-hold-star's correct twin: a client that never resends sent the primary a request
+    as it froze and declared it lost at its deadline; only a resend crosses a failover, so the
+    pair owes it nothing unless it promises to survive every outage. An abandon by a client
+    that resends is still a violation."""
+    declared = [e for e in history() if not (e["src"] == "c2" and e.get("seq") == 41)]
+    declared += [
+        ev(5.06, "c2", "send", cid="c2", seq=41, rid="c2:41", attempt=1),
+        ev(8.06, "c2", "lost", cid="c2", seq=41, rid="c2:41", reason="no reply in 3000 ms"),
+    ]
+    res = run(spark, "bstar_no_lost_failover", declared)
+    assert res.status == HELD, res
+    assert res.figures["lost"] == 0 and res.figures["lost_by_clients_that_never_resend"] == 1
+    assert "never resend" in res.summary
+    owed = run(spark, "bstar_no_lost_failover", declared, survives=["slowdown", "outage"])
+    assert owed.status == VIOLATED and owed.figures["lost"] == 1
+    res = run(spark, "bstar_no_lost_failover", history(lose_one=True))
+    assert res.status == VIOLATED and res.figures["lost_by_clients_that_never_resend"] == 0

@@ -45,7 +45,9 @@ their state changes (``bstar_state``), those are judged too.
 - ``bstar_no_lost_failover``: every request in flight as such a fault started, or first
   sent until service resumed, ends in a reply (at-least-once: none abandoned nor left
   unanswered); how many were answered after a resend, and (where the servers write
-  ``exec``) how many ran on more than one server, are counted.
+  ``exec``) how many ran on more than one server, are counted. A request of a client that
+  never resends, declared lost at its deadline, is counted apart: only a resend crosses a
+  failover, so a pair owes it only where it promises to survive every outage.
 
 Undecidable cases are UNKNOWN with the reason: no reply names its endpoint (the client
 adapter records none), no fault took the answering server out, or the load stopped before
@@ -59,6 +61,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from contract.promises import DEFAULT_SURVIVES, OUTAGE, survive_rule
 from reports.checkers.toolkit import (
     EACH_REQUEST,
     END_OF_TIME,
@@ -594,10 +597,20 @@ def no_lost_failover(ctx: CheckContext) -> CheckResult:
             F.first("rid", ignorenulls=True).alias("rid"),
             F.count(F.when(ev == "reply", 1)).alias("replies"),
             F.count(F.when(ev.isin("abandon", "lost"), 1)).alias("given_up"),
+            F.count(F.when(ev == "lost", 1)).alias("declared"),
             F.count(F.when(ev == "retry", 1)).alias("retries"),
         )
         .filter(F.col("first_send").isNotNull())
     )
+    # A client that never resends declares a request `lost` at its deadline. Only a resend
+    # carries a request across a failover (the server that took it is out, or passive once
+    # back, and drops what it held), so such a loss is owed only by a pair that promises to
+    # survive every outage, as no_lost rules (stall-hold-star's correct twin: clients that
+    # never resend lost what they had sent the primary as it froze).
+    survives_all = any(
+        survive_rule(e) == (OUTAGE, "") for e in ctx.promises.get("survives", DEFAULT_SURVIVES)
+    )
+    unpromised = (F.col("declared") > 0) & (F.col("replies") == 0) & F.lit(not survives_all)
     cond = F.lit(False)
     for lo, hi in windows:
         # in flight as the fault started, or first sent before service resumed
@@ -606,7 +619,9 @@ def no_lost_failover(ctx: CheckContext) -> CheckResult:
         )
     across = requests.filter(cond).cache()
     lost = across.filter(
-        (F.col("replies") == 0) & ((F.col("given_up") > 0) | (F.col("first_send") + budget_ns <= end))
+        (F.col("replies") == 0)
+        & ((F.col("given_up") > 0) | (F.col("first_send") + budget_ns <= end))
+        & ~unpromised
     )
     pending = across.filter(
         (F.col("replies") == 0) & (F.col("given_up") == 0) & (F.col("first_send") + budget_ns > end)
@@ -614,6 +629,7 @@ def no_lost_failover(ctx: CheckContext) -> CheckResult:
     agg = across.agg(
         F.count("*").alias("n"),
         F.sum((F.col("retries") > 0).cast("int")).alias("resent"),
+        F.sum(unpromised.cast("int")).alias("unpromised"),
     ).collect()[0]
     n_lost = lost.count()
     n_pending = pending.count()
@@ -640,6 +656,7 @@ def no_lost_failover(ctx: CheckContext) -> CheckResult:
         "requests_across": count(agg["n"]),
         "answered_after_resend": count(agg["resent"]),
         "lost": n_lost,
+        "lost_by_clients_that_never_resend": count(agg["unpromised"]),
         "indeterminate": n_pending,
         "executed_on_two_servers": twice,
     }
@@ -647,6 +664,12 @@ def no_lost_failover(ctx: CheckContext) -> CheckResult:
         f"{figures['requests_across']} requests across {len(found)} failover(s): {n_lost} lost, "
         f"{n_pending} still in flight at the end, {figures['answered_after_resend']} resent"
         + (f", {twice} executed on two servers" if twice is not None else "")
+        + (
+            f"; {figures['lost_by_clients_that_never_resend']} more lost by clients that never resend "
+            "(no resend, no failover for them: not promised)"
+            if figures["lost_by_clients_that_never_resend"]
+            else ""
+        )
     )
     if not figures["requests_across"]:
         return result(summary, figures, unknown="no request was in flight across a failover: raise the load")

@@ -134,6 +134,17 @@ titanic's change only): warm per run 5.2 s against 4.6 s (median; the sums of th
 reports 46.7 against 47.0 s; titanic-kills 2.2, 2.7 against 4.1, 3.4 s), cold 14.5 against
 14.2 s: the other runs' spread is the bench's noise.
 
+``--reports`` also gives each whole process's CPU seconds (its JVM's included) and, with
+``--before``, their ratio: on a machine shared with other jobs they move far less than the wall
+time. Issue 38 (2026-12-02 15:25-15:34 UTC, load 5.1-10.2, nice 19, both slots taken by
+explorations; six runs of six families: a CI run of dwork-worker-and-scheduler, cold, 8.5k
+events; majordomo and paranoid-pirate on hosts, 24k; titanic, 1.8k; binary-star, 10k; an
+explore run of reliable-sketch), short histories interpreted instead of compiled
+(reports/spark.py INTERPRETED_MAX_EVENTS) against main (181f736), ``--rounds 2``: cold CPU 36.0,
+33.2 against 35.5, 38.7 s (x0.93), wall 48.1, 26.7 against 35.5, 40.0 s; one session of the
+six, CPU 87.4, 85.9 against 86.1, 85.3 s (x1.01), warm per run median 9.1 against 9.7 s (x0.93,
+the 2 s target NOT met: x4.5). Every verdict the same.
+
 Latest figures (2026-11-26 05:40-05:50 UTC, nothing else running; Spark ran about a third
 slower on this machine than the day before, pandas as fast):
 
@@ -412,13 +423,22 @@ def _write_meta(run: RunDir, span_ns: int) -> None:
 
 
 def _timed_child(
-    what: str, args: list[str], ok: tuple[int, ...] = (0,), cwd: Path = ROOT, stderr_too: bool = False
+    what: str,
+    args: list[str],
+    ok: tuple[int, ...] = (0,),
+    cwd: Path = ROOT,
+    stderr_too: bool = False,
+    cpu: list[float] | None = None,
 ) -> tuple[str, float]:
     """A new Python process with ``args`` (from ``cwd``, the project's root: its code is the
     one imported), in its own process group: its output (``stderr_too``: stdout, then stderr)
     and wall time until it exits; an exit code not in ``ok`` ends the benchmark, with what the
-    child said. Whatever is left in its group afterwards (or on Ctrl-C) is ended."""
+    child said. Whatever is left in its group afterwards (or on Ctrl-C) is ended. ``cpu``: its
+    CPU seconds (user + system, its JVM's too: the child waits for it) are appended to it."""
+    import resource
+
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t = time.perf_counter()
         proc = subprocess.Popen([sys.executable, *args], cwd=cwd, stdout=out, stderr=err, env=env,
@@ -431,6 +451,9 @@ def _timed_child(
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
+    if cpu is not None:
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     if code not in ok:
         raise SystemExit(f"{what} failed ({code}):\n{stdout}\n{stderr}")
     return (stdout + stderr if stderr_too else stdout), secs
@@ -456,10 +479,13 @@ def _end_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def whole_process(run: RunDir, cwd: Path = ROOT) -> tuple[dict[str, Any], float]:
-    """``zchaos report RUN`` in a new process (``cwd``'s code): its verdict and wall time."""
+def whole_process(
+    run: RunDir, cwd: Path = ROOT, cpu: list[float] | None = None
+) -> tuple[dict[str, Any], float]:
+    """``zchaos report RUN`` in a new process (``cwd``'s code): its verdict and wall time (its
+    CPU seconds appended to ``cpu``)."""
     _out, secs = _timed_child(
-        "zchaos report", ["-m", "harness.cli", "report", str(run.root)], ok=(0, 1, 3), cwd=cwd
+        "zchaos report", ["-m", "harness.cli", "report", str(run.root)], ok=(0, 1, 3), cwd=cwd, cpu=cpu
     )
     return json.loads(run.verdict_json.read_text()), secs
 
@@ -494,16 +520,20 @@ def tree_at(rev: str, base: Path) -> Path:
     return out
 
 
-def session_reports(runs: list[RunDir], cwd: Path) -> tuple[list[float], list[dict[str, Any]]]:
+def session_reports(
+    runs: list[RunDir], cwd: Path, cpu: list[float] | None = None
+) -> tuple[list[float], list[dict[str, Any]]]:
     """``zchaos report RUN RUN...`` (one Spark session for all) in a new process, ``cwd``'s
     code: each run's "report built in" seconds (its own progress line: the read, checks,
-    metrics and files, not the results store) and each verdict's outcome."""
+    metrics and files, not the results store) and each verdict's outcome (the whole process's
+    CPU seconds appended to ``cpu``)."""
     out, _secs = _timed_child(
         "zchaos report RUN RUN...",
         ["-m", "harness.cli", "report", *(str(r.root) for r in runs)],
         ok=(0, 1, 3),
         cwd=cwd,
         stderr_too=True,
+        cpu=cpu,
     )
     built = [float(x) for x in BUILT.findall(out)]
     if len(built) != len(runs):
@@ -532,21 +562,30 @@ def stored_reports(stored: list[Path], before: str | None, rounds: int, base: Pa
     events = json.loads(account.read_text())["events"]
     cold: dict[str, list[float]] = {name: [] for name in trees}
     warm: dict[str, list[float]] = {name: [] for name in trees}
+    # CPU seconds of each whole process (and its JVM): on a shared machine they move far less
+    # with the load than the wall time does.
+    cold_cpu: dict[str, list[float]] = {name: [] for name in trees}
+    session_cpu: dict[str, list[float]] = {name: [] for name in trees}
     anchor: list[float] = []
     verdicts: list[Any] = []
     print(f"{len(runs)} stored runs; cold: {runs[0].root.name} ({events:,} events, from its Parquet form)")
     for r in range(rounds):
         for name, tree in trees.items():
-            verdict, secs = whole_process(runs[0], tree)
+            verdict, secs = whole_process(runs[0], tree, cold_cpu[name])
             cold[name].append(secs)
             verdicts.append(outcome(verdict))
-            print(f"  round {r + 1} {name:<24} cold zchaos report {secs:6.1f} s   load {load()}", flush=True)
-            built, found = session_reports(runs, tree)
+            print(
+                f"  round {r + 1} {name:<24} cold zchaos report {secs:6.1f} s "
+                f"({cold_cpu[name][-1]:.1f} s CPU)   load {load()}",
+                flush=True,
+            )
+            built, found = session_reports(runs, tree, session_cpu[name])
             warm[name] += built[1:]
             verdicts.append(found)
             each = " ".join(f"{b:.1f}" for b in built)
             print(
-                f"  round {r + 1} {name:<24} one session, per run: {each} s (the first cold)   load {load()}"
+                f"  round {r + 1} {name:<24} one session, per run: {each} s (the first cold; "
+                f"{session_cpu[name][-1]:.1f} s CPU in all)   load {load()}"
             )
         _found, secs = pandas_process(runs[0])
         anchor.append(secs)
@@ -570,7 +609,9 @@ def stored_reports(stored: list[Path], before: str | None, rounds: int, base: Pa
         print(f"  {label:<34}" + "".join(f"{median(f):22.1f} s" for f in figures.values())
               + f"{target:7.0f}s{mine / target:9.2f}{mine / pandas_s:9.1f}x")  # fmt: skip
     if before:
-        for label, figures in (("cold", cold), ("warm", warm)):
+        for label, figures in (
+            ("cold", cold), ("warm", warm), ("cold, CPU", cold_cpu), ("one session, CPU", session_cpu)
+        ):  # fmt: skip
             ratio = median(figures["this tree"]) / median(figures[f"before ({before})"])
             print(f"  {label}: this tree / before = {ratio:.2f}")
 

@@ -5,7 +5,8 @@ history can go to a cluster (README: "Checking a history on a Spark cluster"). W
 chosen from the size of the history it will check (``get_spark(events=...)``): a short
 run gets a small heap and a JVM tuned to start fast (its fixed cost is most of the
 report), a long one a larger heap; ``ZCHAOS_SPARK_DRIVER_MEMORY`` overrides the heap.
-``fit_to`` sets the per-query settings (shuffle partitions, adaptive execution) for each history. The JVM's
+``fit_to`` sets the per-query settings (shuffle partitions, adaptive execution, code
+generation) for each history. The JVM's
 own output goes to ``SPARK_LOG``, not to the user's terminal.
 
 When the user names a Spark Connect endpoint (``ZCHAOS_SPARK_REMOTE``, ``--spark-remote``), or
@@ -350,16 +351,38 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
+#: Below this many events a report's queries are interpreted, not compiled: whole-stage code
+#: generation off and each expression evaluated as it is (CODEGEN_OFF). A short run's report is
+#: a few dozen small queries over a few thousand rows; in a new JVM, compiling their generated
+#: Java (Janino, itself still being compiled by the JIT) cost more than their rows took. Measured
+#: 2026-12-02 on the shared 2-core machine (load 5-10, nice 19, alternated): a lone cold
+#: ``zchaos report`` of a CI run of dwork (8.5k events), CPU of the whole process 36.0 / 33.2 s
+#: against 35.5 / 38.7 s compiled (x0.93, bench/checker_scaling.py --reports ... --before); the
+#: JVM's CPU from the session's start to the report's end, dwork 29.3 / 32.3 -> 22.6 / 25.1 s and
+#: majordomo (24k events) 25.0 / 24.9 -> 22.8 / 21.6 s. A session's later reports find the
+#: compiled classes cached (spark.sql.codegen.cache.maxEntries): six runs in one session cost
+#: the same either way (86-87 s CPU), as on 2026-11-27 (bench/checker_scaling.py). Not measured
+#: above 24k events: the bound stays well under the demo run's 76-114k, whose rows are many.
+INTERPRETED_MAX_EVENTS = 50_000
+#: The settings that interpret a query: no whole-stage code, and expressions evaluated rather
+#: than compiled (Spark's ``factoryMode``; its default FALLBACK compiles and interprets only what
+#: fails to compile).
+CODEGEN_OFF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+CODEGEN_ON = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+
 #: The settings fit_to changes (build_report puts them back after each report).
-FITTED = ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled")
+FITTED = ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled", *CODEGEN_OFF)
 
 
 def fit_to(spark: SparkSession, events: int) -> None:
     """Per-query settings for a history of ``events`` events: adaptive execution only for a
-    large one (ADAPTIVE_MIN_EVENTS); few shuffle partitions for a short run, where per-task
+    large one (ADAPTIVE_MIN_EVENTS); its queries interpreted, not compiled, for a short one
+    (INTERPRETED_MAX_EVENTS); few shuffle partitions for a short run, where per-task
     overhead dominates, more for a long one, so that each task's aggregation fits its share
     of the heap (unless ZCHAOS_SPARK_PARTITIONS says)."""
     spark.conf.set("spark.sql.adaptive.enabled", str(events >= ADAPTIVE_MIN_EVENTS).lower())
+    for key, value in (CODEGEN_OFF if events < INTERPRETED_MAX_EVENTS else CODEGEN_ON).items():
+        spark.conf.set(key, value)
     if os.environ.get("ZCHAOS_SPARK_PARTITIONS"):
         return
     wanted = max(1, min(MAX_PARTITIONS, -(-events // EVENTS_PER_PARTITION)))

@@ -51,3 +51,26 @@ def test_the_test_sessions_jvm_keeps_the_full_code_cache(spark) -> None:
         pool.getUsage().getMax() for pool in factory.getMemoryPoolMXBeans() if "Code" in pool.getName()
     )
     assert reserved >= code_cache_bytes("")
+
+
+def compiled_stages(spark, events: int) -> int:
+    """How many whole-stage compiled parts Spark plans for a grouping, after fit_to(events)."""
+    from pyspark.sql import functions as F
+
+    options.fit_to(spark, events)
+    df = spark.range(1000).withColumn("k", F.col("id") % 7).groupBy("k").agg(F.sum("id"))
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert sorted(r["k"] for r in df.collect()) == list(range(7))  # it runs either way
+    return plan.count("*(")  # Spark marks each operator of a compiled stage "*(N)"
+
+
+def test_a_short_historys_queries_are_interpreted_and_a_long_ones_compiled(spark) -> None:
+    saved = {key: spark.conf.get(key) for key in options.FITTED}
+    try:
+        assert compiled_stages(spark, options.INTERPRETED_MAX_EVENTS - 1) == 0
+        assert {k: spark.conf.get(k) for k in options.CODEGEN_OFF} == options.CODEGEN_OFF
+        assert compiled_stages(spark, options.INTERPRETED_MAX_EVENTS) > 0
+        assert {k: spark.conf.get(k) for k in options.CODEGEN_ON} == options.CODEGEN_ON
+    finally:
+        for key, value in saved.items():  # the test worker's session checks other histories next
+            spark.conf.set(key, value)

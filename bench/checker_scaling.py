@@ -162,6 +162,12 @@ for a 30 s report, of it C1 compiling 9.1 s (JFR does not sample it), tasks 6.6 
 serving py4j 5.5 s, start-up 1.8 s, the serial collector 1.5 s, broadcasts 1.2 s; Python 3.2 s.
 The earlier finding holds: the queries' fixed costs, and in a new JVM the compiling, not the
 client's start.
+Tried and not kept (15:44-15:55 UTC, load 6.6-8.4, nice 19, 3 pairs alternated, interpreted
+queries on both sides): C1's thresholds ten times higher (-XX:Tier3InvocationThreshold=2000,
+Tier3MinInvocationThreshold=1000, Tier3CompileThreshold=20000, Tier3BackEdgeThreshold=600000)
+for the same cold report: C1 compiled 3.0-4.5 s instead of 7.4-7.7 s, but the interpreted
+threads took that and more (py4j 6.9-7.3 against 5.0-5.6 s): the JVM's CPU for the report 32.5,
+29.6, 24.6 s against 23.7, 28.3, 25.5 s.
 
 Latest figures (2026-11-26 05:40-05:50 UTC, nothing else running; Spark ran about a third
 slower on this machine than the day before, pandas as fast):

@@ -127,7 +127,8 @@ subjects, ``zchaos explore SUBJECT --seed N --runs 30 --run-s 12 --until-finding
                      primary, passive since the backup took over, and were answered by the
                      backup after one timeout; no stall, so not its planted bug but what any
                      pair does after a failover (reproduced in 2 of 2; a false alarm of
-                     steady_state for Binary Star, not yet run on the twin)
+                     steady_state for Binary Star: its twin, bug = "none", breaks it the same
+                     way on the finding's scenario, 2 retries, at 16:07)
 
 So with every kind, 3 planted bugs found in 6 explorations (the third pending its twin) and
 one false alarm; none of the three subjects yet on 2 of 3 seeds. The trigger pair is 2 of 43-45 (freeze

@@ -109,13 +109,15 @@ subjects, ``zchaos explore SUBJECT --seed N --runs 30 --run-s 12 --until-finding
     tag-ring         seed 1: run 17, correct_reply: client-2 got client-1:341's result (a
                      stale one-byte job number: its planted bug; worker-2 frozen 1.23 s in a
                      burst of 12 users), reproduced in 2 of 2 seeds; 22 of 44 pairs tried;
+                     its twin passes the finding's scenario (16:08);
                      seed 2: none in 30 (43 pairs tried; a worker frozen 0.8 s under 3 users,
                      one starved 3.1 s: too few jobs meanwhile to go round the ring)
     ping-guard       seed 1: none in 30; all 45 pairs tried, server1 frozen 2.28 s (run 11)
                      and starved (run 18), no client marked in server1's log in any run;
                      seed 2: run 26, steady_state (requests retried after the faults), server1
                      frozen 2.96 s and its log marking all 3 clients: its planted bug,
-                     reproduced in 2 of 2 seeds
+                     reproduced in 2 of 2 seeds; on its twin the scenario holds
+                     steady_state, 0 retries (16:09; availability undecided)
     stall-hold-star  seed 1: run 23, no_lost (clients that never resend: 3 requests lost after
                      the faults) and bstar_failover_time (not served again within 5 s): the
                      primary frozen 1.74 s, "stalled 1.8 s: holding requests till the peer is

@@ -131,6 +131,12 @@ def survive_rule(entry: str, fault_kinds: Collection[str] | None = None) -> tupl
     return head, scope
 
 
+def survives_every_outage(promises: dict[str, Any]) -> bool:
+    """Whether ``survives`` holds an unscoped ``"outage"``: the system promises to carry its
+    requests through any outage, also those of clients that never resend."""
+    return any(survive_rule(e) == (OUTAGE, "") for e in promises.get("survives", DEFAULT_SURVIVES))
+
+
 @dataclass(frozen=True)
 class Promises:
     checks: tuple[str, ...]

@@ -61,7 +61,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from contract.promises import DEFAULT_SURVIVES, OUTAGE, survive_rule
+from contract.promises import survives_every_outage
 from reports.checkers.toolkit import (
     EACH_REQUEST,
     END_OF_TIME,
@@ -607,9 +607,7 @@ def no_lost_failover(ctx: CheckContext) -> CheckResult:
     # back, and drops what it held), so such a loss is owed only by a pair that promises to
     # survive every outage, as no_lost rules (stall-hold-star's correct twin: clients that
     # never resend lost what they had sent the primary as it froze).
-    survives_all = any(
-        survive_rule(e) == (OUTAGE, "") for e in ctx.promises.get("survives", DEFAULT_SURVIVES)
-    )
+    survives_all = survives_every_outage(ctx.promises)
     unpromised = (F.col("declared") > 0) & (F.col("replies") == 0) & F.lit(not survives_all)
     cond = F.lit(False)
     for lo, hi in windows:

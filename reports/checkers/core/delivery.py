@@ -11,7 +11,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from contract.payload import RID_PATTERN
-from contract.promises import DEFAULT_SURVIVES, OUTAGE, survive_rule
+from contract.promises import survives_every_outage
 from contract.rundir import RunMeta
 from reports.checkers.core import aggregates
 from reports.checkers.toolkit import (
@@ -70,9 +70,7 @@ def no_lost(ctx: CheckContext) -> CheckResult:
     # Nor is it about a message a cut link dropped on its way: no broker sees that loss while
     # the worker it was sent to stays alive (see _transit_spans).
     in_fault = with_meeting(in_fault, _transit_spans(ctx), "in_transit_loss", ts="ts", until="lost_ts")
-    survives_all = any(
-        survive_rule(e) == (OUTAGE, "") for e in ctx.promises.get("survives", DEFAULT_SURVIVES)
-    )
+    survives_all = survives_every_outage(ctx.promises)
     unpromised = declared & F.lit(not requeue) & F.col("in_fault")
     broker_died = declared & F.lit(not survives_all) & F.col("in_broker_outage") & ~unpromised
     in_transit = declared & F.col("in_transit_loss") & ~unpromised & ~broker_died

@@ -143,20 +143,51 @@ not run on these subjects since the change: no ratio yet.
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import random
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.explore import loop  # noqa: E402
+from harness.explore import generate, loop  # noqa: E402
+from harness.explore.generate import make_space, pair_of  # noqa: E402
 from harness.explore.loop import explore  # noqa: E402
+from harness.manifest import load_manifest  # noqa: E402
 from harness.progress import Progress  # noqa: E402
+
+Fault = dict[str, Any]
+#: the pair of a fault line (on a checkout from before junk's pairs named their endpoint, its
+#: kind and role: --draws-only then measures that checkout's draw, for a ratio in one run)
+fault_pair = getattr(generate, "fault_pair", lambda space, f: pair_of(space, f["kind"], f["target"]))
+
+
+def stall_of(role: str, shortest: float = 0.0, longest: float = math.inf) -> Callable[[Fault], bool]:
+    """A freeze or a starve of an instance of ``role`` lasting ``shortest``-``longest`` s."""
+
+    def stalls(f: Fault) -> bool:
+        return (
+            f["kind"] in ("freeze", "starve")
+            and f["target"].split("-")[0] == role
+            and shortest <= float(f.get("duration_s", 0)) <= longest
+        )
+
+    return stalls
+
+
+def kind_on(kinds: tuple[str, ...], role: str, endpoint: str | None = None) -> Callable[[Fault], bool]:
+    """A fault of one of ``kinds`` on an instance of ``role`` (at ``endpoint``, for junk)."""
+    return lambda f: (
+        f["kind"] in kinds and f["target"].split("-")[0] == role and endpoint in (None, f.get("endpoint"))
+    )
 
 
 @dataclass(frozen=True)
@@ -166,6 +197,11 @@ class Subject:
     kinds: tuple[str, ...] = ()  # () : every kind that applies
     run_s: float = 12.0
     bug: str = ""  # the manifest's ``bug`` option set to this (a copy beside its programs)
+    #: the fault that can show the bug (--draws-only: whether a run draws it); what else the
+    #: bug needs (a load, no kill of the role whose state it lives in) is ``spoilers``'s
+    trigger: Callable[[Fault], bool] = lambda f: False
+    #: faults that clear the bug's state when in the same run (a kill or restart of its role)
+    spoilers: Callable[[Fault], bool] = lambda f: False
 
     def path(self, where: Path) -> Path:
         if not self.bug:
@@ -181,35 +217,65 @@ class Subject:
 
 SUBJECTS = (
     # a queue that forgets its workers after a stall of 1.5-5 s (a freeze of the queue)
-    Subject("stall-queue", ROOT / "tests" / "explore_subject" / "manifest.toml"),
+    Subject(
+        "stall-queue",
+        ROOT / "tests" / "explore_subject" / "manifest.toml",
+        trigger=stall_of("queue", 1.5, 5.0),
+        spoilers=kind_on(("kill", "restart"), "queue"),
+    ),
     # an MDP broker that drops the request a dead worker held (a busy worker killed), judged
     # by clients that never resend (tests/blackbox/, made for the shrink and seeds tests)
     Subject(
         "mdp-drop-dead-request",
         ROOT / "tests" / "blackbox" / "mdp-broker-noresend.toml",
         bug="drop-dead-workers-request",
+        trigger=kind_on(("kill", "restart"), "worker"),
     ),
     # a Simple Pirate queue that loses its idle workers to junk on its backend (malformed,
     # at the backend endpoint)
-    Subject("junk-queue", ROOT / "tests" / "explore_subject" / "junk-queue.toml"),
+    Subject(
+        "junk-queue",
+        ROOT / "tests" / "explore_subject" / "junk-queue.toml",
+        trigger=kind_on(("malformed",), "queue", "backend"),
+    ),
     # a Lazy Pirate server that paces its replies by the wall clock (a clock fault on it)
-    Subject("paced-server", ROOT / "tests" / "explore_subject" / "paced-server.toml"),
+    Subject(
+        "paced-server",
+        ROOT / "tests" / "explore_subject" / "paced-server.toml",
+        trigger=kind_on(("clock_step", "clock_rate", "clock_strobe"), "server"),
+    ),
     # an MDP broker that keeps a worker that said DISCONNECT while idle on its idle list (a
     # worker restarted while idle), judged by clients that never resend
     Subject(
         "mdp-idle-disconnect",
         ROOT / "tests" / "blackbox" / "mdp-broker-noresend.toml",
         bug="idle-disconnect-stays-listed",
+        trigger=kind_on(("restart",), "worker"),
     ),
     # Freelance servers that drop for good the requests of a client whose queued pings they
     # read in a burst (a freeze or starve of server1, the server the clients use)
-    Subject("ping-guard", ROOT / "tests" / "explore_subject" / "ping-guard.toml"),
+    Subject(
+        "ping-guard",
+        ROOT / "tests" / "explore_subject" / "ping-guard.toml",
+        trigger=stall_of("server1", 1.5),
+        spoilers=kind_on(("kill", "restart"), "server1"),
+    ),
     # a PING/PONG broker whose one-byte job numbers go round while a worker holds its job (a
     # worker frozen or starved under load): a stale result goes to another client
-    Subject("tag-ring", ROOT / "tests" / "explore_subject" / "tag-ring.toml"),
+    Subject(
+        "tag-ring",
+        ROOT / "tests" / "explore_subject" / "tag-ring.toml",
+        trigger=stall_of("worker", 1.0, 5.0),
+        spoilers=kind_on(("kill", "restart"), "broker"),
+    ),
     # a Binary Star pair whose active primary holds its requests for good after a stall too
     # short for a failover (a freeze or starve of the primary of 1.5 s to about 3 s)
-    Subject("stall-hold-star", ROOT / "tests" / "explore_subject" / "stall-hold-star.toml"),
+    Subject(
+        "stall-hold-star",
+        ROOT / "tests" / "explore_subject" / "stall-hold-star.toml",
+        trigger=stall_of("primary", 1.5, 3.0),
+        spoilers=lambda f: f["kind"] in ("kill", "restart"),
+    ),
 )
 
 
@@ -230,6 +296,52 @@ def trial(subject: Subject, seed: int, strategy: str, runs: int, where: Path) ->
     return len(state.runs), f"{first.check} with {', '.join(first.fault_kinds) or 'no fault'}"
 
 
+def draws(subject: Subject, seed: int, strategy: str, runs: int, run_s: float) -> list[int]:
+    """The runs (1-based) of an exploration's first ``runs`` whose scenario holds the
+    subject's trigger and none of its spoilers, from the draws alone: nothing is run. What
+    guided learns is modelled by each run's pairs (a pair tried first enters the corpus, as
+    in a real exploration); the behaviours a real run shows besides are not."""
+    space = make_space(load_manifest(str(subject.path(Path(tempfile.gettempdir()) / "zchaos-draws"))),
+                       kinds=subject.kinds, duration_s=run_s, calibrated=False)  # fmt: skip
+    state = loop.Exploration(Path(os.devnull), space, seed, strategy, runs, None)
+    rng = random.Random(f"zchaos-explore:{seed}")  # as explore() seeds it
+    hits = []
+    for index in range(1, runs + 1):
+        data, origin = loop.next_scenario(state, rng, "explore")
+        faults = data.get("faults") or []
+        pairs = [fault_pair(space, f) for f in faults]
+        features = {f"pair:{p.replace(' ', ':', 1)}" for p in pairs}
+        state.coverage.update(pairs)
+        new = sorted(features - state.seen)
+        state.seen |= features
+        if new:
+            state.corpus.append({"run": index, "scenario": data, "new": new})
+            parent = next((e for e in state.corpus if origin.startswith(f"run {e['run']}:")), None)
+            if parent is not None:
+                parent["fruitful"] = parent.get("fruitful", 0) + 1
+        state.runs.append({"run": index})
+        if any(subject.trigger(f) for f in faults) and not any(subject.spoilers(f) for f in faults):
+            hits.append(index)
+    return hits
+
+
+def draws_only(chosen: list[Subject], seeds: list[int], runs: int, run_s: float | None) -> int:
+    """--draws-only: per subject and strategy, the share of seeds whose first ``runs`` draw
+    the trigger at all, the median run it first comes in, and the runs that hold it."""
+    for subject in chosen:
+        for strategy in ("guided", "random"):
+            trials = [draws(subject, seed, strategy, runs, run_s or subject.run_s) for seed in seeds]
+            firsts = [t[0] if t else runs + 1 for t in trials]
+            print(
+                f"{subject.name:22} {strategy:>6}: trigger drawn in {sum(1 for t in trials if t)} of "
+                f"{len(seeds)} seeds, first in run {statistics.median(firsts):g} (median), "
+                f"{statistics.mean(len(t) for t in trials):.2f} runs with it; seeds 1-3: "
+                + ", ".join(str(t[0]) if t else "-" for t in trials[:3]),
+                flush=True,
+            )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -244,7 +356,16 @@ def main() -> int:
     parser.add_argument(
         "--keep", type=Path, help="keep each trial's exploration in this folder, to read its evidence after"
     )
+    parser.add_argument(
+        "--draws-only",
+        action="store_true",
+        help="run nothing: how often each strategy's draws hold each subject's trigger (seconds)",
+    )
+    parser.add_argument("--run-s", type=float, help="seconds of load a run (default: the subject's)")
     args = parser.parse_args()
+    if args.draws_only:
+        chosen = [s for s in SUBJECTS if not args.subjects or s.name in args.subjects]
+        return draws_only(chosen, args.seeds, args.runs, args.run_s)
     if args.mutate_share is not None:
         loop.GUIDED_MUTATE = args.mutate_share
     print(

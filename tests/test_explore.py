@@ -25,6 +25,7 @@ from harness.explore.generate import (
     Space,
     _fits,
     draw_fault,
+    fault_pair,
     generate,
     length_of,
     make_space,
@@ -32,6 +33,7 @@ from harness.explore.generate import (
     pair_of,
     pairs,
     to_scenario,
+    where_of,
 )
 from harness.explore.loop import (
     Exploration,
@@ -323,8 +325,8 @@ def test_random_never_mutates_and_guided_mutates_more_the_more_pairs_it_tried(tm
     # (strategy, the share of pairs tried, the least and most runs of 100 mutated)
     for strategy, tried, low, high in (
         ("random", 1.0, 0, 0),
-        ("guided", 1.0, 50, 95),  # GUIDED_MUTATE, 0.75
-        ("guided", 0.5, 22, 55),
+        ("guided", 1.0, 33, 67),  # GUIDED_MUTATE, 0.5
+        ("guided", 0.5, 12, 40),
         ("guided", 0.0, 0, 0),  # nothing tried: fresh draws, which take untried pairs
     ):
         state = Exploration(tmp_path, space, 1, strategy, 5, None)
@@ -611,9 +613,10 @@ def all_pairs(space: Space) -> set[str]:
         kind = FAULT_KINDS[name]
         for target in space.links if kind.target == "link" else sorted(space.processes):
             if kind.target == "link" or _fits(space, kind, target):
-                found.add(
-                    pair_of(space, name, target if kind.target == "link" else space.processes[target][0])
-                )
+                instance = target if kind.target == "link" else space.processes[target][0]
+                # junk's pairs are one per endpoint of the role
+                for endpoint in space.binds[target] if name == "malformed" else [None]:
+                    found.add(pair_of(space, name, instance, endpoint))
     return found
 
 
@@ -623,12 +626,14 @@ def test_coverage_draws_every_pair_once_before_any_twice_and_the_same_per_seed()
     space = space_of(ROOT / "tests" / "explore_subject" / "tag-ring.toml", duration_s=12)
     pairs = all_pairs(space)
     assert "freeze worker" in pairs and "partition link:worker-2" in pairs and "malformed worker" not in pairs
+    # junk at the broker's frontend (clients' code) and at its backend (workers') are two pairs
+    assert {"malformed broker@frontend", "malformed broker@backend"} <= pairs
 
     def draws(seed: int, rounds: int) -> list[str]:
         drawn: Counter[str] = Counter()
         rng = random.Random(seed)
         return [
-            pair_of(space, f["kind"], f["target"])
+            fault_pair(space, f)
             for f in (draw_fault(space, rng, drawn=drawn) for _ in range(rounds * len(pairs)))
         ]
 
@@ -639,7 +644,7 @@ def test_coverage_draws_every_pair_once_before_any_twice_and_the_same_per_seed()
     assert first == draws(3, 2) and first != draws(4, 2)  # the same per seed, another order by another
     # Memoryless, the same draws repeat pairs long before every pair came up.
     rng = random.Random(3)
-    plain = [pair_of(space, f["kind"], f["target"]) for f in (draw_fault(space, rng) for _ in range(n))]
+    plain = [fault_pair(space, f) for f in (draw_fault(space, rng) for _ in range(n))]
     assert len(set(plain)) < n
 
 
@@ -686,14 +691,20 @@ def test_a_mutation_with_coverage_retargets_and_changes_kind_to_a_pair_least_dra
     assert made and moved, (made, moved)
 
 
-def test_fewer_faults_a_scenario_more_often_than_many() -> None:
-    # guided's draw (with its coverage); random's draws 1 to 4 alike, as it always did
+def test_guided_puts_more_faults_a_scenario_each_on_a_role_or_link_of_its_own() -> None:
+    # guided's draw (with its coverage); random's draws 1 to 4 alike, anywhere, as it always did
     space = space_of()
-    counts = Counter(len(generate(space, random.Random(s), drawn=Counter())["faults"]) for s in range(400))
+    scenarios = [generate(space, random.Random(s), drawn=Counter()) for s in range(400)]
+    counts = Counter(len(g["faults"]) for g in scenarios)
     assert set(counts) == {1, 2, 3, 4}
-    assert counts[1] > counts[3] and counts[2] > counts[4] and counts[1] > 2 * counts[4], counts
-    alike = Counter(len(generate(space, random.Random(s))["faults"]) for s in range(400))
-    assert min(alike.values()) > 70, alike
+    assert counts[3] > counts[1] and counts[4] > counts[2] and counts[3] + counts[4] > 2 * counts[1], counts
+    places = [[where_of(space, f["kind"], f["target"]) for f in g["faults"]] for g in scenarios]
+    wheres = len(space.processes) + len(space.links)
+    assert all(len(set(p)) == len(p) for p in places if len(p) <= wheres), places
+    alike = [generate(space, random.Random(s)) for s in range(400)]
+    assert min(Counter(len(g["faults"]) for g in alike).values()) > 70
+    shared = [[where_of(space, f["kind"], f["target"]) for f in g["faults"]] for g in alike]
+    assert any(len(set(p)) < len(p) for p in shared)  # random's faults may share a target
 
 
 def test_an_exploration_resumes_with_its_coverage(tmp_path: Path) -> None:

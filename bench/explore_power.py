@@ -9,6 +9,17 @@ faster), with the load average, since a loaded machine slows the runs but not th
 
     ./dev bench explore_power                          # every subject, seeds 1-3, 10 runs
     ./dev bench explore_power --seeds 1 2 3 4 5 --runs 15 --subjects stall-queue
+    ./dev bench explore_power --draws-only --runs 30 --seeds $(seq 1 100)   # a minute, runs nothing
+
+``--draws-only`` runs nothing: it makes each strategy's draws for the first ``--runs`` runs,
+guided learning from each run's pairs only (a pair tried first enters the corpus), and says
+in how many seeds the subject's trigger fault (``Subject.trigger``: the kind, role and
+length its bug needs, and no ``spoilers`` fault in the run, a kill that clears the bug's
+state) comes up at all, and when first. A drawn trigger is necessary, not enough (the load,
+the moment and chance decide the rest), but the draws alone matched the real explorations
+(below) where they could be compared: with the draw of 649d5db, ping-guard's trigger first
+in run 11 of seed 1, tag-ring's in 17, stall-hold-star's in 23, junk-queue's never in seeds
+1-3, as the explorations of 2026-12-02 had it.
 
 The subjects (tests/explore_subject/ and later ones): each bug needs a specific fault,
 target and timing; the fault kinds are every kind that applies unless the subject says.
@@ -138,6 +149,27 @@ three subjects yet on 2 of 3 seeds. The trigger pair is 2 of 43-45 (freeze
 or starve on one role), drawn about twice in 30 runs, and then it needs the right length
 and load (a ring needs 256 jobs meanwhile; a guard, a freeze of 1.5 s or more). Random was
 not run on these subjects since the change: no ratio yet.
+
+2026-12-02 20:40 UTC, ``--draws-only --runs 30 --seeds 1..100`` (nothing run; the same
+command on a checkout of 3ee520f for the draw before): trigger drawn in how many of 100
+seeds, the median run it first came in (31: not in 30), and guided's seeds 1-3.
+
+    subject                before: guided         now: guided            random (unchanged)
+    stall-queue            91, run 9  (4, 8, 10)   99, run 6  (3, 12, 6)   96, run 7
+    mdp-drop-dead-request  100, run 4 (4, 4, 3)    100, run 3 (1, 5, 3)    96, run 4
+    junk-queue             48, run 31 (-, -, -)    100, run 11.5 (12, 9, 13)  88, run 11
+    paced-server           100, run 2 (3, 2, 1)    100, run 2 (2, 2, 1)    100, run 2
+    mdp-idle-disconnect    96, run 8  (9, 9, 3)    100, run 7 (21, 16, 3)  89, run 10
+    ping-guard             85, run 11 (11, 26, 22) 98, run 10 (26, 6, 19)  83, run 9
+    tag-ring               97, run 6.5 (17, 5, 11) 98, run 5 (5, -, 12)    97, run 5
+    stall-hold-star        74, run 10 (23, 10, 10) 84, run 12 (5, 25, 26) 79, run 13
+
+"Now" is guided with 3-4 faults a scenario more often than 1-2, each on a role or link of its
+own, mutating in at most half its runs (0.75 before), and junk at each endpoint a pair of its
+own (before, junk-queue's trigger, junk at the queue's backend, was one draw of two on the
+pair "malformed queue", which breadth first drew once: the real guided explorations never
+found it). Guided now holds the trigger in at least as many seeds as random on every subject;
+when it first comes is about the same (breadth first cannot know which pair is the bug's).
 """
 
 from __future__ import annotations

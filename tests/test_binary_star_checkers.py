@@ -299,3 +299,81 @@ def test_a_client_that_never_resends_is_owed_no_failover(spark) -> None:
     assert owed.status == VIOLATED and owed.figures["lost"] == 1
     res = run(spark, "bstar_no_lost_failover", history(lose_one=True))
     assert res.status == VIOLATED and res.figures["lost_by_clients_that_never_resend"] == 0
+
+
+# --- a new client after a failover (steady_state) -----------------------------------------
+
+
+def newcomer(
+    cid: str, s: float, route: tuple[str, ...] = ("primary", "backup"), *, seq: int = 1, gap: float = 3.0
+) -> list[dict[str, Any]]:
+    """A client's request sent first at ``s`` along ``route`` (one attempt per endpoint, each
+    send saying where it went, ``gap`` apart: a 1 s timeout, then the settle), answered by the
+    last endpoint of it."""
+    rid = f"{cid}:{seq}"
+    out: list[dict[str, Any]] = []
+    at = s
+    for i, endpoint in enumerate(route):
+        if i:
+            out.append(
+                ev(at - gap + 1, cid, "retry", cid=cid, seq=seq, attempt=i + 1, reason="no reply in 1000 ms")
+            )
+        out.append(ev(at, cid, "send", cid=cid, seq=seq, rid=rid, attempt=i + 1, endpoint=endpoint))
+        at += gap
+    took = at - gap - s + 0.002
+    reply = {"endpoint": route[-1]}
+    out.append(
+        ev(
+            at - gap + 0.002,
+            cid,
+            "reply",
+            cid=cid,
+            seq=seq,
+            rid=rid,
+            ok=True,
+            latency_us=int(took * 1e6),
+            **reply,
+        )
+    )
+    return out
+
+
+@pytest.mark.slow
+def test_a_new_clients_first_request_after_a_failover_is_no_steady_state_retry(spark) -> None:
+    """explore (stall-hold-star seed 2): after the backup took over, clients that joined sent
+    their first request to the passive primary (a Lazy Pirate client's first endpoint) and
+    found the backup after one timeout, which steady_state counted as retries no fault
+    excuses. Any correct pair costs a joining client that: counted apart, not violated."""
+    res = run(spark, "steady_state", history() + newcomer("c3", 11.5))
+    assert res.status == HELD, res
+    assert (res.figures["retries"], res.figures["first_request_failovers"]) == (0, 1)
+    assert res.figures["first_request_failover_retries"] == 1
+    assert "1 retries of 1 new clients' first requests" in res.summary
+
+
+@pytest.mark.slow
+def test_a_first_request_retried_where_nothing_explains_it_is_still_a_violation(spark) -> None:
+    """The same first request is a steady-state retry when the endpoint it tried first was
+    serving meanwhile (another client answered by the primary after the backup's last answer
+    before it), when the answering endpoint had answered nobody before it, when an attempt at
+    the answering endpoint itself timed out, when it is not the client's first request, and
+    when its sends do not say where they went."""
+    meanwhile = history() + newcomer("c3", 11.5) + request("c4", 1, 12.0, "primary")
+    cases = {
+        "the tried endpoint answered meanwhile": meanwhile,
+        "the answering one had answered nobody": history() + newcomer("c3", 11.5, ("primary", "primary2")),
+        "the answering one timed out once": history()
+        + newcomer("c3", 11.5, ("primary", "backup") * 2, gap=1.0),
+        "not its first request": history() + request("c3", 1, 11.2, "backup") + newcomer("c3", 11.5, seq=2),
+        "sends without endpoints": history()
+        + [
+            {k: v for k, v in e.items() if not (e["ev"] == "send" and k == "endpoint")}
+            for e in newcomer("c3", 11.5)
+        ],
+    }
+    for case, events in cases.items():
+        res = run(spark, "steady_state", events)
+        assert res.status == VIOLATED, (case, res)
+        assert res.figures["first_request_failovers"] == 0 and res.figures["retries"] >= 1, case
+        assert any(e["cid"] == "c3" for e in res.examples), case
+

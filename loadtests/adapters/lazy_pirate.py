@@ -3,7 +3,8 @@ close the socket, open a new one and resend, abandoning after ``retries`` resend
 
 Given several endpoints it fails over (the guide's simplest Freelance client, "sequential
 failover"): it stays on the endpoint that answered last, and each resend after a timeout
-goes to the next endpoint of the list, round-robin. The reply says which endpoint answered.
+goes to the next endpoint of the list, round-robin. Each send says which endpoint it went to,
+and the reply which one answered.
 With ``settle_ms`` it pauses that long before each resend (the guide's Binary Star client,
 bstarcli: 1000 ms timeout, then 2000 ms to let the pair settle, so that its resend reaches
 the passive server after the silent active one has expired there and counts as a vote).
@@ -84,6 +85,12 @@ class LazyPirateClient(ClientAdapter):
         self.socket.connect(self.endpoints[self.current])
         return self.socket
 
+    def _where(self) -> str | None:
+        """The endpoint an attempt goes to, recorded on its ``send`` when there are several
+        to choose from (steady_state tells a new client's first request that found the
+        serving one of a failover pair by it)."""
+        return self.endpoints[self.current] if len(self.endpoints) > 1 else None
+
     def request(self, body: list[bytes], log: RequestLog) -> Reply:
         if self.deadline_s:
             return self._request_once(body, log)
@@ -95,7 +102,7 @@ class LazyPirateClient(ClientAdapter):
                     time.sleep(self.options["settle_ms"] / 1000)  # gevent's sleep under Locust
                 socket = self._reopen(fail_over=True)
             send_message(socket, body)
-            log.sent()
+            log.sent(self._where())
             frames = recv_within(socket, self.timeout_ms)
             if frames is not None:
                 if rid_of(frames[0]) == log.rid:
@@ -117,7 +124,7 @@ class LazyPirateClient(ClientAdapter):
             self.socket.linger = 0
             self.socket.connect(self.endpoints[self.current])
         self.socket.send_multipart([b"", *body])
-        log.sent()
+        log.sent(self._where())
         deadline = time.monotonic() + self.deadline_s
         while (left := deadline - time.monotonic()) > 0:
             frames = recv_within(self.socket, left * 1000)

@@ -377,3 +377,48 @@ def test_a_first_request_retried_where_nothing_explains_it_is_still_a_violation(
         assert res.figures["first_request_failovers"] == 0 and res.figures["retries"] >= 1, case
         assert any(e["cid"] == "c3" for e in res.examples), case
 
+
+# --- an idle client (bstar_failover_time) --------------------------------------------------
+
+
+def idle_history(*, served_again: bool = True) -> list[dict[str, Any]]:
+    """One client on the primary until its kill at 5 s, then idle until 8 s: its next request
+    goes to the dead primary, and after a timeout and the settle to the backup, which takes
+    over on that vote and answers at 11 s, 3 s after the request but 6 s after the kill."""
+    out: list[dict[str, Any]] = []
+    for i in range(40):  # 1.0 .. 4.9 s on the primary
+        out += request("c1", i + 1, 1.0 + i * 0.1, "primary")
+    if served_again:
+        out += newcomer("c1", 8.0, seq=41)
+        for i in range(30):  # 11.1 .. 14 s on the backup
+            out += request("c1", 42 + i, 11.1 + i * 0.1, "backup")
+    else:
+        out += [
+            ev(8.0, "c1", "send", cid="c1", seq=41, rid="c1:41", attempt=1, endpoint="primary"),
+            ev(9.0, "c1", "retry", cid="c1", seq=41, attempt=2, reason="no reply in 1000 ms"),
+            ev(11.0, "c1", "send", cid="c1", seq=41, rid="c1:41", attempt=2, endpoint="backup"),
+            ev(12.0, "c1", "retry", cid="c1", seq=41, attempt=3, reason="no reply in 1000 ms"),
+            ev(14.0, "c1", "send", cid="c1", seq=41, rid="c1:41", attempt=3, endpoint="primary"),
+            ev(15.0, "c1", "abandon", cid="c1", seq=41, rid="c1:41", reason="no reply after 3 attempts"),
+        ]
+    return [*out, ev(15.5, "runner", "phase", name="stop")]
+
+
+def test_failover_time_waits_for_the_first_request_after_the_fault(spark) -> None:
+    """explore (stall-hold-star seed 3): a Binary Star takeover is driven by the clients'
+    votes, so under an idle load service resumes a timeout and a settle after the next
+    request, not after the kill: timed from that request it holds. A pair that never serves
+    again is still violated, and a fault nobody asked anything after is unknown."""
+    res = run(spark, "bstar_failover_time", idle_history(), failover_bound_s=5.0)
+    assert res.status == HELD, res
+    assert res.figures["timed_from_first_request"] == 1
+    assert 3.0 <= res.figures["slowest_ms"] / 1000 < 3.1
+    # A request in flight as the fault began: timed from the fault, and 6 s is too slow.
+    busy = [*idle_history(), *request("c2", 1, 4.95, "primary", took=6.05)]
+    res = run(spark, "bstar_failover_time", busy, failover_bound_s=5.0)
+    assert res.status == VIOLATED and "resumed after 6.0 s (bound 5 s)" in res.examples[0]["problem"], res
+    dead = run(spark, "bstar_failover_time", idle_history(served_again=False), failover_bound_s=5.0)
+    assert dead.status == VIOLATED and "resumed never" in dead.examples[0]["problem"], dead
+    quiet = [e for e in idle_history() if e["ts"] < t(5.0) or e["ev"] == "phase"]
+    res = run(spark, "bstar_failover_time", quiet, failover_bound_s=5.0)
+    assert res.status == UNKNOWN and res.figures["not_asked"] == 1, res

@@ -77,7 +77,7 @@ def test_the_same_broker_without_the_bug_passes(tmp_path: Path, spark) -> None:
 
 # A soak: our broker re-queueing a dead busy worker's request is shown on the default run by
 # tests/test_majordomo_broker.py's test_busy_worker_that_dies_gives_its_request_to_another
-# (and the CI scenario majordomo-kill-busy-worker), and a correct subject passing this very
+# (and the CI scenario majordomo-kill-busy-worker, a soak), and a correct subject passing this very
 # scenario by test_the_same_broker_without_the_bug_passes above.
 @pytest.mark.soak
 def test_our_broker_requeues_and_passes_the_same_scenario(tmp_path: Path, spark) -> None:

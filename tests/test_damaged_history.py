@@ -141,9 +141,23 @@ def synthetic(tmp_path_factory) -> Path:
     return locust_run(tmp_path_factory.mktemp("locust") / "run").root
 
 
+def _nothing_violated_and_no_worker_blamed(verdict: dict) -> None:
+    """The synthetic run passes whole: no violation after a damage is no new one."""
+    assert not _violated(verdict), {name: verdict["checks"][name]["summary"] for name in _violated(verdict)}
+    for check in verdict["checks"].values():  # workers whose file is whole are not blamed
+        assert "record nothing" not in (check.get("reason") or ""), check
+
+
+# On the synthetic run this is a soak (30-40 s of the default run): each of its damages is
+# one of the tests below, which assert this too (_nothing_violated_and_no_worker_blamed) and
+# more on the same damaged copy. Stored runs (ZCHAOS_STORED_RUNS) stay in the default tier.
 @pytest.mark.slow
 @pytest.mark.parametrize("damage", list(DAMAGE))
-@pytest.mark.parametrize("stored", [None, *_stored_runs()], ids=lambda p: p.name if p else "synthetic")
+@pytest.mark.parametrize(
+    "stored",
+    [pytest.param(None, marks=pytest.mark.soak), *_stored_runs()],
+    ids=lambda p: p.name if p else "synthetic",
+)
 def test_damage_gives_no_new_violation(spark, synthetic, tmp_path, damage, stored):
     source = stored or synthetic
     if source not in _WHOLE:  # the undamaged verdict, once per run for its three damages
@@ -166,6 +180,7 @@ def test_a_cut_line_of_the_shared_client_file_leaves_out_one_request(spark, synt
     run = _fresh_copy(synthetic, tmp_path / "run")
     _truncate_client(run.history)
     verdict = build_report(run.root)
+    _nothing_violated_and_no_worker_blamed(verdict)
     inp = verdict["input"]
     assert inp["damaged_clients"] == {}
     assert len(inp["damaged_requests"]) == 1  # the request whose reply was cut
@@ -182,6 +197,7 @@ def test_a_garbage_line_naming_nobody_leaves_its_file_out_without_a_violation(sp
     run = _fresh_copy(synthetic, tmp_path / "run")
     _garbage_in_client(run.history)
     verdict = build_report(run.root)
+    _nothing_violated_and_no_worker_blamed(verdict)
     assert set(verdict["input"]["damaged_clients"]) == {"client-1", "client-2", "client-3"}
     checks = verdict["checks"]
     assert checks["recovery"]["status"] == "unknown"
@@ -194,6 +210,7 @@ def test_a_worker_file_cut_half_way_makes_the_execution_checks_unknown(spark, sy
     run = _fresh_copy(synthetic, tmp_path / "run")
     _cut_worker(run.history)
     verdict = build_report(run.root)
+    _nothing_violated_and_no_worker_blamed(verdict)
     sources = verdict["input"]["damaged_sources"]
     assert len(sources) == 1 and "worker-1.jsonl: ends mid-line" in next(iter(sources.values()))
     checks = verdict["checks"]

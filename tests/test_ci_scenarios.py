@@ -21,9 +21,9 @@ CI_SCENARIOS = sorted(
 )
 #: A family's second and third CI scenarios (40-50 s each), and those of families whose
 #: implementation passes other whole runs of the default tier (test_titanic_e2e's kills,
-#: test_binary_star's freeze and failover, test_client_kinds' Majordomo): the default tier
-#: runs one per family otherwise, `./dev chaos` (`zchaos suite scenarios/ci` among the soaks)
-#: runs them all.
+#: test_binary_star's freeze and failover, test_client_kinds' Majordomo, test_detach's and
+#: test_client_endpoints' Lazy Pirate): the default tier runs one per family otherwise,
+#: `./dev chaos` (`zchaos suite scenarios/ci` among the soaks) runs them all.
 #: paranoid-pirate-partition-worker (36 s of the default run's time): its family's run there is
 #: test_end_to_end's paranoid-pirate-kills; a partition that a peer survives is
 #: test_client_endpoints' test_a_partitioned_endpoint_moves_the_replies_to_the_other, the
@@ -32,13 +32,22 @@ CI_SCENARIOS = sorted(
 #: majordomo-mixed-kill-busy-worker; a dead busy worker's request handed on is
 #: test_majordomo_broker's test_busy_worker_that_dies_gives_its_request_to_another, the broker
 #: served after junk on both endpoints test_fuzz_brokers' majordomo case.
+#: lazy-pirate-kill-server (37 s): our Lazy Pirate server is killed, restarted and passes in
+#: test_detach's test_a_run_kills_restarts_and_stops_a_daemonized_server (started through a
+#: daemon), and passes the promises of its stock manifest under a partition in
+#: test_client_endpoints' test_a_partitioned_endpoint_moves_the_replies_to_the_other.
 SECOND_OF_A_FAMILY = {
     "majordomo-kill-all-workers",
     "majordomo-restart-broker",
     "paranoid-pirate-partition-worker",
     "paranoid-pirate-queue-restart",
 }
-SOAKED = SECOND_OF_A_FAMILY | {"titanic-kills", "binary-star-failover", "majordomo-kill-busy-worker"}
+SOAKED = SECOND_OF_A_FAMILY | {
+    "titanic-kills",
+    "binary-star-failover",
+    "majordomo-kill-busy-worker",
+    "lazy-pirate-kill-server",
+}
 
 
 @pytest.mark.parametrize(

@@ -575,6 +575,20 @@ def test_recovery_with_no_reply_at_all_after_a_fault_is_violated(spark):
     assert result.examples[0]["problem"] == "no ok reply after the fault"
 
 
+def test_recovery_after_a_fault_nobody_asked_anything_is_unknown_not_violated(spark):
+    # Clients that never resend, each waiting out the deadline of a request the fault lost,
+    # send nothing after it (explore, tag-ring seed 1): the system was never asked. Where they
+    # still send (the test above), no reply is a violation.
+    faults = [FaultWindow(1, "kill", "queue", t(10), t(11))]
+    events = [e for e in clean_history() if e["ev"] not in ("reply", "send") or e["ts"] < t(10)]
+    result = check("recovery", make_ctx(spark, events, faults=faults))
+    assert (result.status, result.violations) == (UNKNOWN, 0), result.summary
+    assert result.figures["not_asked"] == 1 and "no request was sent" in result.reason
+    # one request sent within the bound and never answered: violated again
+    events += [e for e in request("client-1", 500, at=14) if e["ev"] == "send"]
+    assert check("recovery", make_ctx(spark, events, faults=faults)).status == VIOLATED
+
+
 def test_recovery_in_a_baseline_holds_with_nothing_to_recover_from(spark):
     """A plan without faults gives recovery nothing to judge: a baseline is not unknown."""
     result = check("recovery", make_ctx(spark, clean_history()))

@@ -1,5 +1,11 @@
 """recovery: after each fault stops, the system serves an ok reply again within the bound.
 
+A fault with no ok reply after it is held against the system only where a request was sent
+within the bound: clients that never resend, each waiting out the deadline of a request the
+fault lost (excused where requeue is not promised), ask nothing, and a system nobody asks
+cannot be seen to serve (explore, tag-ring seed 1: a worker restarted and junk on the
+broker's backend lost the 4 requests in flight, and nothing was sent for the run's last 14 s).
+
 A restart the manifest says the system does not recover from (``unrecovered_restarts``:
 Simple Pirate's queue forgets the workers that registered with its predecessor) is not
 judged, nor is anything after it: a fault that healed after it began, or one whose bound
@@ -93,6 +99,13 @@ def _first_after(
     )
 
 
+def _asked(ctx: CheckContext, lo: int, hi: int) -> bool:
+    """Whether any client sent a request (a first send or a resend) in [lo, hi]: one query,
+    made only for a fault with no ok reply after it."""
+    sends = events_of(ctx, "send").filter((F.col("ts") >= lo) & (F.col("ts") <= hi))
+    return sends.limit(1).count() > 0
+
+
 def _given_up(f: FaultWindow, given_up: int, first_ok: int | None, bound_s: float, t: Timers) -> bool:
     """Whether the fault is not judged: a restart the system does not promise to recover from
     (its manifest's ``unrecovered_restarts``), a fault healed after such a restart began, or
@@ -122,7 +135,7 @@ def recovery(ctx: CheckContext) -> CheckResult:
     timed = [(f, at) for f in healed if (at := since[f.fault_id]) is not None]
     if timed:
         first_ok, first_exec = _first_after(ctx, timed)
-    violations, undecided, unpromised = 0, 0, 0
+    violations, undecided, unpromised, not_asked = 0, 0, 0, 0
     found = []
     for f in ctx.faults:
         rec = tgt = None
@@ -141,7 +154,8 @@ def recovery(ctx: CheckContext) -> CheckResult:
                 rec = (first_ok[f.fault_id] - start) / NS
                 within = rec <= bound_s
             elif start + bound_s * NS < load_stop:
-                within = False
+                within = False if _asked(ctx, start, start + int(bound_s * NS)) else None
+                not_asked += within is None
             if f.fault_id in first_exec:
                 tgt = (first_exec[f.fault_id] - start) / NS
         rows.append(
@@ -180,11 +194,15 @@ def recovery(ctx: CheckContext) -> CheckResult:
             undecided += 1
     times = [r["recovery_s"] for r in rows if r["recovery_s"] is not None]
     figures = {"bound_s": bound_s, "faults": rows, "max_recovery_s": max(times) if times else None}
+    if not_asked:
+        figures["not_asked"] = not_asked
     worst = f", slowest {max(times):.2f} s" if times else ""
     judged = len([r for r in rows if r["stop_ns"] is not None and r.get("promised", True)])
     summary = (
         f"{judged} healed faults: {judged - violations - undecided} recovered within "
-        f"{bound_s:g} s, {violations} not, {undecided} undecided{worst}"
+        f"{bound_s:g} s, {violations} not, {undecided} undecided"
+        + (f" ({not_asked} with no request sent after them)" if not_asked else "")
+        + worst
     )
     if unpromised:
         roles = ", ".join(ctx.promises.get("unrecovered_restarts") or [])
@@ -206,9 +224,15 @@ def recovery(ctx: CheckContext) -> CheckResult:
             figures=figures,
         )
     if undecided:
-        reason = (
-            f"{undecided} fault(s) ended less than recovery_bound_s ({bound_s:g} s) before the load "
-            "stopped and no ok reply came after them; schedule faults earlier or the load longer"
-        )
-        return result(summary, figures, unknown=reason)
+        late = undecided - not_asked
+        reasons = [
+            f"{late} fault(s) ended less than recovery_bound_s ({bound_s:g} s) before the load stopped "
+            "and no ok reply came after them; schedule faults earlier or the load longer"
+        ] * bool(late) + [
+            f"after {not_asked} fault(s) no request was sent within recovery_bound_s ({bound_s:g} s): "
+            "every client was waiting on a request of its own (clients that never resend wait out its "
+            "deadline), so whether the system served again is unknown; a shorter reply_deadline_s, or "
+            "clients that resend, ask it"
+        ] * bool(not_asked)
+        return result(summary, figures, unknown="; ".join(reasons))
     return result(summary, figures)

@@ -422,3 +422,19 @@ def test_failover_time_waits_for_the_first_request_after_the_fault(spark) -> Non
     quiet = [e for e in idle_history() if e["ts"] < t(5.0) or e["ev"] == "phase"]
     res = run(spark, "bstar_failover_time", quiet, failover_bound_s=5.0)
     assert res.status == UNKNOWN and res.figures["not_asked"] == 1, res
+
+
+def test_a_fault_that_left_the_answering_server_serving_owes_no_failover(spark) -> None:
+    # Junk at the primary's state endpoint for 6 s (malformed: a fault of an outage's kind) while
+    # the primary answers every request sent meanwhile (explore, stall-hold-star seed 1: 5.6 s
+    # of junk, its correct twin answering throughout, called "not served within 5 s").
+    junk = FaultWindow(1, "malformed", "primary", t(3.0), t(9.0), "process", False)
+    events = [e for i in range(100) for e in request("c1", i + 1, 1.0 + i * 0.1, "primary")]
+    events.append(ev(15.5, "runner", "phase", name="stop"))
+    res = run(spark, "bstar_failover_time", events, faults=(junk,), failover_bound_s=5.0)
+    assert res.status == HELD and res.figures["slowest_ms"] < 200, res
+    # the same server silent through the fault, answering what was sent meanwhile only after
+    # it: not served within 5 s
+    silent = [{**e, "ts": t(9.1)} if e["ev"] == "reply" and t(3.0) <= e["ts"] < t(9.1) else e for e in events]
+    res = run(spark, "bstar_failover_time", silent, faults=(junk,), failover_bound_s=5.0)
+    assert res.status == VIOLATED, res

@@ -24,6 +24,14 @@ def request(cid: str, seq: int, s: float, endpoint: str, took: float = 0.002) ->
     ]
 
 
+def answer(at: float, cid: str, seq: int, took: float, endpoint: str) -> dict[str, Any]:
+    """The ok reply at ``at`` to ``cid``'s request ``seq``, ``took`` s after its first send."""
+    rid = f"{cid}:{seq}"
+    return ev(
+        at, cid, "reply", cid=cid, seq=seq, rid=rid, ok=True, latency_us=round(took * 1e6), endpoint=endpoint
+    )
+
+
 def failed_over(cid: str, seq: int, s: float, *, answered: bool = True) -> list[dict[str, Any]]:
     """Sent to the dead primary at s, resent to the backup 3 s later (1 s timeout + 2 s settle)."""
     rid = f"{cid}:{seq}"
@@ -33,19 +41,7 @@ def failed_over(cid: str, seq: int, s: float, *, answered: bool = True) -> list[
         ev(s + 3, cid, "send", cid=cid, seq=seq, rid=rid, attempt=2),
     ]
     if answered:
-        out.append(
-            ev(
-                s + 3.002,
-                cid,
-                "reply",
-                cid=cid,
-                seq=seq,
-                rid=rid,
-                ok=True,
-                latency_us=3_002_000,
-                endpoint="backup",
-            )
-        )
+        out.append(answer(s + 3.002, cid, seq, 3.002, "backup"))
     else:
         out.append(ev(s + 9, cid, "abandon", cid=cid, seq=seq, rid=rid, reason="no reply after 4 attempts"))
     return out
@@ -320,21 +316,7 @@ def newcomer(
             )
         out.append(ev(at, cid, "send", cid=cid, seq=seq, rid=rid, attempt=i + 1, endpoint=endpoint))
         at += gap
-    took = at - gap - s + 0.002
-    reply = {"endpoint": route[-1]}
-    out.append(
-        ev(
-            at - gap + 0.002,
-            cid,
-            "reply",
-            cid=cid,
-            seq=seq,
-            rid=rid,
-            ok=True,
-            latency_us=int(took * 1e6),
-            **reply,
-        )
-    )
+    out.append(answer(at - gap + 0.002, cid, seq, at - gap - s + 0.002, route[-1]))
     return out
 
 

@@ -206,10 +206,12 @@ first in run 3 (guided; before 4; random 4), tag-ring 100%, run 2 (all three).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -221,11 +223,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from contract.outcomes import EXIT_INTERRUPTED  # noqa: E402
 from harness.explore import generate, loop  # noqa: E402
-from harness.explore.generate import make_space, pair_of  # noqa: E402
+from harness.explore.generate import RUN_S, make_space, pair_of  # noqa: E402
 from harness.explore.loop import explore  # noqa: E402
 from harness.manifest import load_manifest  # noqa: E402
 from harness.progress import Progress  # noqa: E402
+from harness.runner import Runner  # noqa: E402
+from harness.scenario import load_scenario  # noqa: E402
 
 Fault = dict[str, Any]
 #: the pair of a fault line (on a checkout from before junk's pairs named their endpoint, its
@@ -268,7 +273,7 @@ class Subject:
     name: str
     manifest: Path
     kinds: tuple[str, ...] = ()  # () : every kind that applies
-    run_s: float = 12.0
+    run_s: float = RUN_S  # explore's default (12 s left too little judged time)
     bug: str = ""  # the manifest's ``bug`` option set to this (a copy beside its programs)
     #: the fault that can show the bug (--draws-only: whether a run draws it); what else the
     #: bug needs (a load, no kill of the role whose state it lives in) is ``spoilers``'s
@@ -352,21 +357,105 @@ SUBJECTS = (
 )
 
 
-def trial(subject: Subject, seed: int, strategy: str, runs: int, where: Path) -> tuple[int | None, str]:
-    """Runs to the first finding (None: none within ``runs``), and what it was."""
+def trial(subject: Subject, seed: int, strategy: str, runs: int, run_s: float, where: Path) -> dict[str, Any]:
+    """One exploration to its first finding within ``runs``; with a finding, its scenario run
+    once more on the subject's correct twin (``bug = "none"``), which must not break the same
+    check: if it does, the finding is a false alarm of ours, not the planted bug."""
     manifest = subject.path(where / "subject")
     with open(os.devnull, "w") as quiet:
         state = explore(
             str(manifest), runs=runs, seed=seed, strategy=strategy, kinds=subject.kinds,
-            run_s=subject.run_s, runs_dir=where, calibrate=False, until_finding=True,
+            run_s=run_s, runs_dir=where, calibrate=False, until_finding=True,
             progress=Progress(stream=quiet, out=quiet),
         )  # fmt: skip
-    if state.interrupted:
+        if state.interrupted:
+            raise KeyboardInterrupt
+        record: dict[str, Any] = {"folder": str(state.folder), "found": None}
+        if not state.found:
+            return record
+        first = next(iter(state.found.values()))
+        record.update(
+            found=len(state.runs), check=first.check, faults=list(first.fault_kinds),
+            summary=first.summary, scenario=first.scenario,
+        )  # fmt: skip
+        twin = Runner(
+            load_scenario(first.scenario, sets=['options.bug="none"']), runs_dir=where,
+            progress=Progress(stream=quiet, out=quiet),
+        ).execute()  # fmt: skip
+    if twin.exit_code == EXIT_INTERRUPTED:
         raise KeyboardInterrupt
-    if not state.found:
-        return None, ""
-    first = next(iter(state.found.values()))
-    return len(state.runs), f"{first.check} with {', '.join(first.fault_kinds) or 'no fault'}"
+    checks = (twin.verdict or {}).get("checks") or {}
+    record["twin"] = (checks.get(first.check) or {}).get("status", "not judged")
+    record["twin_run"] = str(twin.run.root)
+    return record
+
+
+def key_of(row: dict[str, Any]) -> tuple[str, int, str, int, float]:
+    return row["subject"], row["seed"], row["strategy"], row["budget"], float(row["run_s"])
+
+
+def read_results(path: Path | None) -> list[dict[str, Any]]:
+    if path is None or not path.exists():
+        return []
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise SystemExit(f"{path}:{number}: not a JSON line ({exc}); mend or remove it") from None
+    return rows
+
+
+def said(row: dict[str, Any]) -> str:
+    if row["found"] is None:
+        return f"not found in {row['budget']}"
+    verdict = "FALSE ALARM: the twin broke it too" if row["twin"] == "violated" else f"twin {row['twin']}"
+    faults = ", ".join(row["faults"]) or "no fault"
+    return f"found in run {row['found']}: {row['check']} with {faults} ({verdict})"
+
+
+def runs_to_find(row: dict[str, Any]) -> int | None:
+    """Runs to the planted bug (budget + 1: not found); None for a false alarm, which ended
+    the trial before it could say."""
+    if row["found"] is None:
+        return row["budget"] + 1
+    return None if row["twin"] == "violated" else row["found"]
+
+
+def summary(rows: list[dict[str, Any]]) -> None:
+    """Per subject the median of each strategy over its seeds, then the median of those
+    over the subjects (issue 36's measure) and over every trial, and their ratios."""
+    per: dict[str, dict[str, list[int]]] = {}
+    alarms = [r for r in rows if runs_to_find(r) is None]
+    for row in rows:
+        count = runs_to_find(row)
+        if count is not None:
+            per.setdefault(row["subject"], {}).setdefault(row["strategy"], []).append(count)
+    both = sorted(s for s, by in per.items() if {"guided", "random"} <= set(by))
+    for subject, by in sorted(per.items()):
+        print(
+            f"  {subject:22} "
+            + "   ".join(f"{k}: median {statistics.median(v):g} of {len(v)}" for k, v in sorted(by.items()))
+        )
+    for strategy in ("guided", "random"):
+        every = [c for by in per.values() for c in by.get(strategy, [])]
+        if every:
+            print(
+                f"{strategy:>6}: median runs to the first finding {statistics.median(every):g} "
+                f"over {len(every)} trials"
+            )
+    if both:
+        medians = {
+            k: statistics.median(statistics.median(per[s][k]) for s in both) for k in ("guided", "random")
+        }
+        print(
+            f"median over the {len(both)} subjects with both strategies: guided {medians['guided']:g}, "
+            f"random {medians['random']:g}; ratio random/guided {medians['random'] / medians['guided']:.2f} "
+            f"(above 1: guided is faster; load {os.getloadavg()[0]:.1f})"
+        )
+    for row in alarms:
+        print(f"false alarm, left out: {row['subject']} seed {row['seed']} {row['strategy']}: {said(row)}")
 
 
 def draws(subject: Subject, seed: int, strategy: str, runs: int, run_s: float) -> list[int]:
@@ -435,9 +524,16 @@ def main() -> int:
         help="run nothing: how often each strategy's draws hold each subject's trigger (seconds)",
     )
     parser.add_argument("--run-s", type=float, help="seconds of load a run (default: the subject's)")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        help="append each trial to this JSON-lines file, skip the trials it already holds (the same "
+        "subject, seed, strategy, budget and run length), and sum up over all it holds: a benchmark "
+        "of hours can stop and go on, two processes (one a strategy) can share it",
+    )
     args = parser.parse_args()
+    chosen = [s for s in SUBJECTS if not args.subjects or s.name in args.subjects]
     if args.draws_only:
-        chosen = [s for s in SUBJECTS if not args.subjects or s.name in args.subjects]
         return draws_only(chosen, args.seeds, args.runs, args.run_s)
     if args.mutate_share is not None:
         loop.GUIDED_MUTATE = args.mutate_share
@@ -446,33 +542,57 @@ def main() -> int:
         "(fault kind, role or link) pairs it has tried",
         flush=True,
     )
-    chosen = [s for s in SUBJECTS if not args.subjects or s.name in args.subjects]
-    counts: dict[str, list[int]] = {"guided": [], "random": []}
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    mine: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="explore-power-") as tmp:
         if args.keep is not None:
             args.keep.mkdir(parents=True, exist_ok=True)
             tmp = str(args.keep)
-        for subject in chosen:
-            for seed in args.seeds:
+        for seed in args.seeds:  # seed by seed: an early stop still has each subject's first seeds
+            for subject in chosen:
                 for strategy in args.strategies:
+                    run_s = args.run_s or subject.run_s
+                    key = (subject.name, seed, strategy, args.runs, float(run_s))
+                    done = {key_of(r): r for r in read_results(args.results)}  # the other process's too
+                    if key in done:
+                        print(
+                            f"{subject.name} seed {seed} {strategy:>6}: {said(done[key])} "
+                            f"(from {args.results})"
+                        )
+                        continue
                     started = time.monotonic()
-                    found, what = trial(
-                        subject, seed, strategy, args.runs, Path(tmp) / f"{subject.name}-{seed}-{strategy}"
+                    row = trial(
+                        subject,
+                        seed,
+                        strategy,
+                        args.runs,
+                        run_s,
+                        Path(tmp) / f"{subject.name}-{seed}-{strategy}",
                     )
-                    counts[strategy].append(found if found is not None else args.runs + 1)
-                    said = f"found in run {found}: {what}" if found else f"not found in {args.runs}"
+                    row = {
+                        "subject": subject.name, "seed": seed, "strategy": strategy, "budget": args.runs,
+                        "run_s": run_s, **row, "seconds": round(time.monotonic() - started),
+                        "load": round(os.getloadavg()[0], 1), "commit": commit,
+                        "ended": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    }  # fmt: skip
+                    mine.append(row)
+                    if args.results is not None:
+                        with args.results.open("a") as out:
+                            out.write(json.dumps(row) + "\n")
                     print(
-                        f"{subject.name} seed {seed} {strategy:>6}: {said} "
-                        f"({time.monotonic() - started:.0f} s, load {os.getloadavg()[0]:.1f})",
+                        f"{subject.name} seed {seed} {strategy:>6}: {said(row)} "
+                        f"({row['seconds']} s, load {row['load']})",
                         flush=True,
                     )
-    medians = {k: statistics.median(v) for k, v in counts.items() if v}
-    for strategy, median in medians.items():
-        trials = len(counts[strategy])
-        print(f"{strategy:>6}: median runs to the first finding {median:g} over {trials} trials")
-    if len(medians) == 2:
-        ratio = medians["random"] / medians["guided"]
-        print(f"ratio random/guided: {ratio:.2f} (load {os.getloadavg()[0]:.1f})")
+    wanted = {(s.name, seed) for s in chosen for seed in args.seeds}
+    rows = (
+        [r for r in read_results(args.results) if (r["subject"], r["seed"]) in wanted]
+        if args.results
+        else mine
+    )
+    summary(rows)
     return 0
 
 

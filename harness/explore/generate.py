@@ -83,6 +83,9 @@ MIN_FAULTS, MAX_FAULTS = 1, 4
 #: its own: more pairs tried a run. (Weighted (4, 3, 2, 1) against kills stacked on a stalled
 #: role, of tag-ring's first 30 runs 17 killed the broker; distinct targets see to that now.)
 GUIDED_FAULT_COUNT_WEIGHTS = (1, 1, 2, 2)
+#: Seconds of load of each run by default: at 12 s, too little judged time was left after
+#: the faults (steady_state called ping-guard's banned clients unknown).
+RUN_S = 20.0
 #: Seconds of load before the first fault may start: the clients are still starting, and
 #: ``steady_state`` and ``availability`` judge nothing before (reports/checkers).
 FIRST_FAULT_S = 2.5  # the checks' warm-up (2 s) and availability's 0.5 s before a fault
@@ -123,7 +126,7 @@ class Space:
     manifest: Manifest
     implementation: str  # as the scenario's ``implementation`` says it: a built-in's name or a path
     kinds: tuple[str, ...]  # the fault kinds to draw from, each applicable to the manifest
-    duration_s: float = 20.0  # seconds of load of each run
+    duration_s: float = RUN_S  # seconds of load of each run
     calibrated: bool = False  # size the load relative to the system's measured capacity
     processes: dict[str, list[str]] = field(default_factory=dict)  # role -> instances
     links: tuple[str, ...] = ()  # every link of the topology (link:clients, link:worker-1, ...)
@@ -191,7 +194,7 @@ def make_space(
     manifest: Manifest,
     *,
     kinds: Sequence[str] = (),
-    duration_s: float = 20.0,
+    duration_s: float = RUN_S,
     calibrated: bool = False,
     network: str | None = None,
 ) -> Space:

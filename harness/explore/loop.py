@@ -71,6 +71,7 @@ from contract.outcomes import EXIT_INTERRUPTED, UNKNOWN, VIOLATED
 from contract.rundir import new_folder
 from harness.config import dump_toml
 from harness.explore.generate import (
+    RUN_S,
     Space,
     fault_kinds_of,
     fault_pair,
@@ -357,7 +358,7 @@ def explore(
     seed: int | None = None,
     strategy: str = "guided",
     kinds: tuple[str, ...] = (),
-    run_s: float = 20.0,
+    run_s: float = RUN_S,
     network: str | None = None,
     runs_dir: Path = Path("runs"),
     calibrate: bool = True,

@@ -406,6 +406,20 @@ def test_failover_time_waits_for_the_first_request_after_the_fault(spark) -> Non
     assert res.status == UNKNOWN and res.figures["not_asked"] == 1, res
 
 
+def test_the_other_server_out_is_asked_of_the_window_service_is_timed_in(spark) -> None:
+    """Service is timed from the first request after the fault (8 s here, the client idle
+    since the kill at 5 s), so whether the backup was there to fail over to is asked of 8-13 s:
+    a backup out only before that excuses nothing, one out within it excuses the wait."""
+    dead = idle_history(served_again=False)
+    before = FaultWindow(2, "kill", "backup", t(5.2), t(6.0), "process", False, "outage", False)
+    res = run(spark, "bstar_failover_time", dead, faults=(KILL, before), failover_bound_s=5.0)
+    assert res.status == VIOLATED and res.figures["other_server_out"] == 0, res
+    within = FaultWindow(2, "freeze", "backup", t(10.5), t(12.0), "process", False, "outage", True)
+    res = run(spark, "bstar_failover_time", dead, faults=(KILL, within), failover_bound_s=5.0)
+    assert res.status == UNKNOWN and res.figures["other_server_out"] == 1, res
+    assert "freeze on backup" in res.reason
+
+
 def test_a_fault_that_left_the_answering_server_serving_owes_no_failover(spark) -> None:
     # Junk at the primary's state endpoint for 6 s (malformed: a fault of an outage's kind) while
     # the primary answers every request sent meanwhile (explore, stall-hold-star seed 1: 5.6 s

@@ -427,12 +427,20 @@ def _out_of_reach(
     return None
 
 
+def _all_out_of_reach(
+    ctx: CheckContext, servers: list[tuple[set[str], set[str]]], lo: int, hi: int
+) -> FaultWindow | None:
+    """The fault that had the first of ``servers`` out of reach in [lo, hi] when every one of
+    them was (None: one was there to fail over to, or there is no other server)."""
+    out = [_out_of_reach(ctx, server, lo, hi) for server in servers]
+    return out[0] if out and all(out) else None
+
+
 def _failovers(ctx: CheckContext, ans: DataFrame) -> list[dict[str, Any]]:
     """For each outage of the server that was answering: when service resumed (or None), and
-    the fault that had the other server(s) out of reach within the failover bound, if any
-    (``others_out``: then there was no server to fail over to)."""
+    the other servers (``others``: whether one was there to fail over to is asked of the
+    window service is timed in, which may start after the fault)."""
     instances = endpoint_instances(ctx)
-    bound_ns = int(_bound_s(ctx) * NS)
     out = []
     for f in _outage_faults(ctx):
         last = ans.filter(F.col("r") < f.start_ns).orderBy(F.col("r").desc()).select("endpoint").first()
@@ -449,12 +457,8 @@ def _failovers(ctx: CheckContext, ans: DataFrame) -> list[dict[str, Any]]:
             .agg(F.min("r"))
             .collect()[0][0]
         )
-        others = [
-            _out_of_reach(ctx, server, f.start_ns, f.start_ns + bound_ns)
-            for server in _other_servers(ctx, last["endpoint"])
-        ]
-        others_out = others[0] if others and all(others) else None
-        out.append({"fault": f, "endpoint": last["endpoint"], "resumed": resumed, "others_out": others_out})
+        others = _other_servers(ctx, last["endpoint"])
+        out.append({"fault": f, "endpoint": last["endpoint"], "resumed": resumed, "others": others})
     return out
 
 
@@ -542,14 +546,14 @@ def failover_time(ctx: CheckContext) -> CheckResult:
             times.append(item["resumed"] - since)
         elif item["resumed"] is None and load_stop < since + bound_ns:
             undecided.append(item)
-        elif item["others_out"] is not None:
+        elif (others_out := _all_out_of_reach(ctx, item["others"], since, since + bound_ns)) is not None:
             # The other server was out too (killed, frozen, cut off from the clients) within
             # the bound: no server to fail over to, so service came back when one of them did,
             # and the clients, which try the two in turn (timeout + settle each), found it one
             # or two rounds later. That return is `recovery`'s to judge, against its own bound
             # (explore, binary-star seed 1: the primary frozen 3 s while the backup was killed,
             # served again 6.0 s after the freeze began, 2.9 s after the thaw).
-            unowed.append(item)
+            unowed.append(others_out)
         else:
             took = (
                 "never"
@@ -606,7 +610,7 @@ def failover_time(ctx: CheckContext) -> CheckResult:
             "a client's request, so there was no failover to time; keep a client busy after the fault",
         )
     if unowed and not (bad or times or undecided):
-        f = unowed[0]["others_out"]
+        f = unowed[0]
         return result(
             summary,
             figures,

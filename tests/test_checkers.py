@@ -667,3 +667,22 @@ def test_recovery_is_timed_from_the_end_of_the_next_outage_of_the_same_target(sp
     late = quiet + request("client-1", 100, at=24)  # 6 s after the thaw, past the 5 s bound
     result = check("recovery", make_ctx(spark, late, faults=faults))
     assert (result.status, result.violations) == (VIOLATED, 2), result
+
+
+def test_recovery_is_timed_from_the_end_of_an_outage_that_took_the_whole_service_down(spark):
+    """explore (stall-queue's correct twin, seed 1): the clients' link cut until 7 s while the
+    only queue was frozen from 6 s to 10.5 s; nothing could be served before the thaw, and the
+    cut was called 'recovered in 4.22 s > 3 s'. It is timed from the thaw now. A frozen worker
+    with another serving beside it takes nothing down: the cut is timed from its own end."""
+    cut = FaultWindow(1, "partition", "link:clients", t(3), t(7), "link", True, "outage", True, "all")
+    queue = FaultWindow(2, "freeze", "queue", t(6), t(10.5), "process", False, "outage", True, "all")
+    worker = FaultWindow(2, "freeze", "worker-1", t(6), t(10.5), "process", False, "outage", True, "all")
+    events = [e for e in clean_history() if e["ev"] != "reply" or not t(3) <= e["ts"] < t(12.5)]
+    events += request("client-1", 100, at=12.5)
+    for faults, status, cut_from in (([cut, queue], HELD, t(10.5)), ([cut, worker], VIOLATED, t(7))):
+        ctx = make_ctx(spark, events, faults=faults)
+        ctx.meta["processes"] = {"queue": "queue", "worker-1": "worker", "worker-2": "worker"}
+        result = check("recovery", ctx)
+        assert result.status == status, result
+        row = next(r for r in result.figures["faults"] if r["fault_id"] == 1)
+        assert row.get("timed_from_ns", row["stop_ns"]) == cut_from, row

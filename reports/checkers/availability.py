@@ -37,7 +37,6 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from contract.links import target_instance
 from contract.promises import (
     DEFAULT_AVAILABILITY_WINDOW_S,
     DEFAULT_SURVIVES,
@@ -53,6 +52,7 @@ from reports.checkers.toolkit import (
     checker,
     client_attempt_ns,
     events_of,
+    has_spare,
     join_rows,
     load_span,
     result,
@@ -73,21 +73,10 @@ TOGETHER_NS = NS
 
 def survivable(ctx: CheckContext, fault: FaultWindow, spans: dict[int, tuple[int, int]]) -> str:
     """The ``survives`` entry that covers ``fault`` ('' when none does)."""
-    harm = fault.harm
-    roles: dict[str, str] = ctx.meta.get("processes") or {}
-    target = target_instance(fault.target)
-    role = roles.get(target)
-    lo, hi = spans[fault.fault_id]
-    # Instances of the target's role that keep serving: not the target, not under another outage.
-    touched = {target}
-    for other in ctx.faults:
-        olo, ohi = spans[other.fault_id]
-        if other.outage and olo <= hi and lo <= ohi:
-            touched.add(target_instance(other.target))
-    spare = role is not None and any(r == role and i not in touched for i, r in roles.items())
+    spare = has_spare(ctx, fault, spans)
     for entry in ctx.promises.get("survives", DEFAULT_SURVIVES):
         head, scope = survive_rule(entry)
-        if head in (harm, fault.fault) and (scope == "" or spare):
+        if head in (fault.harm, fault.fault) and (scope == "" or spare):
             return entry
     return ""
 

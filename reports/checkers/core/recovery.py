@@ -13,12 +13,14 @@ reaches past its start without an ok reply before it (the service was given up t
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from reports.checkers.toolkit import (
+    END_OF_TIME,
     NS,
     SOME_REPLY,
     CheckContext,
@@ -28,6 +30,7 @@ from reports.checkers.toolkit import (
     checker,
     events_of,
     example,
+    has_spare,
     join_rows,
     nothing_to_judge,
     result,
@@ -44,23 +47,37 @@ from reports.checkers.toolkit import (
 ADJACENT_NS = NS // 10
 
 
-def timed_from(f: FaultWindow, faults: list[FaultWindow]) -> int | None:
+def timed_from(f: FaultWindow, faults: list[FaultWindow], down: Collection[int] = ()) -> int | None:
     """When ``f``'s recovery is timed from: its stop, or, where another outage of its target
-    acts then (or starts within ADJACENT_NS), that one's stop, in turn (None: one of them never
+    or one that takes the whole service down (``down``, fault ids: ``service_down``) acts
+    then (or starts within ADJACENT_NS), that one's stop, in turn (None: one of them never
     healed). explore (reliable-sketch, seed 1): the queue killed at 5.1 s, restarted, and
     frozen from 8 ms after the restart for 6.9 s; its first ok reply came 1 ms after the thaw,
-    and the kill was called 'recovered in 6.94 s > 5 s' (the freeze, timed alone, 0.001 s)."""
+    and the kill was called 'recovered in 6.94 s > 5 s' (the freeze, timed alone, 0.001 s).
+    explore (stall-queue's correct twin, seed 1): the clients' link cut until 6.9 s while the
+    only queue was frozen from 6.2 s to 10.4 s; nothing could be served before the thaw, and
+    the cut was called 'recovered in 4.22 s > 3 s' (the freeze, timed alone, 0.67 s)."""
     at = f.stop_ns
     moved = True
     while moved and at is not None:
         moved = False
         for g in faults:
-            if g is f or not g.outage or g.target != f.target or g.start_ns > at + ADJACENT_NS:
+            if g is f or not g.outage or g.start_ns > at + ADJACENT_NS:
+                continue
+            if g.target != f.target and g.fault_id not in down:
                 continue
             if g.stop_ns is None or g.stop_ns > at:
                 at, moved = g.stop_ns, True
                 break
     return at
+
+
+def service_down(ctx: CheckContext) -> set[int]:
+    """The faults that take the whole service down while they act: nothing reaches their
+    target (a kill, a freeze, a blackholed link), and no other instance of its role serves
+    meanwhile (the only queue; the clients' links)."""
+    spans = {f.fault_id: (f.start_ns, END_OF_TIME if f.stop_ns is None else f.stop_ns) for f in ctx.faults}
+    return {f.fault_id for f in ctx.faults if f.stops_all and not has_spare(ctx, f, spans)}
 
 
 def _first_after(
@@ -131,7 +148,8 @@ def recovery(ctx: CheckContext) -> CheckResult:
     rows: list[dict[str, Any]] = []
     first_ok: dict[int, int] = {}
     first_exec: dict[int, int] = {}
-    since = {f.fault_id: timed_from(f, ctx.faults) for f in healed}
+    down = service_down(ctx)
+    since = {f.fault_id: timed_from(f, ctx.faults, down) for f in healed}
     timed = [(f, at) for f in healed if (at := since[f.fault_id]) is not None]
     if timed:
         first_ok, first_exec = _first_after(ctx, timed)

@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from contract.links import target_instance
 from contract.promises import expiry_s, unrecovered
 from contract.rundir import DEFAULT_CLIENT_BUDGET_S, RunMeta
 from reports.checkers import CheckContext, FaultWindow
@@ -143,6 +144,24 @@ def _flagged(
     given = {**_FLAG_DEFAULTS, **flags}
     lead_ns, grace_ns = given.pop("lead_ns"), given.pop("grace_ns")
     return _excusing(ctx, instance is not None, lead_ns, grace_ns, **_flags(**given))
+
+
+def has_spare(ctx: CheckContext, fault: FaultWindow, spans: dict[int, tuple[int, int]]) -> bool:
+    """Whether another instance of the fault's target's role keeps serving while it acts:
+    one no other outage hits within its span (``spans``: fault_id -> [lo, hi]). False for a
+    target of no known role (the clients' links: every request crosses them)."""
+    roles: dict[str, str] = ctx.meta.get("processes") or {}
+    target = target_instance(fault.target)
+    role = roles.get(target)
+    if role is None:
+        return False
+    lo, hi = spans[fault.fault_id]
+    touched = {target}
+    for other in ctx.faults:
+        olo, ohi = spans[other.fault_id]
+        if other.outage and olo <= hi and lo <= ohi:
+            touched.add(target_instance(other.target))
+    return any(r == role and i not in touched for i, r in roles.items())
 
 
 def merge_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -597,4 +597,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # explore stopped its run cleanly; the trials done are kept
+        print("interrupted: the trials that ended are in --results (run the same command to go on)")
+        sys.exit(130)

@@ -11,6 +11,8 @@ asked (the process was frozen, or starved of CPU), it takes every worker for exp
 forgets them all, and from then on it knows a worker again only by a new READY. A
 forgotten worker's heartbeat is still answered and its reply dropped as a stranger's, so
 the worker never misses its queue, never reconnects, and the queue never serves again.
+Restarted (a new process, no stall), it learns its predecessor's workers from their next
+heartbeat, as the guide's queue does, bug or not.
 Only a stall between ``--stall-ms`` and the workers' own patience (their liveness x
 heartbeat, after which they reconnect with READY) shows it: a freeze of the queue of a
 few seconds, under any load. No stock scenario freezes the queue. With ``--bug none`` it
@@ -54,6 +56,7 @@ def main() -> int:
     print(f"ready: {args.frontend} {args.backend}", flush=True)
     idle: OrderedDict[bytes, None] = OrderedDict()  # workers to hand requests to, LRU first
     alive: dict[bytes, float] = {}  # every worker it knows -> when it expires
+    forgot = False  # the bug has struck: a stranger's heartbeat is answered, never learnt
     heartbeat_at = time.monotonic() + interval
     try:
         while True:
@@ -70,16 +73,25 @@ def main() -> int:
                 print(f"stalled {late:.1f} s: forgetting {len(alive)} workers", flush=True)
                 idle.clear()
                 alive.clear()
+                forgot = True
             if backend in events:
                 worker, *rest = backend.recv_multipart()
                 if rest == [READY]:
                     alive[worker] = time.monotonic() + interval * args.liveness
                     idle.pop(worker, None)
                     idle[worker] = None
-                elif worker not in alive:
+                elif worker not in alive and forgot:
                     if rest == [HEARTBEAT]:  # answered, so the worker never reconnects
                         backend.send_multipart([worker, HEARTBEAT])
                     # a forgotten worker's reply is dropped as a stranger's
+                elif worker not in alive and rest == [HEARTBEAT]:
+                    # A worker of this queue's predecessor (restarted): as the guide's queue,
+                    # any word from a worker says it is there, so a restart is recovered from
+                    # at the workers' next heartbeat.
+                    alive[worker] = time.monotonic() + interval * args.liveness
+                    idle[worker] = None
+                elif worker not in alive:
+                    pass  # a reply for a request of the predecessor's: its client resends
                 else:
                     alive[worker] = time.monotonic() + interval * args.liveness
                     if len(rest) >= 3 and b"" in rest:  # a reply: back to its client

@@ -215,6 +215,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -374,9 +375,13 @@ def trial(subject: Subject, seed: int, strategy: str, runs: int, run_s: float, w
         if not state.found:
             return record
         first = next(iter(state.found.values()))
+        faults = tomllib.loads(Path(first.scenario).read_text()).get("faults") or []
         record.update(
             found=len(state.runs), check=first.check, faults=list(first.fault_kinds),
             summary=first.summary, scenario=first.scenario,
+            # whether the finding's scenario holds the fault its bug needs (and nothing that
+            # clears it): one twin run that held is weak evidence for a racy finding
+            trigger=any(subject.trigger(f) for f in faults) and not any(subject.spoilers(f) for f in faults),
         )  # fmt: skip
         twin = Runner(
             load_scenario(first.scenario, sets=['options.bug="none"']), runs_dir=where,
@@ -411,6 +416,8 @@ def said(row: dict[str, Any]) -> str:
     if row["found"] is None:
         return f"not found in {row['budget']}"
     verdict = "FALSE ALARM: the twin broke it too" if row["twin"] == "violated" else f"twin {row['twin']}"
+    if "trigger" in row and row["twin"] != "violated":
+        verdict += ", the bug's trigger in it" if row["trigger"] else ", NOT the bug's trigger: read it"
     faults = ", ".join(row["faults"]) or "no fault"
     return f"found in run {row['found']}: {row['check']} with {faults} ({verdict})"
 

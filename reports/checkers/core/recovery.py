@@ -39,6 +39,7 @@ from reports.checkers.toolkit import (
     events_of,
     example,
     has_spare,
+    history_end,
     join_rows,
     nothing_to_judge,
     result,
@@ -186,6 +187,7 @@ def _given_up(f: FaultWindow, given_up: int, first_ok: int | None, bound_s: floa
 def recovery(ctx: CheckContext) -> CheckResult:
     bound_s = float(ctx.promises.get("recovery_bound_s", 10.0))
     load_stop = run_time(ctx, "load_stopped_ns")
+    end = history_end(ctx)
     healed = [f for f in ctx.faults if f.stop_ns is not None]
     t = timers(ctx)
     given_up = min((f.start_ns for f in ctx.faults if t.never_healed(f)), default=None)
@@ -224,8 +226,10 @@ def recovery(ctx: CheckContext) -> CheckResult:
                 rec = (after.ok - start) / NS
                 within = rec <= bound_s
             elif after.asked is not None:
+                # asked and never answered: violated once the recording went on a bound past
+                # the ask (replies to requests in flight are recorded after the load stops)
                 start = max(start, after.asked)
-                within = False if start + bound_ns < load_stop else None
+                within = False if start + bound_ns < end else None
             elif start + bound_ns < load_stop:
                 not_asked += 1  # nothing asked after it while the load went on
             if after.exec is not None:

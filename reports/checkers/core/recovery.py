@@ -180,8 +180,9 @@ def _given_up(f: FaultWindow, given_up: int, first_ok: int | None, bound_s: floa
 
 @checker(
     "recovery",
-    "after each fault stops, the system serves an ok reply again within recovery_bound_s "
-    "(and, as a figure, when the target worker executes again)",
+    "after each fault stops, the system serves an ok reply again within recovery_bound_s of the first "
+    "request asked after it (timed from the end of an outage that took the whole service down "
+    "meanwhile; and, as a figure, when the target worker executes again)",
     on_damage=SOME_REPLY,
 )
 def recovery(ctx: CheckContext) -> CheckResult:

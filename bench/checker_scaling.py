@@ -227,7 +227,7 @@ Kept (each measured against the tree before it, figures and examples identical):
   the quick compiler alone and (below 1M) the serial collector, from 2M C2 inlining less
   (10M rebuild median 48.8 -> 40.1 s); adaptive execution only from 2M events; shuffle
   partitions from the history's size; pandas, NumPy and pyarrow imported beside the JVM start.
-- Shared aggregates (core.aggregates.per_request, per_rid) planned once, cached, of fixed-width
+- Shared aggregates (toolkit.shared.per_request, per_rid) planned once, cached, of fixed-width
   values only (a minimum of a text made Spark sort every event: 41 -> 20 s CPU at 10M),
   without a partial aggregation (2M warm: 3.4 -> 2.3 and 2.6 -> 1.6 s CPU).
 - Metrics from one aggregation (each event copied into the groupings it counts in; 6 jobs
@@ -732,8 +732,7 @@ def cpu_seconds() -> float:
 def where_the_time_goes(spark, run: RunDir) -> None:
     """Per step of a warm report: seconds, Spark jobs and stages (each check in its own job group)."""
     from reports import run_facts
-    from reports.checkers import CheckContext, registry
-    from reports.checkers.core import aggregates
+    from reports.checkers import CheckContext, registry, toolkit
     from reports.ingest import read
     from reports.metrics import compute_metrics
 
@@ -760,7 +759,7 @@ def where_the_time_goes(spark, run: RunDir) -> None:
     ctx = CheckContext(spark, history.events, meta, faults, run.root, history.profile, control)
     names = meta["manifest"]["promises"]["checks"]
     shared = {s for name in names if name in registry() for s in registry()[name].shares}
-    step("plan shared aggregates", lambda: aggregates.prepare(ctx, shared))
+    step("plan shared aggregates", lambda: toolkit.prepare(ctx, shared))
     for name in names:
         step(name, lambda name=name: registry()[name].run(ctx))
     step("metrics", lambda: compute_metrics(history.events, meta["load_started_ns"], history.profile))

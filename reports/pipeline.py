@@ -198,9 +198,9 @@ def run_checks(
 
 
 def _prepare_shared(ctx: CheckContext, clean: CheckContext, leave_out: bool, checks: list[Checker]) -> None:
-    """Plan the shared aggregates the checks read (core.aggregates.prepare) on the context each runs
+    """Plan the shared aggregates the checks read (toolkit.shared.prepare) on the context each runs
     with, before any runs: the setting they are planned with is the session's."""
-    from reports.checkers.core import aggregates
+    from reports.checkers import toolkit
 
     kinds = ctx.event_kinds()
     runnable = [c for c in checks if all(k in kinds for k in c.needs)]
@@ -212,7 +212,7 @@ def _prepare_shared(ctx: CheckContext, clean: CheckContext, leave_out: bool, che
         # A frame that cannot be planned fails again in the check that reads it, which then
         # reports the error as that check's (run_checks); nothing to report here.
         with contextlib.suppress(Exception):
-            aggregates.prepare(target, names)
+            toolkit.prepare(target, names)
 
 
 def check_run(

@@ -130,21 +130,21 @@ def test_prepared_shared_aggregates_skip_the_partial_aggregation(spark: Any) -> 
     events = _requests(spark)
     # Built on first use, as Spark plans any aggregation: a partial one before the shuffle.
     lazy = ctx_with([], spark, events)
-    assert all("partial_" in _plan(lazy.shared(name, aggregates.SHARED[name])) for name in aggregates.SHARED)
-    shared = (aggregates.per_request, aggregates.per_rid)
+    assert all("partial_" in _plan(lazy.shared(name, toolkit.SHARED[name])) for name in toolkit.SHARED)
+    shared = (toolkit.per_request, toolkit.per_rid)
     built = {f.__name__: sorted(map(tuple, f(lazy).collect())) for f in shared}
     lazy.release()
     prepared = ctx_with([], spark, events)
-    before = spark.conf.get(aggregates.BYPASS_PARTIAL, "false")
-    aggregates.prepare(prepared, ["per_request", "per_rid"])
-    assert spark.conf.get(aggregates.BYPASS_PARTIAL, "false") == before  # the session's setting put back
+    before = spark.conf.get(toolkit.shared.BYPASS_PARTIAL, "false")
+    toolkit.prepare(prepared, ["per_request", "per_rid"])
+    assert spark.conf.get(toolkit.shared.BYPASS_PARTIAL, "false") == before  # the session's setting put back
     assert not any(
-        "partial_" in _plan(prepared.shared(name, aggregates.SHARED[name])) for name in aggregates.SHARED
+        "partial_" in _plan(prepared.shared(name, toolkit.SHARED[name])) for name in toolkit.SHARED
     )
     # The same rows either way; each client's last request from its sends.
     for f in shared:
         assert sorted(map(tuple, f(prepared).collect())) == built[f.__name__]
-    rows = {(r["cid"], r["seq"]): r for r in aggregates.per_request(prepared).collect()}
+    rows = {(r["cid"], r["seq"]): r for r in toolkit.per_request(prepared).collect()}
     assert {k: (r["last_seq"], r["replied"], r["retries"]) for k, r in rows.items()} == {
         ("client-1", 1): (3, 1, 0),
         ("client-1", 2): (3, 1, 1),

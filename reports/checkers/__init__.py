@@ -341,7 +341,7 @@ class Checker:
     needs: tuple[str, ...] = ()
     #: what it makes of a damaged client history (``OnDamage``; by default nothing stands)
     on_damage: OnDamage = WHOLE_RUN
-    #: the shared aggregates it reads (core.aggregates.SHARED), planned before the checks start
+    #: the shared aggregates it reads (toolkit.shared.SHARED), planned before the checks start
     shares: tuple[str, ...] = ()
     #: event kinds it reads when the history has them, judging more (titanic_durable counts
     #: executions where workers record exec): a damaged writer of one makes it unknown too
@@ -445,7 +445,7 @@ def checker(
     kinds it judges more with when present (``Checker.reads``); what it makes of a damaged
     history: ``on_damage`` (``OnDamage``: WHOLE_RUN by default, EACH_REQUEST, SOME_REPLY,
     SUBJECT_EVENTS); how it is scheduled: ``shares``, the shared aggregates it reads
-    (``core.aggregates.SHARED``), planned before the checks start; and ``foresee``, its rule
+    (``toolkit.shared.SHARED``), planned before the checks start; and ``foresee``, its rule
     for an unknown that the plan alone decides (``Checker.foresee``, for ``zchaos check``).
 
     The check returns ``toolkit.result(...)``; the registry names it ``name``."""

@@ -5,7 +5,6 @@ first sent before its stop + the expiry), with how much of the load a check then
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -21,7 +20,6 @@ from reports.checkers.toolkit import (
     Span,
     Timers,
     any_row,
-    events_of,
     literal_rows,
     load_span,
     merge_spans,
@@ -157,164 +155,6 @@ def with_excused_requests(
 
 # --- shared aggregates ---------------------------------------------------------------
 #
-# Several checks judge the same requests: each reads these frames, built and cached once
-# per report (``CheckContext.shared``), instead of grouping the events by request again.
-# A checker names the ones it reads (``@checker(shares=...)``), so that ``prepare`` plans
-# them before the checks start.
-
-#: The client events a request's row sums up.
-REQUEST_EVENTS = ("send", "reply", "retry", "abandon", "lost")
-#: The Spark setting that plans an aggregation as one step after its shuffle instead of a
-#: partial aggregation before it and a final one after.
-BYPASS_PARTIAL = "spark.sql.execution.bypassPartialAggregation"
-
-
-def prepare(ctx: CheckContext, names: Iterable[str]) -> None:
-    """Plan the shared aggregates ``names`` (of SHARED) before the checks start, each without
-    a partial aggregation: each of their groups (a request, a request id) meets only 2-3
-    events, so a partial aggregation before the shuffle reduces almost nothing and costs a
-    hash table of every event (at 2M events, warm: per_request 3.4 -> 2.3 s CPU, per_rid
-    2.6 -> 1.6 s; bench/checker_scaling.py). The setting is the session's: it is set only
-    while these frames are planned (``cache`` plans at once; nothing runs yet), which is
-    before any check runs in another thread. Frames not prepared are built on first use
-    as before, with Spark's usual two-step aggregation."""
-    names = sorted(set(names))
-    if not names:
-        return
-    spark = ctx.spark
-    saved = spark.conf.get(BYPASS_PARTIAL, "false")
-    spark.conf.set(BYPASS_PARTIAL, "true")
-    try:
-        for name in names:
-            ctx.shared(name, SHARED[name])
-    finally:
-        spark.conf.set(BYPASS_PARTIAL, saved)  # type: ignore[arg-type]  # pyspark types conf.get str | None; a SQL conf with a default gives a str
-
-
-def per_request(ctx: CheckContext, *, last_seq: bool = True) -> DataFrame:
-    """One row per request a client sent (``cid``, ``seq``): its first and last send (``ts``,
-    ``last_send_ts``), sends, replied / abandoned (0 or 1), retries, abandons, lost (counts),
-    the first ``lost`` (``lost_ts``), the first retry, abandon or lost (``problem_ts``), its
-    last event (``last_ts``), and its reply's ``latency_us`` and ``reply_ts`` (the latest);
-    with ``last_seq``, its client's last request (``last_seq=False``: without it, and without
-    the broadcast join that brings it, a Spark job of its own in each query). Its texts
-    (writer, request id, reason) are ``request_details``, for the few requests a check shows."""
-    per = ctx.shared("per_request", _per_request)
-    if not last_seq:
-        return per
-    # Each client's last request: a small frame (one row per client) joined to each use,
-    # not a window (which would sort every request by client), and from the cached requests:
-    # no second scan of the sends, and no shuffle of them (only a row per client and task).
-    last = ctx.shared("last_seq", _last_seqs)
-    return per.join(F.broadcast(last), per["cid"].eqNullSafe(last["_cid"]), "left").drop("_cid")
-
-
-def _per_request(ctx: CheckContext) -> DataFrame:
-    ev = F.col("ev")
-    is_send = ev == "send"
-    is_lost = ev == "lost"
-    # Only fixed-width values: Spark aggregates in a hash table only then; a minimum of a
-    # text (the writer, the request id) makes it sort every event instead, which at 10M
-    # events doubled this aggregation's CPU (bench/checker_scaling.py). Those texts serve
-    # only the examples: request_details looks them up for the requests shown.
-    return (
-        events_of(ctx, *REQUEST_EVENTS)
-        .groupBy("cid", "seq")
-        .agg(
-            F.min(F.when(is_send, F.col("ts"))).alias("ts"),
-            F.max(F.when(is_send, F.col("ts"))).alias("last_send_ts"),
-            F.sum(is_send.cast("int")).alias("sends"),
-            F.max((ev == "reply").cast("int")).alias("replied"),
-            F.max((ev == "abandon").cast("int")).alias("abandoned"),
-            F.sum((ev == "retry").cast("int")).alias("retries"),
-            F.sum((ev == "abandon").cast("int")).alias("abandons"),
-            F.sum(is_lost.cast("int")).alias("lost"),
-            F.min(F.when(is_lost, F.col("ts"))).alias("lost_ts"),
-            F.min(F.when(ev.isin("retry", "abandon", "lost"), F.col("ts"))).alias("problem_ts"),
-            F.max("ts").alias("last_ts"),
-            F.max(F.when(ev == "reply", F.col("latency_us"))).alias("latency_us"),
-            F.max(F.when(ev == "reply", F.col("ts"))).alias("reply_ts"),
-        )
-        .filter(F.col("sends") > 0)
-    )
-
-
-def _last_seqs(ctx: CheckContext) -> DataFrame:
-    """Each client's (``_cid``) last request (``last_seq``): the highest ``seq`` it sent, which
-    is the highest of its requests with a send (a null ``seq`` counts in neither)."""
-    requests = ctx.shared("per_request", _per_request)
-    return requests.groupBy(F.col("cid").alias("_cid")).agg(F.max("seq").alias("last_seq"))
-
-
-def request_details(ctx: CheckContext, requests: DataFrame) -> DataFrame:
-    """``requests`` (a few rows of ``per_request``: the ones a check shows) with their texts:
-    the writer of their sends (``src``), their request id (``rid``: the sends'; ``any_rid``:
-    any of their events'), and the reason of their first ``lost`` (``lost_reason``); each
-    the smallest, as in one aggregation over the request's events."""
-    ev = F.col("ev")
-    is_send = ev == "send"
-    # No distinct: a semi join keeps each event once however often its key repeats (a
-    # distinct of these few keys was an exchange and a job of its own).
-    keys = requests.select(F.col("cid").alias("_cid"), F.col("seq").alias("_seq"))
-    mine = F.col("cid").eqNullSafe(F.col("_cid")) & F.col("seq").eqNullSafe(F.col("_seq"))
-    details = (
-        events_of(ctx, *REQUEST_EVENTS)
-        .join(F.broadcast(keys), mine, "left_semi")
-        .groupBy(F.col("cid").alias("_cid"), F.col("seq").alias("_seq"))
-        .agg(
-            F.min(F.when(is_send, F.col("src"))).alias("src"),
-            F.min(F.when(is_send, F.col("rid"))).alias("rid"),
-            F.min("rid").alias("any_rid"),
-            F.min(F.when(ev == "lost", F.col("reason"))).alias("lost_reason"),
-        )
-    )
-    return requests.join(details, mine, "left").drop("_cid", "_seq")
-
-
-def per_rid(ctx: CheckContext) -> DataFrame:
-    """One row per request id (``rid``; null for events without one) that was sent, executed
-    or delivered: its sends (with the smallest ``seq`` of them; its client: ``rid_senders``),
-    its executions (``execs``, worker ``exec`` events), whether an ok reply answered it
-    (``answered``) and its deliveries (replies carrying it, and unexpected messages whose
-    ``got_rid`` it is)."""
-    return ctx.shared("per_rid", _per_rid)
-
-
-def _per_rid(ctx: CheckContext) -> DataFrame:
-    ev = F.col("ev")
-    is_send = ev == "send"
-    unexpected = (ev == "unexpected") & F.col("got_rid").isNotNull()
-    events = events_of(ctx, "send", "exec", "reply", "unexpected").filter((ev != "unexpected") | unexpected)
-    return (
-        events.withColumn("key", F.when(ev == "unexpected", F.col("got_rid")).otherwise(F.col("rid")))
-        .groupBy("key")
-        .agg(
-            # No text but the key (see _per_request): the client is rid_senders'.
-            F.sum(is_send.cast("int")).alias("sends"),
-            F.min(F.when(is_send, F.col("seq"))).alias("seq"),
-            F.sum((ev == "exec").cast("int")).alias("execs"),
-            F.max((ev == "reply") & F.coalesce(F.col("ok"), F.lit(False))).alias("answered"),
-            F.sum(((ev == "reply") | unexpected).cast("int")).alias("deliveries"),
-        )
-        .withColumnRenamed("key", "rid")
-    )
-
-
-#: The shared aggregates of one group per request or request id, by name (see ``prepare``).
-SHARED = {"per_request": _per_request, "per_rid": _per_rid}
-
-
-def rid_senders(ctx: CheckContext, rids: DataFrame) -> DataFrame:
-    """For the request ids in column ``rid`` of ``rids`` (few: those a check shows), the ones
-    sent, with the smallest ``cid`` and ``seq`` of their sends."""
-    return (
-        events_of(ctx, "send")
-        .join(rids.select("rid"), "rid", "left_semi")  # a semi join: repeated ids need no distinct
-        .groupBy("rid")
-        .agg(F.min("cid").alias("cid"), F.min("seq").alias("seq"))
-    )
-
-
 #: From this many events on, a check's totals and first offenders come from one aggregation
 #: (``totals_and_firsts``); below, the totals from a generated-code aggregation and then, only
 #: if there are offenders, the first of them from a second query. The one aggregation (its

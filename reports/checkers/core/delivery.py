@@ -27,7 +27,11 @@ from reports.checkers.toolkit import (
     events_of,
     examples,
     of_the_load,
+    per_request,
+    per_rid,
+    request_details,
     result,
+    rid_senders,
     run_time,
     small_frame,
     timers,
@@ -50,7 +54,7 @@ from reports.checkers.toolkit import (
 )
 def no_lost(ctx: CheckContext) -> CheckResult:
     # Every send, reply, abandon and lost of a request met in one group (shared with steady_state).
-    sends = aggregates.per_request(ctx).filter(F.col("cid").isNotNull())
+    sends = per_request(ctx).filter(F.col("cid").isNotNull())
     cutoff = run_time(ctx, "load_stopped_ns") - client_budget_ns(ctx)
     # Without the requeue promise the broker may drop what a dead worker held; only a
     # resend recovers it, which a no-resend client never does: such a loss inside a fault
@@ -147,12 +151,10 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         )
     found = []
     if lost:
-        # The texts of the requests shown only (aggregates.request_details).
+        # The texts of the requests shown only (request_details).
         kept = {"cid": "string", "seq": "long", "ts": "long", "sends": "long", "last_send_ts": "long",
                 "lost_ts": "long"}  # fmt: skip
-        shown = aggregates.request_details(
-            ctx, small_frame(ctx, [tuple(r[k] for k in kept) for r in firsts], kept)
-        )
+        shown = request_details(ctx, small_frame(ctx, [tuple(r[k] for k in kept) for r in firsts], kept))
         offenders = shown.select(
             "ts",
             "src",
@@ -218,8 +220,8 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
     # sends (a worker that expired while holding the first, its request handed on), the
     # second reply arrives after the first. Each answers a send of the client's own: on a
     # correct broker with a 7.5 s expiry and a 5 s client timeout this was called a duplicate.
-    per_rid = (
-        aggregates.per_rid(ctx)
+    delivered = (
+        per_rid(ctx)
         .filter(F.col("deliveries") > 0)
         .select(
             F.col("rid").alias("delivered_rid"),
@@ -228,7 +230,7 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
         )
     )
     over = F.col("n") - F.col("allowed")
-    row = per_rid.agg(
+    row = delivered.agg(
         F.sum("n").alias("deliveries"),
         F.count("*").alias("rids"),
         F.sum(F.when(over > 0, over)).alias("extra"),
@@ -259,7 +261,7 @@ def no_duplicate(ctx: CheckContext) -> CheckResult:
         )
     found = []
     if extra:
-        dup = per_rid.filter(over > 0).select("delivered_rid", F.col("n").alias("deliveries"), "allowed")
+        dup = delivered.filter(over > 0).select("delivered_rid", F.col("n").alias("deliveries"), "allowed")
         order = Window.partitionBy("delivered_rid").orderBy("ts", "src")
         second = (
             deliveries.join(F.broadcast(dup), "delivered_rid")
@@ -446,7 +448,7 @@ def execution_count(ctx: CheckContext) -> CheckResult:
     # and its executions are of no sent request.
     sent_ = (F.col("sends") > 0) & F.col("rid").isNotNull()
     shared = (
-        aggregates.per_rid(ctx)
+        per_rid(ctx)
         .withColumn("sent", sent_)
         .withColumn("n", F.when(sent_, F.col("execs")).otherwise(0))
         .withColumn("answered", F.when(sent_ & F.col("answered"), F.lit(1)))
@@ -455,7 +457,7 @@ def execution_count(ctx: CheckContext) -> CheckResult:
     # system serves: explore, reliable-sketch seed 1, run 5: 'x:0', 'X', '' executed by the
     # servers behind the queue) is no execution of an unsent request of the load's.
     shared = shared.withColumn("ours", of_the_load(ctx, F.col("rid")))
-    per_rid = shared.filter(F.col("execs") > 0).select("rid", F.col("execs").alias("n"), "sent", "ours")
+    executed = shared.filter(F.col("execs") > 0).select("rid", F.col("execs").alias("n"), "sent", "ours")
     requests = shared.filter(F.col("sends") > 0).select("rid", "seq", "n", "answered")
     n, is_request = F.col("n"), F.col("sends") > 0
     hist = shared.agg(
@@ -474,7 +476,7 @@ def execution_count(ctx: CheckContext) -> CheckResult:
     ).collect()[0]
     row = hist
     n_unsent = count(hist["unsent"])
-    unsent = per_rid.filter(~F.col("sent") & F.col("ours"))
+    unsent = executed.filter(~F.col("sent") & F.col("ours"))
     figures = {
         "mode": mode,
         "requests": count(hist["requests"]),
@@ -523,12 +525,12 @@ def execution_count(ctx: CheckContext) -> CheckResult:
         violations += figures["executed_more_than_once"]
         # One example per request run more than once, carrying every execution of it (who
         # ran it when), so both sides of a double execution can be found in the logs.
-        multi = per_rid.filter(F.col("n") > 1).select("rid", F.col("n").alias("times"))
+        multi = executed.filter(F.col("n") > 1).select("rid", F.col("n").alias("times"))
         runs = (
             execs.join(F.broadcast(multi), "rid")
             .groupBy("rid", "times")
             .agg(F.sort_array(F.collect_list(F.struct("ts", "src", "worker"))).alias("runs"))
-            .join(aggregates.rid_senders(ctx, multi), "rid", "left")
+            .join(rid_senders(ctx, multi), "rid", "left")
         )
         offenders.append(
             runs.select(

@@ -21,6 +21,8 @@ from reports.checkers.toolkit import (
     events_of,
     examples,
     firsts,
+    per_request,
+    request_details,
     result,
     timers,
     timers_of,
@@ -198,12 +200,12 @@ def steady_state(ctx: CheckContext) -> CheckResult:
     bound_ms = float(ctx.promises.get("latency_p99_ms", 500.0))
     # Each request's events met in one group (shared with no_lost): judged or excused whole.
     # ``lost``: a no-resend client's, past its deadline.
-    per_request = aggregates.per_request(ctx, last_seq=False).select(
+    each = per_request(ctx, last_seq=False).select(
         F.col("ts").alias("first_send"),
         "last_ts", "cid", "seq",
         "retries", "abandons", "lost", "problem_ts", "latency_us", "reply_ts",
     )  # fmt: skip
-    requests = aggregates.with_excused_requests(per_request, ctx, t, until="excused_until")
+    requests = aggregates.with_excused_requests(each, ctx, t, until="excused_until")
     judged = requests.filter(~F.col("excused"))
     # An excused request's retries after its fault's stop + grace are steady-state retries.
     # Shuffled hash joins, not broadcasts: a broadcast is a Spark job of its own, and the
@@ -312,7 +314,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
     found: list[dict[str, Any]] = []
     if troubled is not None and (retries or abandons or lost):
         found = examples(
-            aggregates.request_details(ctx, firsts(troubled, by="excused", order="problem_ts")).select(
+            request_details(ctx, firsts(troubled, by="excused", order="problem_ts")).select(
                 F.col("problem_ts").alias("ts"),
                 "src",
                 F.when(F.col("retries") > 0, "retry")
@@ -336,7 +338,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
     if slow:
         slowest = judged.filter(F.col("latency_us").isNotNull()).orderBy(F.col("latency_us").desc()).limit(1)
         found += examples(
-            aggregates.request_details(ctx, slowest)
+            request_details(ctx, slowest)
             .select(
                 F.col("reply_ts").alias("ts"),
                 "src",

@@ -21,8 +21,12 @@ reports.checkers.toolkit import ...``), never from another family's module.
   ``spread_columns`` / ``spreads_of`` (durations computed in a check's own aggregation).
 - **Rules several families share** (``dispatch``): ``registered_dispatch``, ``with_state``,
   ``last_before``.
+- **Shared frames** (``shared``): ``per_request`` (one row per request a client sent),
+  ``per_rid`` (one per request id), built once per report for every check that reads them
+  (``prepare`` plans them first); ``request_details`` / ``rid_senders`` (the texts of the few
+  a check shows).
 
-The generic checks' own helpers (one row per request, the whole-request excuse) are in
+The generic checks' own helpers (the whole-request excuse, one-pass totals) are in
 ``reports.checkers.core.aggregates``.
 """
 
@@ -96,6 +100,14 @@ from reports.checkers.toolkit.results import (
     spread_columns,
     spreads_of,
 )
+from reports.checkers.toolkit.shared import (
+    SHARED,
+    per_request,
+    per_rid,
+    prepare,
+    request_details,
+    rid_senders,
+)
 
 __all__ = [
     "EACH_REQUEST",
@@ -104,6 +116,7 @@ __all__ = [
     "MAX_EXAMPLES",
     "MS",
     "NS",
+    "SHARED",
     "SOME_REPLY",
     "SUBJECT_EVENTS",
     "WARMUP_NS",
@@ -142,12 +155,17 @@ __all__ = [
     "options_of",
     "outside",
     "overlaps",
+    "per_request",
+    "per_rid",
     "planned_windows",
+    "prepare",
     "problems",
     "problems_in",
     "process_events",
     "registered_dispatch",
+    "request_details",
     "result",
+    "rid_senders",
     "rows",
     "run_time",
     "send_span",

@@ -83,6 +83,7 @@ from reports.checkers.toolkit import (
     merge_spans,
     ms,
     nothing_to_judge,
+    per_request,
     problems,
     process_events,
     result,
@@ -490,13 +491,8 @@ def first_asked(ctx: CheckContext, times: list[int]) -> list[int | None]:
     twin: one client 2.5 s between requests as the primary was killed)."""
     if not times:
         return []
-    # Each request's first send and last event, here rather than the generic checks' shared
-    # table (a family's checks import the toolkit alone): a query only where a fault hit the
-    # answering server.
-    events = events_of(ctx, "send", "retry", "reply", "abandon", "lost").filter(F.col("seq").isNotNull())
-    per = events.groupBy("cid", "seq").agg(
-        F.min(F.when(F.col("ev") == "send", F.col("ts"))).alias("ts"), F.max("ts").alias("last_ts")
-    )
+    # Each request's first send and last event: the table no_lost and steady_state share.
+    per = per_request(ctx, last_seq=False).filter(F.col("seq").isNotNull())
     sent, last = F.col("ts"), F.col("last_ts")
     row = per.agg(
         *(F.max(((sent < at) & (last >= at)).cast("int")).alias(f"in_{i}") for i, at in enumerate(times)),
@@ -509,6 +505,7 @@ def first_asked(ctx: CheckContext, times: list[int]) -> list[int | None]:
     "bstar_failover_time",
     "after the answering server dies or stalls, another one (or it, back) answers within failover_bound_s "
     "of the first request asked for after the fault (a takeover needs a client's vote)",
+    shares=("per_request",),
 )
 def failover_time(ctx: CheckContext) -> CheckResult:
     ans = ctx.shared("bstar_answers", answers)  # one shuffle for the three checks

@@ -258,6 +258,14 @@ def slow_link(prefix: str) -> Callable[[Fault], bool]:
     return lambda f: f["kind"] in ("latency", "bandwidth", "slicer") and f["target"].startswith(prefix)
 
 
+def cut_link(prefix: str, shortest: float = 0.0) -> Callable[[Fault], bool]:
+    """A link fault that stops the traffic (a partition) for ``shortest`` s or more on a link
+    whose name starts with ``prefix``."""
+    return lambda f: (
+        f["kind"] == "partition" and f["target"].startswith(prefix) and float(f.get("duration_s", 0)) >= shortest
+    )
+
+
 def either(*triggers: Callable[[Fault], bool]) -> Callable[[Fault], bool]:
     return lambda f: any(t(f) for t in triggers)
 
@@ -302,13 +310,16 @@ SUBJECTS = (
         trigger=stall_of("queue", 1.5, 5.0),
         spoilers=kind_on(("kill", "restart"), "queue"),
     ),
-    # an MDP broker that drops the request a dead worker held (a busy worker killed), judged
-    # by clients that never resend (tests/blackbox/, made for the shrink and seeds tests)
+    # an MDP broker that drops the request a dead worker held (a busy worker killed, or one
+    # it takes for dead: silent past its 3 s of liveness, frozen or cut off), judged by
+    # clients that never resend (tests/blackbox/, made for the shrink and seeds tests)
     Subject(
         "mdp-drop-dead-request",
         ROOT / "tests" / "blackbox" / "mdp-broker-noresend.toml",
         bug="drop-dead-workers-request",
-        trigger=kind_on(("kill", "restart"), "worker"),
+        trigger=either(
+            kind_on(("kill", "restart"), "worker"), stall_of("worker", 3.0), cut_link("link:worker-", 3.0)
+        ),
     ),
     # a Simple Pirate queue that loses its idle workers to junk on its backend (malformed,
     # at the backend endpoint)

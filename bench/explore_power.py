@@ -262,7 +262,9 @@ def cut_link(prefix: str, shortest: float = 0.0) -> Callable[[Fault], bool]:
     """A link fault that stops the traffic (a partition) for ``shortest`` s or more on a link
     whose name starts with ``prefix``."""
     return lambda f: (
-        f["kind"] == "partition" and f["target"].startswith(prefix) and float(f.get("duration_s", 0)) >= shortest
+        f["kind"] == "partition"
+        and f["target"].startswith(prefix)
+        and float(f.get("duration_s", 0)) >= shortest
     )
 
 

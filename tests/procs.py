@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import zmq
 
 from contract.history import read_events
 from contract.ports import PortAllocator
@@ -31,6 +32,20 @@ def wait_for(condition: Callable[[], object], timeout: float, what: str, interva
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
+
+
+def bind_again(socket: zmq.Socket, endpoint: str, timeout: float = 10) -> None:
+    """Bind ``socket`` to ``endpoint`` once the port a closed socket held there is free again
+    (a peer that restarted on the same address)."""
+
+    def bound() -> bool:
+        try:
+            socket.bind(endpoint)
+        except zmq.ZMQError:
+            return False  # the old socket's port not released yet
+        return True
+
+    wait_for(bound, timeout, f"{endpoint} bound again")
 
 
 def processes_of(runs: Path) -> list:

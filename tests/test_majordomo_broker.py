@@ -17,7 +17,7 @@ from loadtests.adapters.base import Abandoned, RequestLog
 from loadtests.adapters.mdp_async import MdpAsyncClient
 from loadtests.adapters.mdp_sync import MdpSyncClient
 from tests.pirate_support import Pirates, pirates_fixture  # noqa: F401 - a fixture
-from tests.procs import wait_for
+from tests.procs import bind_again, wait_for
 
 HB_MS, LIVENESS = 200, 3
 EXPIRY_S = HB_MS * LIVENESS / 1000
@@ -263,14 +263,7 @@ def test_worker_says_ready_again_when_its_connection_comes_back(pirates: Pirates
     again = zctx.socket(zmq.ROUTER)
     again.linger = 0
 
-    def bound() -> bool:
-        try:
-            again.bind(endpoint)
-        except zmq.ZMQError:
-            return False  # the old socket's port not released yet
-        return True
-
-    wait_for(bound, 10, "the broker's port bound again")
+    bind_again(again, endpoint)
     second = recv(again, 8)
     while second is not None and second[3:4] == [b"\x04"]:  # a heartbeat under the old identity
         assert second[0] != first[0], "the worker heartbeats on under the identity of the lost connection"

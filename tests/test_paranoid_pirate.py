@@ -21,7 +21,7 @@ from implementations.paranoid_pirate.protocol import (
 )
 from loadtests.adapters.base import RequestLog
 from loadtests.adapters.lazy_pirate import LazyPirateClient
-from tests.procs import Procs, wait_for
+from tests.procs import Procs, bind_again, wait_for
 
 HEARTBEAT_MS = 300
 LIVENESS = 3
@@ -249,14 +249,7 @@ def test_the_worker_says_ready_again_when_its_connection_comes_back(procs: Procs
         again = ctx.socket(zmq.ROUTER)
         again.linger = 0
 
-        def bound() -> bool:
-            try:
-                again.bind(endpoint)
-            except zmq.ZMQError:
-                return False  # the old socket's port not released yet
-            return True
-
-        wait_for(bound, 10, "the queue's port bound again")
+        bind_again(again, endpoint)
         deadline = time.monotonic() + 8
         second = None
         while time.monotonic() < deadline and again.poll(int((deadline - time.monotonic()) * 1000)):

@@ -148,6 +148,7 @@ def carried(
     5.7 s under an idle load, the only queue frozen 0.45 s later for 4.2 s; nothing could be
     served before the queue's thaw, and worker-1's freeze was 'recovered in 4.70 s > 3 s')."""
     current, seen = f.fault_id, {f.fault_id}
+    outages = sorted((g for g in faults if g.fault_id in down), key=lambda g: g.start_ns)
     while True:
         at = since.get(current)
         if at is None:
@@ -156,8 +157,8 @@ def carried(
         nxt = next(
             (
                 g.fault_id
-                for g in sorted(faults, key=lambda g: g.start_ns)
-                if g.fault_id in down and g.fault_id not in seen and since.get(g.fault_id) is not None
+                for g in outages
+                if g.fault_id not in seen and since.get(g.fault_id) is not None
                 and at < g.start_ns <= at + bound_ns and (ok is None or g.start_ns < ok)
             ),
             None,

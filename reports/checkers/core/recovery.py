@@ -216,8 +216,9 @@ def recovery(ctx: CheckContext) -> CheckResult:
                  "promised": False}
             )  # fmt: skip
             continue
-        start = chained = since.get(by.get(f.fault_id, f.fault_id))
-        if start is not None:
+        chained = since.get(by.get(f.fault_id, f.fault_id))
+        start = chained
+        if chained is not None and start is not None:
             after = first.get(by[f.fault_id], After())
             if after.ok is not None:
                 # Timed from the first request asked after it, unless the reply came first

@@ -221,7 +221,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
     )
     # Every figure in one query (one Spark job): the late retries beside their requests.
     not_excused = ~F.col("excused")
-    row = (
+    row: Any = (
         requests.join(late_retries.select("cid", "seq", "late").hint("shuffle_hash"), ["cid", "seq"], "left")
         .agg(
             F.sum(not_excused.cast("int")).alias("judged"),

@@ -21,7 +21,7 @@ from implementations.paranoid_pirate.protocol import (
 )
 from loadtests.adapters.base import RequestLog
 from loadtests.adapters.lazy_pirate import LazyPirateClient
-from tests.procs import Procs, bind_again, wait_for
+from tests.procs import Procs, wait_for
 
 HEARTBEAT_MS = 300
 LIVENESS = 3
@@ -223,44 +223,6 @@ def test_the_worker_survives_malformed_messages(procs: Procs, tmp_path: Path) ->
             pytest.fail("the worker did not answer after malformed messages")
         assert worker.popen.poll() is None
         assert worker.text().count("malformed") == 3
-    finally:
-        ctx.destroy(linger=0)
-
-
-def test_the_worker_says_ready_again_when_its_connection_comes_back(procs: Procs) -> None:
-    """A queue that lost the worker's connection (a link cut, a restart) and says nothing: the
-    worker registers again at once under a new identity, not heartbeating on under the old one,
-    which a queue keeps busy with the request the cut lost (explore, stall-queue's correct
-    twin: limit_data on both workers' links, and nothing served again)."""
-    ctx = zmq.Context()
-    queue = ctx.socket(zmq.ROUTER)
-    queue.linger = 0
-    port = queue.bind_to_random_port("tcp://127.0.0.1")
-    endpoint = f"tcp://127.0.0.1:{port}"
-    try:
-        procs.python(
-            "worker", "implementations.paranoid_pirate.worker", "--connect", endpoint,
-            "--identity", "worker-1", "--heartbeat-ms", "5000", "--liveness", "3",  # silence alone: 15 s
-        )  # fmt: skip
-        assert queue.poll(10_000), "the worker never sent READY"
-        first, ready = queue.recv_multipart()
-        assert ready == READY and first.startswith(b"worker-1-")
-        queue.close(linger=0)
-        again = ctx.socket(zmq.ROUTER)
-        again.linger = 0
-
-        bind_again(again, endpoint)
-        deadline = time.monotonic() + 8
-        second = None
-        while time.monotonic() < deadline and again.poll(int((deadline - time.monotonic()) * 1000)):
-            identity, *rest = again.recv_multipart()
-            if rest == [READY]:
-                second = identity
-                break
-            assert identity != first, "the worker heartbeats on under the identity of the lost connection"
-        assert second is not None, "no READY again within 8 s of the queue's return"
-        assert second != first and second.startswith(b"worker-1-")
-        again.close(linger=0)
     finally:
         ctx.destroy(linger=0)
 

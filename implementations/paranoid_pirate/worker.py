@@ -2,12 +2,7 @@
 
 It sends READY, then answers each request with its body unchanged. It heartbeats the
 queue every interval; after ``liveness`` intervals without hearing from the queue it
-waits (1 s, doubling up to 32 s), reconnects on a new socket and sends READY again. When
-its connection comes back after going down (ZeroMQ reconnects by itself: a link reset, a
-queue restarted), it starts over at once with READY under a new identity: a queue keeps
-a worker that heartbeats on under the old one busy with the request the cut lost, and
-with every worker so held it serves nobody again (explore, stall-queue's correct twin:
-``limit_data`` on both workers' links).
+waits (1 s, doubling up to 32 s), reconnects on a new socket and sends READY again.
 
     python -m implementations.paranoid_pirate.worker --connect tcp://127.0.0.1:5556 --identity worker-1
 """
@@ -31,7 +26,7 @@ from implementations.paranoid_pirate.protocol import (
     describe,
     parse_to_worker,
 )
-from implementations.runtime import LinkWatch, announce_ready, start_role
+from implementations.runtime import announce_ready, start_role
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -65,12 +60,9 @@ class Worker:
         self.history = history
         self.ctx = zmq.Context()
         self.socket: zmq.Socket | None = None
-        self.watch: LinkWatch | None = None
-        self.poller = zmq.Poller()
         self.name = args.identity
 
     def connect(self) -> None:
-        """A new socket and identity, then READY (subclasses may make it otherwise)."""
         if self.socket is not None:
             self.socket.close(linger=0)
         self.socket = self.ctx.socket(zmq.DEALER)
@@ -98,36 +90,16 @@ class Worker:
         for reply in replies:
             self.socket.send_multipart(reply)
 
-    def reconnect(self) -> None:
-        """``connect``, then a watch on the new socket's connection."""
-        if self.watch is not None:
-            self.watch.close()
-        self.connect()
-        assert self.socket is not None  # connect() made it
-        self.watch = LinkWatch(self.socket)
-        self.poller = zmq.Poller()
-        self.poller.register(self.socket, zmq.POLLIN)
-        self.poller.register(self.watch.monitor, zmq.POLLIN)
-
     def run(self) -> None:
         interval = self.args.heartbeat_ms / 1000
         backoff = self.args.reconnect_ms / 1000
-        self.reconnect()
+        self.connect()
         assert self.socket is not None  # connect() made it
         announce_ready(self.log, self.name)
         liveness = self.args.liveness
         heartbeat_at = time.monotonic() + interval
         while True:
-            assert self.socket is not None and self.watch is not None  # connect() made them
-            ready = dict(self.poller.poll(int(max(0.0, heartbeat_at - time.monotonic()) * 1000)))
-            if self.watch.monitor in ready and self.watch.came_back():
-                before = self.name
-                self.reconnect()
-                self.log.info("%s: the queue's connection came back: READY again as %s", before, self.name)
-                liveness = self.args.liveness
-                heartbeat_at = time.monotonic() + interval
-                continue
-            if self.socket in ready:
+            if self.socket.poll(int(max(0.0, heartbeat_at - time.monotonic()) * 1000), zmq.POLLIN):
                 frames = self.socket.recv_multipart()
                 liveness = self.args.liveness
                 backoff = self.args.reconnect_ms / 1000
@@ -149,15 +121,13 @@ class Worker:
                     )
                     time.sleep(backoff)
                     backoff = min(backoff * 2, self.args.reconnect_max_ms / 1000)
-                    self.reconnect()
+                    self.connect()
                     liveness = self.args.liveness
                     heartbeat_at = time.monotonic() + interval
                 else:
                     self.socket.send(HEARTBEAT)
 
     def close(self) -> None:
-        if self.watch is not None:
-            self.watch.close()
         if self.socket is not None:
             self.socket.close(linger=0)
         self.ctx.term()

@@ -12,7 +12,9 @@ forgets them all, and from then on it knows a worker again only by a new READY. 
 forgotten worker's heartbeat is still answered and its reply dropped as a stranger's, so
 the worker never misses its queue, never reconnects, and the queue never serves again.
 Restarted (a new process, no stall), it learns its predecessor's workers from their next
-heartbeat, as the guide's queue does, bug or not.
+heartbeat, as the guide's queue does, bug or not; and a worker it counts busy is idle
+again at its next heartbeat (the request it held was lost in a cut: explore's benchmark,
+``limit_data`` on both workers' links, once left the twin serving nobody).
 Only a stall between ``--stall-ms`` and the workers' own patience (their liveness x
 heartbeat, after which they reconnect with READY) shows it: a freeze of the queue of a
 few seconds, under any load. No stock scenario freezes the queue. With ``--bug none`` it
@@ -96,6 +98,10 @@ def main() -> int:
                     alive[worker] = time.monotonic() + interval * args.liveness
                     if len(rest) >= 3 and b"" in rest:  # a reply: back to its client
                         frontend.send_multipart(rest)
+                        idle[worker] = None
+                    elif rest == [HEARTBEAT] and worker not in idle:
+                        # A worker heartbeats only between requests (as the guide's queue
+                        # reads any word): the one it held was lost on the way, in a cut.
                         idle[worker] = None
             if frontend in events and idle:
                 request = frontend.recv_multipart()

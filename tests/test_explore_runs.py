@@ -194,7 +194,7 @@ def test_an_interrupted_exploration_exits_130_leaves_nothing_running_and_resumes
     assert "interrupted" in output and "Traceback" not in output
     assert processes_of(runs) == []
     record = explored(runs)
-    assert record["interrupted"] and record["runs"][0]["outcome"] == "interrupted"
+    assert record["interrupted"] and record["runs"][0]["outcome"] == "interrupted", (output, record["runs"])
     # --resume goes on from explore.json: one more run, after the interrupted one, drawn
     # with the seed and kinds given now (the corpus is empty: an interrupted run is none).
     (folder,) = runs.glob("explore-*")

@@ -410,6 +410,14 @@ def test_failover_time_waits_for_the_first_request_after_the_fault(spark) -> Non
     quiet = [e for e in idle_history() if e["ts"] < t(5.0) or e["ev"] == "phase"]
     res = run(spark, "bstar_failover_time", quiet, failover_bound_s=5.0)
     assert res.status == UNKNOWN and res.figures["not_asked"] == 1, res
+    # Held as the fault began by a client that never resends, and declared lost at its
+    # deadline, after the load: no vote, so nothing was asked (stall-hold-star's twin).
+    held = [
+        ev(4.95, "c2", "send", cid="c2", seq=1, rid="c2:1", attempt=1),
+        ev(15.2, "c2", "lost", cid="c2", seq=1, rid="c2:1", reason="no reply in 10250 ms"),
+    ]
+    res = run(spark, "bstar_failover_time", [*quiet, *held], failover_bound_s=5.0)
+    assert res.status == UNKNOWN and res.figures["not_asked"] == 1, res
 
 
 def test_the_other_server_out_is_asked_of_the_window_service_is_timed_in(spark) -> None:

@@ -481,8 +481,8 @@ def takeover_ns(ctx: CheckContext) -> int:
 
 def first_asked(ctx: CheckContext, times: list[int]) -> list[int | None]:
     """For each time of ``times``: when service was first asked for from then on - that time
-    itself if a request was in flight at it (sent before, its last event at or after it),
-    else the first send of a request after it (None: no request came). One query for all.
+    itself if a request was in flight at it (sent before, its last event at or after it) and
+    resent or answered, else the first send of a request after it (None: no request came). One query for all.
 
     A Binary Star takeover is driven by the clients: the backup takes over only when a
     client's request (its vote) comes while the primary has been silent for the peer
@@ -494,8 +494,16 @@ def first_asked(ctx: CheckContext, times: list[int]) -> list[int | None]:
     # Each request's first send and last event: the table no_lost and steady_state share.
     per = per_request(ctx, last_seq=False).filter(F.col("seq").isNotNull())
     sent, last = F.col("ts"), F.col("last_ts")
+    # A request in flight asks only if it was resent (a vote) or answered: one of a client
+    # that never resends waits out its deadline and votes nowhere (explore, stall-hold-star's
+    # twin: twelve such clients held requests as the primary was killed, their deadlines
+    # past the load's end, and nobody asked again: "resumed never" was a false alarm).
+    asking = (F.col("retries") > 0) | (F.col("replied") > 0)
     row = per.agg(
-        *(F.max(((sent < at) & (last >= at)).cast("int")).alias(f"in_{i}") for i, at in enumerate(times)),
+        *(
+            F.max(((sent < at) & (last >= at) & asking).cast("int")).alias(f"in_{i}")
+            for i, at in enumerate(times)
+        ),
         *(F.min(F.when(sent >= at, sent)).alias(f"next_{i}") for i, at in enumerate(times)),
     ).collect()[0]
     return [at if row[f"in_{i}"] else row[f"next_{i}"] for i, at in enumerate(times)]

@@ -91,16 +91,25 @@ def interrupts_raise() -> Iterator[None]:
 
 @contextlib.contextmanager
 def interrupts_deferred() -> Iterator[None]:
-    """Ignore SIGINT/SIGTERM while tearing down, so that a second Ctrl-C cannot leave processes."""
+    """Hold SIGINT/SIGTERM while tearing down, so that a second Ctrl-C cannot leave processes.
+    One that came while nothing else was going wrong is raised as Interrupted once the
+    teardown is done: a Ctrl-C or SIGTERM as the load ended is not lost (an exploration went
+    on to its next run, a test's SIGTERM as the run tore down on a loaded machine)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    came: list[int] = []
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: came.append(signum))
+        for sig in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         yield
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+    if came and sys.exc_info()[0] is None:  # an exception on its way already says what happened
+        raise Interrupted(came[0])
 
 
 def client_budget_s(kind: ClientKind) -> float:

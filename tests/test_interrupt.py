@@ -253,3 +253,25 @@ def test_an_error_raised_while_an_interrupt_was_handled_is_an_interrupt() -> Non
         chained = RuntimeError("while reading")
         chained.__cause__ = cause
     assert not _raised_by_an_interrupt(chained)
+
+
+def test_a_signal_during_teardown_is_raised_once_teardown_is_done() -> None:
+    """A SIGTERM as a run tears down (its load over) was ignored: an exploration went on to
+    its next run. It is held until the teardown is done, then raised as an interrupt; one
+    during a teardown that an error or an earlier interrupt began adds nothing to it."""
+    from harness.runner import Interrupted, interrupts_deferred
+
+    torn = []
+    with pytest.raises(Interrupted) as raised, interrupts_deferred():
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered at once: to this, the main thread
+        torn.append("the rest of the teardown")
+    assert torn == ["the rest of the teardown"] and raised.value.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is not None  # the handlers before it are back
+    with pytest.raises(ValueError):
+        try:
+            raise ValueError("a setup error")
+        finally:
+            with interrupts_deferred():
+                os.kill(os.getpid(), signal.SIGINT)
+    with interrupts_deferred():
+        pass  # no signal: nothing raised

@@ -212,3 +212,28 @@ def test_a_noresend_lazy_pirate_client_waits_past_a_late_reply_and_never_resends
         assert [(e["ev"], e["seq"]) for e in events] == [("send", 1), ("send", 2), ("unexpected", 2)]
         assert events[2]["got_rid"] == "client-1:1"  # the late reply, named
         client.close()
+
+
+def test_a_noresend_client_of_a_pair_asks_the_other_server_after_a_lost_request(zctx, tmp_path: Path) -> None:
+    """A lost request is never resent, but the next one goes to the next endpoint: a client
+    left on a server that failed over was never served again (stall-hold-star's twin)."""
+    silent, serving = zctx.socket(zmq.ROUTER), zctx.socket(zmq.ROUTER)
+    silent.linger = serving.linger = 0
+    endpoints = [f"tcp://127.0.0.1:{s.bind_to_random_port('tcp://127.0.0.1')}" for s in (silent, serving)]
+    options = {"reply_deadline_s": 0.5, "timeout_ms": 100, "retries": 3}
+    with HistoryWriter(tmp_path / "c.jsonl", "client-1") as writer:
+        client = LazyPirateClient(endpoints, options, "client-1", zctx)
+        with pytest.raises(Lost):
+            client.request([b"client-1:1|x"], RequestLog(writer, "client-1", 1, "client-1:1"))
+        assert silent.poll(5000) and silent.recv_multipart()[2:] == [b"client-1:1|x"]
+        answered = threading.Thread(
+            target=lambda: serving.poll(5000) and serving.send_multipart(serving.recv_multipart())
+        )
+        answered.start()
+        reply = client.request([b"client-1:2|y"], RequestLog(writer, "client-1", 2, "client-1:2"))
+        answered.join(10)
+        assert reply.frames == [b"client-1:2|y"] and reply.endpoint == endpoints[1]
+        assert not silent.poll(200), "the lost request was resent"
+        sends = [e for e in read_events(writer.path) if e["ev"] == "send"]
+        assert [(e["seq"], e["endpoint"]) for e in sends] == [(1, endpoints[0]), (2, endpoints[1])]
+        client.close()

@@ -18,11 +18,14 @@ that name): each request is sent once and waited for up to that many seconds; wi
 reply by then it is recorded as ``lost`` (not abandoned). Retries cannot hide a request
 the server side dropped, so ``no_lost`` sees it (the manifest's ``requeue`` promise says
 whether a loss during a fault counts). ``timeout_ms``, ``retries`` and ``settle_ms`` are
-then unused, and only the current endpoint is used (failover needs a resend). The socket is
-a DEALER that sends and receives what a REQ socket does (an empty frame, then the body),
-because it must wait past a reply that is not its request's (recorded as ``unexpected``,
-such as a late reply to a request it recorded lost) instead of resending; it is kept from
-one request to the next.
+then unused. The socket is a DEALER that sends and receives what a REQ socket does (an
+empty frame, then the body), because it must wait past a reply that is not its request's
+(recorded as ``unexpected``, such as a late reply to a request it recorded lost) instead of
+resending; it is kept from one request to the next. Given several endpoints, the request
+after a lost one goes to the next endpoint: a lost request is never resent, but a client
+that stayed on a server that had failed over was never served again (explore,
+stall-hold-star's correct twin: the primary restarted while the backup was frozen, and
+clients that asked the primary, passive now, after their deadlines were "not recovered").
 """
 
 from __future__ import annotations
@@ -134,6 +137,10 @@ class LazyPirateClient(ClientAdapter):
             if frames and rid_of(frames[0]) == log.rid:
                 return Reply(frames, endpoint=self.endpoints[self.current])
             log.unexpected(frames, "reply to another request")
+        if len(self.endpoints) > 1:  # the next request tries the next server
+            self.socket.close(linger=0)
+            self.socket = None
+            self.current = (self.current + 1) % len(self.endpoints)
         raise Lost(f"no reply within the {self.deadline_s:g} s reply deadline")
 
     def close(self) -> None:

@@ -205,12 +205,12 @@ first in run 3 (guided; before 4; random 4), tag-ring 100%, run 2 (all three).
 The benchmark itself, 2026-12-03: every subject, budget 30, 20 s of load a run, every kind
 that applies, each first finding run again on its correct twin; raw lines in
 bench/results/explore_power-2026-12-03.jsonl (01:11-03:36 UTC, 3bc1361, load 0.8-6.9) and
--03b.jsonl (the same lines, less those later fixes touched, run again 06:27-07:25 UTC,
+-03b.jsonl (the same lines, less those later fixes touched, run again 06:27-07:18 UTC,
 ca725f7-2c2128b, load 1.7-4.1; triggers judged again from each finding's scenario). Runs to
 the first finding, seeds 1, 2, 3 (- : none in 30; FA: the twin broke the same check, a
 false alarm of ours, left out; . : not run):
 
-    stall-queue            guided: 4, 13, -      random: -, 11, .
+    stall-queue            guided: 4, 13, -      random: -, 11, -
     mdp-drop-dead-request  guided: 10, 1, 4      random: 6, 5, 15
     junk-queue             guided: -, 9, 13      random: 12, 13, 11
     paced-server           guided: 2, 2, 1       random: 10, 7, 1

@@ -22,7 +22,8 @@ then unused. The socket is a DEALER that sends and receives what a REQ socket do
 empty frame, then the body), because it must wait past a reply that is not its request's
 (recorded as ``unexpected``, such as a late reply to a request it recorded lost) instead of
 resending; it is kept from one request to the next. Given several endpoints, the request
-after a lost one goes to the next endpoint: a lost request is never resent, but a client
+after a lost one goes to the next endpoint, on a new socket (a late reply to the lost one
+is then not seen): a lost request is never resent, but a client
 that stayed on a server that had failed over was never served again (explore,
 stall-hold-star's correct twin: the primary restarted while the backup was frozen, and
 clients that asked the primary, passive now, after their deadlines were "not recovered").
@@ -78,11 +79,18 @@ class LazyPirateClient(ClientAdapter):
         self.timeout_ms = self.options["timeout_ms"]
         self.retries = self.options["retries"]
 
-    def _reopen(self, *, fail_over: bool = False) -> zmq.Socket:
+    def _next_endpoint(self) -> None:
+        """Close the socket and move on to the next endpoint, round-robin."""
         if self.socket is not None:
             self.socket.close(linger=0)
+            self.socket = None
+        self.current = (self.current + 1) % len(self.endpoints)
+
+    def _reopen(self, *, fail_over: bool = False) -> zmq.Socket:
         if fail_over:
-            self.current = (self.current + 1) % len(self.endpoints)
+            self._next_endpoint()
+        elif self.socket is not None:
+            self.socket.close(linger=0)
         self.socket = client_socket(self.context, zmq.REQ)
         self.socket.linger = 0
         self.socket.connect(self.endpoints[self.current])
@@ -138,9 +146,7 @@ class LazyPirateClient(ClientAdapter):
                 return Reply(frames, endpoint=self.endpoints[self.current])
             log.unexpected(frames, "reply to another request")
         if len(self.endpoints) > 1:  # the next request tries the next server
-            self.socket.close(linger=0)
-            self.socket = None
-            self.current = (self.current + 1) % len(self.endpoints)
+            self._next_endpoint()
         raise Lost(f"no reply within the {self.deadline_s:g} s reply deadline")
 
     def close(self) -> None:

@@ -87,7 +87,13 @@ def ctx(spark: Any, events: list[dict[str, Any]], faults: list[FaultWindow], **p
         "options": {"peer_timeout_ms": 2000},
         "promises": {"expiry_ms": "peer_timeout_ms", "failover_bound_s": 10.0, **promises},
         "endpoints": ENDPOINTS,
-        "clients": [{"name": "bstar", "options": {"timeout_ms": 1000, "retries": 4, "settle_ms": 2000}}],
+        "clients": [
+            {
+                "name": "bstar",
+                "endpoints": ["primary", "backup"],
+                "options": {"timeout_ms": 1000, "retries": 4, "settle_ms": 2000},
+            }
+        ],
     }
     meta = {
         "manifest": manifest,
@@ -448,3 +454,76 @@ def test_a_fault_that_left_the_answering_server_serving_owes_no_failover(spark) 
     silent = [{**e, "ts": t(9.1)} if e["ev"] == "reply" and t(3.0) <= e["ts"] < t(9.1) else e for e in events]
     res = run(spark, "bstar_failover_time", silent, faults=(junk,), failover_bound_s=5.0)
     assert res.status == VIOLATED, res
+
+
+# --- a client that never resends, stranded at a restarted (passive) server ----------------
+
+
+def stranded_history(*, answered_meanwhile: bool = False) -> list[dict[str, Any]]:
+    """c1 on the primary until it is taken out at 5 s; then four clients that never
+    resend join (11.2 s) and send their first request to the primary (their first endpoint), which
+    answers nobody after; their 16 s deadlines declare them lost after the load's stop.
+    Nobody asks the backup. ``answered_meanwhile``: the primary answers c1 once at 12.5 s."""
+    out = [e for i in range(40) for e in request("c1", i + 1, 1.0 + i * 0.1, "primary")]
+    for i in range(4):
+        cid, s = f"n{i}", 11.2 + 0.1 * i
+        out += [
+            ev(s, cid, "send", cid=cid, seq=1, rid=f"{cid}:1", attempt=1, endpoint="primary"),
+            ev(
+                s + 16,
+                cid,
+                "lost",
+                cid=cid,
+                seq=1,
+                rid=f"{cid}:1",
+                reason="no reply within the 16 s deadline",
+            ),
+        ]
+    if answered_meanwhile:
+        out += request("c1", 41, 12.5, "primary")
+    out += [
+        ev(5.0, "runner", "proc_exit", role="primary", instance="primary", pid=10, expected=True, signal=9),
+        ev(9.0, "runner", "proc_start", role="primary", instance="primary", pid=11),
+        ev(15.5, "runner", "phase", name="stop"),
+    ]
+    return out
+
+
+FREEZE = FaultWindow(1, "freeze", "primary", t(5.0), t(9.0), "process", False)
+
+
+@pytest.mark.slow
+def test_a_request_sent_once_to_a_restarted_silent_server_is_not_held_against_the_pair(spark) -> None:
+    """explore (stall-hold-star seed 1, its correct twin): the primary killed and restarted
+    came back passive, as the backup took over on hearing it start; clients that joined then
+    sent it their first request and never resent it. no_lost counted one as lost (sent after
+    the fault's window), recovery and bstar_failover_time timed the pair from those requests.
+    Nothing the pair could serve was asked: held, and unknown where nothing else asked."""
+    events = stranded_history()
+    res = run(spark, "no_lost", events)
+    assert res.status == HELD, res
+    assert res.figures["lost"] == 0 and res.figures["lost_at_a_silent_server"] == 4, res
+    assert "answered nobody after its restart" in res.summary
+    res = run(spark, "recovery", events, recovery_bound_s=3.0)
+    assert res.status == UNKNOWN and res.figures["not_asked"] == 1, res
+    res = run(spark, "bstar_failover_time", events, failover_bound_s=3.0)
+    assert res.status == UNKNOWN and res.figures["not_asked"] == 1, res
+
+
+@pytest.mark.slow
+def test_a_silent_server_is_still_held_against_the_pair_without_a_restart_or_when_it_served_others(
+    spark,
+) -> None:
+    """The same silence after a freeze (the same process, thawed: a correct pair serves again
+    unless the backup took over, and stall-hold-star's planted bug is such a silence), or
+    while the primary answered another client: lost, and not recovered."""
+    events = stranded_history()
+    res = run(spark, "no_lost", events, faults=(FREEZE,))
+    assert res.status == VIOLATED and res.figures["lost"] == 4, res
+    assert res.figures["lost_at_a_silent_server"] == 0
+    res = run(spark, "recovery", events, faults=(FREEZE,), recovery_bound_s=3.0)
+    assert res.status == VIOLATED, res
+    res = run(spark, "bstar_failover_time", events, faults=(FREEZE,), failover_bound_s=3.0)
+    assert res.status == VIOLATED, res
+    res = run(spark, "no_lost", stranded_history(answered_meanwhile=True))
+    assert res.status == VIOLATED and res.figures["lost"] == 4, res

@@ -34,6 +34,7 @@ from reports.checkers.toolkit import (
     rid_senders,
     run_time,
     small_frame,
+    stranded,
     timers,
     with_excused,
     with_meeting,
@@ -48,7 +49,9 @@ from reports.checkers.toolkit import (
     "of the load (or its client's last) is indeterminate, not lost; a client that never "
     "resends records `lost` when its reply_deadline_s ran out, which counts as lost (inside "
     "a fault window only where the manifest promises requeue; inside an outage of a broker "
-    'only where it promises to survive every outage: `survives` holds an unscoped "outage")',
+    'only where it promises to survive every outage: `survives` holds an unscoped "outage"; '
+    "nor when a client of several endpoints sent it once to a server that answered nobody after "
+    "its restart, a failover pair's passive one)",
     shares=("per_request",),
     on_damage=EACH_REQUEST,
 )
@@ -78,35 +81,53 @@ def no_lost(ctx: CheckContext) -> CheckResult:
     unpromised = declared & F.lit(not requeue) & F.col("in_fault")
     broker_died = declared & F.lit(not survives_all) & F.col("in_broker_outage") & ~unpromised
     in_transit = declared & F.col("in_transit_loss") & ~unpromised & ~broker_died
-    excused = unpromised | broker_died | in_transit
-    requests = (
-        in_fault.withColumn("broker_died", broker_died)
-        .withColumn("in_transit", in_transit)
-        .withColumn("open", (F.col("replied") == 0) & (F.col("abandoned") == 0) & F.col("lost_ts").isNull())
-        .withColumn(
-            "indeterminate",
-            F.col("open") & ((F.col("last_send_ts") > cutoff) | (F.col("seq") == F.col("last_seq"))),
+
+    def totals(strand: DataFrame | None) -> tuple[Any, list[Any]]:
+        """The counts and the earliest lost requests (the examples); with ``strand``, the
+        declared losses it holds (sent to a failover pair's passive server) are excused too."""
+        frame, stuck = in_fault, F.lit(False)
+        if strand is not None:
+            frame = frame.join(strand.withColumn("_stranded", F.lit(True)), ["cid", "seq"], "left")
+            stuck = declared & F.coalesce(F.col("_stranded"), F.lit(False)) & ~unpromised & ~broker_died
+            stuck = stuck & ~in_transit
+        requests = (
+            frame.withColumn("broker_died", broker_died)
+            .withColumn("in_transit", in_transit)
+            .withColumn("stranded", stuck)
+            .withColumn(
+                "open", (F.col("replied") == 0) & (F.col("abandoned") == 0) & F.col("lost_ts").isNull()
+            )
+            .withColumn(
+                "indeterminate",
+                F.col("open") & ((F.col("last_send_ts") > cutoff) | (F.col("seq") == F.col("last_seq"))),
+            )
+            .withColumn("excused", unpromised | broker_died | in_transit | stuck)
+            .withColumn("lost", (declared & ~F.col("excused")) | (F.col("open") & ~F.col("indeterminate")))
         )
-        .withColumn("excused", excused)
-        .withColumn("lost", (declared & ~F.col("excused")) | (F.col("open") & ~F.col("indeterminate")))
-    )
-    # The counts and the earliest lost requests (the examples).
-    row, firsts = aggregates.totals_and_firsts(
-        ctx,
-        requests,
-        [
-            F.count("*").alias("requests"),
-            F.sum("replied").alias("replied"),
-            F.sum(F.when((F.col("replied") == 0) & (F.col("abandoned") == 1), 1)).alias("abandoned"),
-            F.sum(F.col("indeterminate").cast("int")).alias("indeterminate"),
-            F.sum(F.col("broker_died").cast("int")).alias("broker_died"),
-            F.sum(F.col("in_transit").cast("int")).alias("in_transit"),
-            F.sum(F.col("lost").cast("int")).alias("lost"),
-            F.sum((F.col("lost") & F.col("lost_ts").isNotNull()).cast("int")).alias("past_deadline"),
-            F.sum(F.col("excused").cast("int")).alias("excused"),
-        ],
-        F.col("lost"),
-    )
+        return aggregates.totals_and_firsts(
+            ctx,
+            requests,
+            [
+                F.count("*").alias("requests"),
+                F.sum("replied").alias("replied"),
+                F.sum(F.when((F.col("replied") == 0) & (F.col("abandoned") == 1), 1)).alias("abandoned"),
+                F.sum(F.col("indeterminate").cast("int")).alias("indeterminate"),
+                F.sum(F.col("broker_died").cast("int")).alias("broker_died"),
+                F.sum(F.col("in_transit").cast("int")).alias("in_transit"),
+                F.sum(F.col("stranded").cast("int")).alias("stranded"),
+                F.sum(F.col("lost").cast("int")).alias("lost"),
+                F.sum((F.col("lost") & F.col("lost_ts").isNotNull()).cast("int")).alias("past_deadline"),
+                F.sum(F.col("excused").cast("int")).alias("excused"),
+            ],
+            F.col("lost"),
+        )
+
+    row, firsts = totals(None)
+    # Only where something is lost (issue 38, the report's speed): the losses of clients that
+    # never resend, sent to a server that served nobody after its restart (a pair owes them
+    # only where it promises to survive every outage, as bstar_no_lost_failover rules).
+    if count(row["lost"]) and not survives_all and (strand := stranded(ctx)) is not None:
+        row, firsts = totals(strand)
     total, lost, indeterminate = count(row["requests"]), count(row["lost"]), count(row["indeterminate"])
     figures = {
         "requests": total,
@@ -117,9 +138,11 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         "lost_past_deadline": count(row["past_deadline"]),  # recorded `lost` by a no-resend client
         "lost_in_faults_unpromised": count(row["excused"])
         - count(row["broker_died"])
-        - count(row["in_transit"]),
+        - count(row["in_transit"])
+        - count(row["stranded"]),
         "lost_in_broker_outages": count(row["broker_died"]),
         "lost_in_transit": count(row["in_transit"]),
+        "lost_at_a_silent_server": count(row["stranded"]),
         "requeue_promised": requeue,
     }
     summary = (
@@ -142,6 +165,12 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         summary += (
             f"; {figures['lost_in_transit']} more in flight as a link fault dropped data, not counted: "
             "only a resend recovers a message a cut link lost"
+        )
+    if figures["lost_at_a_silent_server"]:
+        summary += (
+            f"; {figures['lost_at_a_silent_server']} more sent once to a server that answered nobody "
+            "after its restart (a failover pair's passive one), not counted: only a client that resends "
+            "finds the serving one"
         )
     if total == 0:
         return result(

@@ -6,7 +6,9 @@ client asks seconds later. A fault with no ok reply after it is held against the
 where a request was sent after it: clients that never resend, each waiting out the deadline
 of a request the fault lost (excused where requeue is not promised), ask nothing (explore,
 tag-ring seed 1: a worker restarted and junk on the broker's backend lost the 4 requests in
-flight, and nothing was sent for the run's last 14 s).
+flight, and nothing was sent for the run's last 14 s). Nor does a request a client of several
+endpoints sent once to a server that served nobody after its restart (a failover pair's
+passive one: toolkit ``stranded``).
 
 While an outage takes the whole service down (the only queue frozen; the clients' links
 cut), nothing can be served: a fault that stops during one is timed from its end, and one
@@ -24,7 +26,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from reports.checkers.toolkit import (
@@ -44,6 +46,7 @@ from reports.checkers.toolkit import (
     nothing_to_judge,
     result,
     run_time,
+    stranded,
     timers,
 )
 
@@ -99,16 +102,18 @@ class After:
     asked: int | None = None
 
 
-def _first_after(ctx: CheckContext, healed: list[tuple[FaultWindow, int]]) -> dict[int, After]:
+def _first_after(
+    ctx: CheckContext, healed: list[tuple[FaultWindow, int]], without: DataFrame | None = None
+) -> dict[int, After]:
     """fault_id -> what came first at or after the time the fault's recovery is timed from
     (its stop, ``timed_from``): one range join over the faults, literal rows in the plan
-    (``join_rows``: no broadcast, a Spark job of its own)."""
+    (``join_rows``: no broadcast, a Spark job of its own). The sends of the requests
+    ``without`` (cid, seq) ask nothing."""
     ev = F.col("ev")
-    found = (
-        events_of(ctx, "reply", "exec", "send")
-        .filter(ev.isin("exec", "send") | F.col("ok"))
-        .select("ts", "ev", "worker")
-    )
+    found = events_of(ctx, "reply", "exec", "send").filter(ev.isin("exec", "send") | F.col("ok"))
+    if without is not None:
+        found = found.join(without, ["cid", "seq"], "left_anti")
+    found = found.select("ts", "ev", "worker")
 
     def after(f: Column) -> Column:
         on_target = (F.col("worker") == f["target"]) | F.col("worker").startswith(
@@ -179,6 +184,17 @@ def _given_up(f: FaultWindow, given_up: int, first_ok: int | None, bound_s: floa
     return not answered and f.stop_ns + bound_s * NS > given_up
 
 
+def _unserved(first: dict[int, After], since: dict[int, int | None], bound_ns: int) -> bool:
+    """Whether a fault was asked after its timing began and not served within the bound."""
+    for fault_id, after in first.items():
+        at = since.get(fault_id)
+        if at is None or after.asked is None:
+            continue
+        if after.ok is None or after.ok - max(at, after.asked) > bound_ns:
+            return True
+    return False
+
+
 @checker(
     "recovery",
     "after each fault stops, the system serves an ok reply again within recovery_bound_s of the first "
@@ -199,6 +215,11 @@ def recovery(ctx: CheckContext) -> CheckResult:
     since = {f.fault_id: timed_from(f, ctx.faults, down) for f in healed}
     timed = [(f, at) for f in healed if (at := since[f.fault_id]) is not None]
     first = _first_after(ctx, timed) if timed else {}
+    # A request a failover client sent once to a server that served nobody after its restart
+    # asked for nothing the system could serve (toolkit ``stranded``): timed again without
+    # them, only where a fault would otherwise be asked and not served within the bound.
+    if _unserved(first, since, bound_ns) and (strand := stranded(ctx)) is not None:
+        first = _first_after(ctx, timed, without=strand)
     # what each fault's recovery is timed by: its own, or that of an outage that took the
     # whole service down before it was back
     by = {f.fault_id: carried(f, ctx.faults, down, since, first, bound_ns) for f in healed}

@@ -7,7 +7,8 @@ reports.checkers.toolkit import ...``), never from another family's module.
   ``history_end`` / ``kind_count`` / ``load_span`` / ``client_budget_ns`` / ``client_attempt_ns``
   (when things happened), ``of_the_load`` (a request id of the load's clients, not a stranger's),
   ``process_events`` (the runner's proc_start / proc_exit, read once per report),
-  ``worker_instances`` / ``broker_instances`` / ``instance_column`` (which instance is what).
+  ``worker_instances`` / ``broker_instances`` / ``instance_column`` / ``endpoint_instances``
+  (which instance is what).
 - **Fault excuses** (``excuses``): ``fault_spans`` (when the faults that concern an instance
   were under way), ``split_excused`` / ``with_excused`` / ``outside`` (applied to a frame),
   ``timers`` / ``timers_of`` (how long after a fault's stop its requests stay excused),
@@ -24,7 +25,8 @@ reports.checkers.toolkit import ...``), never from another family's module.
 - **Shared frames** (``shared``): ``per_request`` (one row per request a client sent),
   ``per_rid`` (one per request id), built once per report for every check that reads them
   (``prepare`` plans them first); ``request_details`` / ``rid_senders`` (the texts of the few
-  a check shows).
+  a check shows); ``stranded`` (requests a client that never resends sent to a server silent
+  after its restart: a failover pair's passive one).
 
 The generic checks' own helpers (the whole-request excuse, one-pass totals) are in
 ``reports.checkers.core.aggregates``.
@@ -72,6 +74,7 @@ from reports.checkers.toolkit.facts import (
     broker_instances,
     client_attempt_ns,
     client_budget_ns,
+    endpoint_instances,
     history_end,
     instance_column,
     kind_count,
@@ -107,6 +110,7 @@ from reports.checkers.toolkit.shared import (
     prepare,
     request_details,
     rid_senders,
+    stranded,
 )
 
 __all__ = [
@@ -134,6 +138,7 @@ __all__ = [
     "client_attempt_ns",
     "client_budget_ns",
     "count",
+    "endpoint_instances",
     "events_of",
     "example",
     "examples",
@@ -174,6 +179,7 @@ __all__ = [
     "spread",
     "spread_columns",
     "spreads_of",
+    "stranded",
     "timers",
     "timers_of",
     "with_excused",

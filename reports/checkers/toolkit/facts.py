@@ -132,6 +132,13 @@ def broker_instances(ctx: CheckContext) -> set[str]:
     return {i for i, role in (ctx.meta.get("processes") or {}).items() if role in serving}
 
 
+def endpoint_instances(ctx: CheckContext) -> dict[str, set[str]]:
+    """endpoint name -> the instances of the role that binds it (from run.json)."""
+    endpoints = (ctx.meta.get("manifest") or {}).get("endpoints") or {}
+    processes = ctx.meta.get("processes") or {}
+    return {e: {i for i, r in processes.items() if r == role} or {role} for e, role in endpoints.items()}
+
+
 def instance_column(worker: Column, instances: set[str]) -> Column:
     """The instance a connection identity (``worker-2-ab12``) belongs to: the longest of
     ``instances`` it is or starts with (then a ``-``), else all before its last ``-``. A

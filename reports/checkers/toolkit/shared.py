@@ -1,7 +1,8 @@
 """The frames several checks share, each built and cached once per report
 (``CheckContext.shared``) instead of grouping the events again in each check: one row per
 request a client sent (``per_request``) and one per request id (``per_rid``), with the
-texts of the few a check shows (``request_details``, ``rid_senders``). A checker names the
+texts of the few a check shows (``request_details``, ``rid_senders``), and the requests
+that could not be served where they were sent (``stranded``). A checker names the
 ones it reads (``@checker(shares=...)``), so that ``prepare`` plans them before the checks
 start. Generic checks and families alike read them (Binary Star's failover timing)."""
 
@@ -13,6 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from reports.checkers import CheckContext, events_of
+from reports.checkers.toolkit.facts import END_OF_TIME, endpoint_instances
 
 #: The client events a request's row sums up.
 REQUEST_EVENTS = ("send", "reply", "retry", "abandon", "lost")
@@ -165,3 +167,77 @@ def rid_senders(ctx: CheckContext, rids: DataFrame) -> DataFrame:
         .groupBy("rid")
         .agg(F.min("cid").alias("cid"), F.min("seq").alias("seq"))
     )
+
+
+# --- requests sent where nobody served them ---------------------------------------------
+
+
+def stranded(ctx: CheckContext) -> DataFrame | None:
+    """The requests (``cid``, ``seq``) a client stranded: a client of several endpoints (a
+    failover client) sent it once, never resent it and got no reply, to an endpoint that
+    answered nobody from that send until the request's end (its ``lost``, else ever), after
+    the server behind that endpoint had been restarted (a kill or a restart). A Binary Star
+    server back from a restart is passive (its peer, passive, took over on hearing it start)
+    and drops what it is sent, and a client that never resends moves on only at its deadline
+    (explore, stall-hold-star's correct twin: the primary killed and restarted, and clients
+    that joined after sent it their first request, which their 16 s deadlines declared lost
+    after the load had stopped). Such a request asked for nothing the system could serve: it
+    is no loss a pair owes (``no_lost``) and no request for service to time a recovery from
+    (``recovery``, ``bstar_failover_time``).
+
+    Not stranded: a request to a server that answers nobody without a restart before (broken
+    from the start; or frozen and thawed, the same process, which a correct pair lets serve
+    again unless its peer took over: stall-hold-star's planted bug is such a silence), one
+    resent, and one sent to a server that answered someone else meanwhile. None, with no
+    query, when the run can have none: no client kind of several endpoints, or no restart of
+    a server behind an endpoint."""
+    if _restarted_since(ctx) is None:
+        return None
+    return ctx.shared("stranded", _stranded)
+
+
+def _failover_kinds(ctx: CheckContext) -> tuple[list[str], bool]:
+    """The client kinds that hold several endpoints, and whether they are every kind."""
+    kinds = (ctx.meta.get("manifest") or {}).get("clients") or []
+    several = [str(k.get("name")) for k in kinds if len(k.get("endpoints") or []) >= 2]
+    return several, len(several) == len(kinds)
+
+
+def _restarted_since(ctx: CheckContext) -> dict[str, int] | None:
+    """endpoint -> when the first kill or restart of a server behind it began (None: no
+    endpoint had one, or no client kind holds several endpoints)."""
+    if not _failover_kinds(ctx)[0]:
+        return None
+    since = {}
+    for endpoint, instances in endpoint_instances(ctx).items():
+        starts = [
+            f.start_ns
+            for f in ctx.faults
+            if f.outage and not f.on_link and not f.lasting and f.target in instances
+        ]
+        if starts:
+            since[endpoint] = min(starts)
+    return since or None
+
+
+def _stranded(ctx: CheckContext) -> DataFrame:
+    since = _restarted_since(ctx) or {}
+    kinds, every_kind = _failover_kinds(ctx)
+    out_since = F.create_map(*(F.lit(x) for endpoint, ns in since.items() for x in (endpoint, ns)))
+    sends = events_of(ctx, "send").filter(F.col("endpoint").isin(list(since)))
+    if not every_kind:  # the client kind that wrote each send
+        sends = sends.filter(F.col("kind").isin(kinds))
+    sends = sends.filter(F.col("ts") >= out_since[F.col("endpoint")]).select("cid", "seq", "endpoint")
+    never = (
+        ctx.shared("per_request", _per_request)
+        .filter((F.col("replied") == 0) & (F.col("retries") == 0) & (F.col("sends") == 1))
+        .select("cid", "seq", "ts", F.coalesce("lost_ts", F.lit(END_OF_TIME)).alias("until"))
+    )
+    candidates = never.join(sends, ["cid", "seq"])
+    replies = events_of(ctx, "reply").select(F.col("endpoint").alias("_e"), F.col("ts").alias("_r"))
+    heard = candidates.join(
+        replies,
+        (F.col("_e") == F.col("endpoint")) & (F.col("_r") >= F.col("ts")) & (F.col("_r") <= F.col("until")),
+        "left_semi",
+    )
+    return candidates.join(heard.select("cid", "seq"), ["cid", "seq"], "left_anti").select("cid", "seq")

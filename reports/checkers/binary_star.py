@@ -538,7 +538,7 @@ def failover_time(ctx: CheckContext) -> CheckResult:
         starts.append(f.stop_ns if short else f.start_ns)
         returned += short
     asked_at = first_asked(ctx, starts)
-    # A request a failover client sent once to a server that served nobody after its restart
+    # A request a failover client sent once to a server of the pair that was not serving
     # (the passive one) asked for nothing the pair could serve (toolkit ``stranded``): asked
     # again without them, only where service would otherwise not be timed within the bound.
     late = [

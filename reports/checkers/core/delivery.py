@@ -50,8 +50,8 @@ from reports.checkers.toolkit import (
     "resends records `lost` when its reply_deadline_s ran out, which counts as lost (inside "
     "a fault window only where the manifest promises requeue; inside an outage of a broker "
     'only where it promises to survive every outage: `survives` holds an unscoped "outage"; '
-    "nor when a client of several endpoints sent it once to a server that answered nobody after "
-    "its restart, a failover pair's passive one)",
+    "nor when a client of several endpoints sent it once to a server that answered nobody until "
+    "its deadline while another served or after its restart: a failover pair's passive one)",
     shares=("per_request",),
     on_damage=EACH_REQUEST,
 )
@@ -124,7 +124,7 @@ def no_lost(ctx: CheckContext) -> CheckResult:
 
     row, firsts = totals(None)
     # Only where something is lost (issue 38, the report's speed): the losses of clients that
-    # never resend, sent to a server that served nobody after its restart (a pair owes them
+    # never resend, sent to a server of a pair that was not the serving one (a pair owes them
     # only where it promises to survive every outage, as bstar_no_lost_failover rules).
     if count(row["lost"]) and not survives_all and (strand := stranded(ctx)) is not None:
         row, firsts = totals(strand)
@@ -169,8 +169,8 @@ def no_lost(ctx: CheckContext) -> CheckResult:
     if figures["lost_at_a_silent_server"]:
         summary += (
             f"; {figures['lost_at_a_silent_server']} more sent once to a server that answered nobody "
-            "after its restart (a failover pair's passive one), not counted: only a client that resends "
-            "finds the serving one"
+            "until their deadline while another served or after its restart (a failover pair's passive "
+            "one), not counted: only a client that resends finds the serving one"
         )
     if total == 0:
         return result(

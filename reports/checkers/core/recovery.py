@@ -7,8 +7,8 @@ where a request was sent after it: clients that never resend, each waiting out t
 of a request the fault lost (excused where requeue is not promised), ask nothing (explore,
 tag-ring seed 1: a worker restarted and junk on the broker's backend lost the 4 requests in
 flight, and nothing was sent for the run's last 14 s). Nor does a request a client of several
-endpoints sent once to a server that served nobody after its restart (a failover pair's
-passive one: toolkit ``stranded``).
+endpoints sent once to a server that was not the serving one and answered nobody (a
+failover pair's passive one: toolkit ``stranded``).
 
 While an outage takes the whole service down (the only queue frozen; the clients' links
 cut), nothing can be served: a fault that stops during one is timed from its end, and one
@@ -215,7 +215,7 @@ def recovery(ctx: CheckContext) -> CheckResult:
     since = {f.fault_id: timed_from(f, ctx.faults, down) for f in healed}
     timed = [(f, at) for f in healed if (at := since[f.fault_id]) is not None]
     first = _first_after(ctx, timed) if timed else {}
-    # A request a failover client sent once to a server that served nobody after its restart
+    # A request a failover client sent once to a server of the pair that was not serving
     # asked for nothing the system could serve (toolkit ``stranded``): timed again without
     # them, only where a fault would otherwise be asked and not served within the bound.
     if _unserved(first, since, bound_ns) and (strand := stranded(ctx)) is not None:

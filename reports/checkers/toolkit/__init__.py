@@ -25,8 +25,8 @@ reports.checkers.toolkit import ...``), never from another family's module.
 - **Shared frames** (``shared``): ``per_request`` (one row per request a client sent),
   ``per_rid`` (one per request id), built once per report for every check that reads them
   (``prepare`` plans them first); ``request_details`` / ``rid_senders`` (the texts of the few
-  a check shows); ``stranded`` (requests a client that never resends sent to a server silent
-  after its restart: a failover pair's passive one).
+  a check shows); ``stranded`` (requests a client that never resends sent to a server that was
+  not the serving one and answered nobody: a failover pair's passive one).
 
 The generic checks' own helpers (the whole-request excuse, one-pass totals) are in
 ``reports.checkers.core.aggregates``.

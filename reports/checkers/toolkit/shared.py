@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from reports.checkers import CheckContext, events_of
@@ -175,23 +175,26 @@ def rid_senders(ctx: CheckContext, rids: DataFrame) -> DataFrame:
 def stranded(ctx: CheckContext) -> DataFrame | None:
     """The requests (``cid``, ``seq``) a client stranded: a client of several endpoints (a
     failover client) sent it once, never resent it and got no reply, to an endpoint that
-    answered nobody from that send until the request's end (its ``lost``, else ever), after
-    the server behind that endpoint had been restarted (a kill or a restart). A Binary Star
-    server back from a restart is passive (its peer, passive, took over on hearing it start)
-    and drops what it is sent, and a client that never resends moves on only at its deadline
-    (explore, stall-hold-star's correct twin: the primary killed and restarted, and clients
-    that joined after sent it their first request, which their 16 s deadlines declared lost
-    after the load had stopped). Such a request asked for nothing the system could serve: it
-    is no loss a pair owes (``no_lost``) and no request for service to time a recovery from
-    (``recovery``, ``bstar_failover_time``).
+    answered nobody from that send until the request's end (its ``lost``, else ever), where
+    that endpoint was not the serving one: another endpoint answered someone meanwhile, or
+    the server behind it had been killed or restarted before the send. A Binary Star pair's
+    passive server drops what it is sent, and a client that never resends moves on only at
+    its deadline. Such a request asked for nothing the system could serve: it is no loss a
+    pair owes (``no_lost``) and no request for service to time a recovery from
+    (``recovery``, ``bstar_failover_time``). Found by explore on stall-hold-star's correct
+    twin: the primary killed and restarted came back passive (its peer took over on hearing
+    it start), and clients that joined sent it their first request, which their 16 s
+    deadlines declared lost after the load had stopped, nobody having asked the backup; and
+    a client that had lost a request in a fault moved to the backup, passive while the
+    primary served on, and lost the next one there.
 
-    Not stranded: a request to a server that answers nobody without a restart before (broken
-    from the start; or frozen and thawed, the same process, which a correct pair lets serve
-    again unless its peer took over: stall-hold-star's planted bug is such a silence), one
-    resent, and one sent to a server that answered someone else meanwhile. None, with no
-    query, when the run can have none: no client kind of several endpoints, or no restart of
-    a server behind an endpoint."""
-    if _restarted_since(ctx) is None:
+    Not stranded: a request resent; one sent to a server that answered someone else
+    meanwhile; one to a silent server while no other answered anyone either, unless a
+    restart came before (a server broken from the start, or frozen and thawed, the same
+    process, which a correct pair lets serve again unless its peer took over:
+    stall-hold-star's planted bug is such a silence). None, with no query, when no client
+    kind holds several endpoints."""
+    if not _failover_kinds(ctx)[0]:
         return None
     return ctx.shared("stranded", _stranded)
 
@@ -203,11 +206,8 @@ def _failover_kinds(ctx: CheckContext) -> tuple[list[str], bool]:
     return several, len(several) == len(kinds)
 
 
-def _restarted_since(ctx: CheckContext) -> dict[str, int] | None:
-    """endpoint -> when the first kill or restart of a server behind it began (None: no
-    endpoint had one, or no client kind holds several endpoints)."""
-    if not _failover_kinds(ctx)[0]:
-        return None
+def _restarted_since(ctx: CheckContext) -> dict[str, int]:
+    """endpoint -> when the first kill or restart of a server behind it began."""
     since = {}
     for endpoint, instances in endpoint_instances(ctx).items():
         starts = [
@@ -217,27 +217,63 @@ def _restarted_since(ctx: CheckContext) -> dict[str, int] | None:
         ]
         if starts:
             since[endpoint] = min(starts)
-    return since or None
+    return since
 
 
 def _stranded(ctx: CheckContext) -> DataFrame:
-    since = _restarted_since(ctx) or {}
     kinds, every_kind = _failover_kinds(ctx)
-    out_since = F.create_map(*(F.lit(x) for endpoint, ns in since.items() for x in (endpoint, ns)))
-    sends = events_of(ctx, "send").filter(F.col("endpoint").isin(list(since)))
+    endpoints = sorted({str(e) for k in (ctx.meta.get("manifest") or {}).get("clients") or []
+                        for e in k.get("endpoints") or []})  # fmt: skip
+    sends = events_of(ctx, "send").filter(F.col("endpoint").isin(endpoints))
     if not every_kind:  # the client kind that wrote each send
         sends = sends.filter(F.col("kind").isin(kinds))
-    sends = sends.filter(F.col("ts") >= out_since[F.col("endpoint")]).select("cid", "seq", "endpoint")
+    since = _restarted_since(ctx)
+    restarted = F.lit(False)
+    if since:
+        at = F.create_map(*(F.lit(x) for endpoint, ns in since.items() for x in (endpoint, ns)))
+        restarted = F.coalesce(F.col("ts") >= at[F.col("endpoint")], F.lit(False))
     never = (
         ctx.shared("per_request", _per_request)
         .filter((F.col("replied") == 0) & (F.col("retries") == 0) & (F.col("sends") == 1))
-        .select("cid", "seq", "ts", F.coalesce("lost_ts", F.lit(END_OF_TIME)).alias("until"))
+        .select("cid", "seq", F.coalesce("lost_ts", F.lit(END_OF_TIME)).alias("until"))
     )
-    candidates = never.join(sends, ["cid", "seq"])
-    replies = events_of(ctx, "reply").select(F.col("endpoint").alias("_e"), F.col("ts").alias("_r"))
-    heard = candidates.join(
-        replies,
-        (F.col("_e") == F.col("endpoint")) & (F.col("_r") >= F.col("ts")) & (F.col("_r") <= F.col("until")),
-        "left_semi",
+    candidates = never.join(sends.select("cid", "seq", "ts", "endpoint"), ["cid", "seq"]).withColumn(
+        "restarted", restarted
     )
-    return candidates.join(heard.select("cid", "seq"), ["cid", "seq"], "left_anti").select("cid", "seq")
+    # Whether each endpoint answered anyone from the send to the request's end: the next
+    # reply of each endpoint after the send, from one window over the replies by endpoint
+    # (a probe sorts before a reply at the same time: a reply then counts).
+    probes = candidates.select(
+        "cid", "seq", "until", "endpoint", "restarted",
+        F.explode(F.array(*(F.lit(e) for e in endpoints))).alias("_e"), F.col("ts").alias("_k"),
+        F.lit(0).alias("_o"),
+    )  # fmt: skip
+    answers = (
+        events_of(ctx, "reply")
+        .filter(F.col("endpoint").isin(endpoints))
+        .select(
+            F.lit(None).cast("string").alias("cid"),
+            F.lit(None).cast("long").alias("seq"),
+            F.lit(None).cast("long").alias("until"),
+            F.lit(None).cast("string").alias("endpoint"),
+            F.lit(None).cast("boolean").alias("restarted"),
+            F.col("endpoint").alias("_e"),
+            F.col("ts").alias("_k"),
+            F.lit(1).alias("_o"),
+        )
+    )
+    later = Window.partitionBy("_e").orderBy("_k", "_o").rowsBetween(0, Window.unboundedFollowing)
+    heard = (
+        probes.unionByName(answers)
+        .withColumn("_next", F.min(F.when(F.col("_o") == 1, F.col("_k"))).over(later))
+        .filter(F.col("_o") == 0)
+        .withColumn("_heard", F.coalesce(F.col("_next") <= F.col("until"), F.lit(False)))
+        .groupBy("cid", "seq")
+        .agg(
+            F.max(F.when(F.col("_e") == F.col("endpoint"), F.col("_heard"))).alias("self"),
+            F.max(F.when(F.col("_e") != F.col("endpoint"), F.col("_heard"))).alias("other"),
+            F.max("restarted").alias("restarted"),
+        )
+    )
+    not_serving = F.coalesce(F.col("other"), F.lit(False)) | F.col("restarted")
+    return heard.filter(~F.col("self") & not_serving).select("cid", "seq")

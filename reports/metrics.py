@@ -8,10 +8,13 @@ reply (Locust rounds to whole milliseconds; the history does not).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+import itertools
+import math
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from reports.checkers import Profile
@@ -52,7 +55,9 @@ ALL_QUANTILES = tuple(sorted({*TIMELINE_QUANTILES, *OVERALL_QUANTILES.values(), 
 PRECOUNT_MIN_EVENTS = 2_000_000
 
 
-def client_pass(events: DataFrame, t0_ns: int, precount: bool = False) -> dict[str, list[Any]]:
+def client_pass(
+    events: DataFrame, t0_ns: int, precount: bool = False, here: bool = False
+) -> dict[str, list[Any]]:
     """Grouping -> its rows, from ONE aggregation over the client events (one Spark job
     instead of one per figure): each event is copied into the groupings it counts in (an
     array of keys, exploded), and the latency percentiles are computed only for the first three;
@@ -65,6 +70,12 @@ def client_pass(events: DataFrame, t0_ns: int, precount: bool = False) -> dict[s
     history (sends collapse to one row per second and kind; replies as far as their
     microsecond latencies repeat within a second, which they do at thousands of replies per
     second); for a short one the extra aggregation costs more than it saves.
+
+    ``here``: the same figures, with alike events counted by Spark (as the precount does, each
+    with its client, a send's seq and a reply's ok) and the groupings, percentiles and per-kind
+    counts made here, in Python, from those counted rows (``_grouped_here``): one aggregation
+    instead of four, and no copies. For a short history (HERE_MAX_EVENTS), whose queries Spark
+    interprets, copying each event into its groupings cost far more than its rows.
 
     Rows: ``g`` (the grouping), ``k`` (client kind), ``e`` (endpoint), ``t`` (second since
     ``t0_ns``), ``n`` (events), ``sends``, ``replies``, ``retries``, ``abandons``, ``q`` (the
@@ -86,9 +97,21 @@ def client_pass(events: DataFrame, t0_ns: int, precount: bool = False) -> dict[s
         key(ENDPOINT_SECOND, answered, no_text, F.col("endpoint"), F.col("second")),
         key(KIND_ENDPOINT, answered, F.col("kind"), F.col("endpoint"), no_second),
     )
-    client = events.filter(ev.isin(*CLIENT_EVENTS)).select(
-        "ev", "latency_us", "endpoint", kind.alias("kind"), second.alias("second")
-    )
+    shown: list[Column | str] = ["ev", "latency_us", "endpoint", kind.alias("kind"), second.alias("second")]
+    if here:
+        # Alike events counted, with what the per-kind counts need: each event's client, each
+        # send's seq (its request) and whether each reply was ok.
+        mine = events.filter(ev.isin(*CLIENT_EVENTS)).select(
+            *shown,
+            "cid",
+            F.when(ev == "send", F.col("seq")).alias("sent_seq"),
+            F.when(is_reply, ~F.coalesce("ok", F.lit(False))).alias("not_ok"),
+        )
+        return _grouped_here(mine.groupBy(*mine.columns).agg(F.count("*").alias("w")).collect())
+    client = events.filter(ev.isin(*CLIENT_EVENTS)).select(*shown)
+    # The per-kind counts of requests and clients, another grouping of the client events: in
+    # the same query, so the same job.
+    kinds = _kind_counts(events).withColumn("g", F.lit(KIND_COUNTS_G))
     if precount:
         client = client.groupBy(*client.columns).agg(F.count("*").alias("w"))
     else:
@@ -115,15 +138,123 @@ def client_pass(events: DataFrame, t0_ns: int, precount: bool = False) -> dict[s
         # In doubles, as avg sums: a wild latency must not overflow a long sum.
         (F.sum(lat.cast("double") * w) / F.sum(lat_w)).alias("lat_mean"),
     )
-    # The per-kind counts of requests and clients, another grouping of the client events: in
-    # the same query, so the same job.
-    kinds = _kind_counts(events).withColumn("g", F.lit(KIND_COUNTS_G))
     rows = passes.unionByName(kinds, allowMissingColumns=True).collect()
     out: dict[str, list[Any]] = {
         g: [] for g in (BY_SECOND, BY_KIND, OVERALL, ENDPOINT_SECOND, KIND_ENDPOINT, KIND_COUNTS_G)
     }
     for r in rows:
         out[r["g"]].append(r)
+    return out
+
+
+#: Below this many events client_pass groups the counted client events here (``here``). At a
+#: CI run's size Spark interprets the report's queries (reports/spark.py INTERPRETED_MAX_EVENTS),
+#: and interpreted, the copies of each event into its groupings were most of a report's single
+#: most costly query: a CI run of lazy-pirate (20k events), warm, the explode alone 0.5-0.6 s of
+#: a task's time (compiled 0.04 s), the whole metrics query 2.5-3.1 s (issue 38).
+HERE_MAX_EVENTS = 50_000
+#: The groupings whose rows carry the reply latencies' figures (percentiles, max, mean).
+TIMED = (BY_SECOND, BY_KIND, OVERALL)
+
+
+def _grouped_here(counted: Iterable[Any]) -> dict[str, list[Any]]:
+    """``client_pass``'s rows made from the counted client events (``ev``, ``latency_us``,
+    ``endpoint``, ``kind``, ``second``, ``cid``, ``sent_seq``, ``not_ok`` and ``w``, how many
+    events are alike), as Spark's aggregations make them: the same groupings, counts, maxima
+    and means, the percentiles by Spark's own rule (``spark_percentiles``), and the per-kind
+    counts of ``_kind_counts``."""
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    latencies: dict[tuple[Any, ...], dict[int, int]] = {}
+    per_kind: dict[str, dict[str, Any]] = {}
+    requests: dict[tuple[str, Any], set[Any]] = {}  # (kind, client) -> the seqs it sent (None too)
+    for r in counted:
+        ev, lat, endpoint, kind, second, w = (
+            r["ev"], r["latency_us"], r["endpoint"], r["kind"], r["second"], r["w"]
+        )  # fmt: skip
+        _count_kind(per_kind, requests, kind, r["cid"], ev, r["sent_seq"], r["not_ok"], w)
+        reply = ev == "reply"
+        keys = [(BY_SECOND, None, None, second)] if ev in TIMELINE_EVENTS else []
+        if reply:
+            keys += [(BY_KIND, kind, None, None), (OVERALL, None, None, None)]
+            if endpoint is not None:
+                keys += [(ENDPOINT_SECOND, None, endpoint, second), (KIND_ENDPOINT, kind, endpoint, None)]
+        for key in keys:
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = {"g": key[0], "k": key[1], "e": key[2], "t": key[3], "n": 0,
+                                   "sends": 0, "replys": 0, "retrys": 0, "abandons": 0,
+                                   "lat_n": 0, "lat_max": None, "_sum": 0.0}  # fmt: skip
+            g["n"] += w
+            field = {"send": "sends", "reply": "replys", "retry": "retrys", "abandon": "abandons"}.get(ev)
+            if field is not None:
+                g[field] += w
+            if reply and lat is not None and key[0] in TIMED:
+                g["lat_n"] += w
+                g["lat_max"] = lat if g["lat_max"] is None else max(g["lat_max"], lat)
+                g["_sum"] += float(lat) * w  # in doubles, as Spark sums them
+                seen = latencies.setdefault(key, {})
+                seen[lat] = seen.get(lat, 0) + w
+    out: dict[str, list[Any]] = {
+        g: [] for g in (BY_SECOND, BY_KIND, OVERALL, ENDPOINT_SECOND, KIND_ENDPOINT, KIND_COUNTS_G)
+    }
+    for key, g in groups.items():
+        total = g.pop("_sum")
+        g["q"] = spark_percentiles(latencies[key], ALL_QUANTILES) if key in latencies else None
+        g["lat_mean"] = total / g["lat_n"] if g["lat_n"] else None
+        out[key[0]].append(g)
+    for (kind, _cid), seqs in requests.items():
+        per_kind[kind]["requests"] += len(seqs)
+    for figures in per_kind.values():
+        del figures["_clients"]
+    out[KIND_COUNTS_G] = [{"k": kind, **figures} for kind, figures in per_kind.items()]
+    return out
+
+
+def _count_kind(
+    per_kind: dict[str, dict[str, Any]],
+    requests: dict[tuple[str, Any], set[Any]],
+    kind: str, cid: str | None, ev: str, sent_seq: int | None, not_ok: bool | None, w: int,
+) -> None:  # fmt: skip
+    """One counted row into the per-kind counts, as ``_kind_counts`` makes them: its clients
+    (each client named once), its requests (each client's distinct seqs sent, a send without
+    one counting once), and its events by kind."""
+    figures = per_kind.get(kind)
+    if figures is None:
+        figures = per_kind[kind] = {name: 0 for name in KIND_COUNTS}
+        figures["_clients"] = set()
+    sent = requests.setdefault((kind, cid), set())
+    if cid is not None and cid not in figures["_clients"]:
+        figures["_clients"].add(cid)
+        figures["clients"] += 1
+    field = {"send": "sends", "reply": "replies", "retry": "retries", "abandon": "abandons",
+             "lost": "lost", "unexpected": "unexpected"}.get(ev)  # fmt: skip
+    if field is not None:
+        figures[field] += w
+    if ev == "send":
+        sent.add(sent_seq)
+    if ev == "reply" and not_ok:
+        figures["replies_not_ok"] += w
+
+
+def spark_percentiles(counts: dict[int, int], percentages: Sequence[float]) -> list[float]:
+    """The exact percentiles of values given with their counts (value -> how many), as Spark's
+    ``percentile`` computes them (its Percentile aggregate): the values sorted, each
+    percentage's position ``(total - 1) * p`` among them, interpolated linearly between the
+    values at its floor and its ceiling, in the same double arithmetic (the same floats, to the
+    last bit: tests/test_metrics.py)."""
+    values = sorted(counts)
+    reached = list(itertools.accumulate(counts[v] for v in values))
+    last = reached[-1] - 1
+    out = []
+    for p in percentages:
+        position = last * p
+        lower, higher = math.floor(position), math.ceil(position)
+        low = values[bisect.bisect_left(reached, lower + 1)]
+        high = values[bisect.bisect_left(reached, higher + 1)]
+        if higher == lower or high == low:
+            out.append(float(low))
+        else:
+            out.append(float(low) + (position - lower) * (float(high) - float(low)))
     return out
 
 
@@ -302,7 +433,8 @@ def compute_metrics(events: DataFrame, t0_ns: int, profile: Profile | None = Non
     else:
         per_kind, per_src = counts(events)
     big = profile is not None and profile.events >= PRECOUNT_MIN_EVENTS
-    passed = client_pass(events, t0_ns, precount=big)
+    small = profile is not None and profile.events < HERE_MAX_EVENTS
+    passed = client_pass(events, t0_ns, precount=big, here=small)
     return {
         "client_kinds": client_kinds(events, passed),
         "client_errors": client_errors(events, profile),

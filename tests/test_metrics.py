@@ -33,10 +33,10 @@ def _history() -> list[dict]:
     return out
 
 
-def _figures(events, precount: bool) -> dict:
+def _figures(events, precount: bool, here: bool = False) -> dict:
     from reports import metrics
 
-    passed = metrics.client_pass(events, T0, precount=precount)
+    passed = metrics.client_pass(events, T0, precount=precount, here=here)
     return {
         "timeline": metrics.timeline(events, T0, passed),
         "latency": metrics.latency(events, passed),
@@ -68,6 +68,55 @@ def test_counting_alike_events_first_gives_the_same_figures(spark) -> None:
     assert counted["kinds"]["(unnamed)"]["abandons"] == 1
 
 
+def test_grouping_the_counted_events_here_gives_spark_s_figures(spark) -> None:
+    """A short history's way (``here``: Spark counts alike events, Python groups them) gives
+    every figure Spark's own aggregation gives, to the last bit of each percentile and mean:
+    on the history above with a send without a seq, a resend of it, a reply not ok, a client
+    event without a client and latencies whose positions fall between two values."""
+    from reports.history_frame import events_frame
+
+    history = [
+        *_history(),
+        {"ts": T0 + 4 * NS, "src": "c-4", "ev": "send", "cid": "c-4", "seq": None, "kind": "b"},
+        {"ts": T0 + 4 * NS + 5, "src": "c-4", "ev": "send", "cid": "c-4", "seq": None, "kind": "b"},
+        {"ts": T0 + 4 * NS + 9, "src": "c-4", "ev": "reply", "cid": "c-4", "seq": 7, "kind": "b",
+         "ok": False, "latency_us": 333},
+        {"ts": T0 + 4 * NS + 11, "src": "?", "ev": "unexpected", "kind": "b"},
+        {"ts": T0 + 4 * NS + 12, "src": "c-1", "ev": "lost", "cid": "c-1", "seq": 9, "kind": "a"},
+    ]  # fmt: skip
+    events = events_frame(spark, history)
+    here = _figures(events, precount=False, here=True)
+    assert here == _figures(events, precount=False)
+    assert here["kinds"]["b"]["requests"] == 4 and here["kinds"]["b"]["replies_not_ok"] == 1
+    assert here["kinds"]["b"]["clients"] == 2 and here["kinds"]["a"]["lost"] == 1
+
+
+def test_percentiles_here_are_spark_s_to_the_last_bit(spark) -> None:
+    """spark_percentiles against Spark's ``percentile`` on 200 groups of random values, some
+    repeated (weighed), at percentages whose positions are fractions: every float equal."""
+    import random
+    from collections import Counter
+
+    from pyspark.sql import functions as F
+
+    from reports.metrics import spark_percentiles
+
+    rnd = random.Random(38)
+    qs = [0.5, 0.9, 0.99, 0.999, 0.123]
+    rows = [
+        (g, rnd.choice([rnd.randint(1, 5000), rnd.randint(1, 5_000_000)]))
+        for g in range(200)
+        for _ in range(rnd.randint(1, 300))
+    ]
+    frame = spark.createDataFrame(rows, "g long, v long")
+    got = frame.groupBy("g").agg(F.percentile("v", F.array(*(F.lit(q) for q in qs))).alias("q"))
+    by_group: dict[int, Counter] = {}
+    for g, v in rows:
+        by_group.setdefault(g, Counter())[v] += 1
+    mine = {g: spark_percentiles(dict(c), qs) for g, c in by_group.items()}
+    assert {r["g"]: r["q"] for r in got.collect()} == mine
+
+
 def test_wild_latencies_do_not_overflow_the_mean(spark) -> None:
     """A client that records absurd latencies (2^62 us, twice) still gets its figures: the
     mean is summed in doubles, as Spark's avg does, in both ways of counting."""
@@ -82,6 +131,6 @@ def test_wild_latencies_do_not_overflow_the_mean(spark) -> None:
             for i in range(2)
         ],
     )  # fmt: skip
-    for precount in (False, True):
-        latency = _figures(events, precount)["latency"]
+    for precount, here in ((False, False), (True, False), (False, True)):
+        latency = _figures(events, precount, here)["latency"]
         assert latency["count"] == 2 and latency["mean"] == latency["max"] == round(wild / 1000, 3)

@@ -126,7 +126,7 @@ def _plan(frame: Any) -> str:
 
 
 @pytest.mark.slow  # 7 s of Spark plans
-def test_prepared_shared_aggregates_skip_the_partial_aggregation(spark: Any) -> None:
+def test_prepared_shared_aggregates_skip_the_partial_aggregation_and_are_compiled(spark: Any) -> None:
     events = _requests(spark)
     # Built on first use, as Spark plans any aggregation: a partial one before the shuffle.
     lazy = ctx_with([], spark, events)
@@ -135,12 +135,30 @@ def test_prepared_shared_aggregates_skip_the_partial_aggregation(spark: Any) -> 
     built = {f.__name__: sorted(map(tuple, f(lazy).collect())) for f in shared}
     lazy.release()
     prepared = ctx_with([], spark, events)
-    before = spark.conf.get(toolkit.shared.BYPASS_PARTIAL, "false")
-    toolkit.prepare(prepared, ["per_request", "per_rid"])
-    assert spark.conf.get(toolkit.shared.BYPASS_PARTIAL, "false") == before  # the session's setting put back
-    assert not any(
-        "partial_" in _plan(prepared.shared(name, toolkit.SHARED[name])) for name in toolkit.SHARED
-    )
+    # A short history's session (reports/spark.py fit_to): interpreted, no adaptive execution.
+    short = {
+        toolkit.shared.WHOLE_STAGE: "false",
+        toolkit.shared.FACTORY_MODE: "NO_CODEGEN",
+        "spark.sql.adaptive.enabled": "false",
+    }
+    before = {key: spark.conf.get(key, None) for key in [*toolkit.shared.PREPARED, *short]}
+    try:
+        for key, value in short.items():
+            spark.conf.set(key, value)
+        toolkit.prepare(prepared, ["per_request", "per_rid"])
+        assert spark.conf.get(toolkit.shared.WHOLE_STAGE) == "false"  # the session's settings put back
+        assert spark.conf.get(toolkit.shared.FACTORY_MODE) == "NO_CODEGEN"
+        assert spark.conf.get(toolkit.shared.BYPASS_PARTIAL, None) == before[toolkit.shared.BYPASS_PARTIAL]
+    finally:
+        for key in short:
+            if before[key] is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, before[key])  # type: ignore[arg-type]
+    plans = [_plan(prepared.shared(name, toolkit.SHARED[name])) for name in toolkit.SHARED]
+    assert not any("partial_" in plan for plan in plans)
+    # Compiled though the session interprets: each aggregation is a stage of generated code.
+    assert all("*(" in plan for plan in plans), plans
     # The same rows either way; each client's last request from its sends.
     for f in shared:
         assert sorted(map(tuple, f(prepared).collect())) == built[f.__name__]

@@ -21,6 +21,12 @@ REQUEST_EVENTS = ("send", "reply", "retry", "abandon", "lost")
 #: The Spark setting that plans an aggregation as one step after its shuffle instead of a
 #: partial aggregation before it and a final one after.
 BYPASS_PARTIAL = "spark.sql.execution.bypassPartialAggregation"
+#: The Spark settings that compile each stage of a query into one generated class (whole-stage
+#: code generation; Spark plans none while its expressions are not compiled either), which a
+#: short history's queries go without (reports/spark.py fit_to, CODEGEN_OFF).
+WHOLE_STAGE, FACTORY_MODE = "spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode"
+#: How the shared aggregates are planned, whatever the session says (see ``prepare``).
+PREPARED = {BYPASS_PARTIAL: "true", WHOLE_STAGE: "true", FACTORY_MODE: "FALLBACK"}
 
 
 def prepare(ctx: CheckContext, names: Iterable[str]) -> None:
@@ -28,21 +34,36 @@ def prepare(ctx: CheckContext, names: Iterable[str]) -> None:
     a partial aggregation: each of their groups (a request, a request id) meets only 2-3
     events, so a partial aggregation before the shuffle reduces almost nothing and costs a
     hash table of every event (at 2M events, warm: per_request 3.4 -> 2.3 s CPU, per_rid
-    2.6 -> 1.6 s; bench/checker_scaling.py). The setting is the session's: it is set only
-    while these frames are planned (``cache`` plans at once; nothing runs yet), which is
-    before any check runs in another thread. Frames not prepared are built on first use
-    as before, with Spark's usual two-step aggregation."""
+    2.6 -> 1.6 s; bench/checker_scaling.py), and compiled (whole-stage code generation) also
+    for a short history, whose other queries Spark interprets: their code names no value of
+    the run (no time, no bound; Spark's generated code holds a long literal as it is, a text
+    by reference), so a session compiles each once, and later reports find it in Spark's cache
+    of generated classes. Interpreted, grouping every client event by request and by request
+    id was a warm report's costliest step after the metrics (six CI runs of 1.8k-23k events,
+    both frames built and counted, warm, load 9-10: CPU 4.8-5.1 s interpreted, 3.2-3.5 s
+    compiled, for the six together; issue 38).
+
+    The settings are the session's: they are set only while these frames are planned
+    (``cache`` plans at once; nothing runs yet), before any check runs in another thread (the
+    metrics, already running, may plan their query meanwhile: a plan as valid, compiled).
+    Frames not prepared are built on first use as before, with Spark's usual two-step
+    aggregation."""
     names = sorted(set(names))
     if not names:
         return
     spark = ctx.spark
-    saved = spark.conf.get(BYPASS_PARTIAL, "false")
-    spark.conf.set(BYPASS_PARTIAL, "true")
+    saved = {key: spark.conf.get(key, None) for key in PREPARED}
+    for key, value in PREPARED.items():
+        spark.conf.set(key, value)
     try:
         for name in names:
             ctx.shared(name, SHARED[name])
     finally:
-        spark.conf.set(BYPASS_PARTIAL, saved)  # type: ignore[arg-type]  # pyspark types conf.get str | None; a SQL conf with a default gives a str
+        for key, was in saved.items():
+            if was is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, was)
 
 
 def per_request(ctx: CheckContext, *, last_seq: bool = True) -> DataFrame:

@@ -36,7 +36,10 @@ by ``./dev demo``), ``--dir D`` keeps the generated runs in D for the next time:
 
 ``--profile`` prints, per step of a warm report from Parquet, the wall seconds, the CPU
 seconds of this process and its JVM together (which move far less with the load than the
-wall time), and the Spark jobs and stages.
+wall time), and the Spark jobs and stages; with ``--reports RUN...``, the same for each
+stored run (copies), in one session after a first report of each:
+
+    ./dev bench checker_scaling --reports RUN-A RUN-B ... --profile
 
 ``--reports RUN [RUN ...]`` measures issue 24 part 1 on copies of stored runs instead: a lone
 cold ``zchaos report`` of the first (JVM start included, from its Parquet form) and
@@ -168,6 +171,32 @@ Tier3MinInvocationThreshold=1000, Tier3CompileThreshold=20000, Tier3BackEdgeThre
 for the same cold report: C1 compiled 3.0-4.5 s instead of 7.4-7.7 s, but the interpreted
 threads took that and more (py4j 6.9-7.3 against 5.0-5.6 s): the JVM's CPU for the report 32.5,
 29.6, 24.6 s against 23.7, 28.3, 25.5 s.
+
+Where a warm report's time went, per check (issue 38, 2026-12-03 08:58-09:00 UTC, load 3.1-3.9;
+a scratch profile: six CI runs recorded that morning, lazy-pirate-kill-server 20k events,
+majordomo-kill-busy-worker 4.2k, paranoid-pirate-kills 23k, pingpong-kills 5.1k, sketch-stalls
+16k, titanic-kills 4.1k; reported once, then again in the same session, one thread
+(ZCHAOS_REPORT_THREADS=1); each task's SQL executions and jobs from Spark's status stores by its
+tag, its wall and CPU seconds, this process's and its JVM's): 10-15 queries and 11-19 jobs per
+report, one query per check but for mmi_service, pingpong_reconnect and execution_count (2);
+the jobs beyond one a broadcast (no_lost's clients' last requests, 1; the dispatch checks' 1).
+The count was no longer the cost: a trivial query over a CI run costs 0.15-0.25 s warm, and the
+heavy ones were heavy inside their one job. The metrics 0.9-3.4 s (the costliest task in five
+of the six), no_lost 0.7-1.5 s and no_duplicate 0.2-0.9 s (each the first to read a shared
+aggregate, which it builds), steady_state 0.55-0.75 s, every other check 0.2-0.5 s but
+pingpong_reconnect, mmi_service and sketch_disabled_discarded (1.5-1.6 s). Below 50k events
+the session interprets its queries (reports/spark.py INTERPRETED_MAX_EVENTS), and interpreted,
+the metrics' copies of each event into its groupings (an explode) took 0.5-0.6 s of task time
+for 20k events (compiled 0.04 s) and the whole metrics query 2.5-3.1 s. Two changes, every key
+of every check and the metrics the same on the six runs (each verdict.json compared whole
+against cc006f6's): the metrics of a short history grouped in Python from Spark's counted
+client events (reports/metrics.py HERE_MAX_EVENTS: one aggregation instead of four, Spark's
+percentile rule to the last bit), and the shared aggregates compiled whatever the session says
+(toolkit.shared.prepare: their code names no value of the run, so a session compiles them
+once). The same profile after both (09:58-09:59 UTC, load 4.4-4.9): per report CPU 7.98, 7.71,
+8.30, 7.67, 9.63, 4.09 -> 4.93, 5.02, 5.54, 6.13, 7.05, 3.28 s (sum 45.4 -> 32.0 s), wall
+9.1, 7.0, 8.3, 8.3, 10.1, 4.5 -> 5.4, 5.6, 6.0, 7.3, 7.8, 3.7 s (one thread); the metrics
+0.9-3.4 -> 0.3-0.9 s, no_duplicate 0.2-0.9 -> 0.2-0.4 s, no_lost 0.7-1.5 -> 0.7-1.1 s.
 
 Latest figures (2026-11-26 05:40-05:50 UTC, nothing else running; Spark ran about a third
 slower on this machine than the day before, pandas as fast):
@@ -730,21 +759,27 @@ def cpu_seconds() -> float:
 
 
 def where_the_time_goes(spark, run: RunDir) -> None:
-    """Per step of a warm report: seconds, Spark jobs and stages (each check in its own job group)."""
+    """Per step of a warm report: seconds, Spark jobs and stages (each check in its own job
+    group), with the session's settings for the run's size (reports/spark.py fit_to)."""
+    import itertools
+
     from reports import run_facts
     from reports.checkers import CheckContext, registry, toolkit
     from reports.ingest import read
     from reports.metrics import compute_metrics
+    from reports.spark import fit_to
 
     sc = spark.sparkContext
     tracker = sc.statusTracker()
+    calls = itertools.count()
 
     def step(name: str, fn: Callable[[], Any]) -> Any:
-        sc.setJobGroup(name, name)
+        group = f"{name} #{next(calls)} {run.root.name}"  # each step's own: a session profiles many runs
+        sc.setJobGroup(group, name)
         t, c = time.perf_counter(), cpu_seconds()
         out = fn()
         secs, cpu = time.perf_counter() - t, cpu_seconds() - c
-        jobs = tracker.getJobIdsForGroup(name)
+        jobs = tracker.getJobIdsForGroup(group)
         stages = sum(len(info.stageIds) for j in jobs if (info := tracker.getJobInfo(j)) is not None)
         print(
             f"    {name:<34}{secs:7.2f} s {cpu:6.2f} s cpu {len(jobs):4d} jobs {stages:4d} stages"
@@ -754,6 +789,7 @@ def where_the_time_goes(spark, run: RunDir) -> None:
 
     meta = run.read_meta()
     history = step("read (profile, bad lines)", lambda: read.read_events(spark, run))
+    fit_to(spark, history.profile.events)
     control = step("control events", lambda: run_facts.control_events(history.events, history.profile))
     faults, _ = run_facts.fault_windows(history.events, history.profile, control)
     ctx = CheckContext(spark, history.events, meta, faults, run.root, history.profile, control)
@@ -765,6 +801,28 @@ def where_the_time_goes(spark, run: RunDir) -> None:
     step("metrics", lambda: compute_metrics(history.events, meta["load_started_ns"], history.profile))
     sc.setJobGroup("other", "other")
     history.release()
+
+
+def profile_reports(stored: list[Path], base: Path) -> None:
+    """``--reports RUN... --profile``: copies of the stored runs reported in this process, once
+    each (the first cold), then each again step by step (``where_the_time_goes``, one thread):
+    where a warm report of each goes, per check."""
+    from contract.rundir import RunDir
+    from reports.pipeline import build_report
+    from reports.spark import get_spark
+
+    runs = [RunDir(base / "runs" / path.name) for path in stored]
+    for path, run in zip(stored, runs, strict=True):
+        shutil.copytree(
+            path, run.root, ignore=shutil.ignore_patterns("verdict.json", "report.html", "junit.xml")
+        )
+    spark = get_spark(events=CI_RUN_EVENTS)
+    for run in runs:
+        _verdict, secs = timed(lambda run=run: build_report(run.root))
+        print(f"{run.root.name}: reported in {secs:.1f} s   load {load()}", flush=True)
+    for run in runs:
+        print(f"{run.root.name}: where the time goes (warm, one thread)", flush=True)
+        where_the_time_goes(spark, run)
 
 
 def outcome(verdict: dict[str, Any]) -> dict[str, tuple[str, int]]:
@@ -868,7 +926,10 @@ def main() -> None:
     base = args.dir or Path(tempfile.mkdtemp(prefix="zchaos-bench-"))
     if args.reports:
         try:
-            stored_reports(args.reports, args.before, args.rounds, base)
+            if args.profile:
+                profile_reports(args.reports, base)
+            else:
+                stored_reports(args.reports, args.before, args.rounds, base)
         finally:
             if args.dir is None:
                 shutil.rmtree(base, ignore_errors=True)

@@ -548,3 +548,30 @@ def test_a_request_sent_once_to_the_passive_backup_while_the_primary_serves_is_n
     for check in ("no_lost", "steady_state"):
         res = run(spark, check, alone, faults=())
         assert res.status == VIOLATED and res.figures["lost"] == 1, res
+
+
+@pytest.mark.slow
+def test_a_link_to_the_other_server_slower_than_an_attempt_leaves_no_server_to_fail_over_to(spark) -> None:
+    """explore (the built-in pair, seed 7): the primary frozen 6.9 s while the clients' link to
+    the backup added 1.6 s to every message (toxicity 0.91), each client attempt 1 s: every
+    attempt at the backup timed out, and service came back when the delay ended, called "not
+    served within 5 s". A delay of an attempt or more is the backup out of reach; a shorter
+    one, or one on few connections, still leaves it there to fail over to."""
+    kill = FaultWindow(1, "kill", "primary", t(5.0), t(9.0), "process", False, "outage", False)
+    slowed = FaultWindow(2, "latency", "link:clients:backup", t(5.0), t(9.0), "link", False, "slowdown", True)
+
+    def judged(latency_ms: float, toxicity: float) -> Any:
+        c = ctx(spark, both_out(), [kill, slowed], failover_bound_s=5.0)
+        c.meta["plan"] = [
+            {"fault_id": 1, "kind": "kill", "target": "primary", "params": {"restart_after_s": 4.0}},
+            {"fault_id": 2, "kind": "latency", "target": "link:clients:backup",
+             "params": {"latency_ms": latency_ms, "jitter_ms": 0, "toxicity": toxicity, "duration_s": 4.0}},
+        ]  # fmt: skip
+        return registry()["bstar_failover_time"].run(c)
+
+    res = judged(1600, 0.91)
+    assert res.status == UNKNOWN and res.figures["other_server_out"] == 1, res
+    assert "latency on link:clients:backup" in res.reason
+    for latency_ms, toxicity in ((200, 1.0), (1600, 0.2)):
+        res = judged(latency_ms, toxicity)
+        assert res.status == VIOLATED, (latency_ms, toxicity, res)

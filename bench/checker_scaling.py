@@ -197,6 +197,15 @@ once). The same profile after both (09:58-09:59 UTC, load 4.4-4.9): per report C
 8.30, 7.67, 9.63, 4.09 -> 4.93, 5.02, 5.54, 6.13, 7.05, 3.28 s (sum 45.4 -> 32.0 s), wall
 9.1, 7.0, 8.3, 8.3, 10.1, 4.5 -> 5.4, 5.6, 6.0, 7.3, 7.8, 3.7 s (one thread); the metrics
 0.9-3.4 -> 0.3-0.9 s, no_duplicate 0.2-0.9 -> 0.2-0.4 s, no_lost 0.7-1.5 -> 0.7-1.1 s.
+``--reports`` over the same six (cold: paranoid-pirate-kills) with ``--before d69a938`` (main
+before both) ``--rounds 2``, alone in both slots, 10:11-10:15 UTC, load 1.3-2.9: warm per run
+median 4.3 s against 4.5 s (x0.97; the sums of the ten warm reports 39.6 against 45.3 s, x0.87;
+round 1 4.6, 3.9, 4.7, 4.7, 2.3 against 5.3, 4.4, 5.7, 5.9, 3.3 s), one session's CPU 59.0,
+56.9 against 69.0, 61.7 s (x0.89), cold 16.1 against 17.2 s (CPU x0.90); every verdict the
+same. The 2 s target is NOT met (x2.15): two threads run a report's 10-15 queries, each
+0.2-0.5 s warm however few its rows, and pingpong_reconnect, mmi_service, sketch_disabled_discarded,
+availability and no_lost still take 0.7-1.5 s each; what is left is fewer queries (checks
+sharing one aggregation), not cheaper ones.
 
 Latest figures (2026-11-26 05:40-05:50 UTC, nothing else running; Spark ran about a third
 slower on this machine than the day before, pandas as fast):

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from reports.checkers import CheckContext, FaultWindow, toolkit
+from reports.checkers import CheckContext, FaultWindow, Profile, toolkit
 from reports.checkers.core import aggregates
 from reports.history_frame import events_frame
 from tests.history import NS
@@ -170,6 +170,19 @@ def test_prepared_shared_aggregates_skip_the_partial_aggregation_and_are_compile
         ("client-2", 1): (2, 0, 0),
         ("client-2", 2): (2, 1, 0),
     }
+    # A short history's (counted, small): each client's last request by a window, no broadcast,
+    # the same rows and columns.
+    counted = Profile({"client-1": {"send": 3}, "client-2": {"send": 2}}, 0, 9 * NS)
+    assert counted.events < toolkit.shared.LAST_SEQ_WINDOW_MAX_EVENTS
+    short = CheckContext(spark, events, META, [], profile=counted)
+    windowed = toolkit.per_request(short)
+    assert "Window" in _plan(windowed) and "Broadcast" not in _plan(windowed)
+    assert "Broadcast" in _plan(toolkit.per_request(prepared))
+    assert windowed.columns == toolkit.per_request(prepared).columns
+    assert sorted(map(tuple, windowed.collect())) == sorted(
+        map(tuple, toolkit.per_request(prepared).collect())
+    )
+    short.release()
     prepared.release()
 
 

@@ -441,8 +441,8 @@ def _outlasts_an_attempt(ctx: CheckContext, fault: FaultWindow) -> bool:
         (p.get("params") or {} for p in ctx.meta.get("plan") or [] if p.get("fault_id") == fault.fault_id), {}
     )
     delay_ms = max((float(params.get(k) or 0) for k in DELAYS_MS), default=0.0)
-    share = float(params.get("toxicity", 1.0) if params.get("toxicity") is not None else 1.0)
-    return share >= 0.5 and delay_ms * MS >= client_attempt_ns(ctx)
+    share = params.get("toxicity")  # the share of connections it acts on (Toxiproxy's; else all)
+    return (share is None or float(share) >= 0.5) and delay_ms * MS >= client_attempt_ns(ctx)
 
 
 def _all_out_of_reach(

@@ -776,7 +776,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=20.0,
         metavar="SECONDS",
-        help="seconds of load of each run (default 20)",
+        help="seconds of load of each run (default 20; a run whose faults would leave steady_state "
+        "too little to judge goes on calmly after them, up to 2.5 times this)",
     )
     p.add_argument(
         "--network",

@@ -114,6 +114,11 @@ MUTATIONS = ("move", "length", "retarget", "kind", "add", "drop", "param", "load
 FAULT_MUTATIONS = ("move", "length", "retarget", "kind", "param")
 #: The chance a mutation with a focus changes a fault of a kind in focus (when it has one).
 FOCUS_SHARE = 0.8
+#: The share of its load a generated run's plan should leave ``steady_state`` to judge (the
+#: check needs a fifth; a run judges less than its plan, as a restart waits for its process).
+JUDGED_SHARE = 0.3
+#: The longest a run's load is made for that, as a multiple of the exploration's run length.
+LONGEST_RUN = 2.5
 #: Parameters left at their default on hosts: a link fault there acts on every connection of
 #: the link (harness/scenario.py refuses a toxicity below 1 with network = "hosts").
 FIXED_ON_HOSTS = frozenset({"toxicity"})
@@ -562,6 +567,39 @@ def _scenario(
         data["network"] = "hosts"
     data["name"] = f"{name}-{content_digest(data)}"
     return data
+
+
+def with_room_to_judge(space: Space, data: dict[str, Any], calibration: Any = None) -> dict[str, Any]:
+    """``data``, or a copy whose load goes on calmly after its faults for as long as its plan
+    needs to leave ``steady_state`` JUDGED_SHARE of the load to judge (the check's own rule,
+    reports/checkers/core/steady.py ``calm_to_judge_s``), up to LONGEST_RUN times the run
+    length. Without an expiry_ms each fault excuses ``steady_grace_s`` after its stop: in 20 s
+    runs with two to four faults, simple-pirate's steady_state was unknown in 14 of 15 runs
+    and lazy-pirate's in 10, so explore could not see a steady-state bug of a system whose
+    timers are long. The faults, their times and the draws stay as they were; a plan that no
+    length helps (a fault never healed) is left as it is."""
+    if "steady_state" not in space.manifest.promises.checks:
+        return data
+    from harness.runner import planned_meta
+    from harness.scenario import fault_plan
+    from reports.checkers.core.steady import calm_to_judge_s
+
+    scenario = to_scenario(space, data, calibration)
+    added = calm_to_judge_s(
+        planned_meta(scenario, fault_plan(scenario)), JUDGED_SHARE, LONGEST_RUN * space.duration_s
+    )
+    if not added:
+        return data
+    longer = copy.deepcopy(data)
+    if "phases" in longer["load"]:
+        last = longer["load"]["phases"][-1]
+        last["duration_s"] = round(float(last["duration_s"]) + added, 1)
+    else:
+        longer["duration_s"] = round(float(longer["duration_s"]) + added, 1)
+    longer["description"] += f"; load {added:g} s longer, for steady_state to judge"
+    prefix = longer["name"].rsplit("-", 1)[0]
+    longer["name"] = f"{prefix}-{content_digest(longer)}"
+    return longer
 
 
 def content_digest(data: dict[str, Any]) -> str:

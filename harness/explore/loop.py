@@ -81,6 +81,7 @@ from harness.explore.generate import (
     pair_of,
     pairs,
     to_scenario,
+    with_room_to_judge,
 )
 from harness.explore.signature import findings, signature, unjudged
 from harness.manifest import load_manifest
@@ -439,6 +440,7 @@ def explore(
             done += 1
             index = len(state.runs) + 1
             data, origin = next_scenario(state, rng, "explore")
+            data = with_room_to_judge(space, data, calibration)
             scenario = to_scenario(space, data, calibration)
             progress.phase(f"explore run {index} ({origin}): {data['description']}")
             runner = Runner(scenario, runs_dir=state.folder, progress=progress, store=store)

@@ -63,6 +63,24 @@ def _too_little_planned(meta: RunMeta) -> str:
     return aggregates.too_little_judged(aggregates.planned_coverage(meta, t), t)
 
 
+def calm_to_judge_s(meta: RunMeta, share: float, longest_s: float, step_s: float = 0.5) -> float | None:
+    """Seconds of load to add after the plan's last fault (steps of ``step_s``) for a run of
+    it to leave ``share`` of its load judged by the rule above (``_too_little_planned``): 0
+    when it already does, None when no load up to ``longest_s`` in all does (a fault the
+    system never heals excuses to the end). A system with no expiry_ms gives each fault
+    ``steady_grace_s`` after its stop, and a short run with a few faults was left with
+    nothing to judge (explore: simple-pirate's steady_state unknown in 14 runs of 15)."""
+    t = timers_of(meta)
+    base = float(meta["scenario"]["duration_s"])
+    added = 0.0
+    while base + added <= longest_s:
+        longer: RunMeta = {**meta, "scenario": {**meta["scenario"], "duration_s": base + added}}
+        if aggregates.planned_coverage(longer, t)["judged_fraction"] >= share:
+            return added
+        added += step_s
+    return None
+
+
 def first_request_failovers(ctx: CheckContext, troubled: DataFrame) -> DataFrame:
     """The requests of ``troubled`` (rows of ``per_request``, the first send as ``first_send``)
     whose retries only found the serving endpoint: a new client's first request, sent to an

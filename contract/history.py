@@ -135,9 +135,9 @@ CORE_EVENTS: dict[str, EventKind] = {
     "lost": EventKind(
         "client",
         ("cid", "seq", "rid", "reason"),
-        ("kind",),
+        ("kind", "endpoint"),
         "a client that never resends gave the request up (its reply_deadline_s ran out, or its program "
-        "said lost): no reply, counted lost",
+        "said lost): no reply, counted lost; endpoint: the one it waited on, where its program says it",
     ),
     "unexpected": EventKind(
         "client",

@@ -96,7 +96,7 @@ class ZchaosUser(User):
         self.fire = self.environment.events.request.fire
         self.draw = self.rng.getrandbits
         self.names = self.client.endpoint_name
-        self.endpoint_names: dict[str, str | None] = {}
+        self.endpoint_names: dict[str, str] = {}
         # A self-driven client program makes its own requests: each one it says it sent is
         # numbered and recorded here, as this user's own would be (external adapter).
         self.self_driven = bool(getattr(self.adapter, "self_driven", False))
@@ -147,17 +147,20 @@ class ZchaosUser(User):
             if outcome.worker:
                 fields["worker"] = outcome.worker
             if outcome.endpoint:
-                name = self.endpoint_names.get(outcome.endpoint)
-                if name is None:
-                    name = self.endpoint_names[outcome.endpoint] = self.names(outcome.endpoint)
-                fields["endpoint"] = name
+                fields["endpoint"] = self._endpoint_name(outcome.endpoint)
             if not ok:  # the evidence: what came back, and whose request it carries
                 fields.update(received(frames))
                 exception = WrongReply(f"reply to {log.rid} differs from the request")
             self.writer.emit_shared("reply", log.shared, fields)
             length = sum(map(len, frames))
         else:
-            log.emit("lost" if isinstance(outcome, Lost) else "abandon", reason=outcome.reason)
+            said: dict[str, Any] = {"reason": outcome.reason}
+            if isinstance(outcome, Lost) and outcome.endpoint:
+                # Where it waited: a driven client program's send has no endpoint (zchaos hands
+                # it the request, the program picks where it goes), and no_lost's rule for a
+                # request stranded at a passive server needs one (toolkit/shared.py stranded).
+                said["endpoint"] = self._endpoint_name(outcome.endpoint)
+            log.emit("lost" if isinstance(outcome, Lost) else "abandon", **said)
             exception = outcome
             length = 0
         self.fire(
@@ -168,6 +171,13 @@ class ZchaosUser(User):
             exception=exception,
             context={"cid": self.cid, "seq": log.seq},
         )
+
+    def _endpoint_name(self, address: str) -> str:
+        """The manifest's name of an endpoint address (looked up once per address)."""
+        name = self.endpoint_names.get(address)
+        if name is None:
+            name = self.endpoint_names[address] = self.names(address) or address
+        return name
 
     @task
     def one_request(self) -> None:

@@ -459,26 +459,25 @@ def test_a_fault_that_left_the_answering_server_serving_owes_no_failover(spark) 
 # --- a client that never resends, stranded at a restarted (passive) server ----------------
 
 
-def stranded_history(*, answered_meanwhile: bool = False) -> list[dict[str, Any]]:
+def stranded_history(
+    *, answered_meanwhile: bool = False, said_on: str | None = "send"
+) -> list[dict[str, Any]]:
     """c1 on the primary until it is taken out at 5 s; then four clients that never
     resend join (11.2 s) and send their first request to the primary (their first endpoint), which
     answers nobody after; their 16 s deadlines declare them lost after the load's stop.
-    Nobody asks the backup. ``answered_meanwhile``: the primary answers c1 once at 12.5 s."""
+    Nobody asks the backup. ``answered_meanwhile``: the primary answers c1 once at 12.5 s.
+    ``said_on``: the event that names the primary, ``send`` (zchaos's adapters), ``lost`` (a
+    driven client program: zchaos wrote its send before the program chose), or None."""
     out = [e for i in range(40) for e in request("c1", i + 1, 1.0 + i * 0.1, "primary")]
+    deadline = "no reply within the 16 s deadline"
     for i in range(4):
         cid, s = f"n{i}", 11.2 + 0.1 * i
         out += [
-            ev(s, cid, "send", cid=cid, seq=1, rid=f"{cid}:1", attempt=1, endpoint="primary"),
-            ev(
-                s + 16,
-                cid,
-                "lost",
-                cid=cid,
-                seq=1,
-                rid=f"{cid}:1",
-                reason="no reply within the 16 s deadline",
-            ),
-        ]
+            ev(s, cid, "send", cid=cid, seq=1, rid=f"{cid}:1", attempt=1,
+               **({"endpoint": "primary"} if said_on == "send" else {})),
+            ev(s + 16, cid, "lost", cid=cid, seq=1, rid=f"{cid}:1", reason=deadline,
+               **({"endpoint": "primary"} if said_on == "lost" else {})),
+        ]  # fmt: skip
     if answered_meanwhile:
         out += request("c1", 41, 12.5, "primary")
     out += [
@@ -508,6 +507,18 @@ def test_a_request_sent_once_to_a_restarted_silent_server_is_not_held_against_th
     assert res.status == UNKNOWN and res.figures["not_asked"] == 1, res
     res = run(spark, "bstar_failover_time", events, failover_bound_s=3.0)
     assert res.status == UNKNOWN and res.figures["not_asked"] == 1, res
+
+
+@pytest.mark.slow
+def test_a_client_program_that_says_where_it_waited_on_its_lost_line_is_judged_alike(spark) -> None:
+    """A driven client program (adapter external) is handed a request and picks the endpoint
+    itself: zchaos's send has none, and only its lost line can say where it waited. Said
+    there, the request stranded at the restarted passive server is no loss; said nowhere,
+    nothing shows it was at a server that answered nobody, and it stays a loss."""
+    res = run(spark, "no_lost", stranded_history(said_on="lost"))
+    assert res.status == HELD and res.figures["lost_at_a_silent_server"] == 4, res
+    res = run(spark, "no_lost", stranded_history(said_on=None))
+    assert res.status == VIOLATED and res.figures["lost"] == 4, res
 
 
 @pytest.mark.slow

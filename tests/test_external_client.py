@@ -299,7 +299,8 @@ def test_a_reply_to_a_request_never_sent_and_a_second_reply(tmp_path: Path, hist
 def test_a_lost_line_records_the_request_lost_not_abandoned(tmp_path: Path, history: HistoryWriter) -> None:
     """Before: a client that never resends could only say abandon, which no_lost does not count."""
     body = """if n == 1:
-        print(json.dumps({"type": "lost", "rid": m["rid"], "reason": "no reply in 5 s"}), flush=True)
+        lost = {"type": "lost", "rid": m["rid"], "reason": "no reply in 5 s", "endpoint": "tcp://127.0.0.1:1"}
+        print(json.dumps(lost), flush=True)
         continue
     if n == 2:
         print(json.dumps({"type": "lost", "rid": "client-1:1"}), flush=True)"""
@@ -308,6 +309,8 @@ def test_a_lost_line_records_the_request_lost_not_abandoned(tmp_path: Path, hist
     client.close()
     assert [type(o) for _, o in outcomes] == [Lost, Reply]
     assert outcomes[0][1].reason == "no reply in 5 s"
+    # where it waited: a driven program's send has no endpoint (no_lost's passive-server rule)
+    assert outcomes[0][1].endpoint == "tcp://127.0.0.1:1"
     (error,) = errors(tmp_path)  # a lost for a request no longer in flight is a protocol error
     assert error["reason"] == "protocol" and error["detail"].startswith("lost of a request not in flight")
 

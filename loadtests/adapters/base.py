@@ -256,11 +256,13 @@ class Abandoned(Exception):
 
 
 class Lost(Exception):
-    """A client that never resends waited its reply deadline out (recorded as ``lost``)."""
+    """A client that never resends waited its reply deadline out (recorded as ``lost``), at
+    ``endpoint`` (the address) when the client says which."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, endpoint: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.endpoint = endpoint
 
 
 def _type_name(value: Any) -> str:

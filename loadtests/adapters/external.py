@@ -73,9 +73,11 @@ stdin (from zchaos) and stdout (to zchaos); its stderr goes to the run's logs/<c
         endpoint (optional): which of the endpoints answered
     {"type": "retry", "rid": "...", "attempt": 2, "reason": "timeout"}   when it resends
     {"type": "abandon", "rid": "...", "reason": "..."}                 when it gives up
-    {"type": "lost", "rid": "...", "reason": "..."}
+    {"type": "lost", "rid": "...", "reason": "...", "endpoint": "tcp://..."}
         when a client that never resends gave the request up: it counts as lost (no_lost; inside
-        a fault only where the manifest promises requeue), an abandon does not
+        a fault only where the manifest promises requeue), an abandon does not; endpoint
+        (optional, for a client of several): the one it waited on (a request sent to a passive
+        server of a failover pair, which drops it, is then no loss of the pair's)
     {"type": "error", "text": "..."}                                  anything worth a line in the report
   Request bodies are ASCII text: the request id, '|', then filler letters (payload_bytes long);
   a correct system echoes the body. A bad line, an error line or an early exit is recorded
@@ -338,7 +340,12 @@ class ExternalClient(AsyncClientAdapter):
             return
         self._finish(flight.log)
         self.completed += 1
-        done.append((flight.log, how(str(message.get("reason", "the client program gave up")))))
+        reason = str(message.get("reason", "the client program gave up"))
+        endpoint = message.get("endpoint")
+        if how is Lost and isinstance(endpoint, str):
+            done.append((flight.log, Lost(reason, endpoint)))
+        else:
+            done.append((flight.log, how(reason)))
 
     def _on_error(self, message: dict[str, Any], line: bytes, done: list) -> None:
         self._error("error", str(message.get("text", "")))

@@ -257,9 +257,18 @@ def _stranded(ctx: CheckContext) -> DataFrame:
     kinds, every_kind = _failover_kinds(ctx)
     endpoints = sorted({str(e) for k in (ctx.meta.get("manifest") or {}).get("clients") or []
                         for e in k.get("endpoints") or []})  # fmt: skip
-    sends = events_of(ctx, "send").filter(F.col("endpoint").isin(endpoints))
+    sends = events_of(ctx, "send")
     if not every_kind:  # the client kind that wrote each send
         sends = sends.filter(F.col("kind").isin(kinds))
+    # A driven client program's send has no endpoint (zchaos handed it the request; the
+    # program chose where it went): its lost line may say where it waited.
+    waited = events_of(ctx, "lost").select("cid", "seq", F.col("endpoint").alias("_waited"))
+    sends = (
+        sends.select("cid", "seq", "ts", "endpoint")
+        .join(waited, ["cid", "seq"], "left")
+        .select("cid", "seq", "ts", F.coalesce("endpoint", "_waited").alias("endpoint"))
+        .filter(F.col("endpoint").isin(endpoints))
+    )
     since = _restarted_since(ctx)
     restarted = F.lit(False)
     if since:
@@ -270,9 +279,7 @@ def _stranded(ctx: CheckContext) -> DataFrame:
         .filter((F.col("replied") == 0) & (F.col("retries") == 0) & (F.col("sends") == 1))
         .select("cid", "seq", F.coalesce("lost_ts", F.lit(END_OF_TIME)).alias("until"))
     )
-    candidates = never.join(sends.select("cid", "seq", "ts", "endpoint"), ["cid", "seq"]).withColumn(
-        "restarted", restarted
-    )
+    candidates = never.join(sends, ["cid", "seq"]).withColumn("restarted", restarted)
     # Whether each endpoint answered anyone from the send to the request's end: the next
     # reply of each endpoint after the send, from one window over the replies by endpoint
     # (a probe sorts before a reply at the same time: a reply then counts).

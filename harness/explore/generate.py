@@ -28,7 +28,10 @@ its instances. With one (``drawn``: how often each pair of a fault kind and a ro
 retargets and its faults made another kind) the least-drawn pairs come first: a kind
 uniformly among those with such a pair, then one of its least-drawn roles or links. So
 every pair is drawn once before any is drawn twice, and a bug that needs one kind on one
-role of 2-4 is not left to a draw among 15 kinds over and over. Guided's faults of one
+role of 2-4 is not left to a draw among 15 kinds over and over. Guided counts each pair's
+context too (``coverage_keys``: whether its fault started while the load was quiet, an idle
+or calm stretch, or busy) and moves a fault whose pair ran more often in the context it
+starts in to a time in the other (``_in_other_context``). Guided's faults of one
 scenario each take a role or link of their own (where the topology has enough), so a kill
 never lands on the role another fault of the run stalls (it would clear the state the
 stall left), and its scenarios hold three or four faults more often than one
@@ -103,6 +106,11 @@ WAITS_MS = (0, 10, 20, 50)
 #: An idle stretch: one user with this pause (ms) between requests.
 IDLE_WAIT_MS = (1000, 2500)
 LOAD_SHAPES = ("steady", "idle", "burst")
+#: The phases of a drawn load in which the system is quiet: one user, seconds apart (idle),
+#: or a user per client kind (the calm before a burst): its workers mostly wait for work.
+QUIET_PHASES = frozenset({"idle", "calm"})
+#: Where a fault can start in a load: while it is quiet, or while it is busy.
+CONTEXTS = ("quiet", "busy")
 #: The share of loads whose clients never resend, where an adapter of the manifest can.
 NORESEND_SHARE = 0.3
 #: The seeds a generated scenario is given for its request streams.
@@ -528,6 +536,89 @@ def _maybe_noresend(space: Space, rng: random.Random, load: dict[str, Any]) -> d
     return load
 
 
+def stretches(load: dict[str, Any], duration_s: float) -> list[tuple[str, float, float]]:
+    """The load's stretches as (context, from s, to s): each phase quiet (QUIET_PHASES) or
+    busy; a steady load is busy throughout."""
+    phases = load.get("phases")
+    if not phases:
+        return [("busy", 0.0, duration_s)]
+    found, at = [], 0.0
+    for phase in phases:
+        end = at + float(phase["duration_s"])
+        found.append(("quiet" if phase.get("name") in QUIET_PHASES else "busy", at, end))
+        at = end
+    return found
+
+
+def context_of(data: dict[str, Any], fault: dict[str, Any]) -> str:
+    """Whether ``fault`` of the scenario ``data`` starts while its load is quiet or busy."""
+    at = float(fault["at_s"][0])
+    duration = float(data.get("duration_s") or 0.0)
+    return next((c for c, lo, hi in stretches(data["load"], duration) if lo <= at < hi), "busy")
+
+
+def coverage_keys(space: Space, data: dict[str, Any]) -> list[str]:
+    """What a run of ``data`` adds to an exploration's coverage: each fault's pair
+    (``fault_pair``), and the pair with the context it started in (``"restart worker while
+    quiet"``), so that guided tries a pair once while quiet and once while busy."""
+    keys = []
+    for fault in data.get("faults") or []:
+        pair = fault_pair(space, fault)
+        keys += [pair, f"{pair} while {context_of(data, fault)}"]
+    return keys
+
+
+def _wanted(space: Space, data: dict[str, Any], drawn: Counter[str]) -> list[str | None]:
+    """For each fault of ``data``: the other context, where its pair ran in it less often so
+    far than in the one the fault starts in (None: it stays). A tie stays as drawn: moving
+    half of the first draws to a quiet stretch cost the bugs that need a busy system more
+    than it gave the idle ones (bench/explore_power.py's draws)."""
+    wanted: list[str | None] = []
+    for fault in data["faults"]:
+        pair, here = fault_pair(space, fault), context_of(data, fault)
+        other = CONTEXTS[1 - CONTEXTS.index(here)]
+        wanted.append(other if drawn[f"{pair} while {other}"] < drawn[f"{pair} while {here}"] else None)
+    return wanted
+
+
+def _in_other_context(
+    space: Space, data: dict[str, Any], drawn: Counter[str], rng: random.Random
+) -> dict[str, Any]:
+    """``data`` with each fault whose pair ran more often in the context it starts in than in
+    the other moved to a time in a stretch of the other (kind, target and parameters as
+    drawn), the load drawn again (``rng``, a few tries) where it has no quiet stretch and a
+    fault wants one. A bug that needs a worker restarted while idle (mdp-idle-disconnect) or
+    a queue frozen while busy gets its pair tried in both: random found the idle restart on 2
+    of 2 seeds, guided on none, its two or three restarts of a worker all while busy."""
+    load = data["load"]
+    wanted = _wanted(space, data, drawn)
+    if "quiet" in wanted:
+        for _ in range(VALIDATE_TRIES):
+            if any(c == "quiet" for c, _, _ in stretches(load, space.duration_s)):
+                break
+            load = draw_load(space, rng)
+        data = {**data, "load": load}
+        wanted = [
+            w if w != context_of(data, f) else None for w, f in zip(wanted, data["faults"], strict=True)
+        ]
+    faults = []
+    for fault, want in zip(data["faults"], wanted, strict=True):
+        if want is not None:
+            kind = FAULT_KINDS[fault["kind"]]
+            last_start = space.last_end_s - length_of(kind, fault)
+            room = [
+                (max(lo, FIRST_FAULT_S), min(hi, last_start))
+                for c, lo, hi in stretches(load, space.duration_s)
+                if c == want and min(hi, last_start) > max(lo, FIRST_FAULT_S)
+            ]
+            if room:
+                lo, hi = rng.choice(room)
+                fault = {**fault, "at_s": [round(rng.uniform(lo, hi), 2)]}
+                _fit(space, kind, fault)
+        faults.append(fault)
+    return {**data, "faults": faults}
+
+
 def generate(
     space: Space, rng: random.Random, *, name: str = "explore", drawn: Counter[str] | None = None
 ) -> dict[str, Any]:
@@ -539,13 +630,19 @@ def generate(
     if drawn is None:
         count = rng.randint(MIN_FAULTS, MAX_FAULTS)
         faults = [draw_fault(space, rng) for _ in range(count)]
-    else:
-        count = rng.choices(range(MIN_FAULTS, MAX_FAULTS + 1), weights=GUIDED_FAULT_COUNT_WEIGHTS)[0]
-        faults = []
-        for _ in range(count):
-            busy = {where_of(space, f["kind"], f["target"]) for f in faults}
-            faults.append(draw_fault(space, rng, drawn=drawn, busy=busy))
-    return _scenario(space, name, rng.randrange(1, SEED_RANGE), draw_load(space, rng), faults)
+        return _scenario(space, name, rng.randrange(1, SEED_RANGE), draw_load(space, rng), faults)
+    count = rng.choices(range(MIN_FAULTS, MAX_FAULTS + 1), weights=GUIDED_FAULT_COUNT_WEIGHTS)[0]
+    faults = []
+    for _ in range(count):
+        busy = {where_of(space, f["kind"], f["target"]) for f in faults}
+        faults.append(draw_fault(space, rng, drawn=drawn, busy=busy))
+    data = _scenario(space, name, rng.randrange(1, SEED_RANGE), draw_load(space, rng), faults)
+    # Moved with a generator of its own, seeded by ``rng``'s state without advancing it (as
+    # ``_maybe_noresend``, whose seed this is not: + 1): every other draw of a seed stays
+    # what it was. (No text in the hash: a str's hash differs from process to process.)
+    side = random.Random(hash(rng.getstate()[1]) + 1)
+    data = _in_other_context(space, data, drawn, side)
+    return _scenario(space, name, data["seed"], data["load"], data["faults"])
 
 
 def _scenario(

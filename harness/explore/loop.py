@@ -30,7 +30,9 @@ drew: of tag-ring's 11 first runs, 6 mutated 3 entries with link faults, and 8 o
 pairs had been tried.)
 
 The exploration counts how often each pair of a fault kind and a role or link ran
-(``coverage``, generate.py ``pair_of``; in explore.json, so ``--resume`` keeps it). Guided's
+(``coverage``, generate.py ``pair_of``; in explore.json, so ``--resume`` keeps it), and each
+pair with the context its fault started in (``coverage_keys``: while the load was quiet or
+busy; a pair's next fresh draw starts in the one it ran in less). Guided's
 draws and mutations take the pairs drawn least often first (every pair once before any
 twice), and a run that tried a pair for the first time shows the feature
 ``pair:KIND:ROLE-OR-LINK``, so it enters the corpus and its mutations change that fault
@@ -73,6 +75,7 @@ from harness.config import dump_toml
 from harness.explore.generate import (
     RUN_S,
     Space,
+    coverage_keys,
     fault_kinds_of,
     fault_pair,
     generate,
@@ -585,7 +588,7 @@ def _learn(
     features = (
         signature(verdict) | {f"pair:{p.replace(' ', ':', 1)}" for p in pairs} if verdict else frozenset()
     )
-    state.coverage.update(pairs)
+    state.coverage.update(coverage_keys(state.space, data))
     new = sorted(features - state.seen)
     state.seen |= features
     record: dict[str, Any] = {

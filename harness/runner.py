@@ -8,6 +8,7 @@ error) -> report (the Spark pipeline). Progress goes to the terminal while it ru
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import signal
@@ -607,7 +608,8 @@ class Runner:
         # With phases the load shape sets users and spawn rate and ends the load itself.
         steady = [] if load.phases else [
             "--users", str(load.users), "--spawn-rate", str(load.spawn_rate),
-            "--run-time", f"{self.scenario.duration_s:g}s",
+            # Locust takes whole seconds: duration_s = 28.5 failed the run ("Invalid time span").
+            "--run-time", f"{math.ceil(self.scenario.duration_s)}s",
         ]  # fmt: skip
         argv = [
             sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *mode, *steady,

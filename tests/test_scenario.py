@@ -395,3 +395,20 @@ def test_check_suite_and_run_take_set(tmp_path: Path) -> None:
     for command in (["check", "s.toml"], ["run", "s.toml"], ["suite", "dir"]):
         args = parser.parse_args([*command, "--set", "load.users=2", "--set", "seed=3"])
         assert args.set == ["load.users=2", "seed=3"], command
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_steady_load_of_a_fractional_length_runs(tmp_path: Path) -> None:
+    """Locust's --run-time takes whole seconds: duration_s = 3.5 was valid for zchaos check
+    and failed the run ("Invalid time span format"); explore's lengthened runs hit it."""
+    import json
+
+    from harness.cli import main
+
+    path = tmp_path / "s.toml"
+    path.write_text('implementation = "lazy-pirate"\nduration_s = 3.5\n[load]\nusers = 1\n')
+    assert main(["run", str(path), "--no-report", "--runs-dir", str(tmp_path / "runs")]) == 0
+    (run,) = [p for p in (tmp_path / "runs").iterdir() if (p / "run.json").exists()]
+    meta = json.loads((run / "run.json").read_text())
+    assert 3e9 <= meta["load_stopped_ns"] - meta["load_started_ns"] < 8e9  # its load ran, about 3.5-4 s

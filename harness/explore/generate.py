@@ -683,7 +683,7 @@ def with_room_to_judge(space: Space, data: dict[str, Any], calibration: Any = No
 
     scenario = to_scenario(space, data, calibration)
     added = calm_to_judge_s(
-        planned_meta(scenario, fault_plan(scenario)), JUDGED_SHARE, LONGEST_RUN * space.duration_s
+        planned_meta(scenario, fault_plan(scenario)), JUDGED_SHARE, LONGEST_RUN * space.duration_s, step_s=1.0
     )
     if not added:
         return data

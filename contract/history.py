@@ -47,6 +47,7 @@ FIELD_TYPES: dict[str, str] = {
     "ok": "bool",  # the reply is the one expected (echo intact, right request)
     "worker": "string",  # which worker served or executed it, when known
     "latency_us": "long",  # from the first send of the request to its reply
+    "lag_us": "long",  # how late the load generator's event loop ran (loadgen_lag)
     "reason": "string",  # why a request was abandoned, a worker expired, ...
     "got_rid": "string",  # the request id found in a reply that was not expected
     # What came back when it was not as expected (a reply with ok false, an unexpected
@@ -153,6 +154,14 @@ CORE_EVENTS: dict[str, EventKind] = {
         "an external client program broke the JSON-lines protocol (reason: malformed, protocol), "
         "reported an error (error), would not start (init), fell silent (timeout) or exited early "
         "(exit, with its code)",
+    ),
+    "loadgen_lag": EventKind(
+        "client",
+        ("lag_us",),
+        (),
+        "the load generator's own event loop ran late by lag_us, up to ts (a probe's short sleep "
+        "overslept: the machine's CPUs were busy, or the generator was): a reply it read meanwhile "
+        "was timed late by up to that, which was not the system's",
     ),
     # --- workers ------------------------------------------------------------------
     "exec": EventKind("worker", ("rid", "worker"), ("service",), "a worker started a job"),

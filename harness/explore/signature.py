@@ -40,7 +40,7 @@ NS = 1_000_000_000
 #: Event kinds every run has: their presence tells nothing (what they count is read elsewhere).
 EVERYDAY = frozenset(
     {"send", "reply", "exec", "done", "dispatch", "phase", "phase_done", "proc_start", "proc_exit"}
-    | {"fault_start", "fault_stop", "worker_ready"}
+    | {"fault_start", "fault_stop", "worker_ready", "loadgen_lag"}
 )
 
 

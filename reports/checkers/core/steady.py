@@ -190,6 +190,37 @@ def first_request_failovers(ctx: CheckContext, troubled: DataFrame) -> DataFrame
     )
 
 
+def _without_generator_lag(ctx: CheckContext, timed: DataFrame, bound_ms: float) -> Any:
+    """The latency figures (``_latencies``) of the requests ``timed`` with the load
+    generator's own lag taken out of each: the time its event loop ran late
+    (``loadgen_lag``, loadtests/user.py) between the request's first send and its reply,
+    when the generator could not have read the reply. None when it never lagged. On a
+    machine busy with other work, explore's correct majordomo-mixed was timed at a p99 of
+    332 ms against its 250 ms bound; run again with the machine quieter, 103 ms."""
+    lags = events_of(ctx, "loadgen_lag").select(
+        (F.col("ts") - F.col("lag_us") * 1000).alias("lag_from"), F.col("ts").alias("lag_to")
+    )
+    if lags.isEmpty():
+        return None
+    overlap = F.least("lag_to", "reply_ts") - F.greatest("lag_from", "first_send")
+    lag = (
+        timed.filter(F.col("reply_ts").isNotNull())
+        .select("cid", "seq", "first_send", "reply_ts")
+        .join(
+            F.broadcast(lags),
+            (F.col("lag_to") > F.col("first_send")) & (F.col("lag_from") < F.col("reply_ts")),
+        )
+        .groupBy("cid", "seq")
+        .agg((F.sum(overlap) / 1000).alias("_lag_us"))
+    )
+    return (
+        timed.join(lag, ["cid", "seq"], "left")
+        .withColumn("latency_us", F.col("latency_us") - F.coalesce(F.col("_lag_us"), F.lit(0)))
+        .agg(*_latencies(F.lit(True), bound_ms))
+        .collect()[0]
+    )
+
+
 def _latencies(judged: Column, bound_ms: float) -> list[Column]:
     """The latency figures of the requests ``judged`` selects: p99, max, how many were timed
     and how many took longer than the bound."""
@@ -260,6 +291,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
     # The troubled requests (only where there are any: issue 38, the report's speed), less
     # new clients' first requests that only had to find the serving endpoint.
     troubled = forgiven = None
+    timed_ones = judged
     failovers = failover_retries = 0
     if retries or abandons or lost:
         troubled = judged.filter((F.col("retries") + F.col("abandons") + F.col("lost")) > 0).withColumn(
@@ -286,8 +318,8 @@ def steady_state(ctx: CheckContext) -> CheckResult:
             troubled = troubled.join(forgiven.select("cid", "seq"), ["cid", "seq"], "left_anti")
             # Their time spent finding the serving endpoint is no steady-state latency either:
             # the latency figures again without them (a query only where there are some).
-            rest = judged.join(forgiven.select("cid", "seq"), ["cid", "seq"], "left_anti")
-            row = {**row.asDict(), **rest.agg(*_latencies(F.lit(True), bound_ms)).collect()[0].asDict()}
+            timed_ones = judged.join(forgiven.select("cid", "seq"), ["cid", "seq"], "left_anti")
+            row = {**row.asDict(), **timed_ones.agg(*_latencies(F.lit(True), bound_ms)).collect()[0].asDict()}
     # Requests lost by a client that never resends, sent to a server of a pair that was not
     # the serving one (toolkit ``stranded``): no steady-state loss (a query only where some
     # were lost and a client kind holds several endpoints).
@@ -302,6 +334,14 @@ def steady_state(ctx: CheckContext) -> CheckResult:
     allowed = slow_allowed(timed)
     # Over the bound by more than chance: a p99 of few requests is their slowest two or three.
     slow = p99_ms is not None and p99_ms > bound_ms and over > allowed
+    # Latencies as the system gave them: the load generator's own lateness taken out
+    # (a query only where they broke the bound).
+    as_timed = None
+    if slow and (lagged := _without_generator_lag(ctx, timed_ones, bound_ms)) is not None:
+        as_timed = (p99_ms, over)
+        p99_ms = None if lagged["p99_us"] is None else lagged["p99_us"] / 1000.0
+        over = count(lagged["over"])
+        slow = p99_ms is not None and p99_ms > bound_ms and over > allowed
     cover = aggregates.coverage(ctx, spans)
     figures = {
         "judged_requests": count(row["judged"]),
@@ -321,6 +361,11 @@ def steady_state(ctx: CheckContext) -> CheckResult:
         "latency_p99_bound_ms": bound_ms,
         "over_bound": over,
         "over_bound_allowed": allowed,
+        **(
+            {"p99_ms_as_timed": as_timed[0], "over_bound_as_timed": as_timed[1]}
+            if as_timed is not None
+            else {}
+        ),
         **t.figures(),
         **cover,
     }
@@ -332,6 +377,11 @@ def steady_state(ctx: CheckContext) -> CheckResult:
     )
     if p99_ms is not None and p99_ms > bound_ms:
         summary += f" ({over} of {timed} slower; chance allows {allowed} at a 1% share)"
+    if as_timed is not None:
+        summary += (
+            f"; the load generator's own lag taken out (as it timed them: p99 {as_timed[0]:.1f} ms, "
+            f"{as_timed[1]} slower)"
+        )
     if lost:
         summary += f", {lost} lost"
     if failovers:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import zmq
 
-from reports.spark import QUICK_COMPILER
+from reports.spark import QUICK_COMPILER, driver_java_options
 from tests.procs import procs  # noqa: F401 - a fixture
 
 if TYPE_CHECKING:
@@ -29,9 +29,14 @@ if TYPE_CHECKING:
 # QUICK_COMPILER keeps the full code cache: with C1 alone the JVM reserves only 48 MB, which
 # a test worker's session, checking a few hundred histories, filled (compiler disabled, and
 # once a query failed: "Out of space in CodeCache for method handle intrinsic").
+# The test worker's JVM is a short report's (reports/spark.py driver_java_options): C1 alone
+# with the full code cache, and the serial collector (test_checkers.py +
+# test_pingpong_checkers.py alternated twice at load 4-10: CPU 118/125 s with G1, 112/120 s).
+#: A test's hand-written or recorded history: at most a few thousand events.
+TEST_HISTORY_EVENTS = 5_000
 os.environ.setdefault(
     "PYSPARK_SUBMIT_ARGS",
-    f'--conf "spark.driver.extraJavaOptions={" ".join(QUICK_COMPILER)}" pyspark-shell',
+    f'--conf "spark.driver.extraJavaOptions={driver_java_options(TEST_HISTORY_EVENTS)}" pyspark-shell',
 )
 
 # The same for the Spark Connect servers the tests start (reports/connect.py): their first
@@ -41,10 +46,6 @@ os.environ.setdefault("ZCHAOS_SPARK_SERVER_JAVA_OPTIONS", " ".join(QUICK_COMPILE
 # A developer's own Spark Connect server (zchaos spark start) serves no test: a test's
 # reports run in-process, as on CI, unless the test says otherwise (tests/test_spark_connect.py).
 os.environ.setdefault("ZCHAOS_SPARK_CONNECT", "0")
-
-
-#: A test's hand-written or recorded history: at most a few thousand events.
-TEST_HISTORY_EVENTS = 5_000
 
 
 @pytest.fixture(scope="session")

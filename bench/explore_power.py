@@ -260,6 +260,13 @@ others), seeds with the trigger / median first run (31: none):
 A tie (a pair not yet run, or as often in both) stays where it was drawn: moving half of
 those to a quiet stretch (last column) helped the idle bug and cost stall-queue more. The
 real benchmark's guided rows above were measured before this change.
+
+Real trials with it (1eba4cb, 13:27-13:56 UTC, one slot, load 2.1-5.9; -03c.jsonl):
+mdp-idle-disconnect guided, seeds 2 and 1: **not found in 30** either. The quiet restart of
+a worker came where the draws said (seed 2 run 16, seed 1 run 21) and did not show the bug:
+both runs held two or three other faults (links of other workers cut, the broker starved),
+and a lone trigger run is not the draw's to make. Random's two findings had two and three
+faults. Still not met for this subject: 2 of 3 seeds.
 """
 
 from __future__ import annotations

@@ -485,6 +485,7 @@ def test_steady_state_takes_the_load_generators_own_lag_out_of_the_latencies(spa
     elsewhere = [lag(10 + seq, 100_000) for seq in range(1, 7)]
     result = check("steady_state", make_ctx(spark, clean_history() + slow + elsewhere))
     assert (result.status, result.figures["over_bound"]) == (VIOLATED, 6), result.summary
+    assert "load generator's own 0.6 s of lag taken out" in result.examples[0]["problem"]
     # much lag elsewhere (4.5 s of 60): the machine was starved, the system's processes too
     elsewhere = [lag(10 + seq) for seq in range(1, 7)]
     result = check("steady_state", make_ctx(spark, clean_history() + slow + elsewhere))

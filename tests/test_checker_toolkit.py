@@ -377,3 +377,21 @@ def test_what_stands_of_a_check_with_damaged_requests_left_out_is_its_on_damage(
     assert (after.status == status) is stands
     assert after.status in (status, "unknown")
     assert ("client-2" in after.summary) is True
+
+
+def test_a_frozen_frame_holds_the_rows_not_the_plan_that_found_them(spark: Any) -> None:
+    """``frozen``: the few rows a check shows, as literals, so that the query over them does not
+    run again the shuffles that chose them (steady_state's examples: 36 shuffles, issue 38)."""
+    rows = [(ts % 7, ts, f"c{ts % 3}", None if ts % 4 else 1.5) for ts in range(40)]
+    frame = spark.createDataFrame(rows, "k int, ts long, cid string, x double")
+    grouped = frame.groupBy("cid").agg({"ts": "max", "k": "min"}).withColumnRenamed("max(ts)", "ts")
+    chosen = toolkit.firsts(grouped)
+    assert "Exchange" in chosen._jdf.queryExecution().executedPlan().toString()
+    kept = toolkit.frozen(ctx_with([], spark), chosen)
+    assert [(f.name, f.dataType) for f in kept.schema] == [(f.name, f.dataType) for f in chosen.schema]
+    assert sorted(map(tuple, kept.collect())) == sorted(map(tuple, chosen.collect()))
+    assert "Exchange" not in kept._jdf.queryExecution().executedPlan().toString()
+    with_null = toolkit.frozen(ctx_with([], spark), frame.filter("ts < 4"))
+    assert [r["x"] for r in with_null.orderBy("ts").collect()] == [1.5, None, None, None]
+    nothing = frame.filter("ts < 0")
+    assert toolkit.frozen(ctx_with([], spark), nothing).collect() == []

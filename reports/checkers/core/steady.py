@@ -21,6 +21,7 @@ from reports.checkers.toolkit import (
     events_of,
     examples,
     firsts,
+    frozen,
     per_request,
     request_details,
     result,
@@ -312,6 +313,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
                 .withColumn("counted", F.col("late"))
             )
             troubled = troubled.unionByName(late_ones.select(*troubled.columns))
+        troubled = troubled.localCheckpoint()
     if troubled is not None and retries:
         forgiven = first_request_failovers(ctx, troubled).cache()
         got = forgiven.agg(
@@ -416,7 +418,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
     found: list[dict[str, Any]] = []
     if troubled is not None and (retries or abandons or lost):
         found = examples(
-            request_details(ctx, firsts(troubled, by="excused", order="problem_ts")).select(
+            request_details(ctx, frozen(ctx, firsts(troubled, by="excused", order="problem_ts"))).select(
                 F.col("problem_ts").alias("ts"),
                 "src",
                 F.when(F.col("retries") > 0, "retry")

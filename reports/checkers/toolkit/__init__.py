@@ -12,7 +12,8 @@ reports.checkers.toolkit import ...``), never from another family's module.
 - **Fault excuses** (``excuses``): ``fault_spans`` (when the faults that concern an instance
   were under way), ``split_excused`` / ``with_excused`` / ``outside`` (applied to a frame),
   ``timers`` / ``timers_of`` (how long after a fault's stop its requests stay excused),
-  ``small_frame`` (a few rows as a frame), ``literal_rows`` / ``any_row`` / ``join_rows``
+  ``small_frame`` (a few rows as a frame; ``frozen``: a small frame's rows made so),
+  ``literal_rows`` / ``any_row`` / ``join_rows``
   (as an array each row of a frame asks about, or is joined to, with no broadcast);
   ``planned_windows`` (the plan's faults as windows, before any run).
 - **Result building** (``results``): ``result`` (the one builder), ``nothing_to_judge`` (a
@@ -52,6 +53,7 @@ from reports.checkers.toolkit.excuses import (
     Timers,
     any_row,
     fault_spans,
+    frozen,
     has_spare,
     join_rows,
     literal_rows,
@@ -144,6 +146,7 @@ __all__ = [
     "examples",
     "fault_spans",
     "firsts",
+    "frozen",
     "has_spare",
     "history_end",
     "instance_column",

@@ -290,6 +290,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from chaos.kinds import FAULT_KINDS  # noqa: E402
 from contract.outcomes import EXIT_INTERRUPTED  # noqa: E402
 from harness.explore import generate, loop  # noqa: E402
 from harness.explore.generate import RUN_S, make_space, pair_of  # noqa: E402
@@ -357,6 +358,11 @@ class Subject:
     trigger: Callable[[Fault], bool] = lambda f: False
     #: faults that clear the bug's state when in the same run (a kill or restart of its role)
     spoilers: Callable[[Fault], bool] = lambda f: False
+    #: --draws-only's "clean" count: the load the trigger must start in ("quiet", "busy";
+    #: None: any), and faults that hide the bug from its check when in the same run (a lossy
+    #: link fault excuses the request a no-resend client lost: no_lost does not count it)
+    context: str | None = None
+    hiders: Callable[[Fault], bool] = lambda f: False
 
     def path(self, where: Path) -> Path:
         if not self.bug:
@@ -377,6 +383,7 @@ SUBJECTS = (
         ROOT / "tests" / "explore_subject" / "manifest.toml",
         trigger=stall_of("queue", 1.5, 5.0),
         spoilers=kind_on(("kill", "restart"), "queue"),
+        context="busy",
     ),
     # an MDP broker that drops the request a dead worker held (a busy worker killed, or one
     # it takes for dead: silent past its 3 s of liveness, frozen or cut off), judged by
@@ -388,6 +395,7 @@ SUBJECTS = (
         trigger=either(
             kind_on(("kill", "restart"), "worker"), stall_of("worker", 3.0), cut_link("link:worker-", 3.0)
         ),
+        context="busy",
     ),
     # a Simple Pirate queue that loses its idle workers to junk on its backend (malformed,
     # at the backend endpoint)
@@ -409,6 +417,10 @@ SUBJECTS = (
         ROOT / "tests" / "blackbox" / "mdp-broker-noresend.toml",
         bug="idle-disconnect-stays-listed",
         trigger=kind_on(("restart",), "worker"),
+        # the runs that had it and did not show the bug (2026-12-03d below): while busy, or
+        # with a link fault that lost data (no_lost excused the request sent to nobody)
+        context="quiet",
+        hiders=lambda f: FAULT_KINDS[f["kind"]].lossy,
     ),
     # Freelance servers that drop for good the requests of a client whose queued pings they
     # read in a burst (a freeze or starve of server1, the server the clients use)
@@ -417,6 +429,7 @@ SUBJECTS = (
         ROOT / "tests" / "explore_subject" / "ping-guard.toml",
         trigger=either(stall_of("server1", 1.5), slow_link("link:clients:server1")),
         spoilers=kind_on(("kill", "restart"), "server1"),
+        context="busy",
     ),
     # a PING/PONG broker whose one-byte job numbers go round while a worker holds its job (a
     # worker frozen or starved under load): a stale result goes to another client
@@ -427,6 +440,7 @@ SUBJECTS = (
             stall_of("worker", 1.0, 5.0), slow_link("link:worker-"), cut_link("link:worker-", 1.0)
         ),
         spoilers=kind_on(("kill", "restart"), "broker"),
+        context="busy",
     ),
     # a Binary Star pair whose active server holds its requests for good after a stall too
     # short for a failover (a freeze or starve of 1.5 s to about 3 s), or of any length with
@@ -437,6 +451,7 @@ SUBJECTS = (
         "stall-hold-star",
         ROOT / "tests" / "explore_subject" / "stall-hold-star.toml",
         trigger=either(stall_of("primary", 1.5), stall_of("backup", 1.5)),
+        context="busy",
     ),
 )
 
@@ -510,6 +525,18 @@ def holds_trigger(subject: Subject, faults: list[Fault]) -> bool:
     return any(subject.trigger(f) for f in faults) and not any(subject.spoilers(f) for f in faults)
 
 
+def holds_clean_trigger(subject: Subject, data: dict[str, Any]) -> bool:
+    """Whether a scenario holds the trigger in the context its bug needs (``Subject.context``)
+    with none of its spoilers and no fault that hides the bug (``Subject.hiders``): the run
+    that shows the bug, as far as the draws can say."""
+    faults = data.get("faults") or []
+    if any(subject.spoilers(f) or subject.hiders(f) for f in faults):
+        return False
+    return any(
+        subject.trigger(f) and subject.context in (None, generate.context_of(data, f)) for f in faults
+    )
+
+
 def said(row: dict[str, Any]) -> str:
     row = with_trigger(row)
     if row["found"] is None:
@@ -564,16 +591,20 @@ def summary(rows: list[dict[str, Any]]) -> None:
         print(f"false alarm, left out: {row['subject']} seed {row['seed']} {row['strategy']}: {said(row)}")
 
 
-def draws(subject: Subject, seed: int, strategy: str, runs: int, run_s: float) -> list[int]:
+def draws(
+    subject: Subject, seed: int, strategy: str, runs: int, run_s: float
+) -> tuple[list[int], list[int]]:
     """The runs (1-based) of an exploration's first ``runs`` whose scenario holds the
-    subject's trigger and none of its spoilers, from the draws alone: nothing is run. What
-    guided learns is modelled by each run's pairs (a pair tried first enters the corpus, as
-    in a real exploration); the behaviours a real run shows besides are not."""
+    subject's trigger and none of its spoilers, and those that hold it clean (in its
+    context, nothing that hides the bug: ``holds_clean_trigger``), from the draws alone:
+    nothing is run. What guided learns is modelled by each run's pairs (a pair tried first
+    enters the corpus, as in a real exploration); the behaviours a real run shows besides
+    are not."""
     space = make_space(load_manifest(str(subject.path(Path(tempfile.gettempdir()) / "zchaos-draws"))),
                        kinds=subject.kinds, duration_s=run_s, calibrated=False)  # fmt: skip
     state = loop.Exploration(Path(os.devnull), space, seed, strategy, runs, None)
     rng = random.Random(f"zchaos-explore:{seed}")  # as explore() seeds it
-    hits = []
+    hits, clean = [], []
     for index in range(1, runs + 1):
         data, origin = loop.next_scenario(state, rng, "explore")
         faults = data.get("faults") or []
@@ -592,23 +623,27 @@ def draws(subject: Subject, seed: int, strategy: str, runs: int, run_s: float) -
         state.runs.append({"run": index})
         if holds_trigger(subject, faults):
             hits.append(index)
-    return hits
+        if holds_clean_trigger(subject, data):
+            clean.append(index)
+    return hits, clean
 
 
 def draws_only(chosen: list[Subject], seeds: list[int], runs: int, run_s: float | None) -> int:
     """--draws-only: per subject and strategy, the share of seeds whose first ``runs`` draw
-    the trigger at all, the median run it first comes in, and the runs that hold it."""
+    the trigger at all, the median run it first comes in, and the runs that hold it; then
+    the same of the clean trigger (``holds_clean_trigger``)."""
     for subject in chosen:
         for strategy in ("guided", "random"):
-            trials = [draws(subject, seed, strategy, runs, run_s or subject.run_s) for seed in seeds]
-            firsts = [t[0] if t else runs + 1 for t in trials]
-            print(
-                f"{subject.name:22} {strategy:>6}: trigger drawn in {sum(1 for t in trials if t)} of "
-                f"{len(seeds)} seeds, first in run {statistics.median(firsts):g} (median), "
-                f"{statistics.mean(len(t) for t in trials):.2f} runs with it; seeds 1-3: "
-                + ", ".join(str(t[0]) if t else "-" for t in trials[:3]),
-                flush=True,
-            )
+            both = [draws(subject, seed, strategy, runs, run_s or subject.run_s) for seed in seeds]
+            for what, trials in (("trigger", [t for t, _ in both]), ("clean", [c for _, c in both])):
+                firsts = [t[0] if t else runs + 1 for t in trials]
+                print(
+                    f"{subject.name:22} {strategy:>6}: {what:7} drawn in {sum(1 for t in trials if t)} of "
+                    f"{len(seeds)} seeds, first in run {statistics.median(firsts):g} (median), "
+                    f"{statistics.mean(len(t) for t in trials):.2f} runs with it; seeds 1-3: "
+                    + ", ".join(str(t[0]) if t else "-" for t in trials[:3]),
+                    flush=True,
+                )
     return 0
 
 

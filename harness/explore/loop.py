@@ -79,6 +79,7 @@ from harness.explore.generate import (
     fault_kinds_of,
     fault_pair,
     generate,
+    isolate,
     make_space,
     mutate,
     pair_of,
@@ -323,17 +324,36 @@ def mutate_share(state: Exploration) -> float:
     return GUIDED_MUTATE * sum(1 for p in every if state.coverage[p]) / len(every)
 
 
+def to_isolate(space: Space, entry: dict[str, Any], focus: set[str]) -> int | None:
+    """The fault of a corpus entry to try alone next (generate.py ``isolate``): the first of
+    its faults in focus whose pair it has not tried alone yet, where it has other faults
+    (None: none left, it is mutated). Each such fault once, before the entry's mutations."""
+    faults = entry["scenario"].get("faults") or []
+    if len(faults) < 2:
+        return None
+    done = set(entry.get("isolated") or [])
+    return next(
+        (i for i, f in enumerate(faults) if f["kind"] in focus and fault_pair(space, f) not in done), None
+    )
+
+
 def next_scenario(state: Exploration, rng: random.Random, name: str) -> tuple[dict[str, Any], str]:
     """The next run's scenario data and how it came about (fresh, or a mutation of which
     run, changing most often a fault that showed something new); a mutated entry counts the
     try (``_learn`` counts what it showed). Guided draws the pairs of its coverage least
     drawn first; random draws without memory."""
     drawn = Counter(state.coverage) if state.strategy == "guided" else None
-    if state.strategy == "guided" and state.corpus and rng.random() < mutate_share(state):
+    if drawn is not None and state.corpus and rng.random() < mutate_share(state):
         parent = _pick(state.corpus, rng)
         parent["tried"] = parent.get("tried", 0) + 1
         focus = focus_of(parent.get("new") or [])
-        data, change = mutate(state.space, parent["scenario"], rng, name=name, focus=focus, drawn=drawn)
+        alone = to_isolate(state.space, parent, focus)
+        if alone is not None:
+            data, change = isolate(state.space, parent["scenario"], alone, rng, name=name, drawn=drawn)
+            kept = parent["scenario"]["faults"][alone]
+            parent.setdefault("isolated", []).append(fault_pair(state.space, kept))
+        else:
+            data, change = mutate(state.space, parent["scenario"], rng, name=name, focus=focus, drawn=drawn)
         return data, f"run {parent['run']}: {change}"
     return generate(state.space, rng, name=name, drawn=drawn), "fresh"
 

@@ -532,9 +532,7 @@ def holds_clean_trigger(subject: Subject, data: dict[str, Any]) -> bool:
     faults = data.get("faults") or []
     if any(subject.spoilers(f) or subject.hiders(f) for f in faults):
         return False
-    return any(
-        subject.trigger(f) and subject.context in (None, generate.context_of(data, f)) for f in faults
-    )
+    return any(subject.trigger(f) and subject.context in (None, generate.context_of(data, f)) for f in faults)
 
 
 def said(row: dict[str, Any]) -> str:
@@ -591,9 +589,7 @@ def summary(rows: list[dict[str, Any]]) -> None:
         print(f"false alarm, left out: {row['subject']} seed {row['seed']} {row['strategy']}: {said(row)}")
 
 
-def draws(
-    subject: Subject, seed: int, strategy: str, runs: int, run_s: float
-) -> tuple[list[int], list[int]]:
+def draws(subject: Subject, seed: int, strategy: str, runs: int, run_s: float) -> tuple[list[int], list[int]]:
     """The runs (1-based) of an exploration's first ``runs`` whose scenario holds the
     subject's trigger and none of its spoilers, and those that hold it clean (in its
     context, nothing that hides the bug: ``holds_clean_trigger``), from the draws alone:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from chaos.faults import ParamProblem
 from chaos.kinds import FAULT_KINDS
 from contract.errors import SetupError
 from harness.cli import main
@@ -24,6 +25,7 @@ from harness.explore.generate import (
     MAX_FAULTS,
     Space,
     _fits,
+    companions,
     context_of,
     draw_fault,
     fault_pair,
@@ -795,3 +797,93 @@ def test_an_exploration_resumes_with_its_coverage(tmp_path: Path) -> None:
     del record["coverage"]
     (tmp_path / "explore.json").write_text(json.dumps(record))
     assert resumed(tmp_path, 2, None).coverage == state.coverage - Counter(in_context)  # no loads there
+
+
+def test_guided_runs_each_fault_in_focus_of_an_entry_alone_once_then_mutates_it(tmp_path: Path) -> None:
+    """mdp-idle-disconnect's bug (a worker restarted while idle) showed in no run that had a
+    link fault losing data beside the restart: no_lost excused the request lost. Guided now
+    runs each fault in focus of a corpus entry alone once before it mutates the entry."""
+    space = space_of(SUBJECT, duration_s=12)
+    parent = generate(space, random.Random(1))
+    freeze = {"kind": "freeze", "target": "queue", "at_s": [3.0], "duration_s": 2.0}
+    cut = {
+        "kind": "partition",
+        "target": "link:worker-1",
+        "at_s": [4.0],
+        "duration_s": 1.0,
+        "direction": "both",
+    }
+    restart = {"kind": "restart", "target": "worker-2", "at_s": [5.0], "delay_s": 0.5}
+    parent["faults"] = [freeze, cut, restart]
+    parent["load"] = {"users": 2, "spawn_rate": 10, "wait_ms": 0}  # busy throughout
+    state = Exploration(tmp_path, space, 1, "guided", 50, None)
+    # every pair tried (guided mutates in one run of two), each of the three while busy only
+    state.coverage = Counter(pairs(space)) + Counter(
+        f"{fault_pair(space, f)} while busy" for f in parent["faults"]
+    )
+    entry = {"run": 1, "scenario": parent, "new": ["pair:freeze:queue", "recovery:restart:<10%"]}
+    state.corpus = [entry]
+    rng = random.Random(3)
+    origins, children = [], []
+    while len(origins) < 4:
+        data, origin = next_scenario(state, rng, "x")
+        if origin != "fresh":
+            origins.append(origin)
+            children.append(data)
+    assert origins[:2] == ["run 1: isolated freeze on queue", "run 1: isolated restart on worker-2"], origins
+    assert not any("isolated" in o for o in origins[2:]), origins  # then mutated as before
+    assert entry["isolated"] == ["freeze queue", "restart worker"]
+    for child, alone in zip(children, (freeze, restart), strict=False):
+        assert problems_of(space, child) == [], child
+        to_scenario(space, child)  # it parses as any scenario
+        (fault,) = child["faults"]
+        assert {k: v for k, v in fault.items() if k != "at_s"} == {
+            k: v for k, v in alone.items() if k != "at_s"
+        }
+        # its pair ran while busy only: alone, it starts while the load is quiet
+        assert context_of(child, fault) == "quiet", child
+    # an entry of one fault is mutated at once; a fault not in focus is never isolated
+    lone = {"run": 2, "scenario": {**parent, "faults": [cut]}, "new": ["pair:partition:link:worker-1"]}
+    state.corpus = [lone]
+    origin = next(o for _ in range(20) if (o := next_scenario(state, rng, "x")[1]) != "fresh")
+    assert "isolated" not in origin and "isolated" not in lone
+
+
+def test_guided_keeps_faults_that_lose_data_apart_from_the_others() -> None:
+    space = space_of(SUBJECT)
+    assert "partition" not in companions(space, "restart") and "latency" in companions(space, "restart")
+    assert set(companions(space, "reset")) == {k for k in space.kinds if FAULT_KINDS[k].lossy}
+
+    def mixed(scenarios: list[dict[str, Any]]) -> int:
+        return sum(len({FAULT_KINDS[f["kind"]].lossy for f in s["faults"]}) > 1 for s in scenarios)
+
+    guided = [generate(space, random.Random(s), drawn=Counter()) for s in range(200)]
+    several = [g for g in guided if len(g["faults"]) > 1]
+    assert mixed(guided) == 0 and len(several) > 100
+    lossy = sum(all(FAULT_KINDS[f["kind"]].lossy for f in g["faults"]) for g in several)
+    assert 0.2 * len(several) < lossy < 0.8 * len(several), lossy  # both sorts are drawn
+    # random's draw mixes them, as it always did
+    assert mixed([generate(space, random.Random(s)) for s in range(200)]) > 50
+
+
+def test_a_kind_whose_card_refuses_many_draws_still_gets_its_parameters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # slicer refuses a quarter of its draws: 8 tries in a row failed once in 65,000 slicers
+    # and stopped an exploration with exit 2
+    import dataclasses
+
+    from harness.explore.generate import draw_params
+
+    space = space_of(SUBJECT)
+    refused = 0
+
+    def picky(params: dict[str, Any], target: str, manifest: Any) -> None:
+        nonlocal refused
+        if refused < 20:
+            refused += 1
+            raise ParamProblem(None, "not yet")
+
+    kind = dataclasses.replace(FAULT_KINDS["slicer"], validate=picky)
+    params = draw_params(space, kind, "link:worker-1", random.Random(1))
+    assert refused == 20 and "average_size" in params

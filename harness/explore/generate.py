@@ -18,7 +18,8 @@ in a digest of what it does (``explore-3fa2b1c0``), so the results store never f
 different scenarios under one name. ``mutate``
 changes a scenario of the corpus in one way (move, lengthen or shorten, retarget, another
 kind on the same target, add or drop a fault, redraw a parameter, change the load), the
-guided strategy's step.
+guided strategy's step; ``isolate`` keeps one of its faults alone, which guided runs once
+for each fault in focus of a corpus entry before it mutates the entry (loop.py).
 
 Which kind on which target: without a record of draws (``drawn`` None: ``--strategy
 random``, memoryless as Jepsen's random nemesis, and the draw as it always was) 1 to 4
@@ -34,9 +35,12 @@ or calm stretch, or busy) and moves a fault whose pair ran more often in the con
 starts in to a time in the other (``_in_other_context``). Guided's faults of one
 scenario each take a role or link of their own (where the topology has enough), so a kill
 never lands on the role another fault of the run stalls (it would clear the state the
-stall left), and its scenarios hold three or four faults more often than one
-(GUIDED_FAULT_COUNT_WEIGHTS): with 40-odd pairs and 30 runs, a pair tried once per
-exploration is all the breadth allows at two faults a run. Measured without running
+stall left), its faults either all lose data (``FaultKind.lossy``: a cut, a reset, a
+partition) or none does (``companions``: a lossy fault makes ``no_lost`` excuse what it may
+have lost, and hid the request a worker's restart lost beside it), and its scenarios hold
+three or four faults more often than one (GUIDED_FAULT_COUNT_WEIGHTS): with 40-odd pairs
+and 30 runs, a pair tried once per exploration is all the breadth allows at two faults a
+run. Measured without running
 anything (bench/explore_draws.py: the draws alone, 100 seeds, whether a subject's trigger
 fault is drawn in 30 runs): ping-guard 85%, stall-hold-star 77%, tag-ring 97% of seeds with
 one or two faults more often and faults stacked on a role; 95%, 90%, 100% now; random's
@@ -638,7 +642,8 @@ def generate(
 ) -> dict[str, Any]:
     """A fresh scenario's TOML data: 1 to 4 faults and a load shape, all drawn from ``rng``.
     Given ``drawn`` (guided's draw): the pairs least drawn so far (draw_fault), each fault
-    on a role or link of its own, three or four faults more often than one
+    on a role or link of its own, of the first fault's ``companions`` (all lossy or none),
+    three or four faults more often than one
     (GUIDED_FAULT_COUNT_WEIGHTS); without it (random's), as many faults of each count, on
     any target, as the draw always was."""
     if drawn is None:

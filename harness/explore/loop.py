@@ -25,9 +25,13 @@ one, with probability GUIDED_MUTATE times the share of the pairs of fault kind a
 link it has tried (``mutate_share``: breadth first, then depth), and draws a fresh scenario
 otherwise; ``random`` always draws fresh ones, the baseline guided is measured against.
 Which entry: by its energy, more for one whose mutations showed new behaviours, less for
-one whose did not. (With GUIDED_MUTATE from its first runs on, its corpus kept what those
-drew: of tag-ring's 11 first runs, 6 mutated 3 entries with link faults, and 8 of its 44
-pairs had been tried.)
+one whose did not. An entry with several faults first runs each of its faults in focus
+alone, once (``to_isolate``, generate.py ``isolate``; the entry's ``isolated`` pairs), then
+is mutated: a trigger's bug hid beside two or three other faults (mdp-idle-disconnect: a
+worker restarted while idle, with a link cut that made ``no_lost`` excuse the lost
+request). (With GUIDED_MUTATE from its first runs on, its corpus kept what those drew: of
+tag-ring's 11 first runs, 6 mutated 3 entries with link faults, and 8 of its 44 pairs had
+been tried.)
 
 The exploration counts how often each pair of a fault kind and a role or link ran
 (``coverage``, generate.py ``pair_of``; in explore.json, so ``--resume`` keeps it), and each

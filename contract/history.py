@@ -359,6 +359,12 @@ class HistoryError(ValueError):
     """An event that the schema does not allow."""
 
 
+#: The share of the load time the load generator may run late (``loadgen_lag``) before the
+#: machine counts as busy: latencies timed then are the machine's as much as the system's
+#: (steady_state: its latency unknown; a calibration: said in its notes).
+LOADGEN_BUSY_SHARE = 0.02
+
+
 def validate(ev: str, fields: dict[str, Any]) -> None:
     """Raise HistoryError unless ``ev`` with ``fields`` (besides ts/src/ev) is declared."""
     allowed = _ALLOWED.get(ev)

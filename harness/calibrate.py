@@ -41,6 +41,7 @@ from contract.calibration import (
     write_calibration,
 )
 from contract.errors import SetupError
+from contract.history import LOADGEN_BUSY_SHARE
 from contract.outcomes import EXIT_INTERRUPTED
 from harness.manifest import Manifest, is_manifest, load_manifest
 from harness.progress import Progress
@@ -174,6 +175,9 @@ def calibrate(
         raise SetupError(f"the calibration's load never started; see {runner.run.root}")
     steps = measure_steps(runner.run.history, origin, users, step_s)
     calibration = summarise(steps, setup, run=str(runner.run.root))
+    windows = measured_windows(origin, len(users), step_s)
+    if busy := busy_note(generator_lag_s(runner.run.history, windows), windows):
+        calibration = replace(calibration, notes=(*calibration.notes, busy))
     write_calibration(calibration_file(runs_dir, setup.manifest.name, calibration.key), calibration)
     return calibration
 
@@ -200,17 +204,22 @@ def read_client_events(history: Path) -> list[dict[str, Any]]:
     return events
 
 
+def measured_windows(origin_ns: int, steps: int, step_s: float) -> list[tuple[int, int]]:
+    """Each ramp step's measured window: its end, past SETTLE_FRACTION."""
+    step_ns = int(step_s * 1e9)
+    return [
+        (origin_ns + i * step_ns + int(SETTLE_FRACTION * step_ns), origin_ns + (i + 1) * step_ns)
+        for i in range(steps)
+    ]
+
+
 def measure_steps(
     history: Path, origin_ns: int, users: tuple[int, ...], step_s: float
 ) -> list[tuple[Step, list[float]]]:
-    """Each ramp step's figures over its measured window (its end, past SETTLE_FRACTION),
-    with the latencies (ms, sorted) of the requests sent in it."""
+    """Each ramp step's figures over its measured window (``measured_windows``), with the
+    latencies (ms, sorted) of the requests sent in it."""
     events = read_client_events(history)
-    step_ns = int(step_s * 1e9)
-    windows = [
-        (origin_ns + i * step_ns + int(SETTLE_FRACTION * step_ns), origin_ns + (i + 1) * step_ns)
-        for i in range(len(users))
-    ]
+    windows = measured_windows(origin_ns, len(users), step_s)
     steps = []
     for n, (lo, hi) in zip(users, windows, strict=True):
         ok = sent = errors = 0
@@ -245,6 +254,39 @@ def measure_steps(
             )
         )
     return steps
+
+
+def generator_lag_s(history: Path, windows: list[tuple[int, int]]) -> float:
+    """Seconds of ``windows`` in which the load generator's own event loop ran late
+    (``loadgen_lag``, loadtests/user.py): the clients' latencies and rates then were the
+    machine's as much as the system's."""
+    late = 0
+    for path in sorted(history.glob("locust-*.jsonl")):
+        with path.open("rb") as fh:
+            for line in fh:
+                if b'"loadgen_lag"' not in line:
+                    continue
+                try:
+                    event = json.loads(line)
+                    to, lag_us = int(event["ts"]), int(event["lag_us"])
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line cut by a killed writer
+                late += sum(max(0, min(to, hi) - max(to - lag_us * 1000, lo)) for lo, hi in windows)
+    return late / 1e9
+
+
+def busy_note(lag_s: float, windows: list[tuple[int, int]]) -> str:
+    """The note of a calibration measured while the load generator ran late for
+    LOADGEN_BUSY_SHARE of its measured time or more, or ''."""
+    measured_s = sum(hi - lo for lo, hi in windows) / 1e9
+    if lag_s < LOADGEN_BUSY_SHARE * measured_s:
+        return ""
+    return (
+        f"the machine was busy: the load generator's own event loop ran {lag_s:.1f} s late over the "
+        f"{measured_s:.1f} s measured, so these figures are partly the machine's (a capacity too low, "
+        "latencies and the timeout too high); calibrate again with the machine quiet "
+        "(`zchaos calibrate NAME --again`)"
+    )
 
 
 def summarise(
@@ -338,6 +380,8 @@ def calibrated(scenario: Any, runs_dir: str | Path = "runs", progress: Progress 
         )
         found = calibrate(setup, runs_dir, progress=progress)
         progress.note(f"calibration stored: {found.summary()}")
+        for note in found.notes:
+            progress.note(f"calibration note: {note}")
     else:
         progress.note(f"calibration of {setup.manifest.name} ({found.date}): {found.summary()}")
     again = reparse(scenario, scenario.source, calibration=found)

@@ -315,3 +315,36 @@ def test_a_scenario_may_give_the_availability_window_itself(tmp_path: Path) -> N
     assert slow.manifest.promises.as_dict()["availability_window_s"] == 8.0
     # the default is left out of what a run records, as before the promise existed
     assert "availability_window_s" not in load_manifest("paranoid-pirate").promises.as_dict()
+
+
+def test_a_calibration_measured_while_the_load_generator_ran_late_says_the_machine_was_busy(
+    tmp_path: Path,
+) -> None:
+    """Before: a calibration on a machine busy with other work stored starved figures (a low
+    capacity, high latencies and timeout) as the system's, and said nothing."""
+    from harness.calibrate import busy_note, generator_lag_s, measured_windows
+
+    origin = 10**18
+    windows = measured_windows(origin, 3, 5.0)  # each step's last 3 s: 9 s measured
+    assert windows[0] == (origin + 2 * 10**9, origin + 5 * 10**9)
+    history = tmp_path / "history"
+    history.mkdir()
+
+    def lagged(*spans_s: tuple[float, float]) -> float:
+        lines = [
+            json.dumps({"ts": origin + int(hi * 1e9), "ev": "loadgen_lag", "lag_us": round((hi - lo) * 1e6)})
+            for lo, hi in spans_s
+        ]
+        lines += ['{"ts": 1, "ev": "send"', json.dumps({"ts": origin, "ev": "send", "cid": "c", "seq": 1})]
+        (history / "locust-1.jsonl").write_text("\n".join(lines) + "\n")
+        return generator_lag_s(history, windows)
+
+    # Lag while a step settles counts nothing; across a window's start, only its part inside.
+    assert lagged((0.5, 1.5)) == 0.0
+    assert lagged((1.9, 2.1)) == pytest.approx(0.1)
+    assert busy_note(lagged((1.9, 2.1)), windows) == ""  # 0.1 s of 9: under 2%
+    late = lagged((2.0, 2.1), (6.0, 6.3), (7.5, 7.8), (12.0, 12.2))  # the second settling
+    assert late == pytest.approx(0.6)
+    note = busy_note(late, windows)
+    assert "the machine was busy" in note and "0.6 s late over the 9.0 s measured" in note
+    assert "zchaos calibrate NAME --again" in note

@@ -11,6 +11,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from contract.history import LOADGEN_BUSY_SHARE
 from contract.rundir import RunMeta
 from reports.checkers.core import aggregates
 from reports.checkers.toolkit import (
@@ -191,11 +192,6 @@ def first_request_failovers(ctx: CheckContext, troubled: DataFrame) -> DataFrame
     )
 
 
-#: The share of the load time the load generator may run late (loadgen_lag) before the
-#: machine counts as starved: a latency still over the bound then is unknown, not violated.
-MACHINE_BUSY_SHARE = 0.02
-
-
 def _without_generator_lag(ctx: CheckContext, timed: DataFrame, bound_ms: float) -> Any:
     """The latency figures (``_latencies``) of the requests ``timed`` with the load
     generator's own lag taken out of each: the time its event loop ran late
@@ -355,7 +351,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
         p99_ms = None if row_lagged["p99_us"] is None else row_lagged["p99_us"] / 1000.0
         over = count(row_lagged["over"])
         slow = p99_ms is not None and p99_ms > bound_ms and over > allowed
-        if slow and lag_s >= MACHINE_BUSY_SHARE * cover["load_s"]:
+        if slow and lag_s >= LOADGEN_BUSY_SHARE * cover["load_s"]:
             # The system's processes share the CPUs the generator lacked: no latency verdict.
             slow = False
             starved = (

@@ -864,9 +864,20 @@ def test_guided_keeps_faults_that_lose_data_apart_from_the_others() -> None:
     assert mixed(guided) == 0 and len(several) > 100
     lossy = sum(all(FAULT_KINDS[f["kind"]].lossy for f in g["faults"]) for g in several)
     assert 0.2 * len(several) < lossy < 0.8 * len(several), lossy  # both sorts are drawn
-    # a first try mixes them (breadth: keeping them apart then cost stall-queue's freeze), and
-    # random's draw, as it always did
-    assert mixed([generate(space, random.Random(s), drawn=Counter()) for s in range(200)]) > 50
+    # a first try of a lossy pair mixes them (breadth: keeping them apart there too drew
+    # stall-queue's freeze later); a first try of another never does
+    assert mixed([generate(space, random.Random(s), drawn=Counter()) for s in range(200)]) > 20
+
+    # a first try of a fault on the queue, lossy pairs drawn less than the other others: a
+    # draw without the rule would take lossy ones beside it; it takes none
+    def count(pair: str) -> int:
+        return 1 if FAULT_KINDS[pair.split()[0]].lossy else 0 if pair.endswith(" queue") else 5
+
+    queue_first = Counter({p: count(p) for p in pairs(space)})
+    drawn = [generate(space, random.Random(s), drawn=Counter(queue_first)) for s in range(100)]
+    assert all("queue" in [f["target"] for f in g["faults"]] for g in drawn)
+    assert sum(len(g["faults"]) > 1 for g in drawn) > 50 and mixed(drawn) == 0
+    # random's draw mixes them, as it always did
     assert mixed([generate(space, random.Random(s)) for s in range(200)]) > 50
 
 

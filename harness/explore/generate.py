@@ -35,14 +35,13 @@ or calm stretch, or busy) and moves a fault whose pair ran more often in the con
 starts in to a time in the other (``_in_other_context``). Guided's faults of one
 scenario each take a role or link of their own (where the topology has enough), so a kill
 never lands on the role another fault of the run stalls (it would clear the state the
-stall left), a pair's second try (a draw whose first fault's pair ran before) has faults
-that all lose data (``FaultKind.lossy``: a cut, a reset, a partition) or none that does
-(``companions``: a lossy fault makes ``no_lost`` excuse what it may have lost, and hid the
-request a worker's restart lost beside it; first tries mix them, as keeping them apart
-there too drew stall-queue's freeze later), and its scenarios hold
-three or four faults more often than one (GUIDED_FAULT_COUNT_WEIGHTS): with 40-odd pairs
-and 30 runs, a pair tried once per exploration is all the breadth allows at two faults a
-run. Measured without running
+stall left), a fault that loses no data is drawn with none that does (``companions``,
+``FaultKind.lossy``: a cut, a reset, a partition makes ``no_lost`` excuse what it may have
+lost, and hid the request a worker's restart lost beside it), a fault that loses data with
+others that do where it tries its pair again (a first try mixes: kept apart there too,
+stall-queue's freeze came later), and its scenarios hold three or four faults more often
+than one (GUIDED_FAULT_COUNT_WEIGHTS): with 40-odd pairs and 30 runs, a pair tried once per
+exploration is all the breadth allows at two faults a run. Measured without running
 anything (bench/explore_draws.py: the draws alone, 100 seeds, whether a subject's trigger
 fault is drawn in 30 runs): ping-guard 85%, stall-hold-star 77%, tag-ring 97% of seeds with
 one or two faults more often and faults stacked on a role; 95%, 90%, 100% now; random's
@@ -633,7 +632,7 @@ def _in_other_context(
 
 
 def companions(space: Space, kind_name: str) -> list[str]:
-    """The kinds guided draws beside a fault of ``kind_name`` that tries its pair again: those
+    """The kinds guided draws beside a first fault of ``kind_name`` (``generate``): those
     that lose data (``FaultKind.lossy``: a link cut, a reset) if it does, the others if not."""
     lossy = FAULT_KINDS[kind_name].lossy
     return [k for k in space.kinds if FAULT_KINDS[k].lossy == lossy]
@@ -644,24 +643,24 @@ def generate(
 ) -> dict[str, Any]:
     """A fresh scenario's TOML data: 1 to 4 faults and a load shape, all drawn from ``rng``.
     Given ``drawn`` (guided's draw): the pairs least drawn so far (draw_fault), each fault
-    on a role or link of its own, three or four faults more often than one, and where the
-    first fault's pair ran before (a second try) the others of its ``companions`` only (all
-    lossy or none)
-    (GUIDED_FAULT_COUNT_WEIGHTS); without it (random's), as many faults of each count, on
-    any target, as the draw always was."""
+    on a role or link of its own, three or four faults more often than one
+    (GUIDED_FAULT_COUNT_WEIGHTS), and the others among the first fault's ``companions``
+    where it loses no data or tries its pair again (a first try of a lossy pair mixes);
+    without it (random's), as many faults of each count, on any target, as the draw always
+    was."""
     if drawn is None:
         count = rng.randint(MIN_FAULTS, MAX_FAULTS)
         faults = [draw_fault(space, rng) for _ in range(count)]
         return _scenario(space, name, rng.randrange(1, SEED_RANGE), draw_load(space, rng), faults)
     count = rng.choices(range(MIN_FAULTS, MAX_FAULTS + 1), weights=GUIDED_FAULT_COUNT_WEIGHTS)[0]
     faults: list[dict[str, Any]] = []
-    again = False
+    apart = False
     for _ in range(count):
         busy = {where_of(space, f["kind"], f["target"]) for f in faults}
-        among = companions(space, faults[0]["kind"]) if faults and again else ()
+        among = companions(space, faults[0]["kind"]) if apart else ()
         faults.append(draw_fault(space, rng, drawn=drawn, busy=busy, among=among))
-        if len(faults) == 1:
-            again = drawn[fault_pair(space, faults[0])] > 1
+        if len(faults) == 1:  # (drawn counts it: above 1, its pair ran before)
+            apart = not FAULT_KINDS[faults[0]["kind"]].lossy or drawn[fault_pair(space, faults[0])] > 1
     data = _scenario(space, name, rng.randrange(1, SEED_RANGE), draw_load(space, rng), faults)
     # Moved with a generator of its own, seeded by ``rng``'s state without advancing it (as
     # ``_maybe_noresend``, whose seed this is not: + 1): every other draw of a seed stays

@@ -650,8 +650,8 @@ def generate(
     was."""
     if drawn is None:
         count = rng.randint(MIN_FAULTS, MAX_FAULTS)
-        faults = [draw_fault(space, rng) for _ in range(count)]
-        return _scenario(space, name, rng.randrange(1, SEED_RANGE), draw_load(space, rng), faults)
+        picked = [draw_fault(space, rng) for _ in range(count)]
+        return _scenario(space, name, rng.randrange(1, SEED_RANGE), draw_load(space, rng), picked)
     count = rng.choices(range(MIN_FAULTS, MAX_FAULTS + 1), weights=GUIDED_FAULT_COUNT_WEIGHTS)[0]
     faults: list[dict[str, Any]] = []
     apart = False

@@ -356,7 +356,20 @@ So mdp-idle-disconnect is found on 1 of 3 seeds with this guided (run 12) and st
 2 of 3: not met. The lone run is what found it on both seeds 2 (twice the same run 12);
 lossy faults kept apart on every draw found seed 1 too, at a cost to stall-queue in the
 draws. What is left: a broker restart (or kill) just before the trigger as a spoiler of
-this subject's clean count; stall-hold-star's guided trials were not run by this stop.
+this subject's clean count.
+
+stall-hold-star guided, budget 30, one slot, nice (``--keep /work/bench-keep10``; -03e.jsonl),
+beside the trials above, on two commits of guided's drawing:
+
+    7627ca1 (lone runs, lossy faults apart on second tries only; 16:27-16:57 UTC, load 3.1-5.9):
+      seed 1: none in 30
+      seed 3: run 4, recovery (3 healed faults, none within 12 s): clock_step, malformed and a
+              partition, not the declared trigger; the correct twin held the same scenario
+    8f5bae6 (the landed drawing; 17:00-17:16 UTC, load 2.9):
+      seed 2: run 27, bstar_single_active (1 takeover no fault explains): a lone freeze, the
+              trigger; twin held
+
+Found on 2 of 3 seeds, but over two commits and one finding without the trigger.
 """
 
 from __future__ import annotations

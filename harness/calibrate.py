@@ -380,10 +380,11 @@ def calibrated(scenario: Any, runs_dir: str | Path = "runs", progress: Progress 
         )
         found = calibrate(setup, runs_dir, progress=progress)
         progress.note(f"calibration stored: {found.summary()}")
-        for note in found.notes:
-            progress.note(f"calibration note: {note}")
     else:
         progress.note(f"calibration of {setup.manifest.name} ({found.date}): {found.summary()}")
+    # Each use says them: a calibration measured on a busy machine sizes every later run.
+    for note in found.notes:
+        progress.note(f"calibration note: {note}")
     again = reparse(scenario, scenario.source, calibration=found)
     return replace(again, sets=scenario.sets)
 

@@ -348,3 +348,23 @@ def test_a_calibration_measured_while_the_load_generator_ran_late_says_the_machi
     note = busy_note(late, windows)
     assert "the machine was busy" in note and "0.6 s late over the 9.0 s measured" in note
     assert "zchaos calibrate NAME --again" in note
+
+
+def test_a_stored_calibrations_notes_are_said_each_time_it_sizes_a_run(tmp_path: Path) -> None:
+    """Before: a calibration's notes (a busy machine's) were printed only by the command that
+    measured it; the runs it sized later said nothing of them."""
+    import io
+
+    from harness.calibrate import calibrated, scenario_setup
+    from harness.progress import Progress
+
+    path = tmp_path / "s.toml"
+    path.write_text(SCENARIO)
+    setup = scenario_setup(load_scenario(path))
+    busy = "the machine was busy: the load generator's own event loop ran 0.6 s late"
+    stored = Calibration(**{**SLOW.as_dict(), "key": setup.key(), "steps": (), "notes": (busy,)})
+    write_calibration(calibration_file(tmp_path / "runs", setup.manifest.name, setup.key()), stored)
+    said = io.StringIO()
+    resolved = calibrated(load_scenario(path), tmp_path / "runs", progress=Progress(said))
+    assert resolved.calibration is not None and not resolved.uncalibrated
+    assert f"calibration note: {busy}" in said.getvalue()

@@ -142,6 +142,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         )
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``spark`` every test that uses the run's SparkSession (directly or through its
+    fixtures): its JVM takes seconds to start and a check on even a tiny history 1-4 s, so
+    the quick tier leaves them out (noxfile.py ``quick``) and stays near two minutes."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+
+
 _SHARED_SCOPES = {"module", "class", "package"}
 
 

@@ -244,3 +244,30 @@ def test_a_server_up_between_two_faults_is_no_dead_server(spark) -> None:
     late = events + request("client-3", 1, 14.8, ["server1", "server2"], answered=1.01)
     avoided = check("freelance_dead_server_avoided", ctx_of(spark, late, [freeze, kill_]))
     assert avoided.status == VIOLATED and [e["rid"] for e in avoided.examples] == ["client-3:1"], avoided
+
+
+def test_a_server_behind_a_delay_no_attempt_outwaits_is_no_server_to_fail_over_to(spark) -> None:
+    """explore (ping-guard's correct twin, seed 3): server1's and server3's links cut while
+    server2's added 1.18 s to most messages (toxicity 0.81), with 1 s client attempts: the
+    clients that started then found no server alive and gave up, called a violation though
+    no server could answer them. A delay of an attempt or more now puts its server out; a
+    shorter one leaves it up, and the abandon is still a violation."""
+    events = procs()
+    for seq in range(1, 41):
+        events += request("client-1", seq, 2.5 + seq * 0.5, ["server1"])
+    events += request("client-3", 1, 12.0, ["server1", "server2", "server3"], answered=None)
+    cuts = [
+        FaultWindow(1, "partition", "link:clients:server1", t(10), t(16)),
+        FaultWindow(2, "latency", "link:clients:server2", t(10), t(16)),
+        FaultWindow(3, "disconnect", "link:clients:server3", t(10), t(16)),
+    ]
+    for latency_ms, status in ((1182, HELD), (500, VIOLATED)):
+        ctx = ctx_of(spark, events, cuts)
+        ctx.meta["client_attempt_s"] = 1.0
+        ctx.meta["plan"] = [
+            {"fault_id": f.fault_id, "kind": f.fault, "target": f.target, "params": {}} for f in cuts
+        ]
+        ctx.meta["plan"][1]["params"] = {"latency_ms": latency_ms, "toxicity": 0.81}
+        served = check("freelance_failover_served", ctx)
+        assert served.status == status, (latency_ms, served)
+        assert (served.figures["excused_no_server"] >= 1) == (status == HELD), served

@@ -69,7 +69,6 @@ from reports.checkers.toolkit import (
     EACH_REQUEST,
     END_OF_TIME,
     MAX_EXAMPLES,
-    MS,
     NS,
     CheckContext,
     CheckResult,
@@ -85,6 +84,7 @@ from reports.checkers.toolkit import (
     merge_spans,
     ms,
     nothing_to_judge,
+    outlasts_an_attempt,
     per_request,
     problems,
     process_events,
@@ -412,7 +412,7 @@ def _out_of_reach(
     """A fault that kept ``server`` (its instances, its endpoints) from serving the clients at
     some time in [lo, hi]: a process outage on it (kill, restart, freeze ...), or an outage of
     the clients' link to it (a partition), or a delay on that link of at least one client
-    attempt (``_outlasts_an_attempt``); None when it was in reach throughout."""
+    attempt (``outlasts_an_attempt``); None when it was in reach throughout."""
     instances, endpoints = server
     for f in ctx.faults:
         if f.start_ns > hi or (f.stop_ns is not None and f.stop_ns < lo):
@@ -421,28 +421,9 @@ def _out_of_reach(
         if f.outage and link is None and f.target in instances:
             return f
         to_it = link is not None and link.clients and (link.endpoint is None or link.endpoint in endpoints)
-        if to_it and (f.outage or _outlasts_an_attempt(ctx, f)):
+        if to_it and (f.outage or outlasts_an_attempt(ctx, f)):
             return f
     return None
-
-
-#: The plan parameters that delay every message a link carries (latency's, netem's), in ms.
-DELAYS_MS = ("latency_ms", "delay_ms")
-
-
-def _outlasts_an_attempt(ctx: CheckContext, fault: FaultWindow) -> bool:
-    """Whether ``fault`` delays the messages of most connections by a client's attempt or
-    more: every attempt at the server then times out before its reply can come, and a client
-    that fails over finds no server there (explore, the built-in pair: the primary frozen
-    6.9 s while the clients' link to the backup added 1.6 s to every message, a 1 s attempt;
-    service came back when the delay ended, 7 s after the freeze began, called "not served
-    within 5 s")."""
-    params = next(
-        (p.get("params") or {} for p in ctx.meta.get("plan") or [] if p.get("fault_id") == fault.fault_id), {}
-    )
-    delay_ms = max((float(params.get(k) or 0) for k in DELAYS_MS), default=0.0)
-    share = params.get("toxicity")  # the share of connections it acts on (Toxiproxy's; else all)
-    return (share is None or float(share) >= 0.5) and delay_ms * MS >= client_attempt_ns(ctx)
 
 
 def _all_out_of_reach(

@@ -9,11 +9,13 @@ harm; a kill or restart until its new process starts, not until the nemesis has 
 that one ready), and while an outage fault acts on the clients' link to it
 (``link:clients:<endpoint>``); *up* otherwise. Slowdowns (latency, starve...) and junk sent
 to it (the malformed fault, which stops none of its good traffic: its card's ``stops``)
-leave it up. A fault that cuts the link's connections one by one (reset, limit_data:
-``stops = "connections"``) may lose what is in flight, so a request then is excused as one
-no server could serve; but the clients hear the server between the cuts, so sending to it
-is no send to a dead server: for ``freelance_dead_server_avoided`` only the faults that
-stop all of a server's traffic put it out.
+leave it up; but for ``freelance_failover_served`` a delay on that link of a client's attempt
+or more (``outlasts_an_attempt``) puts it out: every attempt at it times out first. A fault
+that cuts the link's connections one by one (reset, limit_data: ``stops = "connections"``)
+may lose what is in flight, so a request then is excused as one no server could serve; but
+the clients hear the server between the cuts, so sending to it is no send to a dead server:
+for ``freelance_dead_server_avoided`` only the faults that stop all of a server's traffic
+put it out.
 
 - ``freelance_failover_served``: a request first sent while at least one server was up
   throughout [send - settle, send + bound] is answered within the bound
@@ -60,6 +62,7 @@ from reports.checkers.toolkit import (
     examples,
     merge_spans,
     nothing_to_judge,
+    outlasts_an_attempt,
     process_events,
     result,
     run_time,
@@ -193,8 +196,9 @@ def _span_rows(spans: dict[str, list[tuple[int, int]]]) -> list[tuple[str, int, 
 
 @checker(
     "freelance_failover_served",
-    "while at least one server is alive and reachable (no kill, freeze or cut link on it, by "
-    "the fault plan and the supervisor), every request is answered within serve_bound_s "
+    "while at least one server is alive and reachable (no kill, freeze or cut link on it, and no "
+    "link delay of a client attempt or more, by the fault plan and the supervisor), every "
+    "request is answered within serve_bound_s "
     "(default: the client budget); requests no server could serve are excused and counted",
     on_damage=EACH_REQUEST,
 )
@@ -225,7 +229,7 @@ def freelance_failover_served(ctx: CheckContext) -> CheckResult:
         .filter(F.col("t0").isNotNull())
         .filter(F.col("t0") >= run_time(ctx, "load_started_ns") + WARMUP_NS)
     )
-    rows = _span_rows(out_spans(ctx))
+    rows = _span_rows(out_spans(ctx, lambda f: puts_out(f) or outlasts_an_attempt(ctx, f)))
     if rows:
         frame = F.broadcast(small_frame(ctx, rows, {"_e": "string", "_lo": "long", "_hi": "long"}))
         meets = (F.col("_lo") <= F.col("t0") + F.lit(bound)) & (F.col("t0") - F.lit(settle) <= F.col("_hi"))

@@ -5,7 +5,8 @@ reports.checkers.toolkit import ...``), never from another family's module.
   ``CheckContext``, ``CheckResult``, ``FaultWindow``, ``events_of(ctx, kind, ...)``.
 - **Run facts** (``facts``): ``options`` (``options_of`` a run.json), ``run_time`` /
   ``history_end`` / ``kind_count`` / ``load_span`` / ``client_budget_ns`` / ``client_attempt_ns``
-  (when things happened), ``of_the_load`` (a request id of the load's clients, not a stranger's),
+  (when things happened), ``outlasts_an_attempt`` (a link delay no client attempt outwaits),
+  ``of_the_load`` (a request id of the load's clients, not a stranger's),
   ``process_events`` (the runner's proc_start / proc_exit, read once per report),
   ``worker_instances`` / ``broker_instances`` / ``instance_column`` / ``endpoint_instances``
   (which instance is what).
@@ -84,6 +85,7 @@ from reports.checkers.toolkit.facts import (
     of_the_load,
     options,
     options_of,
+    outlasts_an_attempt,
     process_events,
     run_time,
     worker_instances,
@@ -161,6 +163,7 @@ __all__ = [
     "of_the_load",
     "options",
     "options_of",
+    "outlasts_an_attempt",
     "outside",
     "overlaps",
     "per_request",

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from contract.payload import RID_PATTERN
 from contract.promises import STOPS_NOTHING
 from contract.rundir import DEFAULT_CLIENT_BUDGET_S, RunMeta
-from reports.checkers import NS, CheckContext, control_rows, events_of
+from reports.checkers import NS, CheckContext, FaultWindow, control_rows, events_of
 
 MS = 1_000_000
 #: Later than any event: the end of a fault that never healed.
@@ -113,6 +113,26 @@ def client_attempt_ns(ctx: CheckContext) -> int:
         else:
             return client_budget_ns(ctx)  # a kind whose attempt is not known: the budget
     return int(max(given) * NS) if given else client_budget_ns(ctx)
+
+
+#: The plan parameters that delay every message a link carries (latency's, netem's), in ms.
+DELAYS_MS = ("latency_ms", "delay_ms")
+
+
+def outlasts_an_attempt(ctx: CheckContext, fault: FaultWindow) -> bool:
+    """Whether ``fault`` delays the messages of most connections by a client's attempt or
+    more: every attempt at its target then times out before the reply can come, and a client
+    that fails over finds no server there. Explore, two correct systems called broken: the
+    built-in Binary Star pair (the primary frozen 6.9 s while the clients' link to the backup
+    added 1.6 s to every message, 1 s attempts: "not served within 5 s"), and ping-guard's
+    twin (Freelance: server1's and server3's links cut, server2's adding 1.18 s, 1 s attempts:
+    clients that started then gave up, "no server alive")."""
+    params = next(
+        (p.get("params") or {} for p in ctx.meta.get("plan") or [] if p.get("fault_id") == fault.fault_id), {}
+    )
+    delay_ms = max((float(params.get(k) or 0) for k in DELAYS_MS), default=0.0)
+    share = params.get("toxicity")  # the share of connections it acts on (Toxiproxy's; else all)
+    return (share is None or float(share) >= 0.5) and delay_ms * MS >= client_attempt_ns(ctx)
 
 
 def _serving_roles(ctx: CheckContext) -> set[str]:

@@ -370,6 +370,48 @@ beside the trials above, on two commits of guided's drawing:
               trigger; twin held
 
 Found on 2 of 3 seeds, but over two commits and one finding without the trigger.
+
+Every subject, guided, seeds 1-3, budget 30, 20 s runs, on the landed drawing (7353542;
+mdp-idle-disconnect's three from d6b557c and stall-hold-star's seed 2 from 8f5bae6, the same
+drawing), two slots, nice 5, 18:40-20:08 UTC 2026-12-03, load 1.5-7.6 (-03f.jsonl,
+``--keep /work/bench-keep11``); random's rows are 3bc1361's (random's draw is unchanged
+since; its runs are lengthened for steady_state since 482252a) but for the four run again
+here (paced-server 1: run 4; mdp-idle-disconnect 3, ping-guard 3: none). The first
+finding, seeds 1-3 (- : none in 30; FA: the correct twin broke the same check):
+
+    paced-server           guided: 1, 1, 1        random: 4, 7, 1
+    mdp-drop-dead-request  guided: 2, -, 3        random: 6, 5, 15
+    tag-ring               guided: 5, 15, 28      random: 20, 5, .
+    ping-guard             guided: 14, 8, FA      random: -, -, -
+    stall-queue            guided: 4, FA, 4       random: 4, -, FA
+    stall-hold-star        guided: -, 27, 29      random: 1, 28, .
+    junk-queue             guided: -, 4, -        random: 12, 13, 11
+    mdp-idle-disconnect    guided: -, 12, -       random: 28, 7, -
+    median over the 8 subjects: guided 13, random 13.5; ratio random/guided 1.04
+
+Every finding counted is its planted bug: its check, the trigger in its scenario, its twin
+held. Found on 2 of 3 seeds or more: 6 of 8 with guided (junk-queue and mdp-idle-disconnect
+on 1), 5 of 8 with random. Guided is not shown faster than random (1.04, within what seeds
+change). Read:
+
+- ping-guard seed 3 (FA): freelance_failover_served called a request abandoned while the
+  only server not cut off sat behind 1.18 s of latency (toxicity 0.81) with 1 s attempts: a
+  false alarm of the check, fixed in 8417bfb (such a delay puts the server out, as Binary
+  Star's check had it); the finding and its twin re-reported with it hold.
+- stall-queue seed 2 (FA): recovery, the correct twin too, and again on a second twin run
+  (20:07): after the queue's restart no client request was answered to the end, though both
+  workers reconnected and heard its heartbeats. Run again with either of its two slicers
+  (link:worker-1 upstream during the queue's death; link:clients downstream while it came
+  back) taken out: passed, one run each. random's seed 3 FA of 3bc1361 also had a slicer.
+  Not explained: the proxy's slicer toxic on connections made while the upstream refused is
+  the first suspect (a zchaos bug if so), the twin the second.
+- junk-queue seeds 1, 3: the clean trigger came (runs 13, 7: junk at the queue's backend
+  while its workers idled) and the bug struck (the queue's log: "unknown command ...
+  dropped"), but the junk's own READY frames registered junk identities as workers, and the
+  evictions took those first: the queue kept a real worker and served on.
+- mdp-drop-dead-request seed 2: six runs held the trigger and held: a broker frozen while a
+  worker was killed (the broker could not see it die), lossy cuts of a worker's link (the
+  request then excused as lost in the cut), a starve too light to silence heartbeats.
 """
 
 from __future__ import annotations

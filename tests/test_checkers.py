@@ -620,6 +620,30 @@ def test_recovery_after_a_fault_nobody_asked_anything_is_unknown_not_violated(sp
     assert check("recovery", make_ctx(spark, events, faults=faults)).status == VIOLATED
 
 
+def test_recovery_leaves_out_a_request_lost_in_another_fault_where_requeue_is_not_promised(spark):
+    """explore, stall-queue's correct twin (seed 2): the one request sent after the queue's
+    restart went out into a slicer on the clients' link and was lost, its client never resent
+    and waited out its deadline; no_lost excused the loss and recovery held it against the
+    system. Such a request asks nothing now: unknown. With requeue promised, or sent once no
+    fault acted, the same loss is judged: violated."""
+    faults = [
+        FaultWindow(1, "restart", "queue", t(10), t(11)),
+        FaultWindow(2, "slicer", "link:clients", t(10.5), t(13)),
+    ]
+    events = [e for e in clean_history() if e["ev"] not in ("reply", "send") or e["ts"] < t(10)]
+
+    def lost_request(at: float) -> list[dict[str, Any]]:
+        sent = [e for e in request("client-1", 500, at=at) if e["ev"] == "send"]
+        return [*sent, {"ts": t(at + 9), "src": "client-1", "ev": "lost", "cid": "client-1", "seq": 500,
+                        "rid": "client-1:500", "reason": "deadline"}]  # fmt: skip
+
+    in_the_slicer = events + lost_request(12)
+    result = check("recovery", make_ctx(spark, in_the_slicer, faults=faults))
+    assert (result.status, result.violations) == (UNKNOWN, 0), result.summary
+    assert check("recovery", make_ctx(spark, in_the_slicer, faults=faults, requeue=True)).status == VIOLATED
+    assert check("recovery", make_ctx(spark, events + lost_request(14), faults=faults)).status == VIOLATED
+
+
 def test_recovery_in_a_baseline_holds_with_nothing_to_recover_from(spark):
     """A plan without faults gives recovery nothing to judge: a baseline is not unknown."""
     result = check("recovery", make_ctx(spark, clean_history()))

@@ -184,6 +184,33 @@ def _given_up(f: FaultWindow, given_up: int, first_ok: int | None, bound_s: floa
     return not answered and f.stop_ns + bound_s * NS > given_up
 
 
+def lost_in_a_fault(ctx: CheckContext) -> DataFrame | None:
+    """The requests (``cid``, ``seq``) a client that never resends declared lost, unanswered,
+    whose first send went out while a fault acted, where the manifest does not promise
+    requeue: ``no_lost`` excuses such a loss, so it shows nothing of the service after an
+    earlier fault either. Explore, stall-queue's correct twin (seed 2): the queue restarted,
+    learnt its workers' abandoned identities from heartbeats their old sockets had queued and
+    handed them the next requests; the one request sent after the restart, into a slicer on
+    the clients' link, was lost, its client waited out its deadline to the load's end, and
+    recovery said "no ok reply after the fault" while no_lost excused the same loss. A request
+    sent while no fault acts and lost is still judged (a system that never serves again).
+    None, with no query, where requeue is promised or no fault ran."""
+    if ctx.promises.get("requeue") or not ctx.faults:
+        return None
+    sent = F.col("sent")
+    during = None
+    for f in ctx.faults:
+        acting = (sent >= F.lit(f.start_ns)) & (
+            sent <= F.lit(f.stop_ns if f.stop_ns is not None else END_OF_TIME)
+        )
+        during = acting if during is None else during | acting
+    keys = ["cid", "seq"]
+    first_sends = events_of(ctx, "send").groupBy(*keys).agg(F.min("ts").alias("sent"))
+    declared = events_of(ctx, "lost").select(*keys).distinct()
+    answered = events_of(ctx, "reply").select(*keys)
+    return first_sends.join(declared, keys).join(answered, keys, "left_anti").filter(during).select(*keys)
+
+
 def _unserved(first: dict[int, After], since: dict[int, int | None], bound_ns: int) -> bool:
     """Whether a fault was asked after its timing began and not served within the bound."""
     for fault_id, after in first.items():
@@ -216,10 +243,14 @@ def recovery(ctx: CheckContext) -> CheckResult:
     timed = [(f, at) for f in healed if (at := since[f.fault_id]) is not None]
     first = _first_after(ctx, timed) if timed else {}
     # A request a failover client sent once to a server of the pair that was not serving
-    # asked for nothing the system could serve (toolkit ``stranded``): timed again without
-    # them, only where a fault would otherwise be asked and not served within the bound.
-    if _unserved(first, since, bound_ns) and (strand := stranded(ctx)) is not None:
-        first = _first_after(ctx, timed, without=strand)
+    # asked for nothing the system could serve (toolkit ``stranded``), nor did one lost in
+    # another fault (``lost_in_a_fault``): timed again without them, only where a fault
+    # would otherwise be asked and not served within the bound.
+    if _unserved(first, since, bound_ns):
+        left_out = [f for f in (stranded(ctx), lost_in_a_fault(ctx)) if f is not None]
+        if left_out:
+            without = left_out[0] if len(left_out) == 1 else left_out[0].unionByName(left_out[1])
+            first = _first_after(ctx, timed, without=without)
     # what each fault's recovery is timed by: its own, or that of an outage that took the
     # whole service down before it was back
     by = {f.fault_id: carried(f, ctx.faults, down, since, first, bound_ns) for f in healed}

@@ -198,12 +198,12 @@ def lost_in_a_fault(ctx: CheckContext) -> DataFrame | None:
     if ctx.promises.get("requeue") or not ctx.faults:
         return None
     sent = F.col("sent")
-    during = None
+    during = F.lit(False)
     for f in ctx.faults:
         acting = (sent >= F.lit(f.start_ns)) & (
             sent <= F.lit(f.stop_ns if f.stop_ns is not None else END_OF_TIME)
         )
-        during = acting if during is None else during | acting
+        during = during | acting
     keys = ["cid", "seq"]
     first_sends = events_of(ctx, "send").groupBy(*keys).agg(F.min("ts").alias("sent"))
     declared = events_of(ctx, "lost").select(*keys).distinct()

@@ -8,7 +8,9 @@ of a request the fault lost (excused where requeue is not promised), ask nothing
 tag-ring seed 1: a worker restarted and junk on the broker's backend lost the 4 requests in
 flight, and nothing was sent for the run's last 14 s). Nor does a request a client of several
 endpoints sent once to a server that was not the serving one and answered nobody (a
-failover pair's passive one: toolkit ``stranded``).
+failover pair's passive one: toolkit ``stranded``), nor one a client that never resends
+sent while a fault acted and lost, where requeue is not promised (``lost_in_a_fault``:
+``no_lost`` excuses it).
 
 While an outage takes the whole service down (the only queue frozen; the clients' links
 cut), nothing can be served: a fault that stops during one is timed from its end, and one

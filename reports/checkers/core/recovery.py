@@ -46,6 +46,7 @@ from reports.checkers.toolkit import (
     history_end,
     join_rows,
     nothing_to_judge,
+    per_request,
     result,
     run_time,
     stranded,
@@ -199,18 +200,14 @@ def lost_in_a_fault(ctx: CheckContext) -> DataFrame | None:
     None, with no query, where requeue is promised or no fault ran."""
     if ctx.promises.get("requeue") or not ctx.faults:
         return None
-    sent = F.col("sent")
+    sent = F.col("ts")  # the request's first send
     during = F.lit(False)
     for f in ctx.faults:
-        acting = (sent >= F.lit(f.start_ns)) & (
-            sent <= F.lit(f.stop_ns if f.stop_ns is not None else END_OF_TIME)
-        )
-        during = during | acting
-    keys = ["cid", "seq"]
-    first_sends = events_of(ctx, "send").groupBy(*keys).agg(F.min("ts").alias("sent"))
-    declared = events_of(ctx, "lost").select(*keys).distinct()
-    answered = events_of(ctx, "reply").select(*keys)
-    return first_sends.join(declared, keys).join(answered, keys, "left_anti").filter(during).select(*keys)
+        stop = END_OF_TIME if f.stop_ns is None else f.stop_ns
+        during = during | ((sent >= F.lit(f.start_ns)) & (sent <= F.lit(stop)))
+    # The requests the report already met in one group (shared with no_lost and steady_state).
+    declared = (F.col("replied") == 0) & F.col("lost_ts").isNotNull()
+    return per_request(ctx, last_seq=False).filter(declared & during).select("cid", "seq")
 
 
 def _unserved(first: dict[int, After], since: dict[int, int | None], bound_ns: int) -> bool:

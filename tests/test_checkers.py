@@ -624,8 +624,8 @@ def test_recovery_leaves_out_a_request_lost_in_another_fault_where_requeue_is_no
     """explore, stall-queue's correct twin (seed 2): the one request sent after the queue's
     restart went out into a slicer on the clients' link and was lost, its client never resent
     and waited out its deadline; no_lost excused the loss and recovery held it against the
-    system. Such a request asks nothing now: unknown. With requeue promised, or sent once no
-    fault acted, the same loss is judged: violated."""
+    system. Such a request asks nothing now: unknown. With requeue promised, or sent and lost
+    while no fault acted, the same loss is judged: violated."""
     faults = [
         FaultWindow(1, "restart", "queue", t(10), t(11)),
         FaultWindow(2, "slicer", "link:clients", t(10.5), t(13)),
@@ -642,6 +642,11 @@ def test_recovery_leaves_out_a_request_lost_in_another_fault_where_requeue_is_no
     assert (result.status, result.violations) == (UNKNOWN, 0), result.summary
     assert check("recovery", make_ctx(spark, in_the_slicer, faults=faults, requeue=True)).status == VIOLATED
     assert check("recovery", make_ctx(spark, events + lost_request(14), faults=faults)).status == VIOLATED
+    # sent once both had healed, and lost while a later fault acted: no_lost's rule excuses it
+    later = [*faults, FaultWindow(3, "kill", "worker-1", t(18), t(19))]
+    result = check("recovery", make_ctx(spark, events + lost_request(14), faults=later))
+    assert result.status == UNKNOWN, result.summary
+    assert check("no_lost", make_ctx(spark, events + lost_request(14), faults=later)).status != VIOLATED
 
 
 def test_recovery_in_a_baseline_holds_with_nothing_to_recover_from(spark):

@@ -64,8 +64,9 @@ def no_lost(ctx: CheckContext) -> CheckResult:
     # window is reported, not held against the system.
     requeue = bool(ctx.promises.get("requeue", False))
     declared = (F.col("replied") == 0) & F.col("lost_ts").isNotNull()
-    # A declared loss between the first send and the `lost` event meets some fault's window.
-    in_fault = with_excused(sends, ctx, "in_fault", ts="ts", until="lost_ts")
+    # A declared loss between the first send and the `lost` event meets some fault's window
+    # (recovery leaves out the same requests).
+    in_fault = aggregates.with_lost_in_a_fault(sends, ctx)
     # The requeue promise is about what a dead *worker* held. A broker that dies (a kill, a
     # restart) takes what it held with it, requeue or not, unless it promises to survive any
     # outage: a no-resend request it held is then reported, not held against it (a correct

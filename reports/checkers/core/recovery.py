@@ -9,8 +9,8 @@ tag-ring seed 1: a worker restarted and junk on the broker's backend lost the 4 
 flight, and nothing was sent for the run's last 14 s). Nor does a request a client of several
 endpoints sent once to a server that was not the serving one and answered nobody (a
 failover pair's passive one: toolkit ``stranded``), nor one a client that never resends
-sent while a fault acted and lost, where requeue is not promised (``lost_in_a_fault``:
-``no_lost`` excuses it).
+lost while a fault acted, where requeue is not promised (``lost_in_a_fault``: ``no_lost``
+excuses it by the same rule).
 
 While an outage takes the whole service down (the only queue frozen; the clients' links
 cut), nothing can be served: a fault that stops during one is timed from its end, and one
@@ -31,6 +31,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from reports.checkers.core import aggregates
 from reports.checkers.toolkit import (
     END_OF_TIME,
     NS,
@@ -189,25 +190,21 @@ def _given_up(f: FaultWindow, given_up: int, first_ok: int | None, bound_s: floa
 
 def lost_in_a_fault(ctx: CheckContext) -> DataFrame | None:
     """The requests (``cid``, ``seq``) a client that never resends declared lost, unanswered,
-    whose first send went out while a fault acted, where the manifest does not promise
-    requeue: ``no_lost`` excuses such a loss, so it shows nothing of the service after an
-    earlier fault either. Explore, stall-queue's correct twin (seed 2): the queue restarted,
-    learnt its workers' abandoned identities from heartbeats their old sockets had queued and
-    handed them the next requests; the one request sent after the restart, into a slicer on
-    the clients' link, was lost, its client waited out its deadline to the load's end, and
-    recovery said "no ok reply after the fault" while no_lost excused the same loss. A request
-    sent while no fault acts and lost is still judged (a system that never serves again).
-    None, with no query, where requeue is promised or no fault ran."""
+    where a fault acted between the first send and the ``lost``, and the manifest does not
+    promise requeue: the losses ``no_lost`` excuses by the same rule, which show nothing of the
+    service after an earlier fault either. Explore, stall-queue's correct twin (seed 2): the
+    queue restarted, learnt its workers' abandoned identities from heartbeats their old sockets
+    had queued and handed them the next requests; the one request sent after the restart, into
+    a slicer on the clients' link, was lost, its client waited out its deadline to the load's
+    end, and recovery said "no ok reply after the fault" while no_lost excused the same loss.
+    A request sent and lost while no fault acts is still judged (a system that never serves
+    again). None, with no query, where requeue is promised or no fault ran."""
     if ctx.promises.get("requeue") or not ctx.faults:
         return None
-    sent = F.col("ts")  # the request's first send
-    during = F.lit(False)
-    for f in ctx.faults:
-        stop = END_OF_TIME if f.stop_ns is None else f.stop_ns
-        during = during | ((sent >= F.lit(f.start_ns)) & (sent <= F.lit(stop)))
     # The requests the report already met in one group (shared with no_lost and steady_state).
+    requests = aggregates.with_lost_in_a_fault(per_request(ctx, last_seq=False), ctx)
     declared = (F.col("replied") == 0) & F.col("lost_ts").isNotNull()
-    return per_request(ctx, last_seq=False).filter(declared & during).select("cid", "seq")
+    return requests.filter(declared & F.col("in_fault")).select("cid", "seq")
 
 
 def _unserved(first: dict[int, After], since: dict[int, int | None], bound_ns: int) -> bool:

@@ -29,7 +29,10 @@ PYTHON = "3.11"
 def _parallel() -> list[str]:
     """Three test processes by default, on two cores: most of a scenario test's time is its
     load's fixed duration, mostly waiting (a two-process run kept the cores about half busy:
-    12.8 min wall, 12 min CPU; three: 9.7-12.7 min, load up to 5). A module that shares a
+    12.8 min wall, 12 min CPU; three: 9.7-12.7 min, load up to 5). With today's 1,998 tests
+    (2026-12-03, idle machine, durations cached): three 836 s wall, 1.4 cores busy; four 807 s,
+    1.7 cores, the JVMs' CPU 638 -> 766 s: a fourth process buys 4% for more load on every
+    timing-sensitive test, so three stay. A module that shares a
     fixture keeps the tests that use it in one process, so that fixture (one scenario run for
     several assertions) runs once; other tests are spread one by one, the longest first
     (tests/conftest.py, ``pytest_xdist_make_scheduler``). ``ZCHAOS_TEST_WORKERS=N`` sets the

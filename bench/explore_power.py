@@ -408,6 +408,14 @@ change). Read:
   losses it should leave out is a rule to decide); either slicer taken out shifts the
   moments and the scenario passes. Not the proxy: a standalone script through our
   Toxiproxy's slicer, the upstream down as the toxic was added, got every reply.
+  Later (c6d50b5, bdfa462) recovery asks nothing of a loss no_lost excuses, by no_lost's own
+  rule; the kept runs were lost with the machine, so that run was not re-reported.
+
+The two FA cells explored again on bdfa462 (23:24-23:38 UTC 2026-12-03, two slots, nice 5,
+load about 2): ping-guard seed 3 and stall-queue seed 2, guided, none in 30 (16 passed and 14
+unknown; 29 passed and 1 unknown; no false alarm). A guided seed does not replay its runs:
+the draws follow each run's behaviours, which follow timing. Read as "-", the guided median
+over the 8 subjects is 14.5 against random's 13.5 (ratio 0.93).
 - junk-queue seeds 1, 3: the clean trigger came (runs 13, 7: junk at the queue's backend
   while its workers idled) and the bug struck (the queue's log: "unknown command ...
   dropped"), but the junk's own READY frames registered junk identities as workers, and the

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -245,8 +246,7 @@ def recovery(ctx: CheckContext) -> CheckResult:
     if _unserved(first, since, bound_ns):
         left_out = [f for f in (stranded(ctx), lost_in_a_fault(ctx)) if f is not None]
         if left_out:
-            without = left_out[0] if len(left_out) == 1 else left_out[0].unionByName(left_out[1])
-            first = _first_after(ctx, timed, without=without)
+            first = _first_after(ctx, timed, without=reduce(DataFrame.unionByName, left_out))
     # what each fault's recovery is timed by: its own, or that of an outage that took the
     # whole service down before it was back
     by = {f.fault_id: carried(f, ctx.faults, down, since, first, bound_ns) for f in healed}

@@ -625,7 +625,8 @@ def test_recovery_leaves_out_a_request_lost_in_another_fault_where_requeue_is_no
     restart went out into a slicer on the clients' link and was lost, its client never resent
     and waited out its deadline; no_lost excused the loss and recovery held it against the
     system. Such a request asks nothing now: unknown. With requeue promised, or sent and lost
-    while no fault acted, the same loss is judged: violated."""
+    while no fault acted, the same loss is judged: violated. Every loss no_lost excuses is
+    left out alike (``delivery.excused_losses``)."""
     faults = [
         FaultWindow(1, "restart", "queue", t(10), t(11)),
         FaultWindow(2, "slicer", "link:clients", t(10.5), t(13)),
@@ -647,6 +648,19 @@ def test_recovery_leaves_out_a_request_lost_in_another_fault_where_requeue_is_no
     result = check("recovery", make_ctx(spark, events + lost_request(14), faults=later))
     assert result.status == UNKNOWN, result.summary
     assert check("no_lost", make_ctx(spark, events + lost_request(14), faults=later)).status != VIOLATED
+    # With requeue promised, no_lost still excuses a loss held by a queue that died, or dropped
+    # by a cut of the clients' link; recovery asks nothing of either (it held both before).
+    for name, last in [("in a broker outage", "kill"), ("in transit", "partition")]:
+        target = "queue" if last == "kill" else "link:clients"
+        ctx = make_ctx(spark, events + lost_request(14), requeue=True,
+                       faults=[*faults, FaultWindow(3, last, target, t(18), t(19))])  # fmt: skip
+        ctx.meta["manifest"]["endpoints"] = {"frontend": "queue", "backend": "queue"}
+        ctx.meta["processes"] = {"queue": "queue", "worker-1": "worker"}
+        lost = check("no_lost", ctx)
+        reason = "lost_in_broker_outages" if last == "kill" else "lost_in_transit"
+        assert (lost.status, lost.figures[reason]) == (HELD, 1), (name, lost.summary)
+        result = check("recovery", ctx)
+        assert (result.status, result.violations) == (UNKNOWN, 0), (name, result.summary)
 
 
 def test_recovery_in_a_baseline_holds_with_nothing_to_recover_from(spark):

@@ -25,7 +25,6 @@ from reports.checkers.toolkit import (
     merge_spans,
     planned_windows,
     send_span,
-    with_excused,
 )
 
 # --- excusing whole requests ----------------------------------------------------------
@@ -152,14 +151,6 @@ def with_excused_requests(
         .withColumn(name, F.col(until).isNotNull())
         .select(*requests.columns, name, until)
     )
-
-
-def with_lost_in_a_fault(requests: DataFrame, ctx: CheckContext) -> DataFrame:
-    """``requests`` (``per_request`` rows) with a boolean column ``in_fault``: a fault acted
-    between the request's first send and its ``lost`` (a no-resend client's deadline). Where
-    requeue is not promised, ``no_lost`` excuses such a declared loss and ``recovery`` asks
-    nothing of it (``lost_in_a_fault``): one rule, so that the two never disagree on it."""
-    return with_excused(requests, ctx, "in_fault", ts="ts", until="lost_ts")
 
 
 # --- shared aggregates ---------------------------------------------------------------

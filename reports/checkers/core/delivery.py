@@ -59,42 +59,23 @@ def no_lost(ctx: CheckContext) -> CheckResult:
     # Every send, reply, abandon and lost of a request met in one group (shared with steady_state).
     sends = per_request(ctx).filter(F.col("cid").isNotNull())
     cutoff = run_time(ctx, "load_stopped_ns") - client_budget_ns(ctx)
-    # Without the requeue promise the broker may drop what a dead worker held; only a
-    # resend recovers it, which a no-resend client never does: such a loss inside a fault
-    # window is reported, not held against the system.
+    # The declared losses a fault excuses, each by its reason (recovery asks nothing of them).
+    losses = with_loss_excuses(sends, ctx)
+    declared, unpromised = F.col("declared"), F.col("unpromised")
+    broker_died, in_transit = F.col("broker_died"), F.col("in_transit")
     requeue = bool(ctx.promises.get("requeue", False))
-    declared = (F.col("replied") == 0) & F.col("lost_ts").isNotNull()
-    # A declared loss between the first send and the `lost` event meets some fault's window
-    # (recovery leaves out the same requests).
-    in_fault = aggregates.with_lost_in_a_fault(sends, ctx)
-    # The requeue promise is about what a dead *worker* held. A broker that dies (a kill, a
-    # restart) takes what it held with it, requeue or not, unless it promises to survive any
-    # outage: a no-resend request it held is then reported, not held against it (a correct
-    # broker with the standard 7.5 s expiry was VIOLATED by the stock restart scenarios).
-    in_fault = with_excused(
-        in_fault, ctx, "in_broker_outage", ts="ts", until="lost_ts", instance="cid",
-        own=False, link=False, broker_links=False, outage_only=True,
-    )  # fmt: skip
-    # Nor is it about a message a cut link dropped on its way: no broker sees that loss while
-    # the worker it was sent to stays alive (see _transit_spans).
-    in_fault = with_meeting(in_fault, _transit_spans(ctx), "in_transit_loss", ts="ts", until="lost_ts")
     survives_all = survives_every_outage(ctx.promises)
-    unpromised = declared & F.lit(not requeue) & F.col("in_fault")
-    broker_died = declared & F.lit(not survives_all) & F.col("in_broker_outage") & ~unpromised
-    in_transit = declared & F.col("in_transit_loss") & ~unpromised & ~broker_died
 
     def totals(strand: DataFrame | None) -> tuple[Any, list[Any]]:
         """The counts and the earliest lost requests (the examples); with ``strand``, the
         declared losses it holds (sent to a failover pair's passive server) are excused too."""
-        frame, stuck = in_fault, F.lit(False)
+        frame, stuck = losses, F.lit(False)
         if strand is not None:
             frame = frame.join(strand.withColumn("_stranded", F.lit(True)), ["cid", "seq"], "left")
             stuck = declared & F.coalesce(F.col("_stranded"), F.lit(False)) & ~unpromised & ~broker_died
             stuck = stuck & ~in_transit
         requests = (
-            frame.withColumn("broker_died", broker_died)
-            .withColumn("in_transit", in_transit)
-            .withColumn("stranded", stuck)
+            frame.withColumn("stranded", stuck)
             .withColumn(
                 "open", (F.col("replied") == 0) & (F.col("abandoned") == 0) & F.col("lost_ts").isNull()
             )
@@ -204,6 +185,61 @@ def no_lost(ctx: CheckContext) -> CheckResult:
         )
         found = examples(offenders)
     return result(summary, figures, violations=lost, examples=found)
+
+
+def with_loss_excuses(sends: DataFrame, ctx: CheckContext) -> DataFrame:
+    """``sends`` (``per_request`` rows) with boolean columns: ``declared`` (a client that
+    never resends declared it lost, unanswered) and the reasons ``no_lost`` excuses such a
+    loss, each request given the first that holds: ``unpromised`` (a fault acted between
+    the first send and the ``lost``, and requeue is not promised), ``broker_died`` (a
+    broker's outage then, and surviving every outage is not promised), ``in_transit`` (a
+    link fault that drops what is on the wire then: ``_transit_spans``). One rule for
+    ``no_lost`` and ``recovery`` (``excused_losses``), so that the two never disagree."""
+    requeue = bool(ctx.promises.get("requeue", False))
+    survives_all = survives_every_outage(ctx.promises)
+    declared = (F.col("replied") == 0) & F.col("lost_ts").isNotNull()
+    # Without the requeue promise the broker may drop what a dead worker held; only a
+    # resend recovers it, which a no-resend client never does: such a loss inside a fault
+    # window is reported, not held against the system.
+    frame = with_excused(sends, ctx, "_in_fault", ts="ts", until="lost_ts")
+    # The requeue promise is about what a dead *worker* held. A broker that dies (a kill, a
+    # restart) takes what it held with it, requeue or not, unless it promises to survive any
+    # outage: a no-resend request it held is then reported, not held against it (a correct
+    # broker with the standard 7.5 s expiry was VIOLATED by the stock restart scenarios).
+    frame = with_excused(
+        frame, ctx, "_in_broker_outage", ts="ts", until="lost_ts", instance="cid",
+        own=False, link=False, broker_links=False, outage_only=True,
+    )  # fmt: skip
+    # Nor is it about a message a cut link dropped on its way: no broker sees that loss while
+    # the worker it was sent to stays alive (see _transit_spans).
+    frame = with_meeting(frame, _transit_spans(ctx), "_in_transit", ts="ts", until="lost_ts")
+    unpromised = declared & F.lit(not requeue) & F.col("_in_fault")
+    broker_died = declared & F.lit(not survives_all) & F.col("_in_broker_outage") & ~unpromised
+    return (
+        frame.withColumn("declared", declared)
+        .withColumn("unpromised", unpromised)
+        .withColumn("broker_died", broker_died)
+        .withColumn("in_transit", declared & F.col("_in_transit") & ~unpromised & ~broker_died)
+        .drop("_in_fault", "_in_broker_outage", "_in_transit")
+    )
+
+
+def excused_losses(ctx: CheckContext) -> DataFrame | None:
+    """The requests (``cid``, ``seq``) whose declared loss ``no_lost`` excuses: lost in a fault
+    where requeue is not promised, held by a broker that died, dropped on a cut link, or
+    stranded at a failover pair's silent server (toolkit ``stranded``). ``recovery`` asks
+    nothing of them: none shows whether the service came back. Explore, stall-queue's correct
+    twin (seed 2): the one request sent after the queue's restart went into a slicer on the
+    clients' link and was lost; its client waited out its deadline to the load's end, and
+    recovery said "no ok reply after the fault" while no_lost excused the same loss. None,
+    with no query, where no fault ran."""
+    if not ctx.faults:
+        return None
+    excuses = with_loss_excuses(per_request(ctx, last_seq=False), ctx)
+    excused = excuses.filter(F.col("unpromised") | F.col("broker_died") | F.col("in_transit"))
+    excused = excused.select("cid", "seq")
+    strand = None if survives_every_outage(ctx.promises) else stranded(ctx)
+    return excused if strand is None else excused.unionByName(strand.select("cid", "seq"))
 
 
 def _transit_spans(ctx: CheckContext) -> list[tuple[int, int, str | None]]:

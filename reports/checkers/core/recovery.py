@@ -6,11 +6,10 @@ client asks seconds later. A fault with no ok reply after it is held against the
 where a request was sent after it: clients that never resend, each waiting out the deadline
 of a request the fault lost (excused where requeue is not promised), ask nothing (explore,
 tag-ring seed 1: a worker restarted and junk on the broker's backend lost the 4 requests in
-flight, and nothing was sent for the run's last 14 s). Nor does a request a client of several
-endpoints sent once to a server that was not the serving one and answered nobody (a
-failover pair's passive one: toolkit ``stranded``), nor one a client that never resends
-lost while a fault acted, where requeue is not promised (``lost_in_a_fault``: ``no_lost``
-excuses it by the same rule).
+flight, and nothing was sent for the run's last 14 s). Nor does a request whose loss
+``no_lost`` excuses (``delivery.excused_losses``: lost while another fault acted where
+requeue is not promised, held by a broker that died, dropped on a cut link, sent once to a
+failover pair's passive server).
 
 While an outage takes the whole service down (the only queue frozen; the clients' links
 cut), nothing can be served: a fault that stops during one is timed from its end, and one
@@ -26,13 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from functools import reduce
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from reports.checkers.core import aggregates
+from reports.checkers.core import delivery
 from reports.checkers.toolkit import (
     END_OF_TIME,
     NS,
@@ -48,10 +46,8 @@ from reports.checkers.toolkit import (
     history_end,
     join_rows,
     nothing_to_judge,
-    per_request,
     result,
     run_time,
-    stranded,
     timers,
 )
 
@@ -189,25 +185,6 @@ def _given_up(f: FaultWindow, given_up: int, first_ok: int | None, bound_s: floa
     return not answered and f.stop_ns + bound_s * NS > given_up
 
 
-def lost_in_a_fault(ctx: CheckContext) -> DataFrame | None:
-    """The requests (``cid``, ``seq``) a client that never resends declared lost, unanswered,
-    where a fault acted between the first send and the ``lost``, and the manifest does not
-    promise requeue: the losses ``no_lost`` excuses by the same rule, which show nothing of the
-    service after an earlier fault either. Explore, stall-queue's correct twin (seed 2): the
-    queue restarted, learnt its workers' abandoned identities from heartbeats their old sockets
-    had queued and handed them the next requests; the one request sent after the restart, into
-    a slicer on the clients' link, was lost, its client waited out its deadline to the load's
-    end, and recovery said "no ok reply after the fault" while no_lost excused the same loss.
-    A request sent and lost while no fault acts is still judged (a system that never serves
-    again). None, with no query, where requeue is promised or no fault ran."""
-    if ctx.promises.get("requeue") or not ctx.faults:
-        return None
-    # The requests the report already met in one group (shared with no_lost and steady_state).
-    requests = aggregates.with_lost_in_a_fault(per_request(ctx, last_seq=False), ctx)
-    declared = (F.col("replied") == 0) & F.col("lost_ts").isNotNull()
-    return requests.filter(declared & F.col("in_fault")).select("cid", "seq")
-
-
 def _unserved(first: dict[int, After], since: dict[int, int | None], bound_ns: int) -> bool:
     """Whether a fault was asked after its timing began and not served within the bound."""
     for fault_id, after in first.items():
@@ -239,14 +216,12 @@ def recovery(ctx: CheckContext) -> CheckResult:
     since = {f.fault_id: timed_from(f, ctx.faults, down) for f in healed}
     timed = [(f, at) for f in healed if (at := since[f.fault_id]) is not None]
     first = _first_after(ctx, timed) if timed else {}
-    # A request a failover client sent once to a server of the pair that was not serving
-    # asked for nothing the system could serve (toolkit ``stranded``), nor did one lost in
-    # another fault (``lost_in_a_fault``): timed again without them, only where a fault
-    # would otherwise be asked and not served within the bound.
-    if _unserved(first, since, bound_ns):
-        left_out = [f for f in (stranded(ctx), lost_in_a_fault(ctx)) if f is not None]
-        if left_out:
-            first = _first_after(ctx, timed, without=reduce(DataFrame.unionByName, left_out))
+    # A request whose loss no_lost excuses (lost in another fault, held by a broker that
+    # died, dropped on a cut link, sent once to a failover pair's passive server) shows
+    # nothing of whether the service came back: timed again without them, only where a
+    # fault would otherwise be asked and not served within the bound.
+    if _unserved(first, since, bound_ns) and (excused := delivery.excused_losses(ctx)) is not None:
+        first = _first_after(ctx, timed, without=excused)
     # what each fault's recovery is timed by: its own, or that of an outage that took the
     # whole service down before it was back
     by = {f.fault_id: carried(f, ctx.faults, down, since, first, bound_ns) for f in healed}

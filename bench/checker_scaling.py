@@ -34,6 +34,14 @@ by ``./dev demo``), ``--dir D`` keeps the generated runs in D for the next time:
     ./dev bench checker_scaling --demo runs/<the demo run>    # 100k, 1M, 10M
     ./dev bench checker_scaling --sizes 100000 --profile      # the demo's size
 
+``--whole-only`` keeps the whole processes alone (no warm report: this process's session is
+stopped once a history is written, so that the children have the memory), for issue 38's
+30M line (rebuilt from Parquet <= 2x pandas's whole process) and 100M line (that Spark
+finishes here; pandas runs with its address space limited to 70% of the machine's memory,
+and a history too large for it is said as "out of memory", not left to the OOM killer):
+
+    ./dev bench checker_scaling --sizes 30000000 100000000 --whole-only --dir D
+
 ``--profile`` prints, per step of a warm report from Parquet, the wall seconds, the CPU
 seconds of this process and its JVM together (which move far less with the load than the
 wall time), and the Spark jobs and stages; with ``--reports RUN...``, the same for each
@@ -355,7 +363,7 @@ TARGETS = {
     "10M synthetic, rebuild from Parquet": (15.0, 10_000_000),
 }
 #: The synthetic sizes the table names.
-LABELS = {"100k": 100_000, "1M": 1_000_000, "10M": 10_000_000}
+LABELS = {"100k": 100_000, "1M": 1_000_000, "10M": 10_000_000, "30M": 30_000_000, "100M": 100_000_000}
 
 
 def load() -> str:
@@ -368,7 +376,9 @@ def generate(spark, run: RunDir, events: int) -> int:
 
     requests = events // 5
     step_ns, _span = _timing(events)
-    r = spark.range(requests).select(
+    # 16 partitions from the start, not a repartition: at 100M events a shuffle of every
+    # event cost more than the rest of the generation.
+    r = spark.range(0, requests, 1, 16).select(
         F.concat(F.lit("client-"), (F.col("id") % CLIENTS).cast("string")).alias("cid"),
         ((F.col("id") / CLIENTS).cast("long") + 1).alias("seq"),
         (F.lit(T0) + F.col("id") * step_ns).alias("t"),
@@ -403,7 +413,7 @@ def generate(spark, run: RunDir, events: int) -> int:
     )
     out = r.select(F.explode(parts).alias("e")).select("e.*")
     tmp = run.root / "gen"
-    out.repartition(16).write.mode("overwrite").json(str(tmp))
+    out.write.mode("overwrite").json(str(tmp))
     run.history.mkdir(parents=True, exist_ok=True)
     for i, part in enumerate(sorted(tmp.glob("part-*.json"))):
         part.rename(run.history / f"src-{i}.jsonl")
@@ -738,17 +748,52 @@ def warm(run: RunDir) -> tuple[dict[str, Any], float]:
     return json.loads(json.dumps(verdict, default=str)), time.perf_counter() - t
 
 
-def pandas_process(run: RunDir) -> tuple[dict[str, int], float]:
+#: The pandas anchor's address space at most (a share of the machine's memory): a history
+#: too large for pandas ends in its MemoryError, not in the kernel's OOM killer picking a
+#: process of the machine's.
+PANDAS_MEMORY_SHARE = 0.7
+
+
+def pandas_limit_gb() -> float:
+    return round(PANDAS_MEMORY_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+
+
+def pandas_process(run: RunDir) -> tuple[dict[str, int] | None, float]:
     """The anchor: pandas_check in a new process (interpreter start, pandas's imports, reading
-    the Parquet form, the three checks), timed end to end like spark_checks_process. What it
-    found, and the wall time."""
+    the Parquet form, the three checks), timed end to end like spark_checks_process, its
+    address space limited to pandas_limit_gb(). What it found (None: it ran out of memory),
+    and the wall time."""
     from reports.ingest.read import PARQUET
 
     stopped = str(run.read_meta()["load_stopped_ns"])
-    out, secs = _timed_child(
-        "pandas", [str(Path(__file__).resolve()), "--pandas-checks", str(run.history / PARQUET), stopped]
-    )
-    return json.loads(out.splitlines()[-1]), secs
+    args = [str(Path(__file__).resolve()), "--pandas-checks", str(run.history / PARQUET), stopped]
+    out, secs = _timed_child("pandas", args, ok=(0, OUT_OF_MEMORY, *ABORTED), stderr_too=True)
+    last = out.strip().splitlines()[-1] if out.strip() else ""
+    if last.startswith("{") and "out_of_memory" not in last:
+        return json.loads(last), secs
+    if "out_of_memory" in last or "cannot allocate memory" in out or "bad_alloc" in out:
+        return None, secs
+    raise SystemExit(f"pandas failed:\n{out}")
+
+
+#: The pandas child's exit code when it ran out of memory (its own: a MemoryError caught),
+#: and those of a child that glibc or a C++ library aborted on an allocation that failed
+#: outside Python ("cannot allocate memory for thread-local data: ABORT", exit 127; SIGABRT).
+OUT_OF_MEMORY = 3
+ABORTED = (127, -6, 134)
+
+
+def _pandas_child(path: Path, load_stopped_ns: int) -> None:
+    """The child of pandas_process: the limit set, pandas_check's findings as one JSON line."""
+    import resource
+
+    limit = int(pandas_limit_gb() * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    try:
+        print(json.dumps(pandas_check(path, load_stopped_ns)))
+    except MemoryError as exc:  # numpy's and pyarrow's allocation failures are MemoryErrors
+        print(json.dumps({"out_of_memory": pandas_limit_gb(), "error": type(exc).__name__}))
+        sys.exit(OUT_OF_MEMORY)
 
 
 def pandas_check(path: Path, load_stopped_ns: int) -> dict[str, int]:
@@ -879,6 +924,14 @@ def report_table(figures: dict[str, tuple[float, str]], pandas: dict[int, tuple[
         print(f"  {name:<40}{secs:8.1f}s{at:>7}{target:7.0f}s{secs / target:9.2f}{vs_pandas}")
     for size, (secs, at) in sorted(pandas.items()):
         print(f"  {f'pandas, {size:,} events, whole process':<40}{secs:8.1f}s{at:>7}")
+    big = [label for label in ("30M", "100M") if f"{label} synthetic, rebuild from Parquet" in figures]
+    if big:
+        print("Issue 38 (rebuilt from Parquet, against pandas's whole process; <= 2x at 30M, 100M finished):")
+    for label in big:
+        name, size = f"{label} synthetic, rebuild from Parquet", LABELS[label]
+        secs, at = figures[name]
+        vs = f"{secs / pandas[size][0]:9.2f}x" if size in pandas else "  pandas ran out of memory"
+        print(f"  {name:<40}{secs:8.1f}s{at:>7}{vs}")
     print("Like for like (no target; Spark whole process, only the 3 checks pandas runs, no metrics):")
     for label, size in LABELS.items():
         name = f"{label} synthetic, pandas's 3 checks alone"
@@ -930,6 +983,12 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--profile", action="store_true", help="seconds, CPU, jobs and stages per check")
     parser.add_argument(
+        "--whole-only", action="store_true",
+        help="per size only the whole processes (zchaos report from JSON lines and rebuilt from "
+        "Parquet, Spark on pandas's 3 checks, the pandas anchor), no warm report in this process "
+        "(its session is stopped after generating): for 30M and 100M events",
+    )  # fmt: skip
+    parser.add_argument(
         "--reports", type=Path, nargs="+", metavar="RUN",
         help="issue 24 part 1 instead of the sizes: stored runs (copied), a cold zchaos report of the "
         "first and all in one session (warm per run), against the targets",
@@ -943,13 +1002,13 @@ def main() -> None:
         _spark_checks(Path(args.spark_checks[0]), args.spark_checks[1].split(","))
         return
     if args.pandas_checks:  # the child process of pandas_process
-        print(json.dumps(pandas_check(Path(args.pandas_checks[0]), int(args.pandas_checks[1]))))
+        _pandas_child(Path(args.pandas_checks[0]), int(args.pandas_checks[1]))
         return
     # A SIGTERM (e.g. from a timeout) unwinds like Ctrl-C: children's groups end, temp runs go.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from contract.rundir import RunDir
     from reports.ingest.read import PARQUET
-    from reports.spark import get_spark
+    from reports.spark import get_spark, stop_spark
 
     base = args.dir or Path(tempfile.mkdtemp(prefix="zchaos-bench-"))
     if args.reports:
@@ -974,8 +1033,8 @@ def main() -> None:
             )
             figures["demo run, JSON -> checked"] = (secs_json, at_json)
             figures["demo run, rebuild from Parquet"] = (secs_parquet, at_parquet)
-        spark = get_spark(events=max(args.sizes))
         for size in args.sizes:
+            spark = get_spark(events=max(args.sizes))
             run = RunDir(base / f"run-{size}")
             shutil.rmtree(run.history / PARQUET, ignore_errors=True)
             if any(run.history.glob("*.jsonl")):  # a --dir kept from an earlier run: same data
@@ -985,14 +1044,17 @@ def main() -> None:
                 n, how = generate(spark, run, size), "generated"
             mb = sum(f.stat().st_size for f in run.history.glob("*.jsonl")) / 2**20
             print(f"\n== {n:,} events ({mb:,.0f} MB of JSON lines, {how}); load average {load()}", flush=True)
+            if args.whole_only:
+                stop_spark()  # the children get the machine's memory
             rows: list[tuple[str, float, str]] = []
             verdicts = []
-            for name, fn in (
+            ways = [
                 ("whole process, JSON lines", lambda run=run: whole_process(run)),
                 ("whole process, Parquet (rebuild)", lambda run=run: whole_process(run)),
                 ("warm, JSON lines", lambda run=run: warm(run)),
                 ("warm, Parquet (rebuild)", lambda run=run: warm(run)),
-            ):
+            ]
+            for name, fn in ways[:2] if args.whole_only else ways:
                 if name.endswith("JSON lines"):
                     shutil.rmtree(run.history / PARQUET, ignore_errors=True)
                 verdict, secs = fn()
@@ -1000,31 +1062,43 @@ def main() -> None:
                 verdicts.append(outcome(verdict))
                 print(f"  {name:<36}{secs:8.1f} s   load {rows[-1][2]}", flush=True)
             meta = run.read_meta()
-            found_warm, warm_secs = timed(
-                lambda run=run, meta=meta: pandas_check(run.history / PARQUET, meta["load_stopped_ns"])
-            )
-            rows.append(("pandas, in this process (3 checks)", warm_secs, load()))
-            print(f"  {rows[-1][0]:<36}{warm_secs:8.1f} s   load {rows[-1][2]}", flush=True)
+            found_warm = None
+            if not args.whole_only:
+                found_warm, warm_secs = timed(
+                    lambda run=run, meta=meta: pandas_check(run.history / PARQUET, meta["load_stopped_ns"])
+                )
+                rows.append(("pandas, in this process (3 checks)", warm_secs, load()))
+                print(f"  {rows[-1][0]:<36}{warm_secs:8.1f} s   load {rows[-1][2]}", flush=True)
             found, secs = pandas_process(run)
-            pandas[size] = (secs, load())
-            print(f"  {'pandas, whole process (3 checks)':<36}{secs:8.1f} s   load {pandas[size][1]}"
-                  "   <- the anchor", flush=True)  # fmt: skip
+            if found is None:
+                limit = f"its address space limited to {pandas_limit_gb():g} GB"
+                print(f"  {'pandas, whole process (3 checks)':<36}  out of memory after {secs:.1f} s "
+                      f"({limit})   load {load()}", flush=True)  # fmt: skip
+            else:
+                pandas[size] = (secs, load())
+                print(f"  {'pandas, whole process (3 checks)':<36}{secs:8.1f} s   load {pandas[size][1]}"
+                      "   <- the anchor", flush=True)  # fmt: skip
             alike, alike_secs = spark_checks_process(run)
             rows.append(("whole, Parquet, pandas's 3 checks", alike_secs, load()))
             print(f"  {rows[-1][0]:<36}{alike_secs:8.1f} s   load {rows[-1][2]}"
                   "   <- like for like with the anchor", flush=True)  # fmt: skip
-            print(
-                "  x pandas (whole process): " + ", ".join(f"{name} {t / secs:.1f}x" for name, t, _ in rows)
-            )
-            assert alike == found == found_warm, (alike, found, found_warm)
+            if found is not None:
+                print(
+                    "  x pandas (whole process): "
+                    + ", ".join(f"{name} {t / secs:.1f}x" for name, t, _ in rows)
+                )
+            assert found is None or alike == found, (alike, found)
+            assert found_warm is None or found_warm == alike, (alike, found_warm)
             if args.profile:
                 print("  where the time goes (warm, from Parquet):")
-                where_the_time_goes(spark, run)
+                where_the_time_goes(get_spark(events=size), run)
             assert all(v == verdicts[0] for v in verdicts), verdicts
-            spark_found = {k: verdicts[0][k][1] for k in found}
-            assert spark_found == found, (spark_found, found)
-            print(f"  verdicts identical in all four ways; {len(verdicts[0])} checks: {verdicts[0]}")
-            print(f"  pandas finds the same (both ways): {found}")
+            spark_found = {k: verdicts[0][k][1] for k in alike}
+            assert spark_found == alike, (spark_found, alike)
+            print(
+                f"  verdicts identical in all {len(verdicts)} ways; {len(verdicts[0])} checks: {verdicts[0]}"
+            )
+            print(f"  the 3 checks alone find the same{'' if found is None else ', and pandas'}: {alike}")
             label = next((label for label, n in LABELS.items() if n == size), None)
             if label is not None:
                 figures[f"{label} synthetic, JSON -> checked"] = rows[0][1:]

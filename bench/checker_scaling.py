@@ -772,6 +772,7 @@ def pandas_process(run: RunDir) -> tuple[dict[str, int] | None, float]:
     if last.startswith("{") and "out_of_memory" not in last:
         return json.loads(last), secs
     if "out_of_memory" in last or "cannot allocate memory" in out or "bad_alloc" in out:
+        print(f"  pandas ran out of memory: {last or out.strip().splitlines()[-1]}"[:300], flush=True)
         return None, secs
     raise SystemExit(f"pandas failed:\n{out}")
 
@@ -789,10 +790,16 @@ def _pandas_child(path: Path, load_stopped_ns: int) -> None:
 
     limit = int(pandas_limit_gb() * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    import pyarrow as pa
+
     try:
         print(json.dumps(pandas_check(path, load_stopped_ns)))
-    except MemoryError as exc:  # numpy's and pyarrow's allocation failures are MemoryErrors
-        print(json.dumps({"out_of_memory": pandas_limit_gb(), "error": type(exc).__name__}))
+    except (MemoryError, pa.ArrowException) as exc:
+        # numpy's allocations fail as MemoryErrors; pyarrow's making of Python strings as
+        # "ArrowException: Unknown error: Wrapping client-1:91214 failed" (100M events)
+        if not isinstance(exc, MemoryError) and "Wrapping" not in str(exc):
+            raise
+        print(json.dumps({"out_of_memory": pandas_limit_gb(), "error": f"{type(exc).__name__}: {exc}"}))
         sys.exit(OUT_OF_MEMORY)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -209,17 +208,10 @@ def _module_plan(module: Path) -> tuple[frozenset[str] | None, frozenset[str], b
     return frozenset(n for n, args in tests.items() if args & shared), frozenset(slow), module_slow
 
 
-#: A test with no time of its own in the cache yet (a fresh clone): its time in RECORDED_S,
-#: else its tier's rough length.
+#: A test with no time of its own in the cache yet (a fresh clone): its tier's rough length.
 GUESS_S = {"slow": 30.0, "quick": 1.0}
 _DURATIONS_KEY = "zchaos/durations"
 _took: dict[str, float] = {}
-#: The tests of RECORDED_MIN_S or more, with their seconds in a whole run on two idle cores,
-#: so that a fresh clone (CI) hands out the longest first as a second run does (2026-12-03,
-#: idle: a fresh clone's run, ordered by GUESS_S, 892 s; the next, by its own times, 836 s).
-#: Written again by a whole run with ``ZCHAOS_RECORD_DURATIONS=1 ./dev tests`` (idle cores).
-RECORDED_S = Path(__file__).with_name("durations.json")
-RECORDED_MIN_S = 3.0
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -234,9 +226,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     known = cache.get(_DURATIONS_KEY, {})
     known.update({nodeid: round(s, 2) for nodeid, s in _took.items()})
     cache.set(_DURATIONS_KEY, known)
-    if os.environ.get("ZCHAOS_RECORD_DURATIONS") == "1":
-        long = {nodeid: round(s) for nodeid, s in sorted(_took.items()) if s >= RECORDED_MIN_S}
-        RECORDED_S.write_text(json.dumps(long, indent=0) + "\n")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -255,8 +244,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     Each process is handed the longest unit left: a long test started last keeps one process
     busy while the others idle. A test's length is its time in the last run that ran it
-    (pytest's cache), else in the committed record (RECORDED_S), else a guess from its
-    ``slow`` mark.
+    (pytest's cache), else a guess from its ``slow`` mark.
     """
     if config.getvalue("dist") != "loadscope":
         return None
@@ -264,8 +252,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     root = config.rootpath
     cache = getattr(config, "cache", None)
-    known: dict[str, float] = json.loads(RECORDED_S.read_text()) if RECORDED_S.exists() else {}
-    known.update(cache.get(_DURATIONS_KEY, {}) if cache is not None else {})
+    known: dict[str, float] = cache.get(_DURATIONS_KEY, {}) if cache is not None else {}
 
     def test_of(nodeid: str) -> tuple[Path, str]:
         path, _, rest = nodeid.partition("::")

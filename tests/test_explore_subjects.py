@@ -41,11 +41,18 @@ def with_bug(manifest: Path, bug: str, where: Path) -> Path:
 # (subject, its bug, exploration seed, the check it breaks, the fault kind that shows it):
 # each seed one whose random exploration found the planted bug early in
 # bench/explore_power.py's trials (random: its draws do not hang on the runs' outcomes).
+# mdp-idle-disconnect's seed draws its trigger with no lossy fault beside it twice (the
+# bench's ``draws``: seed 157, runs 4 and 5, the only such seed of 1-200 in 15 runs). Seed 3's
+# first trigger run held a partition of the clients' link and cuts of a worker's link too:
+# whether its scenario broke no_lost again hung on whether the lost request's life met a link
+# fault (then "in flight as a link fault dropped data", excused): 3 of 5 tries on 2026-12-04
+# said "reproduced 1 of 2". Seed 30 (clean in run 4 only): 1 of 3 found nothing in 15, the
+# bug being racy. Seed 157: 5 of 5 found it in run 5 (a worker restarted alone), 2 of 2.
 CASES = [
     pytest.param(SUBJECTS / "junk-queue.toml", "", 1, "recovery", "malformed", id="junk-queue"),
     pytest.param(SUBJECTS / "paced-server.toml", "", 3, "recovery", "clock", id="paced-server"),
     pytest.param(
-        BLACKBOX / "mdp-broker-noresend.toml", "idle-disconnect-stays-listed", 3, "no_lost", "restart",
+        BLACKBOX / "mdp-broker-noresend.toml", "idle-disconnect-stays-listed", 157, "no_lost", "restart",
         id="mdp-idle-disconnect",
     ),
 ]  # fmt: skip

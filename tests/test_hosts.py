@@ -652,3 +652,31 @@ def test_a_stock_packet_fault_scenario_passes_on_hosts(tmp_path: Path, spark: ob
     checks = {n: (c["status"], c["summary"]) for n, c in verdict["checks"].items()}
     assert verdict["outcome"] == "passed", checks
     assert owned_by(os.getpid()) == []
+
+
+def test_a_namespace_another_sweep_took_first_is_no_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs sweep at once (CI: test_hosts failed on "Cannot remove namespace file ... No
+    such file or directory"): a dead runner's namespace gone between the listing and the
+    delete is what the sweep wanted, not a failure; one still there after a failed delete is."""
+    from chaos import hosts as hosts_module
+
+    monkeypatch.setattr(hosts_module.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(hosts_module.shutil, "which", lambda _: "/sbin/ip")
+    monkeypatch.setattr(hosts_module, "NETNS_DIR", tmp_path)
+    monkeypatch.setattr(hosts_module, "_dead", lambda mark: mark.startswith("zchaos-1."))
+    (tmp_path / "zchaos-1.2-1").touch()  # taken by the other sweep as this one deletes it
+    (tmp_path / "zchaos-1.2-2").touch()  # a delete that fails and leaves it
+
+    def run_cmd(argv: list[str], *, check: bool = True) -> str:
+        if argv[:3] == ["ip", "netns", "delete"]:
+            if argv[3].endswith("-1"):
+                (tmp_path / argv[3]).unlink()
+            raise HostsError(f"{' '.join(argv)}: Cannot remove namespace file")
+        return "[]" if "link" in argv else ""
+
+    monkeypatch.setattr(hosts_module, "run_cmd", run_cmd)
+    removed, failed = remove_leftovers()
+    assert removed == []
+    assert failed == ["ip netns delete zchaos-1.2-2: Cannot remove namespace file"]

@@ -29,9 +29,11 @@ one whose did not. An entry with several faults first runs each of its faults in
 alone, once (``to_isolate``, generate.py ``isolate``; the entry's ``isolated`` pairs), then
 is mutated: a trigger's bug hid beside two or three other faults (mdp-idle-disconnect: a
 worker restarted while idle, with a link cut that made ``no_lost`` excuse the lost
-request). (With GUIDED_MUTATE from its first runs on, its corpus kept what those drew: of
-tag-ring's 11 first runs, 6 mutated 3 entries with link faults, and 8 of its 44 pairs had
-been tried.)
+request). A run whose ``no_lost`` excused losses as dropped by a link fault is a near miss:
+guided's next run is the same scenario without its faults that lose data (``unmasking``,
+generate.py ``unmask``), before any draw or mutation. (With GUIDED_MUTATE from its first
+runs on, its corpus kept what those drew: of tag-ring's 11 first runs, 6 mutated 3 entries
+with link faults, and 8 of its 44 pairs had been tried.)
 
 The exploration counts how often each pair of a fault kind and a role or link ran
 (``coverage``, generate.py ``pair_of``; in explore.json, so ``--resume`` keeps it), and each
@@ -89,6 +91,7 @@ from harness.explore.generate import (
     pair_of,
     pairs,
     to_scenario,
+    unmask,
     with_room_to_judge,
 )
 from harness.explore.signature import findings, signature, unjudged
@@ -164,6 +167,9 @@ class Exploration:
     resumes: list[dict[str, Any]] = field(default_factory=list)
     #: how many runs had a fault of each pair (kind, role or link): generate.py ``pair_of``
     coverage: Counter[str] = field(default_factory=Counter)
+    #: guided's next runs, before any draw: runs whose excused losses it tries again without
+    #: the faults that excused them ({"run": i, "scenario": data}; generate.py ``unmask``)
+    unmasking: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -201,6 +207,7 @@ class Exploration:
             "corpus": self.corpus,
             "resumes": self.resumes,
             "coverage": dict(sorted(self.coverage.items())),
+            "unmasking": self.unmasking,
             "runs": self.runs,
         }
 
@@ -347,6 +354,11 @@ def next_scenario(state: Exploration, rng: random.Random, name: str) -> tuple[di
     try (``_learn`` counts what it showed). Guided draws the pairs of its coverage least
     drawn first; random draws without memory."""
     drawn = Counter(state.coverage) if state.strategy == "guided" else None
+    while drawn is not None and state.unmasking:
+        near = state.unmasking.pop(0)
+        unmasked = unmask(state.space, near["scenario"], name=name)
+        if unmasked is not None:
+            return unmasked[0], f"run {near['run']}: {unmasked[1]}"
     if drawn is not None and state.corpus and rng.random() < mutate_share(state):
         parent = _pick(state.corpus, rng)
         parent["tried"] = parent.get("tried", 0) + 1
@@ -519,6 +531,7 @@ def resumed(folder: Path, runs: int | None, time_s: float | None) -> Exploration
         state.corpus = list(record["corpus"])
         state.seen = set(record["behaviours"])
         state.resumes = list(record.get("resumes") or [])
+        state.unmasking = list(record.get("unmasking") or [])
         state.coverage = (
             Counter(record["coverage"]) if "coverage" in record else _coverage_of(space, state.runs)
         )
@@ -628,6 +641,10 @@ def _learn(
     why = unjudged(verdict or {})
     if why:
         record["unjudged"] = why  # not a finding, whatever it violated: it may be run again
+    excused = (((verdict or {}).get("checks") or {}).get("no_lost") or {}).get("figures") or {}
+    kept = [f for f in data.get("faults") or [] if not FAULT_KINDS[f["kind"]].lossy]
+    if state.strategy == "guided" and excused.get("lost_in_transit") and kept and not why:
+        state.unmasking.append({"run": index, "scenario": data})
     if new:
         state.corpus.append({"run": index, "scenario": data, "new": new})
         parent = next((e for e in state.corpus if origin.startswith(f"run {e['run']}:")), None)

@@ -13,6 +13,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from contract.links import target_instance
+
 #: What a fault does to its target's service: an ``outage`` stops it serving (a crash, a
 #: stall, a cut link), a ``slowdown`` only slows it. Each fault kind declares its harm
 #: (its card in chaos/kinds/); a manifest's ``survives`` promise names harms or fault kinds.
@@ -105,12 +107,19 @@ def timer_deadline_s(
         outages = most
 
 
-def unrecovered(promises: dict[str, Any], processes: dict[str, str], target: str, restarts: bool) -> bool:
+def unrecovered(
+    promises: dict[str, Any], processes: dict[str, str], target: str, restarts: bool, link_loss: bool = False
+) -> bool:
     """Whether the system does not promise to recover from a fault on ``target`` (an
-    instance; ``processes``: instance -> role): one that restarts its process (``restarts``:
-    a kill or a restart, no duration of its own) on a role ``unrecovered_restarts`` names."""
-    roles = promises.get("unrecovered_restarts") or ()
-    return restarts and processes.get(target) in roles
+    instance or a link; ``processes``: instance -> role): one that restarts its process
+    (``restarts``: a kill or a restart, no duration of its own) on a role
+    ``unrecovered_restarts`` names, or one that loses data (``link_loss``) on a link of an
+    instance of a role ``unrecovered_link_loss`` names."""
+    if restarts:
+        return processes.get(target) in (promises.get("unrecovered_restarts") or ())
+    if link_loss:
+        return processes.get(target_instance(target)) in (promises.get("unrecovered_link_loss") or ())
+    return False
 
 
 def survive_rule(entry: str, fault_kinds: Collection[str] | None = None) -> tuple[str, str]:
@@ -154,6 +163,10 @@ class Promises:
     #: does not recover from, a weakness it declares (Simple Pirate's queue forgets its
     #: workers): the checks take such a fault as never healed (``unrecovered``).
     unrecovered_restarts: tuple[str, ...] = ()
+    #: Roles whose links' lossy faults (a cut, a reset: a message lost on the way) the system
+    #: does not recover from, a weakness it declares (a Simple Pirate worker whose request or
+    #: reply was lost waits for good, and its queue takes it for busy: no heartbeats).
+    unrecovered_link_loss: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)  # family-specific promise values
 
     def as_dict(self) -> dict[str, Any]:
@@ -175,5 +188,6 @@ class Promises:
                 else {}
             ),
             **({"unrecovered_restarts": list(restarts)} if (restarts := self.unrecovered_restarts) else {}),
+            **({"unrecovered_link_loss": list(lossy)} if (lossy := self.unrecovered_link_loss) else {}),
             **self.extra,
         }

@@ -705,11 +705,12 @@ def parse_promises(
             survive_rule(entry, FAULT_KINDS)
         except ValueError as exc:
             raise pt.error("survives", str(exc)) from None
-    unrecovered = pt.list_of("unrecovered_restarts", str, [])
-    for role in unrecovered:
-        if roles is not None and role not in roles:
-            names = ", ".join(roles)
-            raise pt.error("unrecovered_restarts", f"{role!r} is not a role of the manifest ({names})")
+    unrecovered = {key: pt.list_of(key, str, []) for key in ("unrecovered_restarts", "unrecovered_link_loss")}
+    for key, named in unrecovered.items():
+        for role in named:
+            if roles is not None and role not in roles:
+                names = ", ".join(roles)
+                raise pt.error(key, f"{role!r} is not a role of the manifest ({names})")
     promises = Promises(
         checks=tuple(checks),
         execution=pt.get("execution", str, "at_least_once", choices=EXECUTIONS),
@@ -724,7 +725,8 @@ def parse_promises(
         ),
         survives=tuple(survives),
         requeue=pt.get("requeue", bool, False),
-        unrecovered_restarts=tuple(unrecovered),
+        unrecovered_restarts=tuple(unrecovered["unrecovered_restarts"]),
+        unrecovered_link_loss=tuple(unrecovered["unrecovered_link_loss"]),
         extra=pt.remaining(),
     )
     pt.done()

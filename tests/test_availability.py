@@ -191,6 +191,10 @@ def test_expiry_is_a_number_or_a_product_of_options():
             {"unrecovered_restarts": ["broker"]},
             "promises.unrecovered_restarts: 'broker' is not a role of the manifest (queue)",
         ),
+        (
+            {"unrecovered_link_loss": ["worker"]},
+            "promises.unrecovered_link_loss: 'worker' is not a role of the manifest (queue)",
+        ),
     ],
 )
 def test_bad_availability_promises_name_the_key(promises, message):
@@ -206,6 +210,8 @@ def test_default_survives_promise():
     # every restart is promised to be recovered from, unless the manifest names the role
     assert promises.unrecovered_restarts == () and "unrecovered_restarts" not in promises.as_dict()
     assert manifest(unrecovered_restarts=["queue"]).promises.as_dict()["unrecovered_restarts"] == ["queue"]
+    assert "unrecovered_link_loss" not in promises.as_dict()
+    assert manifest(unrecovered_link_loss=["queue"]).promises.unrecovered_link_loss == ("queue",)
 
 
 def judged(spark, events, faults, *, expiry_ms: float, attempt_s: float, budget_s: float = 3.0):

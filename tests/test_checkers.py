@@ -722,6 +722,32 @@ def test_a_restart_the_manifest_does_not_promise_to_recover_from_is_never_healed
     assert (result.status, result.violations) == (VIOLATED, 1) and result.examples[0]["fault_id"] == 1, result
 
 
+@pytest.mark.slow  # 5-10 s of Spark: recovery on one history, three promises
+def test_a_loss_on_a_link_the_manifest_does_not_promise_to_recover_from_is_never_healed(spark):
+    """explore (junk-queue seed 2, 2026-12-04): every worker's link of a correct Simple Pirate
+    queue cut (limit_data, resets) while they held requests; each worker waited for good for a
+    message lost on the way, the queue kept it as busy (no heartbeats), and recovery said 'no
+    ok reply after the fault' of each. With ``unrecovered_link_loss = ["worker"]`` such a
+    fault is never healed; a slowdown of the same link, or a cut of another role's, still is."""
+    events = [e for e in clean_history() if e["ev"] != "reply" or e["ts"] < t(20)]
+    events += request("client-1", 100, at=11.5)
+    events += retried("client-3", 1, 40.0, 42.5, abandon=True)  # never served again
+    cut = [FaultWindow(1, "reset", "link:worker-1", t(20), t(24), scope="link", lossy=True)]
+
+    def ctx(faults: list[FaultWindow], lossy: list[str]) -> CheckContext:
+        made = make_ctx(spark, events, faults=faults, unrecovered_link_loss=lossy)
+        made.meta["processes"] = {"queue": "queue", "worker-1": "worker", "worker-2": "worker"}
+        return made
+
+    assert check("recovery", ctx(cut, [])).status == VIOLATED
+    result = check("recovery", ctx(cut, ["worker"]))
+    assert result.status != VIOLATED and result.figures["not_promised"] == 1, result
+    assert "at or after a loss on a link of worker" in result.summary, result.summary
+    slow = [FaultWindow(1, "latency", "link:worker-1", t(20), t(24), scope="link", lossy=False)]
+    assert check("recovery", ctx(slow, ["worker"])).status == VIOLATED
+    assert check("recovery", ctx(cut, ["queue"])).status == VIOLATED
+
+
 @pytest.mark.slow  # 5-10 s of Spark
 def test_recovery_is_timed_from_the_end_of_the_next_outage_of_the_same_target(spark):
     """explore (reliable-sketch, seed 1, on the final code): the queue killed and restarted,

@@ -17,9 +17,11 @@ followed by such an outage before service was back takes that outage's recovery
 (``timed_from``, ``carried``).
 
 A restart the manifest says the system does not recover from (``unrecovered_restarts``:
-Simple Pirate's queue forgets the workers that registered with its predecessor) is not
-judged, nor is anything after it: a fault that healed after it began, or one whose bound
-reaches past its start without an ok reply before it (the service was given up then)."""
+Simple Pirate's queue forgets the workers that registered with its predecessor), or a loss
+on a link of a role it names in ``unrecovered_link_loss`` (a Simple Pirate worker whose
+message was lost waits for good), is not judged, nor is anything after it: a fault that
+healed after it began, or one whose bound reaches past its start without an ok reply
+before it (the service was given up then)."""
 
 from __future__ import annotations
 
@@ -52,6 +54,10 @@ from reports.checkers.toolkit import (
 )
 
 # --- recovery --------------------------------------------------------------------------
+
+
+#: The promises that name a system's declared weaknesses (contract/promises.py ``unrecovered``).
+UNRECOVERED = ("unrecovered_restarts", "unrecovered_link_loss")
 
 
 #: Another outage of a fault's target that starts this soon after the fault's stop keeps it
@@ -309,9 +315,10 @@ def recovery(ctx: CheckContext) -> CheckResult:
         + worst
     )
     if unpromised:
-        roles = ", ".join(ctx.promises.get("unrecovered_restarts") or [])
+        restarts, lossy = (", ".join(ctx.promises.get(k) or []) for k in UNRECOVERED)
+        weak = [f"a restart of {restarts}"] * bool(restarts) + [f"a loss on a link of {lossy}"] * bool(lossy)
         summary += (
-            f"; {unpromised} not judged: at or after a restart of {roles}, which it does not "
+            f"; {unpromised} not judged: at or after {' or '.join(weak)}, which it does not "
             "promise to recover from"
         )
         figures["not_promised"] = unpromised

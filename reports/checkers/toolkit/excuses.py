@@ -335,7 +335,7 @@ class Timers:
         manifest names in ``unrecovered_restarts``, a fault that loses data on a link of a
         role it names in ``unrecovered_link_loss``): it excuses to the end of the run."""
         restarts = not fault.on_link and not fault.lasting and fault.outage
-        link_loss = fault.on_link and fault.lossy
+        link_loss = fault.on_link and bool(fault.lossy)
         return unrecovered(self.promises, self.processes, fault.target, restarts, link_loss)
 
     def after_ns(self, fault: FaultWindow) -> int:

@@ -15,7 +15,9 @@ faster), with the load average, since a loaded machine slows the runs but not th
 guided learning from each run's pairs only (a pair tried first enters the corpus), and says
 in how many seeds the subject's trigger fault (``Subject.trigger``: the kind, role and
 length its bug needs, and no ``spoilers`` fault in the run, a kill that clears the bug's
-state) comes up at all, and when first. A drawn trigger is necessary, not enough (the load,
+state) comes up at all, and when first. (Guided's unmasking, a run whose losses a cut
+excused run again without its lossy faults, follows the runs' verdicts: the draws alone do
+not have it.) A drawn trigger is necessary, not enough (the load,
 the moment and chance decide the rest), but the draws alone matched the real explorations
 (below) where they could be compared: with the draw of 649d5db, ping-guard's trigger first
 in run 11 of seed 1, tag-ring's in 17, stall-hold-star's in 23, junk-queue's never in seeds

@@ -808,6 +808,31 @@ def test_recovery_of_a_fault_followed_by_a_whole_outage_before_service_came_back
         assert (row.get("timed_by_fault") == 2) is (status == HELD), row
 
 
+@pytest.mark.slow  # 5-10 s of Spark
+def test_recovery_of_a_cut_link_whose_spare_was_cut_before_its_worker_was_back_is_the_spares(spark):
+    """explore (stall-queue's twin, 2026-12-04): worker-2's link cut until 9.2 s (its Paranoid
+    Pirate worker waits out 5 s of silence, then reconnects), worker-1's link cut from 9.5 s
+    to 13.2 s; the one request asked at 10.1 s was lost with worker-1 and the first ok reply
+    came at 15 s, 0.005 s after the next request: worker-2's cut was 'recovered in 4.88 s >
+    3 s'. It takes worker-1's cut's recovery now (a link's peer comes back by its own timers;
+    a thawed worker is back at once: in the test above, its freeze followed by another
+    worker's is still timed alone). A slowdown of worker-1's link takes nothing down."""
+    cut = ("link", True, "outage", True, "all")
+    first = FaultWindow(1, "disconnect", "link:worker-2", t(4.7), t(9.2), *cut)
+    spare = FaultWindow(2, "disconnect", "link:worker-1", t(9.5), t(13.2), *cut)
+    slowed = FaultWindow(2, "latency", "link:worker-1", t(9.5), t(13.2), "link", False, "slowdown", True)
+    events = [e for e in clean_history() if not t(4.7) <= e["ts"] < t(15)]
+    events += request("client-1", 100, at=10.1, reply=False, execs=0)  # lost with worker-1
+    events += request("client-1", 101, at=15)
+    for faults, status in (([first, spare], HELD), ([first, slowed], VIOLATED)):
+        ctx = make_ctx(spark, events, faults=faults, recovery_bound_s=3.0)
+        ctx.meta["processes"] = {"queue": "queue", "worker-1": "worker", "worker-2": "worker"}
+        result = check("recovery", ctx)
+        assert result.status == status, (faults, result)
+        row = next(r for r in result.figures["faults"] if r["fault_id"] == 1)
+        assert (row.get("timed_by_fault") == 2) is (status == HELD), row
+
+
 def test_recovery_is_timed_from_the_first_request_after_the_fault(spark):
     """An idle client asks 6 s after the fault's stop and is answered at once: the system
     served as soon as it was asked (timed from the stop it was 'recovered in 6.00 s > 5 s').

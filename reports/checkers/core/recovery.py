@@ -14,7 +14,9 @@ failover pair's passive server).
 While an outage takes the whole service down (the only queue frozen; the clients' links
 cut), nothing can be served: a fault that stops during one is timed from its end, and one
 followed by such an outage before service was back takes that outage's recovery
-(``timed_from``, ``carried``).
+(``timed_from``, ``carried``); so does a cut link, or a killed process, whose role's other
+instance is cut off or killed before service was back: its peer comes back by its own
+timers, and meanwhile the spare that would serve is gone (``spare_taken``).
 
 A restart the manifest says the system does not recover from (``unrecovered_restarts``:
 Simple Pirate's queue forgets the workers that registered with its predecessor), or a loss
@@ -32,6 +34,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from contract.links import target_instance
 from reports.checkers.core import delivery
 from reports.checkers.toolkit import (
     END_OF_TIME,
@@ -146,6 +149,17 @@ def _first_after(
     return {r["fault_id"]: After(r["ok"], r["exec"], r["asked"]) for r in rows}
 
 
+def spare_taken(roles: dict[str, str], f: FaultWindow, g: FaultWindow) -> bool:
+    """Whether ``f``'s target has to come back after it (a link's peer reconnects, as its
+    protocol's timers say; a killed or restarted process starts again: not a thawed one,
+    which is back at once) and ``g`` stops all of another instance of its role (it, or its
+    link): one of the spares that serve meanwhile."""
+    mine, other = target_instance(f.target), target_instance(g.target)
+    role = roles.get(mine)
+    comes_back = f.on_link or f.lasting is False
+    return comes_back and g.stops_all and mine != other and role is not None and roles.get(other) == role
+
+
 def carried(
     f: FaultWindow,
     faults: list[FaultWindow],
@@ -153,32 +167,46 @@ def carried(
     since: dict[int, int | None],
     first: dict[int, After],
     bound_ns: int,
+    roles: dict[str, str] | None = None,
 ) -> int:
     """The fault whose recovery ``f``'s is: ``f`` itself, or an outage that took the whole
-    service down (``down``) and began after ``f``'s timing started, before service came back
-    and within the bound, in turn (explore, stall-queue's twin, seed 1: worker-1 thawed at
-    5.7 s under an idle load, the only queue frozen 0.45 s later for 4.2 s; nothing could be
-    served before the queue's thaw, and worker-1's freeze was 'recovered in 4.70 s > 3 s')."""
-    current, seen = f.fault_id, {f.fault_id}
-    outages = sorted((g for g in faults if g.fault_id in down), key=lambda g: g.start_ns)
+    service down (``down``), or one that stopped all of another instance of its target's role
+    (``spare_taken``; ``roles``: instance -> role) before its target was seen back (an
+    ``exec`` of its own; a link's peer is not told apart), that began after ``f``'s timing
+    started, before service came back and within the bound, in turn (explore, stall-queue's twin, seed
+    1: worker-1 thawed at 5.7 s under an idle load, the only queue frozen 0.45 s later for
+    4.2 s; nothing could be served before the queue's thaw, and worker-1's freeze was
+    'recovered in 4.70 s > 3 s'. Again, 2026-12-04: worker-2's link cut until 9.2 s, a
+    Paranoid Pirate worker that came back after its 5 s of silence, and worker-1's link cut
+    from 9.5 s to 13.2 s; the first ok reply came 0.005 s after the one asked then, and
+    worker-2's cut was 'recovered in 4.88 s > 3 s')."""
+    current, seen = f, {f.fault_id}
+    outages = sorted((g for g in faults if g.outage), key=lambda g: g.start_ns)
     while True:
-        at = since.get(current)
+        at = since.get(current.fault_id)
         if at is None:
-            return current
-        ok = first.get(current, After()).ok
+            return current.fault_id
+        ok, back = first.get(current.fault_id, After()).ok, first.get(current.fault_id, After()).exec
+        # a spare of its target's role taken down before the target was seen back
+        spares = {
+            g.fault_id
+            for g in outages
+            if spare_taken(roles or {}, current, g) and g.start_ns < (back or END_OF_TIME)
+        }
         nxt = next(
             (
-                g.fault_id
+                g
                 for g in outages
                 if g.fault_id not in seen and since.get(g.fault_id) is not None
+                and (g.fault_id in down or g.fault_id in spares)
                 and at < g.start_ns <= at + bound_ns and (ok is None or g.start_ns < ok)
             ),
             None,
         )  # fmt: skip
         if nxt is None:
-            return current
+            return current.fault_id
         current = nxt
-        seen.add(nxt)
+        seen.add(nxt.fault_id)
 
 
 def _given_up(f: FaultWindow, given_up: int, first_ok: int | None, bound_s: float, t: Timers) -> bool:
@@ -206,7 +234,8 @@ def _unserved(first: dict[int, After], since: dict[int, int | None], bound_ns: i
     "recovery",
     "after each fault stops, the system serves an ok reply again within recovery_bound_s of the first "
     "request asked after it (timed from the end of an outage that took the whole service down "
-    "meanwhile; and, as a figure, when the target worker executes again)",
+    "meanwhile, or the spares of a cut link's role; and, as a figure, when the target worker "
+    "executes again)",
     on_damage=SOME_REPLY,
 )
 def recovery(ctx: CheckContext) -> CheckResult:
@@ -229,8 +258,9 @@ def recovery(ctx: CheckContext) -> CheckResult:
     if _unserved(first, since, bound_ns) and (excused := delivery.excused_losses(ctx)) is not None:
         first = _first_after(ctx, timed, without=excused)
     # what each fault's recovery is timed by: its own, or that of an outage that took the
-    # whole service down before it was back
-    by = {f.fault_id: carried(f, ctx.faults, down, since, first, bound_ns) for f in healed}
+    # whole service down, or its role's spare, before it was back
+    roles = ctx.meta.get("processes") or {}
+    by = {f.fault_id: carried(f, ctx.faults, down, since, first, bound_ns, roles) for f in healed}
     first_ok = {i: after.ok for i, g in by.items() if (after := first.get(g)) and after.ok is not None}
     violations, undecided, unpromised, not_asked = 0, 0, 0, 0
     found = []

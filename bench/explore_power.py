@@ -484,12 +484,13 @@ def slow_link(prefix: str) -> Callable[[Fault], bool]:
 
 
 def cut_link(prefix: str, shortest: float = 0.0) -> Callable[[Fault], bool]:
-    """A link fault that stops the traffic (a partition, a reset, a limit on each connection's
-    bytes: its peers reconnect and are cut again) for ``shortest`` s or more on a link whose
-    name starts with ``prefix`` (limit_data: mdp-drop-dead-request's finding of seed 1 in
-    2026-12-03f, alone on a worker's link, twin held)."""
+    """A link fault that stops the traffic (a partition, a disconnect, a reset, a limit on
+    each connection's bytes: its peers reconnect and are cut again) for ``shortest`` s or more
+    on a link whose name starts with ``prefix`` (limit_data: mdp-drop-dead-request's finding
+    of seed 1 in 2026-12-03f, alone on a worker's link, twin held; disconnect: tag-ring's of
+    seed 2 in 2026-12-04, alone on a worker's link for 5.4 s, twin held)."""
     return lambda f: (
-        f["kind"] in ("partition", "reset", "limit_data")
+        f["kind"] in ("partition", "disconnect", "reset", "limit_data")
         and f["target"].startswith(prefix)
         and float(f.get("duration_s", 0)) >= shortest
     )

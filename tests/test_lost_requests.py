@@ -112,6 +112,12 @@ def test_no_lost_reports_a_request_a_cut_link_dropped_unless_the_cut_outlasts_th
     # a slow link loses nothing: no excuse
     slow = FaultWindow(6, "latency", "link:worker-1", t(20), t(22))
     assert check("no_lost", make_ctx(spark, with_losses(), faults=[slow], requeue=True)).violations == 2
+    # sent 10 ms after a cut healed (explore, stall-queue seed 1, 2026-12-04): the proxy closed
+    # the cut connections then, and the request went with them; a second after, it counts
+    for stop, violations in ((39.99, 1), (39.0, 2)):
+        healed = FaultWindow(7, "partition", "link:worker-1", t(38), t(stop))
+        result = check("no_lost", make_ctx(spark, with_losses(), faults=[healed], requeue=True))
+        assert result.violations == violations, (stop, result)
 
 
 def test_steady_state_counts_a_lost_request_outside_fault_windows(spark):

@@ -425,6 +425,42 @@ over the 8 subjects is 14.5 against random's 13.5 (ratio 0.93).
 - mdp-drop-dead-request seed 2: six runs held the trigger and held: a broker frozen while a
   worker was killed (the broker could not see it die), lossy cuts of a worker's link (the
   request then excused as lost in the cut), a starve too light to silence heartbeats.
+
+2026-12-04, guided after two changes: (1) a run whose ``no_lost`` excused a request as "in
+flight as a link fault dropped data" is run again next without its faults that lose data
+(loop.py ``unmasking``); (2) junk-queue forgets every idle worker at an unknown command (it
+dropped the head of its idle list, which the junk's own READYs had filled with strangers).
+Budget 30, 20 s runs, two slots, nice 5, 05:58-07:53 UTC, load 0.6-5.0 (the raw lines with
+their commits: bench/results/explore_power-2026-12-04.jsonl). Three false alarms of ours came
+up and were fixed on the way, each trial run again on the fix: junk-queue seed 2 run 6
+(every worker's link cut: a Simple Pirate worker whose message was lost waits for good;
+``unrecovered_link_loss``, beecbd9), stall-queue seed 1 run 23 (recovery blamed a cut link
+for its sibling's cut: 59a2e36), the same seed run 18 (no_lost on a request sent 10 ms after
+a partition healed: 41168e2). Random's rows are the earlier ones (random draws as before)
+but junk-queue's, run again on the new subject. First finding, seeds 1-3:
+
+    paced-server           guided: 1, 1, 1      random: 4, 7, 1      (medians 1 / 4)
+    mdp-drop-dead-request  guided: 1, 16, 8     random: 6, 5, 15     (medians 8 / 6)
+    tag-ring               guided: 3, 9, 11     random: 20, 5, .     (medians 9 / 12.5)
+    ping-guard             guided: 14, 8, -     random: -, -, -      (medians 14 / 31)
+    stall-queue            guided: -, -, 4      random: 4, -, FA     (medians 31 / 17.5)
+    stall-hold-star        guided: -, -, -      random: 1, 28, .     (medians 31 / 14.5)
+    junk-queue             guided: 18, 29, 3    random: 10, -, 30    (medians 18 / 30)
+    mdp-idle-disconnect    guided: 16, 12, 3    random: 28, 7, -     (medians 12 / 28)
+
+    median over the 8 subjects: guided 13, random 16; ratio random/guided 1.23
+
+(- : none in 30; FA: the correct twin broke the same check; . : not run.) Every finding
+counted: its subject's check, its twin held or unknown. mdp-idle-disconnect's trials ran on
+92534364 (before the three checker fixes); the rest on 008bdc7 to 41168e2 (junk-queue seeds 1
+and 3 on both ends: 17 then 18, 3 then 3). **6 of 8 subjects on
+2 of 3 seeds** (stall-queue and stall-hold-star on 1 and 0: their freezes of one role came,
+at lengths or loads that showed nothing), **guided ahead of random** on the median over the
+subjects. mdp-idle-disconnect's seed 1 finding was an unmasked run (run 15's restart with a
+limit_data and a reset; run 16 without them: no_lost, 1 lost). ping-guard seed 3's first trial
+stopped at run 12: Locust aborted in libzmq (``Assertion failed: !_more (src/fq.cpp:80)``,
+limit_data on server1's client link, the freelance adapter's ROUTER with router_handover);
+run again, none in 30.
 """
 
 from __future__ import annotations

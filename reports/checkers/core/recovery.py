@@ -167,14 +167,14 @@ def carried(
     since: dict[int, int | None],
     first: dict[int, After],
     bound_ns: int,
-    roles: dict[str, str] | None = None,
+    roles: dict[str, str],
 ) -> int:
     """The fault whose recovery ``f``'s is: ``f`` itself, or an outage that took the whole
     service down (``down``), or one that stopped all of another instance of its target's role
     (``spare_taken``; ``roles``: instance -> role) before its target was seen back (an
     ``exec`` of its own; a link's peer is not told apart), that began after ``f``'s timing
-    started, before service came back and within the bound, in turn (explore, stall-queue's twin, seed
-    1: worker-1 thawed at 5.7 s under an idle load, the only queue frozen 0.45 s later for
+    started, before service came back and within the bound, in turn (explore, stall-queue's
+    twin, seed 1: worker-1 thawed at 5.7 s under an idle load, the only queue frozen 0.45 s later for
     4.2 s; nothing could be served before the queue's thaw, and worker-1's freeze was
     'recovered in 4.70 s > 3 s'. Again, 2026-12-04: worker-2's link cut until 9.2 s, a
     Paranoid Pirate worker that came back after its 5 s of silence, and worker-1's link cut
@@ -186,20 +186,15 @@ def carried(
         at = since.get(current.fault_id)
         if at is None:
             return current.fault_id
-        ok, back = first.get(current.fault_id, After()).ok, first.get(current.fault_id, After()).exec
-        # a spare of its target's role taken down before the target was seen back
-        spares = {
-            g.fault_id
-            for g in outages
-            if spare_taken(roles or {}, current, g) and g.start_ns < (back or END_OF_TIME)
-        }
+        after = first.get(current.fault_id, After())
+        back = after.exec or END_OF_TIME  # its target seen back: an exec of its own
         nxt = next(
             (
                 g
                 for g in outages
                 if g.fault_id not in seen and since.get(g.fault_id) is not None
-                and (g.fault_id in down or g.fault_id in spares)
-                and at < g.start_ns <= at + bound_ns and (ok is None or g.start_ns < ok)
+                and (g.fault_id in down or (spare_taken(roles, current, g) and g.start_ns < back))
+                and at < g.start_ns <= at + bound_ns and (after.ok is None or g.start_ns < after.ok)
             ),
             None,
         )  # fmt: skip

@@ -883,6 +883,14 @@ def isolate(
     )
 
 
+def lossless_and_lossy(data: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A scenario's faults that lose no data, and those that do (``FaultKind.lossy``)."""
+    faults = data.get("faults") or []
+    return [f for f in faults if not FAULT_KINDS[f["kind"]].lossy], [
+        f for f in faults if FAULT_KINDS[f["kind"]].lossy
+    ]
+
+
 def unmask(space: Space, data: dict[str, Any], *, name: str) -> tuple[dict[str, Any], str] | None:
     """``data`` without its faults that lose data (``FaultKind.lossy``), its load and seed
     kept: guided's step after a run whose ``no_lost`` excused requests as dropped by a link
@@ -890,13 +898,11 @@ def unmask(space: Space, data: dict[str, Any], *, name: str) -> tuple[dict[str, 
     as a link fault dropped data" beside any cut (mdp-idle-disconnect's explorations: 6 of 9
     quiet restarts of a worker that held had its loss excused so). On a correct system the
     losses go with the cuts. None where nothing would be left, or nothing dropped."""
-    faults = data.get("faults") or []
-    kept = [copy.deepcopy(f) for f in faults if not FAULT_KINDS[f["kind"]].lossy]
-    dropped = [f for f in faults if FAULT_KINDS[f["kind"]].lossy]
+    kept, dropped = lossless_and_lossy(data)
     if not kept or not dropped:
         return None
     what = ", ".join(f"{f['kind']} on {f['target']}" for f in dropped)
-    return _scenario(space, name, data["seed"], copy.deepcopy(data["load"]), kept), (
+    return _scenario(space, name, data["seed"], copy.deepcopy(data["load"]), copy.deepcopy(kept)), (
         f"without {what}, whose losses no_lost excused"
     )
 

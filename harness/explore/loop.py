@@ -86,6 +86,7 @@ from harness.explore.generate import (
     fault_pair,
     generate,
     isolate,
+    lossless_and_lossy,
     make_space,
     mutate,
     pair_of,
@@ -642,8 +643,12 @@ def _learn(
     if why:
         record["unjudged"] = why  # not a finding, whatever it violated: it may be run again
     excused = (((verdict or {}).get("checks") or {}).get("no_lost") or {}).get("figures") or {}
-    kept = [f for f in data.get("faults") or [] if not FAULT_KINDS[f["kind"]].lossy]
-    if state.strategy == "guided" and excused.get("lost_in_transit") and kept and not why:
+    if (
+        state.strategy == "guided"
+        and excused.get("lost_in_transit")
+        and lossless_and_lossy(data)[0]
+        and not why
+    ):
         state.unmasking.append({"run": index, "scenario": data})
     if new:
         state.corpus.append({"run": index, "scenario": data, "new": new})

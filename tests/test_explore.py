@@ -23,6 +23,7 @@ from harness.cli import main
 from harness.explore.generate import (
     FIRST_FAULT_S,
     MAX_FAULTS,
+    NEAR_EXPIRY,
     Space,
     _fits,
     companions,
@@ -89,6 +90,8 @@ def problems_of(space: Space, data: dict[str, Any]) -> list[str]:
                 ok = value in spec.explore
             else:
                 lo, hi = spec.explore
+                if spec.length and space.expiry_s:  # guided's lengths around the system's expiry
+                    hi = max(hi, space.expiry_s * NEAR_EXPIRY[1])
                 ok = (spec.min or 0) <= value <= hi if spec.length else lo <= value <= hi
             if not ok:
                 wrong.append(f"{kind.name}.{name} = {value} outside {spec.explore}")
@@ -938,3 +941,34 @@ def test_a_kind_whose_card_refuses_many_draws_still_gets_its_parameters(
     kind = dataclasses.replace(FAULT_KINDS["slicer"], validate=picky)
     params = draw_params(space, kind, "link:worker-1", random.Random(1))
     assert refused == 20 and "average_size" in params
+
+
+def test_guided_draws_half_its_lengths_around_the_systems_own_expiry() -> None:
+    # A stranger's queue ten times slower than ours: its workers expire after 50 s, beyond
+    # every card's explore range (8 s at most), so no drawn stall ever straddled its expiry.
+    import dataclasses
+
+    manifest = load_manifest(SUBJECT)
+    slow = dataclasses.replace(manifest, options={**manifest.options, "heartbeat_ms": 10_000})
+    space = make_space(slow, duration_s=120)
+    assert space.expiry_s == 50.0
+
+    def lengths(guided: bool, of: Space = space) -> list[float]:
+        drawn = [generate(of, random.Random(s), drawn=Counter() if guided else None) for s in range(150)]
+        every = [length_of(FAULT_KINDS[f["kind"]], f) for g in drawn for f in g["faults"]]
+        return [n for n in every if n > 0]
+
+    guided, unguided = lengths(True), lengths(False)
+    near = sum(25 <= n <= 75 for n in guided)
+    assert 0.35 * len(guided) < near < 0.65 * len(guided), (near, len(guided))
+    assert all(n <= 8 for n in unguided)  # random draws from the cards' ranges, as it always did
+    assert sum(n <= 8 for n in guided) > 0.35 * len(guided)  # the rest: the cards' ranges
+    # a system ten times faster (expiry 0.5 s): lengths of a quarter to three quarters of a second
+    quick = dataclasses.replace(manifest, options={**manifest.options, "heartbeat_ms": 100})
+    fast = lengths(True, make_space(quick))
+    assert sum(0.25 <= n <= 0.75 for n in fast) > 0.35 * len(fast)
+    # without an expiry in the manifest, guided's lengths are the cards' too
+    plain = make_space(
+        dataclasses.replace(manifest, promises=dataclasses.replace(manifest.promises, expiry_ms=None))
+    )
+    assert plain.expiry_s is None and all(n <= 8 for n in lengths(True, plain))

@@ -82,6 +82,7 @@ from chaos.hosts import missing as hosts_missing
 from chaos.kinds import FAULT_KINDS
 from chaos.malformed import families
 from contract.errors import SetupError
+from contract.promises import expiry_s
 from harness.manifest import NETWORKS, Manifest, builtin_manifests, link_names
 from harness.scenario import Scenario, binding_roles_on_hosts, parse_scenario
 
@@ -103,6 +104,17 @@ FIRST_FAULT_S = 2.5  # the checks' warm-up (2 s) and availability's 0.5 s before
 RECOVERY_MARGIN_S = 1.0
 #: A fault is never shorter than this (seconds) when it is fitted into the load.
 MIN_FAULT_LENGTH_S = 0.5
+#: The share of guided's fault lengths drawn around the system's own expiry (its manifest's
+#: ``expiry_ms``: how long it takes to notice a silent peer), from NEAR_EXPIRY[0] to
+#: NEAR_EXPIRY[1] times it; the rest from the card's range. Bugs gather at stalls just too
+#: short for the system's detector and just long enough for it, and the cards' ranges are
+#: our families' timers: a stranger's expiry of 30 s was never straddled by them, nor one of
+#: 0.2 s. (Of the 5 guided explorations of 2026-12-04 that missed stall-queue's or
+#: stall-hold-star's bug, 4 froze the process only for lengths outside the window the bug
+#: needs: 1.1-1.7 s and 3.6-7.2 s, where the windows are about 2-5 s, expiry 5 s, and 2-3 s,
+#: expiry 2 s. Guided only: random stays the memoryless baseline.)
+NEAR_EXPIRY_SHARE = 0.5
+NEAR_EXPIRY = (0.5, 1.5)
 #: Users of a steady load without a calibration, and its most with one.
 USERS_RANGE = (2, 6)
 MAX_USERS = 8
@@ -157,6 +169,7 @@ class Space:
     links: tuple[str, ...] = ()  # every link of the topology (link:clients, link:worker-1, ...)
     binds: dict[str, tuple[str, ...]] = field(default_factory=dict)  # role -> endpoints it binds
     network: str = "proxy"  # what every generated scenario runs on (harness/scenario.py ``network``)
+    expiry_s: float | None = None  # the manifest's expiry_ms in seconds (None: it gives none)
 
     @property
     def tail_s(self) -> float:
@@ -260,6 +273,7 @@ def make_space(
         links=tuple(link_names(manifest, topology)),
         binds=binds,
         network=network,
+        expiry_s=expiry_s(manifest.promises.expiry_ms, manifest.options),
     )
 
 
@@ -279,14 +293,22 @@ def _check_hosts(manifest: Manifest, topology: dict[str, int]) -> None:
 # --- drawing ---------------------------------------------------------------------------
 
 
-def draw_value(spec: Param, rng: random.Random, longest: float | None = None) -> Any:
+def draw_value(
+    spec: Param, rng: random.Random, longest: float | None = None, expiry: float | None = None
+) -> Any:
     """A value from the parameter's explore range (or choices); numbers kept short, as a
     person would write them in a scenario. ``longest``: the most a length may be (what the
     load has room for), so that a short run gets faults of every length it can hold rather
-    than many cut to the same one."""
+    than many cut to the same one. ``expiry``: the system's (guided's draws), around which
+    NEAR_EXPIRY_SHARE of the lengths are drawn, where the run has room for it."""
     assert spec.explore, "a FIXED parameter is not drawn"
     if spec.choices or spec.type is str:
         return rng.choice(spec.explore)
+    if spec.length and expiry and rng.random() < NEAR_EXPIRY_SHARE:
+        near_lo = max(expiry * NEAR_EXPIRY[0], spec.min or 0.0, 0.01)
+        near_hi = expiry * NEAR_EXPIRY[1] if longest is None else min(expiry * NEAR_EXPIRY[1], longest)
+        if near_lo < near_hi:
+            return round(rng.uniform(near_lo, near_hi), 2)
     lo, hi = spec.explore
     if spec.length and longest is not None:
         hi = max(min(hi, longest), spec.min or 0.0)
@@ -420,14 +442,22 @@ def _least_drawn(
 
 
 def draw_params(
-    space: Space, kind: FaultKind, target: str, rng: random.Random, endpoint: str | None = None
+    space: Space,
+    kind: FaultKind,
+    target: str,
+    rng: random.Random,
+    endpoint: str | None = None,
+    *,
+    guided: bool = False,
 ) -> dict[str, Any]:
     """Every explored parameter of ``kind`` drawn, and those the kind's ``validate`` fills
     (malformed's family) filled; drawn again while ``validate`` refuses them. ``endpoint``:
-    junk's, where the pair drawn says it (else drawn among those the target binds)."""
+    junk's, where the pair drawn says it (else drawn among those the target binds).
+    ``guided``: lengths drawn around the system's expiry too (``draw_value``)."""
+    expiry = space.expiry_s if guided else None
     for _ in range(PARAM_TRIES):
         room = max(space.last_end_s - FIRST_FAULT_S, MIN_FAULT_LENGTH_S)
-        params = {n: draw_value(s, rng, room) for n, s in kind.params.items() if _drawn(space, n, s)}
+        params = {n: draw_value(s, rng, room, expiry) for n, s in kind.params.items() if _drawn(space, n, s)}
         if kind.name == "malformed":
             params["endpoint"] = endpoint or rng.choice(space.binds[_role_of(space, target)])
         checked = dict(params)
@@ -482,7 +512,7 @@ def draw_fault(
             space, [kind_name] if kind_name else list(among or space.kinds), drawn, rng, busy=busy
         )
         drawn[pair_of(space, kind.name, target, endpoint)] += 1
-    params = draw_params(space, kind, target, rng, endpoint)
+    params = draw_params(space, kind, target, rng, endpoint, guided=drawn is not None)
     at = rng.uniform(FIRST_FAULT_S, max(space.last_end_s - length_of(kind, params), FIRST_FAULT_S))
     fault = {"kind": kind.name, "target": target, "at_s": [round(at, 2)], **params}
     _fit(space, kind, fault)
@@ -818,7 +848,7 @@ def _mutate_once(
             others = [k for k in others if count(k) == least]
         kind = FAULT_KINDS[rng.choice(others)]
         fault = {"kind": kind.name, "target": old["target"], "at_s": list(old["at_s"])}
-        fault.update(draw_params(space, kind, old["target"], rng))
+        fault.update(draw_params(space, kind, old["target"], rng, guided=True))
         _fit(space, kind, fault)
         faults[index] = fault
         change = f"{old['kind']} on {old['target']} made {kind.name}"
@@ -833,6 +863,8 @@ def _mutate_once(
             if lengths:
                 length = rng.choice(lengths)
                 longest = float((kind.params[length].explore or (0, math.inf))[-1])
+                if space.expiry_s:  # a stranger's expiry may lie beyond the card's range
+                    longest = max(longest, space.expiry_s * NEAR_EXPIRY[1])
                 fault[length] = round(
                     min(float(fault[length]) * rng.choice((0.5, 1.5, 2.0, 3.0)), longest), 2
                 )

@@ -3,7 +3,8 @@
 From a manifest (``Space``: its roles and links in its own topology, the fault kinds whose
 card applies) and a seeded ``random.Random``, ``generate`` draws 1 to 4 faults, each on an
 instance or a link of the topology, at a time within the load and with parameters from
-its card's explore ranges (``Param.explore``), and a load shape: steady, with an idle
+its card's explore ranges (``Param.explore``; guided draws half its lengths around the
+manifest's ``expiry_ms`` instead, NEAR_EXPIRY), and a load shape: steady, with an idle
 stretch (one user, seconds between requests: faults that land there hit a system whose
 workers hold nothing) or with a burst. Every client kind of the manifest takes part, as
 its manifest weighs them; in some loads (NORESEND_SHARE) the kinds whose adapter can send

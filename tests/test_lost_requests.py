@@ -66,6 +66,24 @@ def test_no_lost_without_requeue_reports_a_loss_during_a_fault_but_counts_only_t
     assert "requeue is not promised" in result.summary
 
 
+def test_no_lost_without_requeue_reports_a_loss_within_the_expiry_after_a_fault(spark):
+    """explore, stall-queue's correct twin (seed 3, 2026-12-04): the queue came back from a
+    5.3 s restart as a worker's 5 s of patience ran out; the new queue learnt the identity the
+    worker was about to drop from its last heartbeat and handed it a request sent 0.3 s
+    after the return. Without requeue only a resend saves that. Past the expiry, or with
+    none declared, the loss counts."""
+    for stop, promises, violations in (
+        (39.7, {"expiry_ms": 5000}, 1),
+        (34.0, {"expiry_ms": 5000}, 2),
+        (39.7, {}, 2),
+        (39.7, {"expiry_ms": 5000, "requeue": True}, 2),
+    ):
+        restart = FaultWindow(8, "restart", "queue", t(30), t(stop))
+        result = check("no_lost", make_ctx(spark, with_losses(), faults=[restart], **promises))
+        assert result.violations == violations, (stop, promises, result)
+        assert result.figures["lost_in_faults_unpromised"] == 2 - violations
+
+
 BROKER_KILL = FaultWindow(2, "kill", "broker", t(20), t(21))
 
 

@@ -329,6 +329,8 @@ class Timers:
     #: the promises and the run's processes (instance -> role), for ``never_healed``
     promises: dict[str, Any] = field(default_factory=dict)
     processes: dict[str, str] = field(default_factory=dict)
+    #: the manifest's ``expiry_ms`` in seconds (None: it gives none, ``after_s`` is the grace)
+    expiry_s: float | None = None
 
     def never_healed(self, fault: FaultWindow) -> bool:
         """The system does not promise to recover from the fault (a restart of a role its
@@ -379,11 +381,12 @@ def timers_of(meta: RunMeta) -> Timers:
     except ValueError:
         expiry = None  # the manifest was checked when the run started; a scenario may have changed it
     on_hosts = (meta.get("scenario") or {}).get("network") == "hosts"
-    known = {"promises": dict(promises), "processes": dict(meta.get("processes") or {})}
+    promised, processes = dict(promises), dict(meta.get("processes") or {})
     if expiry is not None:
-        return Timers(expiry, budget, f"expiry_ms = {expr}", on_hosts, **known)
+        return Timers(expiry, budget, f"expiry_ms = {expr}", on_hosts, promised, processes, expiry)
     grace = float(promises.get("steady_grace_s", 10.0))
-    return Timers(grace, budget, "steady_grace_s (the manifest gives no expiry_ms)", on_hosts, **known)
+    source = "steady_grace_s (the manifest gives no expiry_ms)"
+    return Timers(grace, budget, source, on_hosts, promised, processes)
 
 
 def send_span(fault: FaultWindow, t: Timers, end_ns: int) -> Span:

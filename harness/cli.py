@@ -741,7 +741,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="let zchaos look for bugs: generated fault schedules, steered by what each run shows",
         description="Generate scenarios for an implementation by itself (1 to 4 faults on its roles and "
         "links, parameters from each fault card's explore ranges, lengths also around the manifest's "
-        "expiry_ms, loads with idle stretches and bursts), "
+        "expiry_ms where those miss it, loads with idle stretches and bursts), "
         "run them one after the other until the budget is spent, keep the runs that showed a behaviour "
         "never seen before and mutate them (--strategy guided), and write each new violated check as a "
         "scenario that replays it. Writes RUNS_DIR/explore-<time>-<name>/ (explore.json, explore.html, "

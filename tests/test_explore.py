@@ -943,10 +943,14 @@ def test_a_kind_whose_card_refuses_many_draws_still_gets_its_parameters(
     assert refused == 20 and "average_size" in params
 
 
-def test_guided_draws_half_its_lengths_around_the_systems_own_expiry() -> None:
+def test_guided_draws_half_its_lengths_around_an_expiry_the_cards_ranges_miss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # A stranger's queue ten times slower than ours: its workers expire after 50 s, beyond
     # every card's explore range (8 s at most), so no drawn stall ever straddled its expiry.
     import dataclasses
+
+    from harness.explore import generate as generation
 
     manifest = load_manifest(SUBJECT)
     slow = dataclasses.replace(manifest, options={**manifest.options, "heartbeat_ms": 10_000})
@@ -972,3 +976,12 @@ def test_guided_draws_half_its_lengths_around_the_systems_own_expiry() -> None:
         dataclasses.replace(manifest, promises=dataclasses.replace(manifest.promises, expiry_ms=None))
     )
     assert plain.expiry_s is None and all(n <= 8 for n in lengths(True, plain))
+    # ours as it is (expiry 5 s): a freeze's range (0.5-8 s) holds 2.5-7.5 s, so its lengths
+    # are the card's, drawn as they always were
+    ours = make_space(manifest, kinds=["freeze"])
+    as_declared = [generate(ours, random.Random(s), drawn=Counter()) for s in range(50)]
+    monkeypatch.setattr(generation, "NEAR_EXPIRY_SHARE", 0.0)
+    assert [generate(ours, random.Random(s), drawn=Counter()) for s in range(50)] == as_declared
+    monkeypatch.setattr(generation, "NEAR_EXPIRY", (0.05, 1.5))  # a band the range misses
+    monkeypatch.setattr(generation, "NEAR_EXPIRY_SHARE", 0.5)
+    assert [generate(ours, random.Random(s), drawn=Counter()) for s in range(50)] != as_declared

@@ -4,7 +4,7 @@ From a manifest (``Space``: its roles and links in its own topology, the fault k
 card applies) and a seeded ``random.Random``, ``generate`` draws 1 to 4 faults, each on an
 instance or a link of the topology, at a time within the load and with parameters from
 its card's explore ranges (``Param.explore``; guided draws half its lengths around the
-manifest's ``expiry_ms`` instead, NEAR_EXPIRY), and a load shape: steady, with an idle
+manifest's ``expiry_ms`` instead where a range misses it, NEAR_EXPIRY), and a load shape: steady, with an idle
 stretch (one user, seconds between requests: faults that land there hit a system whose
 workers hold nothing) or with a burst. Every client kind of the manifest takes part, as
 its manifest weighs them; in some loads (NORESEND_SHARE) the kinds whose adapter can send
@@ -105,15 +105,16 @@ FIRST_FAULT_S = 2.5  # the checks' warm-up (2 s) and availability's 0.5 s before
 RECOVERY_MARGIN_S = 1.0
 #: A fault is never shorter than this (seconds) when it is fitted into the load.
 MIN_FAULT_LENGTH_S = 0.5
-#: The share of guided's fault lengths drawn around the system's own expiry (its manifest's
-#: ``expiry_ms``: how long it takes to notice a silent peer), from NEAR_EXPIRY[0] to
-#: NEAR_EXPIRY[1] times it; the rest from the card's range. Bugs gather at stalls just too
-#: short for the system's detector and just long enough for it, and the cards' ranges are
-#: our families' timers: a stranger's expiry of 30 s was never straddled by them, nor one of
-#: 0.2 s. (Of the 5 guided explorations of 2026-12-04 that missed stall-queue's or
-#: stall-hold-star's bug, 4 froze the process only for lengths outside the window the bug
-#: needs: 1.1-1.7 s and 3.6-7.2 s, where the windows are about 2-5 s, expiry 5 s, and 2-3 s,
-#: expiry 2 s. Guided only: random stays the memoryless baseline.)
+#: Where the card's range misses the system's own expiry (its manifest's ``expiry_ms``: how
+#: long it takes to notice a silent peer) - our families' timers are 1 to 7.5 s, a stranger's
+#: may be 50 s or 0.2 s - the share of guided's lengths drawn from NEAR_EXPIRY[0] to
+#: NEAR_EXPIRY[1] times it instead, so that its stalls fall on both sides of its detector.
+#: Not where the range holds that band: drawn so on every exploration (2026-12-04, c104c3e),
+#: stall-hold-star's window (a freeze of 2-3 s, expiry 2 s) came in 37 of 100 seeds' first
+#: 30 draws instead of 15, stall-queue's (2-5 s, expiry 5 s) in 54 instead of 53, and
+#: ping-guard's (a stall of 2 s or more, expiry 1.5 s) in 83 instead of 97; explored, 3 seeds
+#: each, stall-queue 2 found instead of 1, stall-hold-star 1 instead of 0, ping-guard 0
+#: instead of 2. A bug at the detector's edge and one past it pull opposite ways.
 NEAR_EXPIRY_SHARE = 0.5
 NEAR_EXPIRY = (0.5, 1.5)
 #: Users of a steady load without a calibration, and its most with one.
@@ -300,12 +301,13 @@ def draw_value(
     """A value from the parameter's explore range (or choices); numbers kept short, as a
     person would write them in a scenario. ``longest``: the most a length may be (what the
     load has room for), so that a short run gets faults of every length it can hold rather
-    than many cut to the same one. ``expiry``: the system's (guided's draws), around which
-    NEAR_EXPIRY_SHARE of the lengths are drawn, where the run has room for it."""
+    than many cut to the same one. ``expiry``: the system's (guided's draws): where the
+    range misses the band around it, NEAR_EXPIRY_SHARE of the lengths are drawn in that
+    band, as far as the run has room."""
     assert spec.explore, "a FIXED parameter is not drawn"
     if spec.choices or spec.type is str:
         return rng.choice(spec.explore)
-    if spec.length and expiry and rng.random() < NEAR_EXPIRY_SHARE:
+    if spec.length and expiry and misses_expiry(spec, expiry) and rng.random() < NEAR_EXPIRY_SHARE:
         near_lo = max(expiry * NEAR_EXPIRY[0], spec.min or 0.0, 0.01)
         near_hi = expiry * NEAR_EXPIRY[1] if longest is None else min(expiry * NEAR_EXPIRY[1], longest)
         if near_lo < near_hi:
@@ -317,6 +319,13 @@ def draw_value(
     if spec.type is int:
         return rng.randint(int(lo), int(hi))
     return round(rng.uniform(lo, hi), 2)
+
+
+def misses_expiry(spec: Param, expiry: float) -> bool:
+    """Whether a length's explore range leaves out part of NEAR_EXPIRY around ``expiry``."""
+    assert spec.explore, "a FIXED parameter is not drawn"
+    lo, hi = spec.explore
+    return expiry * NEAR_EXPIRY[0] < lo or expiry * NEAR_EXPIRY[1] > hi
 
 
 def length_of(kind: FaultKind, params: dict[str, Any]) -> float:

@@ -508,6 +508,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from chaos.kinds import FAULT_KINDS  # noqa: E402
+from contract.errors import SetupError  # noqa: E402
 from contract.outcomes import EXIT_INTERRUPTED  # noqa: E402
 from harness.explore import generate, loop  # noqa: E402
 from harness.explore.generate import RUN_S, make_space, pair_of  # noqa: E402
@@ -912,6 +913,7 @@ def main() -> int:
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
     mine: list[dict[str, Any]] = []
+    failed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="explore-power-") as tmp:
         if args.keep is not None:
             args.keep.mkdir(parents=True, exist_ok=True)
@@ -929,14 +931,21 @@ def main() -> int:
                         )
                         continue
                     started = time.monotonic()
-                    row = trial(
-                        subject,
-                        seed,
-                        strategy,
-                        args.runs,
-                        run_s,
-                        Path(tmp) / f"{subject.name}-{seed}-{strategy}",
-                    )
+                    try:
+                        row = trial(
+                            subject,
+                            seed,
+                            strategy,
+                            args.runs,
+                            run_s,
+                            Path(tmp) / f"{subject.name}-{seed}-{strategy}",
+                        )
+                    except SetupError as exc:
+                        # not a figure (a crash of our load generator ended one: ping-guard
+                        # seed 3, 2026-12-04); the others go on, and the same command retries it
+                        failed.append(f"{subject.name} seed {seed} {strategy}: {exc}")
+                        print(f"{subject.name} seed {seed} {strategy:>6}: trial failed: {exc}", flush=True)
+                        continue
                     row = {
                         "subject": subject.name, "seed": seed, "strategy": strategy, "budget": args.runs,
                         "run_s": run_s, **row, "seconds": round(time.monotonic() - started),
@@ -959,6 +968,11 @@ def main() -> int:
         else mine
     )
     summary(rows)
+    if failed:
+        print(f"{len(failed)} trial(s) failed, not counted (the same command runs them again):")
+        for line in failed:
+            print(f"  {line.splitlines()[0]}")
+        return 1
     return 0
 
 

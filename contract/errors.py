@@ -31,6 +31,13 @@ def key_path(file: str | Path, *keys: str | int) -> str:
     return f"{file}: {parts}" if parts else str(file)
 
 
+class LoadGeneratorCrashed(SetupError):
+    """Locust, zchaos's load generator, died of a signal in the middle of a run: a crash of
+    ours or of a library in it (libzmq aborts on its own assertions), neither the system's
+    doing nor the user's input. The run gets no verdict; an exploration counts it incomplete
+    and goes on (harness/explore/loop.py)."""
+
+
 class CannotWrite(SetupError):
     """A file of zchaos's own could not be written (a full disk, most often): what it would have
     said is missing, so the outcome is incomplete (exit 4), and nothing half-written is left."""

@@ -26,7 +26,7 @@ from chaos.kinds import FAULT_KINDS
 from chaos.malformed import endpoint_side
 from chaos.nemesis import Nemesis, PlannedFault
 from contract.clock import clock_sample
-from contract.errors import CannotWrite, SetupError
+from contract.errors import CannotWrite, LoadGeneratorCrashed, SetupError
 from contract.history import HistoryWriter, history_file, read_events
 from contract.outcomes import EXIT_INTERRUPTED
 from contract.ports import PortAllocator
@@ -701,7 +701,8 @@ class Runner:
         self.meta["fault_errors"] = nemesis.stop()
         self.progress.end_load()  # warns of the faults that failed, if any
         if locust.popen.returncode not in (0, None):
-            raise SetupError(
+            crashed = locust.popen.returncode < 0  # a signal no one of ours sent: SIGABRT, SIGSEGV
+            raise (LoadGeneratorCrashed if crashed else SetupError)(
                 f"Locust failed with exit code {locust.popen.returncode}; last lines of {locust.spec.log}:\n"
                 f"{log_tail(locust.spec.log)}"
             )

@@ -206,3 +206,43 @@ def test_an_interrupted_exploration_exits_130_leaves_nothing_running_and_resumes
     assert record["runs"][1]["faults"] and all(f.startswith("starve ") for f in record["runs"][1]["faults"])
     assert record["runs"][1]["outcome"] in ("passed", "violated", "unknown") and record["behaviours"]
     assert processes_of(runs) == []
+
+
+@pytest.mark.slow
+def test_a_crash_of_our_load_generator_is_a_run_counted_incomplete_and_the_exploration_goes_on(
+    tmp_path: Path,
+) -> None:
+    # Locust aborted in libzmq once (ping-guard, 2026-12-04) and the exploration stopped with
+    # exit 2 at its run 12. Here the first run's Locust is aborted for real (SIGABRT, as
+    # libzmq's assertions do); the second run is judged as usual, on the correct twin.
+    import psutil
+
+    twin = tmp_path / "twin.toml"
+    twin.write_text(SUBJECT.read_text().replace('bug = "forget-after-stall"', 'bug = "none"'))
+    (tmp_path / "stall_queue.py").symlink_to(SUBJECT.parent / "stall_queue.py")
+    runs = tmp_path / "runs"
+    args = ["--runs", "2", "--seed", "5", "--kinds", "freeze", "--run-s", "6", "--no-calibrate"]
+    with zchaos_process("explore", str(twin), *args, "--runs-dir", str(runs), wait_s=180) as (
+        explorer,
+        lines,
+    ):
+
+        def sending() -> list[psutil.Process]:
+            if not any(p.stat().st_size for p in runs.glob("explore-*/*/history/locust-*.jsonl")):
+                return []
+            locusts = [p for p in processes_of(runs) if "locust" in " ".join(p.cmdline())]
+            pids = {p.pid for p in locusts}
+            return [p for p in locusts if p.ppid() not in pids]  # the master, not its workers
+
+        found = wait_for(sending, 60, "the first run's load")
+        assert isinstance(found, list)
+        found[0].send_signal(signal.SIGABRT)
+    output = "".join(lines)
+    assert explorer.returncode == 0, output
+    assert "load generator crashed, not the system" in output and "Traceback" not in output
+    record = explored(runs)
+    first, second = record["runs"]
+    assert first["outcome"] == "incomplete" and "exit code -6" in first["error"], first
+    assert second["outcome"] in ("passed", "unknown") and second["signature"], second
+    assert record["findings"] == [] and record["summary"].startswith("explored 2 runs")
+    assert processes_of(runs) == []

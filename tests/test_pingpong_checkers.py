@@ -224,6 +224,26 @@ def test_expiry_ignores_pings_lost_in_a_partition(spark) -> None:
 
 
 @pytest.mark.slow
+def test_expiry_does_not_judge_a_silence_a_toxic_on_a_share_of_connections_may_have_made(spark) -> None:
+    """explore, the built-in broker, seed 7: worker-1's link partitioned at toxicity 0.72 for
+    7.3 s, the toxic spared its connection, the broker went on hearing its PINGs and kept it;
+    the check took them for lost and called it "never expired". Here worker-2 PINGs through a
+    partition from 10 s to the end and is never expired."""
+    events = [e for e in clean_history() if e["ev"] != "worker_expired"]
+    events += heartbeats("worker-2-bbbb", "worker-2", 10.3, 20)
+
+    def judged(share: float):
+        context = ctx(spark, events, [FaultWindow(1, "partition", "worker-2", t(10.0), t(20.5))])
+        context.meta["plan"] = [{"fault_id": 1, "params": {"toxicity": share}}]
+        return run("pingpong_expiry", context)
+
+    whole = judged(1.0)  # every connection cut: its PINGs were lost, and it should have gone
+    assert whole.status == VIOLATED and whole.figures["never_expired"] == 1, whole
+    share = judged(0.72)
+    assert share.status != VIOLATED and share.figures["never_expired"] == 0, share
+
+
+@pytest.mark.slow
 def test_an_early_expiry_by_a_frozen_broker_is_excused(spark) -> None:
     """The broker is frozen from 8 s to 12 s while worker-2 still PINGs until 10 s (its
     PINGs wait unread), then expires it on waking, 1.7 s after its last PING."""

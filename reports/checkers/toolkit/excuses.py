@@ -26,6 +26,7 @@ from reports.checkers.toolkit.facts import (
     Span,
     broker_instances,
     options_of,
+    share_of,
 )
 
 # --- excusing faults -------------------------------------------------------------------
@@ -60,6 +61,7 @@ def fault_spans(
     broker_links: bool | None = None,
     lossy_only: bool = False,
     outage_only: bool = False,
+    every_connection: bool | None = None,
     lasting_only: bool = False,
     lead_ns: int = 0,
     grace_ns: int = 0,
@@ -70,11 +72,13 @@ def fault_spans(
     apply). A fault that never healed lasts to END_OF_TIME. ``broker_links`` (default:
     as ``link``): faults on a broker's links. ``lossy_only``: only the faults that lose
     what is sent (their ``lossy``); ``outage_only``: only those during which
-    their target cannot serve (its ``harm``), not the slowdowns; ``lasting_only``: not a
+    their target cannot serve (its ``harm``), not the slowdowns; ``every_connection``: True,
+    only the faults that act on every connection of their target, False, only those that act
+    on a share (a toxicity below 1: ``share_of``), None, both; ``lasting_only``: not a
     kill or restart (no duration of its own: its window lasts until the restarted process
     is ready, after which it may already have served; proc_exit/proc_start say when it ran).
     """
-    flags = _flags(own, broker, link, broker_links, lossy_only, outage_only)
+    flags = _flags(own, broker, link, broker_links, lossy_only, outage_only, every_connection)
     spans = _excusing(ctx, instance is not None, lead_ns, grace_ns, lasting_only=lasting_only, **flags)
     return merge_spans([(lo, hi) for lo, hi, who in spans if who is None or who == instance])
 
@@ -86,14 +90,21 @@ _FLAG_DEFAULTS: dict[str, Any] = {
     "broker_links": None,
     "lossy_only": False,
     "outage_only": False,
+    "every_connection": None,
     "lead_ns": 0,
     "grace_ns": 0,
 }
 
 
 def _flags(
-    own: bool, broker: bool, link: bool, broker_links: bool | None, lossy_only: bool, outage_only: bool
-) -> dict[str, bool]:
+    own: bool,
+    broker: bool,
+    link: bool,
+    broker_links: bool | None,
+    lossy_only: bool,
+    outage_only: bool,
+    every_connection: bool | None = None,
+) -> dict[str, Any]:
     return {
         "own": own,
         "broker": broker,
@@ -101,6 +112,7 @@ def _flags(
         "broker_links": link if broker_links is None else broker_links,
         "lossy_only": lossy_only,
         "outage_only": outage_only,
+        "every_connection": every_connection,
     }
 
 
@@ -116,6 +128,7 @@ def _excusing(
     broker_links: bool,
     lossy_only: bool,
     outage_only: bool,
+    every_connection: bool | None = None,
     lasting_only: bool = False,
 ) -> list[tuple[int, int, str | None]]:
     """(lo, hi, the instance it excuses or None for every one) of each fault that counts."""
@@ -123,6 +136,8 @@ def _excusing(
     out: list[tuple[int, int, str | None]] = []
     for f in ctx.faults:
         if (lossy_only and not f.lossy) or (outage_only and not f.outage):
+            continue
+        if every_connection is not None and (share_of(ctx, f) >= 1.0) != every_connection:
             continue
         if lasting_only and not f.lasting:
             continue

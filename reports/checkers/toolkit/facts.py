@@ -127,12 +127,22 @@ def outlasts_an_attempt(ctx: CheckContext, fault: FaultWindow) -> bool:
     added 1.6 s to every message, 1 s attempts: "not served within 5 s"), and ping-guard's
     twin (Freelance: server1's and server3's links cut, server2's adding 1.18 s, 1 s attempts:
     clients that started then gave up, "no server alive")."""
-    params = next(
-        (p.get("params") or {} for p in ctx.meta.get("plan") or [] if p.get("fault_id") == fault.fault_id), {}
-    )
+    params = plan_params(ctx, fault)
     delay_ms = max((float(params.get(k) or 0) for k in DELAYS_MS), default=0.0)
-    share = params.get("toxicity")  # the share of connections it acts on (Toxiproxy's; else all)
-    return (share is None or float(share) >= 0.5) and delay_ms * MS >= client_attempt_ns(ctx)
+    return share_of(ctx, fault) >= 0.5 and delay_ms * MS >= client_attempt_ns(ctx)
+
+
+def plan_params(ctx: CheckContext, fault: FaultWindow) -> dict[str, Any]:
+    """The parameters run.json's plan gives ``fault`` (empty where it has none)."""
+    plan = ctx.meta.get("plan") or []
+    return next((p.get("params") or {} for p in plan if p.get("fault_id") == fault.fault_id), {})
+
+
+def share_of(ctx: CheckContext, fault: FaultWindow) -> float:
+    """The share of its target's connections ``fault`` acts on: a toxic's ``toxicity`` (each
+    connection drawn on its own), else 1. Below 1, whether it acted on a given one is not known."""
+    share = plan_params(ctx, fault).get("toxicity")
+    return 1.0 if share is None else float(share)
 
 
 def _serving_roles(ctx: CheckContext) -> set[str]:

@@ -107,18 +107,30 @@ def timer_deadline_s(
         outages = most
 
 
+#: The promises that name a system's declared weaknesses, each a list of roles (``unrecovered``).
+UNRECOVERED_KEYS = ("unrecovered_restarts", "unrecovered_link_loss", "unrecovered_malformed")
+
+
 def unrecovered(
-    promises: dict[str, Any], processes: dict[str, str], target: str, restarts: bool, link_loss: bool = False
+    promises: dict[str, Any],
+    processes: dict[str, str],
+    target: str,
+    restarts: bool,
+    link_loss: bool = False,
+    junk: bool = False,
 ) -> bool:
     """Whether the system does not promise to recover from a fault on ``target`` (an
     instance or a link; ``processes``: instance -> role): one that restarts its process
     (``restarts``: a kill or a restart, no duration of its own) on a role
-    ``unrecovered_restarts`` names, or one that loses data (``link_loss``) on a link of an
-    instance of a role ``unrecovered_link_loss`` names."""
+    ``unrecovered_restarts`` names, one that loses data (``link_loss``) on a link of an
+    instance of a role ``unrecovered_link_loss`` names, or junk sent to an instance of a role
+    ``unrecovered_malformed`` names (``junk``)."""
     if restarts:
         return processes.get(target) in (promises.get("unrecovered_restarts") or ())
     if link_loss:
         return processes.get(target_instance(target)) in (promises.get("unrecovered_link_loss") or ())
+    if junk:
+        return processes.get(target) in (promises.get("unrecovered_malformed") or ())
     return False
 
 
@@ -167,6 +179,10 @@ class Promises:
     #: does not recover from, a weakness it declares (a Simple Pirate worker whose request or
     #: reply was lost waits for good, and its queue takes it for busy: no heartbeats).
     unrecovered_link_loss: tuple[str, ...] = ()
+    #: Roles that junk sent to them (a ``malformed`` fault) leaves harmed past the run's
+    #: timers, a weakness it declares (a Simple Pirate queue lists every stranger that says
+    #: READY, and each such ghost costs a request, however long after).
+    unrecovered_malformed: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)  # family-specific promise values
 
     def as_dict(self) -> dict[str, Any]:
@@ -189,5 +205,6 @@ class Promises:
             ),
             **({"unrecovered_restarts": list(restarts)} if (restarts := self.unrecovered_restarts) else {}),
             **({"unrecovered_link_loss": list(lossy)} if (lossy := self.unrecovered_link_loss) else {}),
+            **({"unrecovered_malformed": list(junk)} if (junk := self.unrecovered_malformed) else {}),
             **self.extra,
         }

@@ -28,6 +28,7 @@ from contract.promises import (
     DEFAULT_RECOVERY_BOUND_S,
     DEFAULT_SURVIVES,
     EXECUTIONS,
+    UNRECOVERED_KEYS,
     Promises,
     expiry_s,
     survive_rule,
@@ -705,7 +706,7 @@ def parse_promises(
             survive_rule(entry, FAULT_KINDS)
         except ValueError as exc:
             raise pt.error("survives", str(exc)) from None
-    unrecovered = {key: pt.list_of(key, str, []) for key in ("unrecovered_restarts", "unrecovered_link_loss")}
+    unrecovered = {key: pt.list_of(key, str, []) for key in UNRECOVERED_KEYS}
     for key, named in unrecovered.items():
         for role in named:
             if roles is not None and role not in roles:
@@ -727,6 +728,7 @@ def parse_promises(
         requeue=pt.get("requeue", bool, False),
         unrecovered_restarts=tuple(unrecovered["unrecovered_restarts"]),
         unrecovered_link_loss=tuple(unrecovered["unrecovered_link_loss"]),
+        unrecovered_malformed=tuple(unrecovered["unrecovered_malformed"]),
         extra=pt.remaining(),
     )
     pt.done()

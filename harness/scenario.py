@@ -120,6 +120,7 @@ from contract.promises import (
     DEFAULT_AVAILABILITY_WINDOW_S,
     MIN_WINDOW_ATTEMPTS,
     OUTAGE,
+    UNRECOVERED_KEYS,
     expiry_s,
     timer_deadline_s,
 )
@@ -736,10 +737,7 @@ def _override_promises(
     current = promises.as_dict()
     for key, unit in RELATIVE_PROMISES.items():
         rel.resolve(pt, key, unit, float(current[key]))
-    known = sorted(
-        {k for k in current if k != "checks"}
-        | {"availability_window_s", "unrecovered_restarts", "unrecovered_link_loss"}
-    )
+    known = sorted({k for k in current if k != "checks"} | {"availability_window_s", *UNRECOVERED_KEYS})
     for key in list(pt.data):
         if key not in known:
             raise pt.error(key, f"not a promise of the manifest to override (known: {', '.join(known)})")

@@ -195,6 +195,10 @@ def test_expiry_is_a_number_or_a_product_of_options():
             {"unrecovered_link_loss": ["worker"]},
             "promises.unrecovered_link_loss: 'worker' is not a role of the manifest (queue)",
         ),
+        (
+            {"unrecovered_malformed": ["broker"]},
+            "promises.unrecovered_malformed: 'broker' is not a role of the manifest (queue)",
+        ),
     ],
 )
 def test_bad_availability_promises_name_the_key(promises, message):
@@ -212,6 +216,8 @@ def test_default_survives_promise():
     assert manifest(unrecovered_restarts=["queue"]).promises.as_dict()["unrecovered_restarts"] == ["queue"]
     assert "unrecovered_link_loss" not in promises.as_dict()
     assert manifest(unrecovered_link_loss=["queue"]).promises.unrecovered_link_loss == ("queue",)
+    assert "unrecovered_malformed" not in promises.as_dict()
+    assert manifest(unrecovered_malformed=["queue"]).promises.as_dict()["unrecovered_malformed"] == ["queue"]
 
 
 def judged(spark, events, faults, *, expiry_ms: float, attempt_s: float, budget_s: float = 3.0):

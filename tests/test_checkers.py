@@ -748,6 +748,32 @@ def test_a_loss_on_a_link_the_manifest_does_not_promise_to_recover_from_is_never
     assert check("recovery", ctx(cut, ["queue"])).status == VIOLATED
 
 
+@pytest.mark.slow  # 5-10 s of Spark: recovery and steady_state on one history, two promises
+def test_junk_sent_to_a_role_the_manifest_does_not_promise_to_recover_from_is_never_healed(spark):
+    """explore (the built-in Simple Pirate, seed 7, 2026-12-04): 2.6 s of junk on the queue's
+    backend, each junk peer saying READY; the queue listed every one, and each ghost cost a
+    request whenever it came up, 10-20 s after the junk stopped. With
+    ``unrecovered_malformed = ["queue"]`` such a fault is never healed; junk sent to another
+    role still is."""
+    events = [e for e in clean_history() if e["ev"] != "reply" or e["ts"] < t(20)]
+    events += request("client-1", 100, at=11.5)
+    events += retried("client-3", 1, 40.0, 42.5, abandon=True)  # never served again
+    junk = [FaultWindow(1, "malformed", "queue", t(20), t(22.6))]
+
+    def ctx(faults: list[FaultWindow], roles: list[str]) -> CheckContext:
+        made = make_ctx(spark, events, faults=faults, unrecovered_malformed=roles)
+        made.meta["processes"] = {"queue": "queue", "worker-1": "worker", "worker-2": "worker"}
+        return made
+
+    assert check("recovery", ctx(junk, [])).status == VIOLATED
+    assert check("steady_state", ctx(junk, [])).status == VIOLATED
+    result = check("recovery", ctx(junk, ["queue"]))
+    assert result.status != VIOLATED and result.figures["not_promised"] == 1, result
+    assert "at or after junk sent to queue" in result.summary, result.summary
+    assert check("steady_state", ctx(junk, ["queue"])).status != VIOLATED
+    assert check("recovery", ctx(junk, ["worker"])).status == VIOLATED
+
+
 @pytest.mark.slow  # 5-10 s of Spark
 def test_recovery_is_timed_from_the_end_of_the_next_outage_of_the_same_target(spark):
     """explore (reliable-sketch, seed 1, on the final code): the queue killed and restarted,

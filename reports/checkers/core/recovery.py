@@ -21,9 +21,10 @@ timers, and meanwhile the spare that would serve is gone (``spare_taken``).
 A restart the manifest says the system does not recover from (``unrecovered_restarts``:
 Simple Pirate's queue forgets the workers that registered with its predecessor), or a loss
 on a link of a role it names in ``unrecovered_link_loss`` (a Simple Pirate worker whose
-message was lost waits for good), is not judged, nor is anything after it: a fault that
-healed after it began, or one whose bound reaches past its start without an ok reply
-before it (the service was given up then)."""
+message was lost waits for good), or junk sent to a role it names in
+``unrecovered_malformed`` (a Simple Pirate queue lists every stranger that says READY), is
+not judged, nor is anything after it: a fault that healed after it began, or one whose
+bound reaches past its start without an ok reply before it (the service was given up then)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from contract.links import target_instance
+from contract.promises import UNRECOVERED_KEYS
 from reports.checkers.core import delivery
 from reports.checkers.toolkit import (
     END_OF_TIME,
@@ -57,10 +59,6 @@ from reports.checkers.toolkit import (
 )
 
 # --- recovery --------------------------------------------------------------------------
-
-
-#: The promises that name a system's declared weaknesses (contract/promises.py ``unrecovered``).
-UNRECOVERED = ("unrecovered_restarts", "unrecovered_link_loss")
 
 
 #: Another outage of a fault's target that starts this soon after the fault's stop keeps it
@@ -340,8 +338,12 @@ def recovery(ctx: CheckContext) -> CheckResult:
         + worst
     )
     if unpromised:
-        restarts, lossy = (", ".join(ctx.promises.get(k) or []) for k in UNRECOVERED)
-        weak = [f"a restart of {restarts}"] * bool(restarts) + [f"a loss on a link of {lossy}"] * bool(lossy)
+        restarts, lossy, junk = (", ".join(ctx.promises.get(k) or []) for k in UNRECOVERED_KEYS)
+        weak = (
+            [f"a restart of {restarts}"] * bool(restarts)
+            + [f"a loss on a link of {lossy}"] * bool(lossy)
+            + [f"junk sent to {junk}"] * bool(junk)
+        )
         summary += (
             f"; {unpromised} not judged: at or after {' or '.join(weak)}, which it does not "
             "promise to recover from"

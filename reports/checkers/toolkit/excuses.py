@@ -350,10 +350,12 @@ class Timers:
     def never_healed(self, fault: FaultWindow) -> bool:
         """The system does not promise to recover from the fault (a restart of a role its
         manifest names in ``unrecovered_restarts``, a fault that loses data on a link of a
-        role it names in ``unrecovered_link_loss``): it excuses to the end of the run."""
+        role it names in ``unrecovered_link_loss``, junk sent to a role it names in
+        ``unrecovered_malformed``): it excuses to the end of the run."""
         restarts = not fault.on_link and not fault.lasting and fault.outage
         link_loss = fault.on_link and bool(fault.lossy)
-        return unrecovered(self.promises, self.processes, fault.target, restarts, link_loss)
+        junk = fault.fault == "malformed"
+        return unrecovered(self.promises, self.processes, fault.target, restarts, link_loss, junk)
 
     def after_ns(self, fault: FaultWindow) -> int:
         """How long after ``fault``'s stop its sends are excused: ``after_s``; on hosts, after a

@@ -244,6 +244,27 @@ def test_expiry_does_not_judge_a_silence_a_toxic_on_a_share_of_connections_may_h
 
 
 @pytest.mark.slow
+def test_expiry_takes_a_worker_whose_result_was_lost_on_its_link_for_busy(spark) -> None:
+    """explore, the built-in broker, seed 7: worker-3's link disconnected as it answered a
+    job; its result never reached the broker, which held it busy (and expires idle workers
+    only), while the worker reconnected under another name. Here worker-2 answers at 9.95 s
+    into a disconnect of its link and falls silent."""
+    events = [e for e in clean_history() if e["ev"] != "worker_expired"]
+    events += [
+        ev(9.9, "broker", "dispatch", worker="worker-2-bbbb", rid="c:2", detail=""),
+        ev(9.95, "worker-2", "exec", worker="worker-2-bbbb", rid="c:2"),
+        ev(9.95, "worker-2", "done", worker="worker-2-bbbb", rid="c:2"),
+    ]
+    cut = FaultWindow(1, "disconnect", "link:worker-2", t(9.92), t(16.0))
+    res = run("pingpong_expiry", ctx(spark, events, [cut]))
+    assert res.status != VIOLATED and res.figures["silent_busy_workers"] == 1, res
+    # its result heard (the cut came 0.1 s after it): idle and silent, it should have gone
+    late = FaultWindow(1, "disconnect", "link:worker-2", t(10.05), t(16.0))
+    res = run("pingpong_expiry", ctx(spark, events, [late]))
+    assert res.status == VIOLATED and res.figures["never_expired"] == 1, res
+
+
+@pytest.mark.slow
 def test_an_early_expiry_by_a_frozen_broker_is_excused(spark) -> None:
     """The broker is frozen from 8 s to 12 s while worker-2 still PINGs until 10 s (its
     PINGs wait unread), then expires it on waking, 1.7 s after its last PING."""

@@ -160,6 +160,11 @@ def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
 # --- silent idle workers expire on time ------------------------------------------------
 
 
+#: A message a worker sent this long before a lossy fault's recorded start may have been lost
+#: with it: the proxy cuts as the nemesis asks, before the nemesis records the start.
+IN_FLIGHT_NS = NS // 20
+
+
 @checker(
     "pingpong_expiry",
     "an idle worker silent for WORKER_EXPIRE_SECONDS is removed, no sooner and at most "
@@ -195,7 +200,7 @@ def expiry(ctx: CheckContext) -> CheckResult:
         .select("ts", "src", "ev", "worker", "reason", "detail"),
         ctx, "lost", instance="src", lossy_only=True, every_connection=True,
     )  # fmt: skip
-    said = with_excused(said, ctx, "maybe_lost", instance="src", lossy_only=True, every_connection=False)
+    said = with_excused(said, ctx, "maybe_lost", instance="src", lossy_only=True, lead_ns=IN_FLIGHT_NS)
     ev, ts = F.col("ev"), F.col("ts")
     ready = (ev == "worker_ready") & (F.col("detail") == "ready")
     sent = ev.isin("ping", "done")
@@ -205,7 +210,11 @@ def expiry(ctx: CheckContext) -> CheckResult:
         F.max(F.when(heard, ts)).alias("last_ts"),
         F.max((ev == "worker_ready").cast("int")).alias("registered"),
         F.sum((ev == "dispatch").cast("int")).alias("sent"),
-        F.sum((ev == "done").cast("int")).alias("done"),
+        # a result the worker sent into a lossy fault (or just before it: IN_FLIGHT_NS) may
+        # never have reached the broker, which then holds the worker busy (explore, the
+        # built-in broker, seed 7: a worker's link disconnected 0.6 ms after it answered;
+        # the seed's broker expires idle workers only, and kept it)
+        F.sum(((ev == "done") & ~F.col("maybe_lost")).cast("int")).alias("done"),
         F.max(F.when(ev == "worker_expired", ts)).alias("expired_ts"),
         F.array_distinct(F.collect_list(F.when(ev == "worker_expired", expiry_row))).alias("expiries"),
         # Each expiry is timed from the last message before it (a connection may register

@@ -171,7 +171,11 @@ class Space:
     links: tuple[str, ...] = ()  # every link of the topology (link:clients, link:worker-1, ...)
     binds: dict[str, tuple[str, ...]] = field(default_factory=dict)  # role -> endpoints it binds
     network: str = "proxy"  # what every generated scenario runs on (harness/scenario.py ``network``)
-    expiry_s: float | None = None  # the manifest's expiry_ms in seconds (None: it gives none)
+
+    @property
+    def expiry_s(self) -> float | None:
+        """The manifest's expiry_ms in seconds (None: it gives none)."""
+        return expiry_s(self.manifest.promises.expiry_ms, self.manifest.options)
 
     @property
     def tail_s(self) -> float:
@@ -275,7 +279,6 @@ def make_space(
         links=tuple(link_names(manifest, topology)),
         binds=binds,
         network=network,
-        expiry_s=expiry_s(manifest.promises.expiry_ms, manifest.options),
     )
 
 

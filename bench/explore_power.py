@@ -836,11 +836,13 @@ def draws(subject: Subject, seed: int, strategy: str, runs: int, run_s: float) -
         features = {f"pair:{p.replace(' ', ':', 1)}" for p in pairs}
         # (a checkout from before the contexts counts pairs only: --draws-only on it measures its draw)
         keys = generate.coverage_keys(space, data) if hasattr(generate, "coverage_keys") else pairs
+        # (a checkout from before brackets has none)
+        bracketed = loop.bracket_later(state, index, data) if hasattr(loop, "bracket_later") else []
         state.coverage.update(keys)
         new = sorted(features - state.seen)
         state.seen |= features
         if new:
-            state.corpus.append({"run": index, "scenario": data, "new": new})
+            state.corpus.append({"run": index, "scenario": data, "new": new, "isolated": bracketed})
             parent = next((e for e in state.corpus if origin.startswith(f"run {e['run']}:")), None)
             if parent is not None:
                 parent["fruitful"] = parent.get("fruitful", 0) + 1

@@ -880,7 +880,7 @@ def test_guided_runs_a_scenario_again_without_the_link_faults_that_excused_its_l
     _learn(state, 3, only_cuts, "fresh", "run-3", excused)
     chance = Exploration(tmp_path, space, 1, "random", 50, None)
     _learn(chance, 1, data, "fresh", "run-1", excused)
-    assert state.unmasking == [] and chance.unmasking == []
+    assert state.followups == [] and chance.followups == []
     # kept in explore.json: a resumed exploration runs it next
     _learn(state, 4, data, "fresh", "run-4", excused)
     state.write()

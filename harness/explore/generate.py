@@ -83,7 +83,7 @@ from chaos.hosts import missing as hosts_missing
 from chaos.kinds import FAULT_KINDS
 from chaos.malformed import families
 from contract.errors import SetupError
-from contract.promises import expiry_s
+from contract.promises import OUTAGE, expiry_s
 from harness.manifest import NETWORKS, Manifest, builtin_manifests, link_names
 from harness.scenario import Scenario, binding_roles_on_hosts, parse_scenario
 
@@ -949,6 +949,51 @@ def unmask(space: Space, data: dict[str, Any], *, name: str) -> tuple[dict[str, 
     what = ", ".join(f"{f['kind']} on {f['target']}" for f in dropped)
     return _scenario(space, name, data["seed"], copy.deepcopy(data["load"]), copy.deepcopy(kept)), (
         f"without {what}, whose losses no_lost excused"
+    )
+
+
+def pauses(kind: FaultKind) -> bool:
+    """Whether a fault of ``kind`` silences its process for its whole length and leaves it
+    as it was (a freeze): what its peers make of it depends on that length against their
+    timers, and nothing else of the process changes."""
+    return (
+        kind.target == "process"
+        and kind.harm == OUTAGE
+        and kind.stops is None
+        and not (kind.lossy or kind.disk or kind.lazy or kind.clock or kind.hosts)
+        and "duration_s" in kind.params
+    )
+
+
+def bracket(
+    space: Space, data: dict[str, Any], index: int, rng: random.Random, *, name: str
+) -> tuple[dict[str, Any], str] | None:
+    """``data``'s fault ``index`` (a pause, ``pauses``) alone, at its time, in its load,
+    lasting a length on the other side of the system's expiry (the manifest's
+    ``expiry_ms``): from NEAR_EXPIRY[0] times the expiry up to it where it lasted as long or
+    longer, from the expiry up to NEAR_EXPIRY[1] times it where it was shorter. Guided's
+    step after a pair of a pause ran first: a bug of a stalled process lives between two of
+    the system's timers, on one side of its detector (stall-queue: a queue frozen 1.5-5 s,
+    its workers' patience 5 s; stall-hold-star: a server frozen 1.5-3 s, its peer's 2 s),
+    and a first length drawn from 0.5-8 s lands on the wrong side as often as not. None
+    without an expiry, or without room in the load for that side."""
+    expiry = space.expiry_s
+    fault = copy.deepcopy(data["faults"][index])
+    kind = FAULT_KINDS[fault["kind"]]
+    if not expiry or not pauses(kind):
+        return None
+    was = float(fault["duration_s"])
+    lo, hi = (expiry * NEAR_EXPIRY[0], expiry) if was >= expiry else (expiry, expiry * NEAR_EXPIRY[1])
+    lo = max(lo, kind.params["duration_s"].min or 0.0, 0.01)
+    hi = min(hi, space.last_end_s - FIRST_FAULT_S)
+    if hi <= lo:
+        return None
+    fault["duration_s"] = round(rng.uniform(lo, hi), 2)
+    _fit(space, kind, fault)
+    alone = _scenario(space, name, rng.randrange(1, SEED_RANGE), copy.deepcopy(data["load"]), [fault])
+    return alone, (
+        f"{kind.name} on {fault['target']} alone for {fault['duration_s']:g} s, the other side "
+        f"of the system's expiry ({expiry:g} s) from {was:g} s"
     )
 
 

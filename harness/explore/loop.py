@@ -31,7 +31,9 @@ is mutated: a trigger's bug hid beside two or three other faults (mdp-idle-disco
 worker restarted while idle, with a link cut that made ``no_lost`` excuse the lost
 request). A run whose ``no_lost`` excused losses as dropped by a link fault is a near miss:
 guided's next run is the same scenario without its faults that lose data (``unmasking``,
-generate.py ``unmask``), before any draw or mutation. (With GUIDED_MUTATE from its first
+generate.py ``unmask``), before any draw or mutation. A pair of a pause (a freeze) run for
+the first time is run next alone at a length on the other side of the system's expiry
+(``bracketing``, generate.py ``bracket``), where the manifest gives one. (With GUIDED_MUTATE from its first
 runs on, its corpus kept what those drew: of tag-ring's 11 first runs, 6 mutated 3 entries
 with link faults, and 8 of its 44 pairs had been tried.)
 
@@ -83,6 +85,7 @@ from harness.config import dump_toml
 from harness.explore.generate import (
     RUN_S,
     Space,
+    bracket,
     coverage_keys,
     fault_kinds_of,
     fault_pair,
@@ -93,6 +96,7 @@ from harness.explore.generate import (
     mutate,
     pair_of,
     pairs,
+    pauses,
     to_scenario,
     unmask,
     with_room_to_judge,
@@ -174,9 +178,11 @@ class Exploration:
     resumes: list[dict[str, Any]] = field(default_factory=list)
     #: how many runs had a fault of each pair (kind, role or link): generate.py ``pair_of``
     coverage: Counter[str] = field(default_factory=Counter)
-    #: guided's next runs, before any draw: runs whose excused losses it tries again without
-    #: the faults that excused them ({"run": i, "scenario": data}; generate.py ``unmask``)
-    unmasking: list[dict[str, Any]] = field(default_factory=list)
+    #: guided's next runs, before any draw, each from a run's scenario: without the faults
+    #: that excused its losses ({"run": i, "scenario": data}; generate.py ``unmask``), or
+    #: its pause ``fault`` (index) alone on the other side of the expiry (``"step":
+    #: "bracket"``; generate.py ``bracket``)
+    followups: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -214,7 +220,7 @@ class Exploration:
             "corpus": self.corpus,
             "resumes": self.resumes,
             "coverage": dict(sorted(self.coverage.items())),
-            "unmasking": self.unmasking,
+            "followups": self.followups,
             "runs": self.runs,
         }
 
@@ -363,11 +369,14 @@ def next_scenario(state: Exploration, rng: random.Random, name: str) -> tuple[di
     try (``_learn`` counts what it showed). Guided draws the pairs of its coverage least
     drawn first; random draws without memory."""
     drawn = Counter(state.coverage) if state.strategy == "guided" else None
-    while drawn is not None and state.unmasking:
-        near = state.unmasking.pop(0)
-        unmasked = unmask(state.space, near["scenario"], name=name)
-        if unmasked is not None:
-            return unmasked[0], f"run {near['run']}: {unmasked[1]}"
+    while drawn is not None and state.followups:
+        step = state.followups.pop(0)
+        if step.get("step") == "bracket":
+            made = bracket(state.space, step["scenario"], step["fault"], rng, name=name)
+        else:
+            made = unmask(state.space, step["scenario"], name=name)
+        if made is not None:
+            return made[0], f"run {step['run']}: {made[1]}"
     if drawn is not None and state.corpus and rng.random() < mutate_share(state):
         parent = _pick(state.corpus, rng)
         parent["tried"] = parent.get("tried", 0) + 1
@@ -555,7 +564,9 @@ def resumed(folder: Path, runs: int | None, time_s: float | None) -> Exploration
         state.corpus = list(record["corpus"])
         state.seen = set(record["behaviours"])
         state.resumes = list(record.get("resumes") or [])
-        state.unmasking = list(record.get("unmasking") or [])
+        state.followups = list(
+            record.get("followups") or record.get("unmasking") or []
+        )  # (its name before brackets)
         state.coverage = (
             Counter(record["coverage"]) if "coverage" in record else _coverage_of(space, state.runs)
         )
@@ -649,6 +660,7 @@ def _learn(
     features = (
         signature(verdict) | {f"pair:{p.replace(' ', ':', 1)}" for p in pairs} if verdict else frozenset()
     )
+    bracketed = bracket_later(state, index, data)
     state.coverage.update(coverage_keys(state.space, data))
     new = sorted(features - state.seen)
     state.seen |= features
@@ -672,9 +684,12 @@ def _learn(
         and lossless_and_lossy(data)[0]
         and not why
     ):
-        state.unmasking.append({"run": index, "scenario": data})
+        state.followups.append({"run": index, "scenario": data})
     if new:
-        state.corpus.append({"run": index, "scenario": data, "new": new})
+        # a pause it brackets runs alone there: not isolated again (``to_isolate``)
+        state.corpus.append(
+            {"run": index, "scenario": data, "new": new, **({"isolated": bracketed} if bracketed else {})}
+        )
         parent = next((e for e in state.corpus if origin.startswith(f"run {e['run']}:")), None)
         if parent is not None:
             parent["fruitful"] = parent.get("fruitful", 0) + 1
@@ -691,6 +706,24 @@ def _learn(
         state.found[key] = finding
         record["findings"].append(finding.number)
     state.runs.append(record)
+
+
+def bracket_later(state: Exploration, index: int, data: dict[str, Any]) -> list[str]:
+    """Guided's brackets of run ``index`` (``data``), called before its coverage is
+    counted: each pause (generate.py ``pauses``) whose pair no run had before is run alone on
+    the other side of the system's expiry, after the follow-ups already due. The pairs so
+    bracketed (none by random, nor without an expiry)."""
+    if state.strategy != "guided" or not state.space.expiry_s:
+        return []
+    bracketed: dict[str, int] = {}
+    for i, fault in enumerate(data.get("faults") or []):
+        pair = fault_pair(state.space, fault)
+        if pauses(FAULT_KINDS[fault["kind"]]) and not state.coverage[pair]:
+            bracketed.setdefault(pair, i)
+    state.followups += [
+        {"run": index, "scenario": data, "step": "bracket", "fault": i} for i in bracketed.values()
+    ]
+    return list(bracketed)
 
 
 def _progress_line(state: Exploration, done: int, runs: int | None, time_s: float | None) -> str:

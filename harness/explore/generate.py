@@ -22,7 +22,8 @@ kind on the same target, add or drop a fault, redraw a parameter, change the loa
 guided strategy's step; ``isolate`` keeps one of its faults alone, which guided runs once
 for each fault in focus of a corpus entry before it mutates the entry (loop.py); ``unmask``
 drops the faults that lose data from a run whose losses they excused, which guided runs
-next (loop.py).
+next (loop.py); ``bracket`` runs a freeze alone for a length on the other side of the
+system's expiry, which guided runs after a role's first freeze (loop.py).
 
 Which kind on which target: without a record of draws (``drawn`` None: ``--strategy
 random``, memoryless as Jepsen's random nemesis, and the draw as it always was) 1 to 4

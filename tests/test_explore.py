@@ -38,6 +38,7 @@ from harness.explore.generate import (
     pair_of,
     pairs,
     pauses,
+    sides_to_bracket,
     stretches,
     to_scenario,
     where_of,
@@ -989,7 +990,7 @@ def test_guided_draws_half_its_lengths_around_an_expiry_the_cards_ranges_miss(
     assert [generate(ours, random.Random(s), drawn=Counter()) for s in range(50)] != as_declared
 
 
-def test_a_freeze_is_bracketed_alone_on_the_other_side_of_the_expiry() -> None:
+def test_a_freeze_is_bracketed_alone_below_and_above_the_expiry() -> None:
     """stall-queue's bug needs its queue frozen 1.5-5 s (its workers' patience, the expiry,
     is 5 s); a first freeze drawn from 0.5-8 s lands past the expiry two times in five."""
     space = space_of(SUBJECT)
@@ -1002,43 +1003,51 @@ def test_a_freeze_is_bracketed_alone_on_the_other_side_of_the_expiry() -> None:
         "duration_s": 2.0,
         "latency_ms": 200,
     }
-    data = generate(space, random.Random(1))
-    for was, lo, hi in ((6.56, 2.5, 5.0), (5.0, 2.5, 5.0), (0.87, 5.0, 7.5)):
-        freeze = {"kind": "freeze", "target": "queue", "at_s": [4.0], "duration_s": was}
-        data["faults"] = [latency, freeze]
+    freeze = {"kind": "freeze", "target": "queue", "at_s": [4.0], "duration_s": 6.56}
+    data = {**generate(space, random.Random(1)), "faults": [latency, freeze]}
+    for side, lo, hi in (("below", 2.5, 5.0), ("above", 5.0, 7.5)):
         lengths = []
         for seed in range(40):
-            child, change = bracket(space, data, 1, random.Random(seed), name="x")
+            child, change = bracket(space, data, 1, side, random.Random(seed), name="x")
             (alone,) = child["faults"]
             assert {k: v for k, v in alone.items() if k != "duration_s"} == {
                 k: v for k, v in freeze.items() if k != "duration_s"
             }  # the same freeze, alone, at its time
             assert child["load"] == data["load"] and problems_of(space, child) == [], child
             to_scenario(space, child)
-            assert change.startswith(f"freeze on queue alone for {alone['duration_s']:g} s"), change
+            assert (
+                change
+                == f"freeze on queue alone for {alone['duration_s']:g} s, {side} the system's expiry (5 s)"
+            )
             lengths.append(alone["duration_s"])
         assert all(lo <= n <= hi for n in lengths) and max(lengths) - min(lengths) > (hi - lo) / 2, lengths
-        assert data["faults"] == [latency, freeze]  # left as it was
-    # not another kind, nor without an expiry, nor where the load has no room past the expiry
-    assert bracket(space, data, 0, random.Random(1), name="x") is None
+    assert data["faults"] == [latency, freeze]  # left as it was
+    # both sides after a run with other faults; alone, the side it was not on
+    assert sides_to_bracket(data, 1, 5.0) == ["below", "above"]
+    assert sides_to_bracket({"faults": [freeze]}, 0, 5.0) == ["below"]
+    assert sides_to_bracket({"faults": [{**freeze, "duration_s": 0.87}]}, 0, 5.0) == ["above"]
+    # not another kind, nor without an expiry, nor where the load has no room for the side
+    assert bracket(space, data, 0, "below", random.Random(1), name="x") is None
     import dataclasses
 
     manifest = load_manifest(SUBJECT)
     plain = make_space(
         dataclasses.replace(manifest, promises=dataclasses.replace(manifest.promises, expiry_ms=None))
     )
-    assert bracket(plain, data, 1, random.Random(1), name="x") is None
+    assert bracket(plain, data, 1, "below", random.Random(1), name="x") is None
     slow = make_space(dataclasses.replace(manifest, options={**manifest.options, "heartbeat_ms": 10_000}))
-    assert slow.expiry_s == 50.0 and bracket(slow, data, 1, random.Random(1), name="x") is None
+    assert slow.expiry_s == 50.0 and bracket(slow, data, 1, "below", random.Random(1), name="x") is None
     longer = make_space(slow.manifest, duration_s=120)  # a load with room for 75 s
-    assert 50 <= bracket(longer, data, 1, random.Random(1), name="x")[0]["faults"][0]["duration_s"] <= 75
-    data["faults"][1]["duration_s"] = 60.0  # past it: below it
-    assert 25 <= bracket(longer, data, 1, random.Random(1), name="x")[0]["faults"][0]["duration_s"] <= 50
+    assert (
+        50
+        <= bracket(longer, data, 1, "above", random.Random(1), name="x")[0]["faults"][0]["duration_s"]
+        <= 75
+    )
 
 
 def test_guided_brackets_a_freeze_whose_pair_ran_first_and_only_then(tmp_path: Path) -> None:
     space = space_of(SUBJECT)
-    freeze = {"kind": "freeze", "target": "queue", "at_s": [4.0], "duration_s": 0.87}
+    freeze = {"kind": "freeze", "target": "queue", "at_s": [4.0], "duration_s": 4.0}
     cut = {"kind": "partition", "target": "link:worker-2", "at_s": [3.0], "duration_s": 2.0}
     data = {**generate(space, random.Random(1)), "faults": [cut, freeze]}
     state = Exploration(tmp_path, space, 1, "guided", 50, None)
@@ -1047,14 +1056,20 @@ def test_guided_brackets_a_freeze_whose_pair_ran_first_and_only_then(tmp_path: P
     assert state.corpus[0]["isolated"] == ["freeze queue"]
     state.write()
     rng = random.Random(3)
-    child, origin = next_scenario(state, rng, "x")
-    assert origin.startswith("run 1: freeze on queue alone for ") and "expiry (5 s) from 0.87 s" in origin
-    (alone,) = child["faults"]
-    assert alone["target"] == "queue" and 5.0 <= alone["duration_s"] <= 7.5
-    assert not next_scenario(state, rng, "x")[1].startswith("run 1: freeze")  # once
-    # kept in explore.json: a resumed exploration runs it next
+    origins = []
+    for side, lo, hi in (("below", 2.5, 5.0), ("above", 5.0, 7.5)):
+        child, origin = next_scenario(state, rng, "x")
+        (alone,) = child["faults"]
+        assert origin.startswith("run 1: freeze on queue alone for ") and origin.endswith(
+            f"{side} the system's expiry (5 s)"
+        )
+        assert alone["target"] == "queue" and lo <= alone["duration_s"] <= hi
+        origins.append(origin)
+    assert not next_scenario(state, rng, "x")[1].startswith("run 1: freeze")  # once each
+    # kept in explore.json: a resumed exploration runs them next
     again = resumed(tmp_path, 50, None)
-    assert next_scenario(again, random.Random(3), "x")[1] == origin
+    rng = random.Random(3)
+    assert [next_scenario(again, rng, "x")[1] for _ in range(2)] == origins
     # a freeze of the queue again: its pair ran before, no bracket; random never brackets
     _learn(state, 2, {**data, "faults": [freeze]}, "fresh", "run-2", verdict())
     chance = Exploration(tmp_path, space, 1, "random", 50, None)

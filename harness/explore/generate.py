@@ -22,7 +22,7 @@ kind on the same target, add or drop a fault, redraw a parameter, change the loa
 guided strategy's step; ``isolate`` keeps one of its faults alone, which guided runs once
 for each fault in focus of a corpus entry before it mutates the entry (loop.py); ``unmask``
 drops the faults that lose data from a run whose losses they excused, which guided runs
-next (loop.py); ``bracket`` runs a freeze alone for a length on the other side of the
+next (loop.py); ``bracket`` runs a freeze alone for a length below or above the
 system's expiry, which guided runs after a role's first freeze (loop.py).
 
 Which kind on which target: without a record of draws (``drawn`` None: ``--strategy
@@ -966,25 +966,38 @@ def pauses(kind: FaultKind) -> bool:
     )
 
 
+#: The sides of the system's expiry a pause is run alone on after its pair's first run.
+SIDES = ("below", "above")
+
+
+def sides_to_bracket(data: dict[str, Any], index: int, expiry: float) -> list[str]:
+    """The sides of ``expiry`` (SIDES) to run ``data``'s fault ``index`` alone on: both,
+    but the side its own length was on where it ran alone already."""
+    faults = data.get("faults") or []
+    if len(faults) > 1:
+        return list(SIDES)
+    return [SIDES[1] if float(faults[index]["duration_s"]) < expiry else SIDES[0]]
+
+
 def bracket(
-    space: Space, data: dict[str, Any], index: int, rng: random.Random, *, name: str
+    space: Space, data: dict[str, Any], index: int, side: str, rng: random.Random, *, name: str
 ) -> tuple[dict[str, Any], str] | None:
     """``data``'s fault ``index`` (a pause, ``pauses``) alone, at its time, in its load,
-    lasting a length on the other side of the system's expiry (the manifest's
-    ``expiry_ms``): from NEAR_EXPIRY[0] times the expiry up to it where it lasted as long or
-    longer, from the expiry up to NEAR_EXPIRY[1] times it where it was shorter. Guided's
-    step after a pair of a pause ran first: a bug of a stalled process lives between two of
-    the system's timers, on one side of its detector (stall-queue: a queue frozen 1.5-5 s,
-    its workers' patience 5 s; stall-hold-star: a server frozen 1.5-3 s, its peer's 2 s),
-    and a first length drawn from 0.5-8 s lands on the wrong side as often as not. None
-    without an expiry, or without room in the load for that side."""
+    lasting a length on one ``side`` of the system's expiry (the manifest's ``expiry_ms``):
+    "below", from NEAR_EXPIRY[0] times the expiry up to it, or "above", from it up to
+    NEAR_EXPIRY[1] times it. Guided's steps after a pair of a pause ran first: a stalled
+    process's bug lives between two of the system's timers, on one side of its detector
+    (stall-queue: a queue frozen 1.5-5 s, its workers' patience 5 s; stall-hold-star: a
+    server frozen 1.5-3 s, its peer's 2 s), a first length drawn from 0.5-8 s lands on the
+    wrong side as often as not, and beside other faults it may show nothing on the right one
+    (stall-queue: frozen 4 s while its workers' links were cut, which made them say READY
+    again). None without an expiry, or without room in the load for that side."""
     expiry = space.expiry_s
     fault = copy.deepcopy(data["faults"][index])
     kind = FAULT_KINDS[fault["kind"]]
     if not expiry or not pauses(kind):
         return None
-    was = float(fault["duration_s"])
-    lo, hi = (expiry * NEAR_EXPIRY[0], expiry) if was >= expiry else (expiry, expiry * NEAR_EXPIRY[1])
+    lo, hi = (expiry * NEAR_EXPIRY[0], expiry) if side == SIDES[0] else (expiry, expiry * NEAR_EXPIRY[1])
     lo = max(lo, kind.params["duration_s"].min or 0.0, 0.01)
     hi = min(hi, space.last_end_s - FIRST_FAULT_S)
     if hi <= lo:
@@ -993,8 +1006,8 @@ def bracket(
     _fit(space, kind, fault)
     alone = _scenario(space, name, rng.randrange(1, SEED_RANGE), copy.deepcopy(data["load"]), [fault])
     return alone, (
-        f"{kind.name} on {fault['target']} alone for {fault['duration_s']:g} s, the other side "
-        f"of the system's expiry ({expiry:g} s) from {was:g} s"
+        f"{kind.name} on {fault['target']} alone for {fault['duration_s']:g} s, {side} the "
+        f"system's expiry ({expiry:g} s)"
     )
 
 

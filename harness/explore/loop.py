@@ -32,8 +32,8 @@ worker restarted while idle, with a link cut that made ``no_lost`` excuse the lo
 request). A run whose ``no_lost`` excused losses as dropped by a link fault is a near miss:
 guided's next run is the same scenario without its faults that lose data (``unmasking``,
 generate.py ``unmask``), before any draw or mutation. A pair of a pause (a freeze) run for
-the first time is run next alone at a length on the other side of the system's expiry
-(``bracketing``, generate.py ``bracket``), where the manifest gives one. (With GUIDED_MUTATE from its first
+the first time is run next alone below and above the system's expiry (generate.py
+``bracket``), where the manifest gives one. (With GUIDED_MUTATE from its first
 runs on, its corpus kept what those drew: of tag-ring's 11 first runs, 6 mutated 3 entries
 with link faults, and 8 of its 44 pairs had been tried.)
 
@@ -97,6 +97,7 @@ from harness.explore.generate import (
     pair_of,
     pairs,
     pauses,
+    sides_to_bracket,
     to_scenario,
     unmask,
     with_room_to_judge,
@@ -180,7 +181,7 @@ class Exploration:
     coverage: Counter[str] = field(default_factory=Counter)
     #: guided's next runs, before any draw, each from a run's scenario: without the faults
     #: that excused its losses ({"run": i, "scenario": data}; generate.py ``unmask``), or
-    #: its pause ``fault`` (index) alone on the other side of the expiry (``"step":
+    #: its pause ``fault`` (index) alone on a ``side`` of the expiry (``"step":
     #: "bracket"``; generate.py ``bracket``)
     followups: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
@@ -372,7 +373,7 @@ def next_scenario(state: Exploration, rng: random.Random, name: str) -> tuple[di
     while drawn is not None and state.followups:
         step = state.followups.pop(0)
         if step.get("step") == "bracket":
-            made = bracket(state.space, step["scenario"], step["fault"], rng, name=name)
+            made = bracket(state.space, step["scenario"], step["fault"], step["side"], rng, name=name)
         else:
             made = unmask(state.space, step["scenario"], name=name)
         if made is not None:
@@ -710,8 +711,9 @@ def _learn(
 
 def bracket_later(state: Exploration, index: int, data: dict[str, Any]) -> list[str]:
     """Guided's brackets of run ``index`` (``data``), called before its coverage is
-    counted: each pause (generate.py ``pauses``) whose pair no run had before is run alone on
-    the other side of the system's expiry, after the follow-ups already due. The pairs so
+    counted: each pause (generate.py ``pauses``) whose pair no run had before is run alone
+    below and above the system's expiry (``sides_to_bracket``: where it ran alone, on the
+    other side only), after the follow-ups already due. The pairs so
     bracketed (none by random, nor without an expiry)."""
     if state.strategy != "guided" or not state.space.expiry_s:
         return []
@@ -720,8 +722,11 @@ def bracket_later(state: Exploration, index: int, data: dict[str, Any]) -> list[
         pair = fault_pair(state.space, fault)
         if pauses(FAULT_KINDS[fault["kind"]]) and not state.coverage[pair]:
             bracketed.setdefault(pair, i)
+    expiry = state.space.expiry_s
     state.followups += [
-        {"run": index, "scenario": data, "step": "bracket", "fault": i} for i in bracketed.values()
+        {"run": index, "scenario": data, "step": "bracket", "fault": i, "side": side}
+        for i in bracketed.values()
+        for side in sides_to_bracket(data, i, expiry)
     ]
     return list(bracketed)
 

@@ -562,6 +562,35 @@ def test_a_request_sent_once_to_the_passive_backup_while_the_primary_serves_is_n
 
 
 @pytest.mark.slow
+def test_a_request_sent_once_where_a_fault_moved_its_client_is_not_lost_though_nobody_else_asked(
+    spark,
+) -> None:
+    """explore (stall-hold-star seed 1, run 1): a reset on the primary's client link took
+    every client's request; each client waited out its deadline, and the next went to the
+    passive backup while nobody asked the primary, so no server answered anyone meanwhile.
+    The fault moved the client: no loss of the pair's. The same move after a loss no fault
+    explains is still counted (both requests), as is a first request at the backup."""
+    served = [e for i in range(59) for e in request("c1", i + 1, 1.0 + i * 0.1, "primary")]  # to 6.9 s
+    deadline = "no reply within the 4 s deadline"
+    moved = [
+        ev(3.0, "n0", "send", cid="n0", seq=1, rid="n0:1", attempt=1, endpoint="primary"),
+        ev(7.0, "n0", "lost", cid="n0", seq=1, rid="n0:1", reason=deadline),
+        ev(7.0, "n0", "send", cid="n0", seq=2, rid="n0:2", attempt=1, endpoint="backup"),
+        ev(11.0, "n0", "lost", cid="n0", seq=2, rid="n0:2", reason=deadline),
+        ev(15.5, "runner", "phase", name="stop"),
+    ]
+    reset = FaultWindow(1, "reset", "link:clients:primary", t(2.5), t(3.5), "link", True)
+    res = run(spark, "no_lost", served + moved, faults=(reset,))
+    assert res.status == HELD and res.figures["lost_at_a_silent_server"] == 1, res
+    assert "after a fault moved the client there" in res.summary
+    before = FaultWindow(1, "reset", "link:clients:primary", t(0.2), t(0.4), "link", True)
+    res = run(spark, "no_lost", served + moved, faults=(before,))
+    assert (
+        res.status == VIOLATED and res.figures["lost"] == 2 and res.figures["lost_at_a_silent_server"] == 0
+    ), res
+
+
+@pytest.mark.slow
 def test_a_link_to_the_other_server_slower_than_an_attempt_leaves_no_server_to_fail_over_to(spark) -> None:
     """explore (the built-in pair, seed 7): the primary frozen 6.9 s while the clients' link to
     the backup added 1.6 s to every message (toxicity 0.91), each client attempt 1 s: every

@@ -209,8 +209,10 @@ def stranded(ctx: CheckContext) -> DataFrame | None:
     """The requests (``cid``, ``seq``) a client stranded: a client of several endpoints (a
     failover client) sent it once, never resent it and got no reply, to an endpoint that
     answered nobody from that send until the request's end (its ``lost``, else ever), where
-    that endpoint was not the serving one: another endpoint answered someone meanwhile, or
-    the server behind it had been killed or restarted before the send. A Binary Star pair's
+    that endpoint was not the serving one: another endpoint answered someone meanwhile, the
+    server behind it had been killed or restarted before the send, or a fault moved the
+    client there (``_moved_by_a_fault``: its request before, to another endpoint, lost in a
+    fault, whoever was asked meanwhile). A Binary Star pair's
     passive server drops what it is sent, and a client that never resends moves on only at
     its deadline. Such a request asked for nothing the system could serve: it is no loss a
     pair owes (``no_lost``) and no request for service to time a recovery from
@@ -279,7 +281,14 @@ def _stranded(ctx: CheckContext) -> DataFrame:
         .filter((F.col("replied") == 0) & (F.col("retries") == 0) & (F.col("sends") == 1))
         .select("cid", "seq", F.coalesce("lost_ts", F.lit(END_OF_TIME)).alias("until"))
     )
-    candidates = never.join(sends, ["cid", "seq"]).withColumn("restarted", restarted)
+    # ``restarted``: known not to be the serving one before the send (its server restarted,
+    # or the client was moved to it by a fault), whoever answered meanwhile.
+    candidates = (
+        never.join(sends, ["cid", "seq"])
+        .join(_moved_by_a_fault(ctx, sends), ["cid", "seq"], "left")
+        .withColumn("restarted", restarted | F.coalesce(F.col("_moved"), F.lit(False)))
+        .drop("_moved")
+    )
     # Whether each endpoint answered anyone from the send to the request's end: the next
     # reply of each endpoint after the send, from one window over the replies by endpoint
     # (a probe sorts before a reply at the same time: a reply then counts).
@@ -317,3 +326,33 @@ def _stranded(ctx: CheckContext) -> DataFrame:
     )
     not_serving = F.coalesce(F.col("other"), F.lit(False)) | F.col("restarted")
     return heard.filter(~F.col("self") & not_serving).select("cid", "seq")
+
+
+def _moved_by_a_fault(ctx: CheckContext, sends: DataFrame) -> DataFrame:
+    """The requests (``cid``, ``seq``, ``_moved`` true) a client sent to another endpoint
+    than its request before, which it had declared lost and had sent during a fault or less
+    than the system's expiry after one (as ``no_lost`` excuses such a loss): the client moved
+    on at its deadline because of the fault, to a server that need not serve (a pair's
+    passive one drops what it is sent). Explore, stall-hold-star seed 1: a reset on the
+    primary's client link took every client's request, each client waited out its 14 s
+    deadline, and the next went to the passive backup while nobody asked the primary: no
+    other endpoint answered anyone meanwhile, as none was asked."""
+    from reports.checkers.toolkit.excuses import timers, with_excused
+
+    first = sends.groupBy("cid", "seq").agg(
+        F.min_by("endpoint", "ts").alias("endpoint"), F.min("ts").alias("ts")
+    )
+    lost = events_of(ctx, "lost").groupBy("cid", "seq").agg(F.min("ts").alias("lost_ts"))
+    before = Window.partitionBy("cid").orderBy("seq")
+    previous = (
+        first.join(lost, ["cid", "seq"], "left")
+        .withColumn("_next_seq", F.lead("seq").over(before))
+        .withColumn("_next_endpoint", F.lead("endpoint").over(before))
+        .filter(F.col("lost_ts").isNotNull() & (F.col("_next_endpoint") != F.col("endpoint")))
+    )
+    aftermath_ns = int((timers(ctx).expiry_s or 0.0) * 1_000_000_000)
+    return (
+        with_excused(previous, ctx, "_in_fault", ts="ts", until="lost_ts", grace_ns=aftermath_ns)
+        .filter(F.col("_in_fault"))
+        .select("cid", F.col("_next_seq").alias("seq"), F.lit(True).alias("_moved"))
+    )

@@ -178,14 +178,42 @@ def test_a_run_whose_faults_leave_steady_state_nothing_to_judge_goes_on_calmly_a
             assert before["steady_state"] == ""
         else:
             lengthened += bool(before["steady_state"])
-            assert room["name"] != data["name"] and "longer, for steady_state" in room["description"]
+            assert room["name"] != data["name"] and "s longer, for " in room["description"]
             assert to_scenario(space, room).duration_s <= 2.5 * space.duration_s
     assert lengthened >= 6, "most simple-pirate runs, foreseen unknown, were given a longer load"
-    # majordomo's expiry is short: nothing to add.
+    # majordomo's expiry is short: nothing to add for clients that resend.
     space = space_of("majordomo")
-    for seed in range(5):
+    for seed in range(8):
         data = generate(space, random.Random(seed))
-        assert with_room_to_judge(space, data) is data
+        if not data["load"].get("client"):
+            assert with_room_to_judge(space, data) is data
+
+
+def test_a_load_whose_clients_never_resend_goes_on_until_they_can_ask_again_after_the_faults() -> None:
+    """explore, stall-hold-star seed 2: the primary frozen 1.8 s at 6.5 s held every client's
+    request (its planted bug); clients that never resend waited out their 14 s deadlines, the
+    load stopped first, and recovery had no request after the fault to judge."""
+    space = space_of(ROOT / "tests" / "explore_subject" / "stall-hold-star.toml")
+    freeze = {"kind": "freeze", "target": "primary", "at_s": [6.45], "duration_s": 1.84}
+    data = {**generate(space, random.Random(1)), "faults": [freeze]}
+    data["load"] = {k: v for k, v in data["load"].items() if k != "client"}
+    resending = with_room_to_judge(space, data)
+    data["load"]["client"] = {"reply_deadline_s": "auto"}
+    once = with_room_to_judge(space, data)
+    from harness.runner import planned_meta
+    from harness.scenario import fault_plan
+
+    planned = to_scenario(space, data)
+    budget = planned_meta(planned, fault_plan(planned))["client_budget_s"]
+    assert budget == 14.0  # reply_deadline_s = "auto": recovery_bound_s 12 + one expiry of 2 s
+    end = 6.45 + 1.84 + budget + space.tail_s
+    assert end <= to_scenario(space, once).duration_s <= end + 1, once["description"]
+    assert once["description"].endswith("s longer, for clients that never resend to ask again")
+    assert once["faults"] == data["faults"] and once["name"] != data["name"]
+    assert to_scenario(space, resending).duration_s < end  # a client that resends asks again at once
+    # never past LONGEST_RUN times the run length
+    late = {**data, "faults": [{**freeze, "at_s": [14.0]}]}
+    assert to_scenario(space, with_room_to_judge(space, late)).duration_s <= 2.5 * space.duration_s
 
 
 def test_the_checker_of_bounds_catches_a_scenario_out_of_them() -> None:

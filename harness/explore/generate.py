@@ -740,22 +740,26 @@ def _scenario(
 def with_room_to_judge(space: Space, data: dict[str, Any], calibration: Any = None) -> dict[str, Any]:
     """``data``, or a copy whose load goes on calmly after its faults for as long as its plan
     needs to leave ``steady_state`` JUDGED_SHARE of the load to judge (the check's own rule,
-    reports/checkers/core/steady.py ``calm_to_judge_s``), up to LONGEST_RUN times the run
-    length. Without an expiry_ms each fault excuses ``steady_grace_s`` after its stop: in 20 s
-    runs with two to four faults, simple-pirate's steady_state was unknown in 14 of 15 runs
-    and lazy-pirate's in 10, so explore could not see a steady-state bug of a system whose
-    timers are long. The faults, their times and the draws stay as they were; a plan that no
-    length helps (a fault never healed) is left as it is."""
-    if "steady_state" not in space.manifest.promises.checks:
-        return data
+    reports/checkers/core/steady.py ``calm_to_judge_s``), and, where its clients never
+    resend, for their next requests after the last fault (``_room_to_ask_s``), up to
+    LONGEST_RUN times the run length. Without an expiry_ms each fault excuses
+    ``steady_grace_s`` after its stop: in 20 s runs with two to four faults, simple-pirate's
+    steady_state was unknown in 14 of 15 runs and lazy-pirate's in 10, so explore could not
+    see a steady-state bug of a system whose timers are long. The faults, their times and
+    the draws stay as they were; a plan that no length helps (a fault never healed) is left
+    as it is."""
     from harness.runner import planned_meta
     from harness.scenario import fault_plan
     from reports.checkers.core.steady import calm_to_judge_s
 
     scenario = to_scenario(space, data, calibration)
-    added = calm_to_judge_s(
-        planned_meta(scenario, fault_plan(scenario)), JUDGED_SHARE, LONGEST_RUN * space.duration_s, step_s=1.0
-    )
+    meta = planned_meta(scenario, fault_plan(scenario))
+    longest = LONGEST_RUN * space.duration_s
+    calm = 0.0
+    if "steady_state" in space.manifest.promises.checks:
+        calm = calm_to_judge_s(meta, JUDGED_SHARE, longest, step_s=1.0) or 0.0
+    ask = _room_to_ask_s(space, data, float(meta.get("client_budget_s") or 0.0), longest)
+    added = max(calm, ask)
     if not added:
         return data
     longer = copy.deepcopy(data)
@@ -764,10 +768,28 @@ def with_room_to_judge(space: Space, data: dict[str, Any], calibration: Any = No
         last["duration_s"] = round(float(last["duration_s"]) + added, 1)
     else:
         longer["duration_s"] = round(float(longer["duration_s"]) + added, 1)
-    longer["description"] += f"; load {added:g} s longer, for steady_state to judge"
+    why = "for steady_state to judge" if calm >= ask else "for clients that never resend to ask again"
+    longer["description"] += f"; load {added:g} s longer, {why}"
     prefix = longer["name"].rsplit("-", 1)[0]
     longer["name"] = f"{prefix}-{content_digest(longer)}"
     return longer
+
+
+def _room_to_ask_s(space: Space, data: dict[str, Any], budget_s: float, longest_s: float) -> float:
+    """Seconds of load to add (whole ones, 0 for none) so that clients that never resend
+    (``reply_deadline_s``) can ask the system again after its last fault and be answered
+    in time for ``recovery`` to judge: a request they had in flight as the fault struck
+    waits out its deadline (``budget_s``, the run's ``client_budget_s``) before the next
+    is sent. Explore, stall-hold-star seed 2: the primary frozen 1.8 s held every client's
+    request (its planted bug), the deadlines were 14 s, the load stopped 12 s after the
+    freeze, and recovery had nothing to judge: unknown, where a longer load showed the bug."""
+    if not (data["load"].get("client") or {}).get("reply_deadline_s") or not data.get("faults"):
+        return 0.0
+    last_end = max(float(f["at_s"][0]) + length_of(FAULT_KINDS[f["kind"]], f) for f in data["faults"])
+    phases = data["load"].get("phases")
+    load_s = sum(float(p["duration_s"]) for p in phases) if phases else float(data["duration_s"])
+    wanted = last_end + budget_s + space.tail_s
+    return float(math.ceil(min(wanted, longest_s) - load_s)) if wanted > load_s else 0.0
 
 
 def content_digest(data: dict[str, Any]) -> str:

@@ -569,7 +569,8 @@ def test_a_request_sent_once_where_a_fault_moved_its_client_is_not_lost_though_n
     every client's request; each client waited out its deadline, and the next went to the
     passive backup while nobody asked the primary, so no server answered anyone meanwhile.
     The fault moved the client: no loss of the pair's. The same move after a loss no fault
-    explains is still counted (both requests), as is a first request at the backup."""
+    explains, or after one the system held, is still counted, as is a first request at the
+    backup."""
     served = [e for i in range(59) for e in request("c1", i + 1, 1.0 + i * 0.1, "primary")]  # to 6.9 s
     deadline = "no reply within the 4 s deadline"
     moved = [
@@ -583,6 +584,13 @@ def test_a_request_sent_once_where_a_fault_moved_its_client_is_not_lost_though_n
     res = run(spark, "no_lost", served + moved, faults=(reset,))
     assert res.status == HELD and res.figures["lost_at_a_silent_server"] == 1, res
     assert "after a fault moved the client there" in res.summary
+    # a primary frozen meanwhile held the request (the system's doing, not the wire's): the
+    # move counts, and so does the request after it (stall-hold-star's planted bug, seed 2)
+    freeze = FaultWindow(1, "freeze", "primary", t(2.5), t(3.5), "process", False)
+    res = run(spark, "no_lost", served + moved, faults=(freeze,))
+    assert (
+        res.status == VIOLATED and res.figures["lost"] == 1 and res.figures["lost_at_a_silent_server"] == 0
+    ), res
     before = FaultWindow(1, "reset", "link:clients:primary", t(0.2), t(0.4), "link", True)
     res = run(spark, "no_lost", served + moved, faults=(before,))
     assert (

@@ -16,7 +16,6 @@ from contract.rundir import RunMeta
 from reports.checkers.core import aggregates
 from reports.checkers.toolkit import (
     EACH_REQUEST,
-    END_OF_TIME,
     EVENT_KEYS,
     NS,
     CheckContext,
@@ -36,6 +35,7 @@ from reports.checkers.toolkit import (
     small_frame,
     stranded,
     timers,
+    transit_spans,
     with_excused,
     with_meeting,
 )
@@ -197,7 +197,7 @@ def with_loss_excuses(sends: DataFrame, ctx: CheckContext) -> DataFrame:
     the first send and the ``lost``, or ended less than the system's expiry before the
     send, and requeue is not promised), ``broker_died`` (a
     broker's outage then, and surviving every outage is not promised), ``in_transit`` (a
-    link fault that drops what is on the wire then: ``_transit_spans``). One rule for
+    link fault that drops what is on the wire then: ``transit_spans``). One rule for
     ``no_lost`` and ``recovery`` (``excused_losses``), so that the two never disagree."""
     requeue = bool(ctx.promises.get("requeue", False))
     survives_all = survives_every_outage(ctx.promises)
@@ -221,8 +221,8 @@ def with_loss_excuses(sends: DataFrame, ctx: CheckContext) -> DataFrame:
         own=False, link=False, broker_links=False, outage_only=True,
     )  # fmt: skip
     # Nor is it about a message a cut link dropped on its way: no broker sees that loss while
-    # the worker it was sent to stays alive (see _transit_spans).
-    frame = with_meeting(frame, _transit_spans(ctx), "_in_transit", ts="ts", until="lost_ts")
+    # the worker it was sent to stays alive (see transit_spans).
+    frame = with_meeting(frame, transit_spans(ctx), "_in_transit", ts="ts", until="lost_ts")
     unpromised = declared & F.lit(not requeue) & F.col("_in_fault")
     broker_died = declared & F.lit(not survives_all) & F.col("_in_broker_outage") & ~unpromised
     return (
@@ -250,33 +250,6 @@ def excused_losses(ctx: CheckContext) -> DataFrame | None:
     excused = excused.select("cid", "seq")
     strand = None if survives_every_outage(ctx.promises) else stranded(ctx)
     return excused if strand is None else excused.unionByName(strand.select("cid", "seq"))
-
-
-#: How long after a lossy link fault's stop what is sent may still die on the wire: the
-#: connections it cut are closed at the heal, and their peers connect again (libzmq's
-#: reconnect interval is 100 ms by default) and shake hands.
-HEAL_NS = NS // 2
-
-
-def _transit_spans(ctx: CheckContext) -> list[tuple[int, int, str | None]]:
-    """The faults during which a no-resend request may die on the wire, requeue or not: lossy
-    faults (a partition, a reset, a cut connection) on a client's link, where nothing but the
-    client could send it again, and those shorter than the system's expiry on any link, which
-    leave the worker alive in its broker's eyes while what was sent to it is gone. A longer
-    cut expires the worker, and the requeue promise covers what it held. Each span goes on
-    HEAL_NS past the fault's stop: the proxy closes the cut connections at the heal, and what
-    was written into them as it did is gone too (explore, stall-queue's seed 1, 2026-12-04: a
-    request sent 10 ms after a partition of a worker's link healed, lost)."""
-    expiry_ns = int(timers(ctx).after_s * NS)
-    spans: list[tuple[int, int, str | None]] = []
-    for f in ctx.faults:
-        if not f.lossy:
-            continue
-        on_clients = f.link is not None and f.link.clients
-        brief = f.stop_ns is not None and f.stop_ns - f.start_ns < expiry_ns
-        if on_clients or brief:
-            spans.append((f.start_ns, END_OF_TIME if f.stop_ns is None else f.stop_ns + HEAL_NS, None))
-    return spans
 
 
 # --- no_duplicate ----------------------------------------------------------------------

@@ -66,6 +66,7 @@ from reports.checkers.toolkit.excuses import (
     split_excused,
     timers,
     timers_of,
+    transit_spans,
     with_excused,
     with_meeting,
 )
@@ -188,6 +189,7 @@ __all__ = [
     "stranded",
     "timers",
     "timers_of",
+    "transit_spans",
     "with_excused",
     "with_meeting",
     "with_state",

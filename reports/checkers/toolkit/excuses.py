@@ -412,3 +412,30 @@ def send_span(fault: FaultWindow, t: Timers, end_ns: int) -> Span:
     if fault.stop_ns is None or t.never_healed(fault):
         return fault.start_ns, end_ns
     return fault.start_ns, fault.stop_ns + t.after_ns(fault)
+
+
+#: How long after a lossy link fault's stop what is sent may still die on the wire: the
+#: connections it cut are closed at the heal, and their peers connect again (libzmq's
+#: reconnect interval is 100 ms by default) and shake hands.
+HEAL_NS = NS // 2
+
+
+def transit_spans(ctx: CheckContext) -> list[tuple[int, int, str | None]]:
+    """The faults during which a no-resend request may die on the wire, requeue or not: lossy
+    faults (a partition, a reset, a cut connection) on a client's link, where nothing but the
+    client could send it again, and those shorter than the system's expiry on any link, which
+    leave the worker alive in its broker's eyes while what was sent to it is gone. A longer
+    cut expires the worker, and the requeue promise covers what it held. Each span goes on
+    HEAL_NS past the fault's stop: the proxy closes the cut connections at the heal, and what
+    was written into them as it did is gone too (explore, stall-queue's seed 1, 2026-12-04: a
+    request sent 10 ms after a partition of a worker's link healed, lost)."""
+    expiry_ns = int(timers(ctx).after_s * NS)
+    spans: list[tuple[int, int, str | None]] = []
+    for f in ctx.faults:
+        if not f.lossy:
+            continue
+        on_clients = f.link is not None and f.link.clients
+        brief = f.stop_ns is not None and f.stop_ns - f.start_ns < expiry_ns
+        if on_clients or brief:
+            spans.append((f.start_ns, END_OF_TIME if f.stop_ns is None else f.stop_ns + HEAL_NS, None))
+    return spans

@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from reports.checkers import CheckContext, events_of
+from reports.checkers.toolkit.excuses import transit_spans, with_meeting
 from reports.checkers.toolkit.facts import END_OF_TIME, endpoint_instances
 
 #: The client events a request's row sums up.
@@ -211,8 +212,8 @@ def stranded(ctx: CheckContext) -> DataFrame | None:
     answered nobody from that send until the request's end (its ``lost``, else ever), where
     that endpoint was not the serving one: another endpoint answered someone meanwhile, the
     server behind it had been killed or restarted before the send, or a fault moved the
-    client there (``_moved_by_a_fault``: its request before, to another endpoint, lost in a
-    fault, whoever was asked meanwhile). A Binary Star pair's
+    client there (``_moved_by_a_fault``: its request before, to another endpoint, lost where
+    a link fault may have dropped it, whoever was asked meanwhile). A Binary Star pair's
     passive server drops what it is sent, and a client that never resends moves on only at
     its deadline. Such a request asked for nothing the system could serve: it is no loss a
     pair owes (``no_lost``) and no request for service to time a recovery from
@@ -330,15 +331,15 @@ def _stranded(ctx: CheckContext) -> DataFrame:
 
 def _moved_by_a_fault(ctx: CheckContext, sends: DataFrame) -> DataFrame:
     """The requests (``cid``, ``seq``, ``_moved`` true) a client sent to another endpoint
-    than its request before, which it had declared lost and had sent during a fault or less
-    than the system's expiry after one (as ``no_lost`` excuses such a loss): the client moved
-    on at its deadline because of the fault, to a server that need not serve (a pair's
-    passive one drops what it is sent). Explore, stall-hold-star seed 1: a reset on the
-    primary's client link took every client's request, each client waited out its 14 s
-    deadline, and the next went to the passive backup while nobody asked the primary: no
-    other endpoint answered anyone meanwhile, as none was asked."""
-    from reports.checkers.toolkit.excuses import timers, with_excused
-
+    than its request before, which it had declared lost where a link fault may have dropped
+    it on the wire (``transit_spans``, as ``no_lost`` excuses such a loss): the client moved
+    on at its deadline because of the fault, not of the system, to a server that need not
+    serve (a pair's passive one drops what it is sent). Explore, stall-hold-star seed 1: a
+    reset on the primary's client link took every client's request, each client waited out
+    its 14 s deadline, and the next went to the passive backup while nobody asked the
+    primary: no other endpoint answered anyone meanwhile, as none was asked. A request the
+    system itself held (a server frozen, which then kept it: that subject's planted bug,
+    seed 2) moves its client too, and the next request's loss counts."""
     first = sends.groupBy("cid", "seq").agg(
         F.min_by("endpoint", "ts").alias("endpoint"), F.min("ts").alias("ts")
     )
@@ -350,9 +351,8 @@ def _moved_by_a_fault(ctx: CheckContext, sends: DataFrame) -> DataFrame:
         .withColumn("_next_endpoint", F.lead("endpoint").over(before))
         .filter(F.col("lost_ts").isNotNull() & (F.col("_next_endpoint") != F.col("endpoint")))
     )
-    aftermath_ns = int((timers(ctx).expiry_s or 0.0) * 1_000_000_000)
     return (
-        with_excused(previous, ctx, "_in_fault", ts="ts", until="lost_ts", grace_ns=aftermath_ns)
-        .filter(F.col("_in_fault"))
+        with_meeting(previous, transit_spans(ctx), "_on_the_wire", ts="ts", until="lost_ts")
+        .filter(F.col("_on_the_wire"))
         .select("cid", F.col("_next_seq").alias("seq"), F.lit(True).alias("_moved"))
     )

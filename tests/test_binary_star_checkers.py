@@ -583,7 +583,7 @@ def test_a_request_sent_once_where_a_fault_moved_its_client_is_not_lost_though_n
     reset = FaultWindow(1, "reset", "link:clients:primary", t(2.5), t(3.5), "link", True)
     res = run(spark, "no_lost", served + moved, faults=(reset,))
     assert res.status == HELD and res.figures["lost_at_a_silent_server"] == 1, res
-    assert "after a fault moved the client there" in res.summary
+    assert "after a cut link moved the client there" in res.summary
     # a primary frozen meanwhile held the request (the system's doing, not the wire's): the
     # move counts, and so does the request after it (stall-hold-star's planted bug, seed 2)
     freeze = FaultWindow(1, "freeze", "primary", t(2.5), t(3.5), "process", False)

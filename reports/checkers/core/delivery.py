@@ -52,7 +52,7 @@ from reports.checkers.toolkit import (
     "requeue; inside an outage of a broker "
     'only where it promises to survive every outage: `survives` holds an unscoped "outage"; '
     "nor when a client of several endpoints sent it once to a server that answered nobody until "
-    "its deadline while another served, after its restart, or after a fault moved the client "
+    "its deadline while another served, after its restart, or after a cut link moved the client "
     "there: a failover pair's passive one)",
     shares=("per_request",),
     on_damage=EACH_REQUEST,
@@ -153,7 +153,7 @@ def no_lost(ctx: CheckContext) -> CheckResult:
     if figures["lost_at_a_silent_server"]:
         summary += (
             f"; {figures['lost_at_a_silent_server']} more sent once to a server that answered nobody "
-            "until their deadline while another served, after its restart, or after a fault moved "
+            "until their deadline while another served, after its restart, or after a cut link moved "
             "the client there (a failover pair's passive one), not counted: only a client that "
             "resends finds the serving one"
         )

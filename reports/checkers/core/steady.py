@@ -409,7 +409,7 @@ def steady_state(ctx: CheckContext) -> CheckResult:
         summary += (
             f"; not counted: {silent} lost by clients that never resend, sent once to a server that "
             "answered nobody until their deadline while another served, after its restart, or after "
-            "a fault moved the client there"
+            "a cut link moved the client there"
         )
     violations = retries + abandons + lost + int(slow)
     found: list[dict[str, Any]] = []

@@ -211,8 +211,8 @@ def stranded(ctx: CheckContext) -> DataFrame | None:
     failover client) sent it once, never resent it and got no reply, to an endpoint that
     answered nobody from that send until the request's end (its ``lost``, else ever), where
     that endpoint was not the serving one: another endpoint answered someone meanwhile, the
-    server behind it had been killed or restarted before the send, or a fault moved the
-    client there (``_moved_by_a_fault``: its request before, to another endpoint, lost where
+    server behind it had been killed or restarted before the send, or a cut link moved the
+    client there (``_moved_by_a_cut_link``: its request before, to another endpoint, lost where
     a link fault may have dropped it, whoever was asked meanwhile). A Binary Star pair's
     passive server drops what it is sent, and a client that never resends moves on only at
     its deadline. Such a request asked for nothing the system could serve: it is no loss a
@@ -286,7 +286,7 @@ def _stranded(ctx: CheckContext) -> DataFrame:
     # or the client was moved to it by a fault), whoever answered meanwhile.
     candidates = (
         never.join(sends, ["cid", "seq"])
-        .join(_moved_by_a_fault(ctx, sends), ["cid", "seq"], "left")
+        .join(_moved_by_a_cut_link(ctx, sends), ["cid", "seq"], "left")
         .withColumn("restarted", restarted | F.coalesce(F.col("_moved"), F.lit(False)))
         .drop("_moved")
     )
@@ -329,7 +329,7 @@ def _stranded(ctx: CheckContext) -> DataFrame:
     return heard.filter(~F.col("self") & not_serving).select("cid", "seq")
 
 
-def _moved_by_a_fault(ctx: CheckContext, sends: DataFrame) -> DataFrame:
+def _moved_by_a_cut_link(ctx: CheckContext, sends: DataFrame) -> DataFrame:
     """The requests (``cid``, ``seq``, ``_moved`` true) a client sent to another endpoint
     than its request before, which it had declared lost where a link fault may have dropped
     it on the wire (``transit_spans``, as ``no_lost`` excuses such a loss): the client moved

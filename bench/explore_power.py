@@ -484,6 +484,42 @@ alarm of ours, fixed (8c6625a): the queue came back from a 5.3 s restart as a wo
 patience ran out, learnt the identity the worker was about to drop from its last heartbeat
 and handed it a request sent 0.3 s later; without requeue no_lost now excuses a loss sent
 within the expiry after a fault, as during it. Its twin's run, reported again, PASSED.
+
+2026-12-04c, brackets (3255aa7, 55f5a1c): a role's first freeze runs again alone, once below
+the manifest's expiry (half of it to it) and once above (to one and a half times it), where
+the manifest gives one. The draws alone (``--draws-only``'s model, which has the brackets:
+they follow the draws, not the verdicts; 100 seeds, 30 runs), before -> one side (the other
+side of the first length) -> both sides: stall-queue's trigger in 84 -> 96 -> 99 seeds (clean
+63 -> 77 -> 79); stall-hold-star's freeze of 1.5-3 s, its window as its program has it (the
+trigger below says 1.5 s or more) 62 -> 97 -> 100 (clean 44 -> 75 -> 83); ping-guard's stall
+of server1 of 2 s or more 97 -> 99 -> 97 (clean 81 -> 72 -> 81; with its slow links, 100 and
+98-100 throughout); tag-ring 100 throughout. One side lost seeds a bracket should have found:
+stall-queue seed 2 froze its queue 4 s beside cuts that made the workers say READY again,
+and then alone at 5.3 s, past the expiry. Explored (guided, budget 30, 20 s runs, two slots,
+nice 5; raw lines: bench/results/explore_power-2026-12-04c.jsonl), runs to the first finding:
+
+    stall-queue            -, 30, 5          (33df724; before: -, -, 4)
+    stall-hold-star        7, 11, 14         (4b7b34a; before: -, 1, -)
+    ping-guard             14, 7, 9          (95a9e15, 4b7b34a; before: 14, 8, -)
+    tag-ring               3, 10, 4          (4b7b34a; before: 2, 26, 3)
+
+(What changed after 33df724 acts on clients of several endpoints only; stall-queue's has one.)
+With the latest guided row of each subject and seed of every results file, all 8 subjects on
+2 of 3 seeds or more; median runs to the first finding over the subjects, guided 10 (medians
+18, 8, 12, 1, 9, 11, 30, 4), random 21 (30, 6, 28, 4, 31, 14.5, 31, 12.5: rows of 3bc1361 to
+008bdc7, two subjects with two seeds, not run again since).
+
+Three things these trials found were ours and are mended: stall-hold-star seed 1's run 1
+broke no_lost on a system that did nothing wrong (a reset on the primary's client link took
+every no-resend client's request, each waited out its 14 s deadline and sent the next to the
+passive backup while nobody asked the primary: the stranded rule now counts a client moved
+by a cut link, reports/checkers/toolkit/shared.py); seed 2's planted bug struck twice in
+runs whose load stopped before the clients' deadlines let them ask again (unknown; such
+loads now go on until they can: generate.py ``_room_to_ask_s``); and the first form of the
+stranded rule (any fault moved the client) excused the requests the frozen primary's clients
+then sent the backup, which hid that bug (now only a cut link moves a client). stall-queue
+seed 1 froze its queue alone for 4.56 s and showed nothing: its workers' 5 s of patience
+comes round by heartbeats of 1 s, so the window closes before the expiry.
 """
 
 from __future__ import annotations

@@ -504,9 +504,11 @@ nice 5; raw lines: bench/results/explore_power-2026-12-04c.jsonl), runs to the f
     tag-ring               3, 10, 4          (4b7b34a; before: 2, 26, 3)
 
 (What changed after 33df724 acts on clients of several endpoints only; stall-queue's has one.)
-With the latest guided row of each subject and seed of every results file, all 8 subjects on
-2 of 3 seeds or more; median runs to the first finding over the subjects, guided 10 (medians
-18, 8, 12, 1, 9, 11, 30, 4), random 21 (30, 6, 28, 4, 31, 14.5, 31, 12.5: rows of 3bc1361 to
+junk-queue and paced-server, whose lazy_pirate loads that never resend are longer now, again
+on 47a02e4: 17, 21, 3 and 1, 1, 1 (before: 18, 29, 3 and 1, 1, 1). With the latest guided row
+of each subject and seed of every results file, all 8 subjects on 2 of 3 seeds or more;
+median runs to the first finding over the subjects, guided 10 (medians 17, 8, 12, 1, 9, 11,
+30, 4), random 21 (30, 6, 28, 4, 31, 14.5, 31, 12.5: rows of 3bc1361 to
 008bdc7, two subjects with two seeds, not run again since).
 
 Three things these trials found were ours and are mended: stall-hold-star seed 1's run 1

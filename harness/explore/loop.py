@@ -30,7 +30,7 @@ alone, once (``to_isolate``, generate.py ``isolate``; the entry's ``isolated`` p
 is mutated: a trigger's bug hid beside two or three other faults (mdp-idle-disconnect: a
 worker restarted while idle, with a link cut that made ``no_lost`` excuse the lost
 request). A run whose ``no_lost`` excused losses as dropped by a link fault is a near miss:
-guided's next run is the same scenario without its faults that lose data (``unmasking``,
+guided's next run is the same scenario without its faults that lose data (``followups``,
 generate.py ``unmask``), before any draw or mutation. A pair of a pause (a freeze) run for
 the first time is run next alone below and above the system's expiry (generate.py
 ``bracket``), where the manifest gives one. (With GUIDED_MUTATE from its first

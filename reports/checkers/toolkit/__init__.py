@@ -13,6 +13,7 @@ reports.checkers.toolkit import ...``), never from another family's module.
 - **Fault excuses** (``excuses``): ``fault_spans`` (when the faults that concern an instance
   were under way), ``split_excused`` / ``with_excused`` / ``outside`` (applied to a frame),
   ``timers`` / ``timers_of`` (how long after a fault's stop its requests stay excused),
+  ``transit_spans`` (when a no-resend request may die on the wire),
   ``small_frame`` (a few rows as a frame; ``frozen``: a small frame's rows made so),
   ``literal_rows`` / ``any_row`` / ``join_rows``
   (as an array each row of a frame asks about, or is joined to, with no broadcast);

@@ -78,6 +78,10 @@ def test_availability_through_slow_links(tmp_path: Path, spark, reply_timeout_ms
 INSIDE_A_QUEUE_RESTART = Path(__file__).parent / "sketch_outage" / "queue-restart-inside.toml"
 
 
+# A soak: the rule (a slowdown inside an outage the manifest does not promise is unknown) is
+# test_availability's test_availability_judges_no_promised_fault_inside_an_outage_it_does_not_promise;
+# availability judged end to end, violated and held, is test_availability_through_slow_links.
+@pytest.mark.soak
 def test_slowdowns_only_inside_a_restart_of_the_only_queue_are_not_judged(tmp_path: Path, spark) -> None:
     """explore (reliable-sketch, seed 1): a slicer on a server's link, a clock strobe on that
     server and a latency on the clients' link, each inside a restart of the only queue (an

@@ -327,7 +327,10 @@ def test_a_backup_that_never_takes_over_fails_when_the_primary_stays_dead(tmp_pa
     assert failover["examples"][0]["problem"] == "service resumed never (bound 5 s)"
 
 
-@pytest.mark.slow
+# A soak: the built-in pair's failover within bstar_failover_time's bound is
+# test_the_built_in_pair_passes_the_freeze's (one failover, every check held), a real kill
+# taken over test_the_backup_takes_over_when_the_active_primary_dies'.
+@pytest.mark.soak
 def test_the_built_in_backup_takes_over_within_the_bound_when_the_primary_stays_dead(
     tmp_path: Path, spark
 ) -> None:

@@ -51,7 +51,10 @@ def test_explore_finds_the_queue_that_forgets_after_a_stall_and_its_scenario_rep
     assert load_scenario(finding["scenario"]).faults[0].kind == "freeze"  # standalone, from any folder
 
 
-@pytest.mark.slow
+# A soak: test_a_crash_of_our_load_generator_is_a_run_counted_incomplete_and_the_exploration_
+# goes_on explores the same correct twin, frozen the same way, and asks the same of its end
+# (exit 0, no finding, "no violation").
+@pytest.mark.soak
 def test_explore_on_a_correct_queue_says_no_violation(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -245,4 +248,5 @@ def test_a_crash_of_our_load_generator_is_a_run_counted_incomplete_and_the_explo
     assert first["outcome"] == "incomplete" and "exit code -6" in first["error"], first
     assert second["outcome"] in ("passed", "unknown") and second["signature"], second
     assert record["findings"] == [] and record["summary"].startswith("explored 2 runs")
+    assert record["summary"].endswith("no violation") and "no violation" in output
     assert processes_of(runs) == []

@@ -432,7 +432,10 @@ def test_a_users_lazy_pirate_program_passes_a_kill_workers_scenario(tmp_path: Pa
     assert {e.get("kind") for e in events if e["ev"] in ("send", "reply", "retry")} == {"mine"}
 
 
-@pytest.mark.slow
+# A soak: the same bug (late replies taken for later requests) in a user's program through
+# the same adapter fails correct_reply with the same problem in test_freelance's
+# test_the_program_with_its_bugs_on_fails_the_checks_that_name_them.
+@pytest.mark.soak
 def test_a_program_that_takes_late_replies_fails_correct_reply(tmp_path: Path, spark) -> None:
     result = run(tmp_path, CLIENTS / "manifest-late-replies.toml")
     assert result.exit_code == 1

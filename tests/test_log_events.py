@@ -180,7 +180,10 @@ def witness_run(tmp_path: Path, twice_every: int):
     return result, checks, summary
 
 
-@pytest.mark.slow
+# A soak: test_self_driven's test_a_self_driven_client_program_is_judged_like_zchaos_own runs
+# the same worker (log_worker.py, its exec pattern) with every check held; a start stagger is
+# test_start_timing's.
+@pytest.mark.soak
 @pytest.mark.timeout(600)
 def test_a_users_worker_that_prints_exec_is_judged_by_execution_count(tmp_path: Path, spark) -> None:
     result, checks, summary = witness_run(tmp_path, 0)

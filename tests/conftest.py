@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -211,6 +212,13 @@ def _module_plan(module: Path) -> tuple[frozenset[str] | None, frozenset[str], b
 #: A test with no time of its own in the cache yet (a fresh clone): its tier's rough length.
 GUESS_S = {"slow": 30.0, "quick": 1.0}
 _DURATIONS_KEY = "zchaos/durations"
+#: Each test of 3 s or more, its time in a whole default run on the 2-core machine: the order
+#: of a fresh clone's run (CI's), where pytest's cache has none: guessed from the slow mark
+#: alone, every slow test is 30 s, and the 2-minute Spark Connect test or the shrink's 90 s
+#: start wherever they fall, maybe last, one process busy while the others idle.
+#: ``ZCHAOS_TEST_DURATIONS=write ./dev tests`` writes that run's times into it.
+SEED_DURATIONS = Path(__file__).parent / "durations.json"
+SEED_MIN_S = 3.0
 _took: dict[str, float] = {}
 
 
@@ -226,6 +234,17 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     known = cache.get(_DURATIONS_KEY, {})
     known.update({nodeid: round(s, 2) for nodeid, s in _took.items()})
     cache.set(_DURATIONS_KEY, known)
+    if os.environ.get("ZCHAOS_TEST_DURATIONS") == "write":
+        times = {**_seed_durations(), **{nodeid: round(s, 1) for nodeid, s in _took.items()}}
+        long = {nodeid: s for nodeid, s in times.items() if s >= SEED_MIN_S}
+        SEED_DURATIONS.write_text(json.dumps(long, indent=0, sort_keys=True) + "\n")
+
+
+def _seed_durations() -> dict[str, float]:
+    try:
+        return {str(k): float(v) for k, v in json.loads(SEED_DURATIONS.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}  # an order, not a result: a damaged file leaves the guesses
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -244,7 +263,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     Each process is handed the longest unit left: a long test started last keeps one process
     busy while the others idle. A test's length is its time in the last run that ran it
-    (pytest's cache), else a guess from its ``slow`` mark.
+    (pytest's cache), else in tests/durations.json, else a guess from its ``slow`` mark.
     """
     if config.getvalue("dist") != "loadscope":
         return None
@@ -252,7 +271,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     root = config.rootpath
     cache = getattr(config, "cache", None)
-    known: dict[str, float] = cache.get(_DURATIONS_KEY, {}) if cache is not None else {}
+    known: dict[str, float] = _seed_durations()
+    known.update(cache.get(_DURATIONS_KEY, {}) if cache is not None else {})
 
     def test_of(nodeid: str) -> tuple[Path, str]:
         path, _, rest = nodeid.partition("::")

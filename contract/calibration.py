@@ -119,11 +119,16 @@ class Calibration:
     def summary(self) -> str:
         more = "at least " if self.capped else ""
         return (
-            f"capacity {more}{self.capacity_rps:g} ok replies/s ({self.capacity_users} users), "
-            f"latency at {self.moderate_users} users p50 {self.p50_ms:g} ms, p90 {self.p90_ms:g} ms, "
+            f"capacity {more}{self.capacity_rps:g} ok replies/s ({users_text(self.capacity_users)}), "
+            f"latency at {users_text(self.moderate_users)} p50 {self.p50_ms:g} ms, p90 {self.p90_ms:g} ms, "
             f"p99 {self.p99_ms:g} ms; client timeout that fits {self.timeout_ms:g} ms "
             f"(measured {self.date} on {self.machine})"
         )
+
+
+def users_text(n: int) -> str:
+    """``n`` users, said right for one."""
+    return f"{n} user" + ("" if n == 1 else "s")
 
 
 def machine_name() -> str:

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from contract.calibration import users_text
+
 if TYPE_CHECKING:
     from chaos.nemesis import Nemesis, PlannedFault
     from contract.rundir import RunDir
@@ -32,10 +34,6 @@ OUTCOME_WORD = {
     "unknown": "UNKNOWN: not every promised check could be decided",
     "incomplete": "INCOMPLETE: the run did not carry out its plan",
 }
-
-
-def _users(n: int) -> str:
-    return f"{n} user" + ("" if n == 1 else "s")
 
 
 class HistoryCounter:
@@ -90,7 +88,7 @@ class Progress:
         )
         for phase in scenario.load.phases:
             self._print(
-                f"    phase {phase.name}: {phase.start_s:g}-{phase.end_s:g} s, {_users(phase.users)}, "
+                f"    phase {phase.name}: {phase.start_s:g}-{phase.end_s:g} s, {users_text(phase.users)}, "
                 f"{phase.wait_ms:g} ms between requests"
             )
         for fault in plan:
@@ -157,7 +155,7 @@ class Progress:
         if load is None or phase is None:
             return ""
         n = load.phases.index(phase) + 1
-        return f"  phase {phase.name} ({n}/{len(load.phases)}, {_users(phase.users)})"
+        return f"  phase {phase.name} ({n}/{len(load.phases)}, {users_text(phase.users)})"
 
     def end_load(self) -> None:
         self._fault_errors()

@@ -76,8 +76,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.checker_scaling import CI_RUN_EVENTS, generate, load, run_argument  # noqa: E402
+from bench.checker_scaling import CI_RUN_EVENTS, load, run_argument  # noqa: E402
 from contract.rundir import RunDir  # noqa: E402
+from harness.synthetic import generate  # noqa: E402
 from reports import connect  # noqa: E402
 from reports.ingest.read import PARQUET  # noqa: E402
 

@@ -42,8 +42,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.checker_scaling import CI_RUN_EVENTS, cpu_seconds, generate, load, run_argument
+from bench.checker_scaling import CI_RUN_EVENTS, cpu_seconds, load, run_argument
 from contract.rundir import RunDir
+from harness.synthetic import generate
 from reports.ingest.read import PARQUET, expected_events
 from reports.parallel import THREADS_ENV
 from reports.pipeline import build_report

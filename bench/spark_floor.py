@@ -157,7 +157,7 @@ def main() -> None:
 def synthetic(root: Path) -> RunDir:
     """checker_scaling's synthetic run of CI_RUN_EVENTS events, reported once (which writes
     its Parquet form) in this process's session."""
-    from bench.checker_scaling import generate
+    from harness.synthetic import generate
     from reports.pipeline import build_report
     from reports.spark import get_spark
 

@@ -4,7 +4,6 @@ its token; stop leaves none of its processes; a stale record is forgotten."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -16,6 +15,7 @@ import psutil
 import pytest
 
 from contract.rundir import RunDir
+from harness.synthetic import generate
 from reports import connect
 from tests.procs import ROOT
 from tests.test_report import make_run
@@ -26,18 +26,14 @@ if TYPE_CHECKING:
 START_S = 240  # a deadline for the server's start on a loaded 2-core machine, never a pause
 REPORT_S = 300
 #: The synthetic run of the default tier (its lost, duplicated and out-of-order requests,
-#: bench/checker_scaling.py); tests/test_connect_verdicts.py has the 1M one, a soak.
+#: harness/synthetic.py); tests/test_connect_verdicts.py has the 1M one, a soak.
 SYNTHETIC_EVENTS = 20_000
 
 
 def synthetic_run(spark: SparkSession, root: Path, events: int) -> RunDir:
-    """bench/checker_scaling.py's synthetic run of about ``events`` events at ``root``."""
-    spec = importlib.util.spec_from_file_location("checker_scaling", ROOT / "bench" / "checker_scaling.py")
-    assert spec is not None and spec.loader is not None
-    scaling = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(scaling)
+    """harness/synthetic.py's run of about ``events`` events at ``root``."""
     run = RunDir(root)
-    scaling.generate(spark, run, events)
+    generate(spark, run, events)
     return run
 
 

@@ -3,7 +3,8 @@ warm local Spark Connect server (``zchaos spark start``, reports/connect.py), A/
 
 A copy of the run is reported once in-process (its columnar form written, the class
 archive made if there is none), then a server is started in a temp state folder (never
-the user's) and warmed by one report of its own; then, in rounds, ``zchaos report`` of the
+the user's) by ``zchaos spark start``, as a user starts it (its warm-up included), and
+reports the run once; then, in rounds, ``zchaos report`` of the
 copy as a whole new process, once in-process (``ZCHAOS_SPARK_CONNECT=0``) and once on the
 server, alternated so that both meet the same minutes of a shared machine's load. Each
 line: the wall seconds of each whole process, their ratio, the 1-min load average and
@@ -107,6 +108,17 @@ def report(run: RunDir, env: dict[str, str]) -> float:
     return seconds
 
 
+def start_server(env: dict[str, str]) -> str:
+    """``zchaos spark start`` as the user runs it (its warm-up included): what it said."""
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "spark", "start"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"zchaos spark start failed (exit {done.returncode}):\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
 def reports(runs: list[RunDir], env: dict[str, str]) -> tuple[float, list[float]]:
     """``zchaos report RUN...`` as one new process: its wall seconds and each run's report's
     (the "report built in" lines). Every run must get a verdict (exit 0 or 1)."""
@@ -174,9 +186,15 @@ def main() -> None:
         print(f"first report, in-process (columnar form written): {report(run, local_env):.1f} s", flush=True)
         first = essence(run)
         started = time.perf_counter()
-        server = connect.start()
-        print(f"server started in {time.perf_counter() - started:.1f} s at {server.address}", flush=True)
-        print(f"first report on the server (it warms up): {report(run, server_env):.1f} s", flush=True)
+        said = start_server(server_env)
+        server = connect.running()
+        assert server is not None, said
+        took = time.perf_counter() - started
+        print(f"server started, warm-up included, in {took:.1f} s at {server.address}")
+        for line in said.splitlines():
+            if "report " in line or "warmed" in line:
+                print(f"  {line.strip()}")
+        print(f"first report on the server: {report(run, server_env):.1f} s", flush=True)
         pairs: list[tuple[float, float]] = []
         for r in range(args.rounds):
             local = report(run, local_env)

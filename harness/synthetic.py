@@ -2,13 +2,18 @@
 through a broker to 4 workers, each request's send, dispatch, execution and reply, with a
 few planted faults of the system (a lost request every LOST_EVERY, a duplicated reply every
 DUP_EVERY, a reply out of order every DISORDER_EVERY) and one latency fault on the clients'
-link. The benchmarks measure the report on it at any size (bench/checker_scaling.py), and
-the tests compare verdicts on it."""
+link. The benchmarks measure the report on it at any size (bench/checker_scaling.py), the
+tests compare verdicts on it, and a new Spark Connect server warms up on it (``warm_up``,
+called by ``zchaos spark start``)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -179,3 +184,45 @@ def _write_meta(run: RunDir, span_ns: int) -> None:
             "client_budget_s": 10,
         }
     )
+
+
+#: The warm-up's history: big enough for every query shape of a CI run, small enough to
+#: be generated and reported three times in about 25 s on 2 idle cores.
+WARM_UP_EVENTS = 20_000
+#: Reports of it: a new server's first report of a CI run took 9.2 s, its next ones 3.3 then
+#: 2.6-2.9 s (its JIT compiling Spark's code as queries use it); three synthetic reports at
+#: start brought a first report of each of six families down to 1.0-2.2 s (bench/report_connect.py).
+WARM_UP_REPORTS = 3
+
+
+def warm_up(say: Callable[[str], None], reports: int = WARM_UP_REPORTS) -> None:
+    """Report a synthetic run of WARM_UP_EVENTS events ``reports`` times on the Spark Connect
+    server this process would use (``zchaos spark start`` calls it once the server listens), so
+    that the user's first report finds Spark's code compiled; the run is written in a folder of
+    the server's state folder and removed after, and its reports are not counted as served."""
+    import tempfile
+
+    from contract.rundir import RunDir
+    from reports import connect
+    from reports.pipeline import build_report
+    from reports.spark import get_spark
+
+    if not connect.wanted() or connect.running() is None:
+        say("not warming the server up: this shell's settings send reports elsewhere")
+        return
+    times = f"{reports} report{'s' * (reports != 1)}"
+    say(f"warming the server up: {times} of a synthetic run of {WARM_UP_EVENTS:,} events (--warm-up N)")
+    folder = Path(tempfile.mkdtemp(prefix="warm-up-", dir=connect.state_dir()))
+    try:
+        started = time.monotonic()
+        spark = get_spark(events=WARM_UP_EVENTS)
+        run = RunDir(folder / "run")
+        generate(spark, run, WARM_UP_EVENTS)
+        for i in range(reports):
+            began = time.monotonic()
+            build_report(run.root, store=folder / "results.sqlite")
+            say(f"  report {i + 1} of {reports} in {time.monotonic() - began:.1f} s")
+        say(f"warmed up in {time.monotonic() - started:.1f} s")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        connect.forget_reports_of(os.getpid())

@@ -70,8 +70,6 @@ START_DEADLINE_S = 180.0
 #: How long it may take to end after SIGTERM (its shutdown hooks delete its scratch folders).
 STOP_DEADLINE_S = 30.0
 JAVA_OPTIONS_ENV = "ZCHAOS_SPARK_SERVER_JAVA_OPTIONS"
-#: The server JVM's options (see java_options).
-SERVER_JAVA_OPTIONS = ""
 #: The session settings of reports/spark.py's in-process session that a client cannot set
 #: per session (or should not have to): the server's defaults for every session.
 SERVER_CONF = {
@@ -88,8 +86,20 @@ SERVER_CONF = {
 
 
 def java_options() -> str:
-    """The server JVM's own options: ZCHAOS_SPARK_SERVER_JAVA_OPTIONS, else SERVER_JAVA_OPTIONS."""
-    return os.environ.get(JAVA_OPTIONS_ENV, SERVER_JAVA_OPTIONS)
+    """The server JVM's own options: ZCHAOS_SPARK_SERVER_JAVA_OPTIONS, else the quick compiler
+    alone, as an in-process report of a history under 2M events (reports/spark.py
+    QUICK_COMPILER). A server's reports are many small queries too: warmed up by three
+    synthetic reports, a server with C1 alone reported a CI run of paranoid-pirate-kills in
+    2.8-3.1 s (whole client process) and six families' runs in 1.0-2.2 s each, median 1.6 s;
+    with C2 beside it (the JVM's default) 3.1-3.5 s and 1.5-3.1 s, median 2.25 s, and its
+    start 5.0 against 4.2-5.0 s (2026-12-04, idle machine). For histories of tens of millions
+    of events C2 pays back (reports/spark.py LESS_INLINING): set the variable ("" for the
+    JVM's defaults)."""
+    if JAVA_OPTIONS_ENV in os.environ:
+        return os.environ[JAVA_OPTIONS_ENV]
+    from reports.spark import QUICK_COMPILER
+
+    return " ".join(QUICK_COMPILER)
 
 
 def state_dir() -> Path:
@@ -379,6 +389,14 @@ def count_report() -> None:
     """One more report served (``status`` counts them): a line appended, by whichever process."""
     with contextlib.suppress(OSError), _served().open("a") as served:
         served.write(f"{os.getpid()} {time.time():.0f}\n")
+
+
+def forget_reports_of(pid: int) -> None:
+    """Count no more the reports process ``pid`` sent (the start's own warm-up): ``status``
+    says how many reports the user's commands had served."""
+    with contextlib.suppress(OSError):
+        lines = _served().read_text().splitlines(keepends=True)
+        _served().write_text("".join(line for line in lines if line.split(" ", 1)[0] != str(pid)))
 
 
 def remote() -> str | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import zmq
 
-from reports.spark import QUICK_COMPILER, driver_java_options
+from reports.spark import driver_java_options
 from tests.procs import procs  # noqa: F401 - a fixture
 
 if TYPE_CHECKING:
@@ -39,10 +39,6 @@ os.environ.setdefault(
     "PYSPARK_SUBMIT_ARGS",
     f'--conf "spark.driver.extraJavaOptions={driver_java_options(TEST_HISTORY_EVENTS)}" pyspark-shell',
 )
-
-# The same for the Spark Connect servers the tests start (reports/connect.py): their first
-# report on a cold server took 31 s with C2 compiling beside it (tests/test_spark_connect.py).
-os.environ.setdefault("ZCHAOS_SPARK_SERVER_JAVA_OPTIONS", " ".join(QUICK_COMPILER))
 
 # A developer's own Spark Connect server (zchaos spark start) serves no test: a test's
 # reports run in-process, as on CI, unless the test says otherwise (tests/test_spark_connect.py).

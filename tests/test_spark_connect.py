@@ -77,8 +77,9 @@ def _group_of(pid: int) -> list[int]:
 def test_a_report_on_the_server_gives_the_in_process_verdict_and_stop_leaves_nothing(
     spark, tmp_path: Path, monkeypatch
 ) -> None:
-    """One server start for the whole life cycle (about 60-90 s on 2 shared cores): start,
-    status, one ``zchaos report`` of two runs on it (a client refused without the token),
+    """One server start for the whole life cycle (about 60-90 s on 2 shared cores): start
+    with one warm-up report (a second start finds it and warms nothing), status, one
+    ``zchaos report`` of two runs on it (a client refused without the token),
     the same runs reported in a classic session (the report of a client the server refuses),
     every key of the verdicts equal (issue 38 part 4: a hand-written run with a crash, a
     damaged line and a duplicate, and a synthetic one of 20k events); stop ends every
@@ -95,11 +96,17 @@ def test_a_report_on_the_server_gives_the_in_process_verdict_and_stop_leaves_not
     on_server = make_run(tmp_path / "on-server")
     in_process = make_run(tmp_path / "in-process")
     synthetic = synthetic_run(spark, tmp_path / "synthetic", SYNTHETIC_EVENTS)
-    started = _zchaos(env, "spark", "start", timeout=START_S)
+    started = _zchaos(env, "spark", "start", "--warm-up", "1", timeout=START_S)
     server = connect.recorded()
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         assert server is not None and connect.running() == server
+        # Warmed up on a synthetic run, which it leaves nowhere and does not count as served.
+        assert "warming the server up: 1 report of" in started.stdout and "report 1 of 1 in" in started.stdout
+        assert "warmed up in" in started.stdout, started.stdout + started.stderr
+        assert sorted(p.name for p in state.iterdir()) == ["served", "server.json", "server.log"]
+        again = _zchaos(env, "spark", "start", timeout=START_S)
+        assert "already running" in again.stdout and "warming" not in again.stdout, again.stdout
         assert (state.stat().st_mode & 0o777) == 0o700
         assert ((state / "server.json").stat().st_mode & 0o777) == 0o600  # it holds the token
         assert "SPARK_CONNECT_AUTHENTICATE_TOKEN" not in " ".join(psutil.Process(server.pid).cmdline())
@@ -158,6 +165,16 @@ import sys
 from pyspark.sql import SparkSession
 print(SparkSession.builder.remote(sys.argv[1]).getOrCreate().range(3).count())
 """
+
+
+def test_the_reports_of_one_process_are_forgotten_and_the_others_kept(tmp_path: Path, monkeypatch) -> None:
+    """The start's own warm-up reports are not the user's: status counts only the others."""
+    monkeypatch.setenv(connect.DIR_ENV, str(tmp_path))
+    (tmp_path / "served").write_text("11 1700000000\n22 1700000001\n11 1700000002\n111 1700000003\n")
+    connect.forget_reports_of(11)
+    assert (tmp_path / "served").read_text() == "22 1700000001\n111 1700000003\n"
+    connect.forget_reports_of(33)  # none of its: nothing changes
+    assert (tmp_path / "served").read_text() == "22 1700000001\n111 1700000003\n"
 
 
 def test_a_stale_record_is_forgotten(tmp_path: Path, monkeypatch) -> None:

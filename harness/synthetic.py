@@ -205,10 +205,11 @@ def warm_up(say: Callable[[str], None], reports: int = WARM_UP_REPORTS) -> None:
     from contract.rundir import RunDir
     from reports import connect
     from reports.pipeline import build_report
-    from reports.spark import get_spark
+    from reports.spark import fallback_notes, get_spark
 
-    if not connect.wanted() or connect.running() is None:
-        say("not warming the server up: this shell's settings send reports elsewhere")
+    if not connect.wanted():
+        say(f"not warming the server up: this shell sends reports elsewhere ({connect.SWITCH}=0, "
+            "ZCHAOS_SPARK_MASTER or ZCHAOS_SPARK_REMOTE)")  # fmt: skip
         return
     times = f"{reports} report{'s' * (reports != 1)}"
     say(f"warming the server up: {times} of a synthetic run of {WARM_UP_EVENTS:,} events (--warm-up N)")
@@ -216,6 +217,9 @@ def warm_up(say: Callable[[str], None], reports: int = WARM_UP_REPORTS) -> None:
     try:
         started = time.monotonic()
         spark = get_spark(events=WARM_UP_EVENTS)
+        if fallback_notes:  # it did not answer: warming a session of this process would be no use
+            say(f"not warmed up: {fallback_notes.pop(0)}")
+            return
         run = RunDir(folder / "run")
         generate(spark, run, WARM_UP_EVENTS)
         for i in range(reports):
@@ -223,6 +227,8 @@ def warm_up(say: Callable[[str], None], reports: int = WARM_UP_REPORTS) -> None:
             build_report(run.root, store=folder / "results.sqlite")
             say(f"  report {i + 1} of {reports} in {time.monotonic() - began:.1f} s")
         say(f"warmed up in {time.monotonic() - started:.1f} s")
+    except Exception as exc:  # the server is up all the same: its first reports will be slower
+        say(f"the warm-up failed ({type(exc).__name__}: {exc}); the server is up, its first reports slower")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         connect.forget_reports_of(os.getpid())

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -26,6 +27,7 @@ from harness.explore.generate import (
     NEAR_EXPIRY,
     Space,
     _fits,
+    _room_to_ask_s,
     bracket,
     companions,
     context_of,
@@ -214,6 +216,31 @@ def test_a_load_whose_clients_never_resend_goes_on_until_they_can_ask_again_afte
     # never past LONGEST_RUN times the run length
     late = {**data, "faults": [{**freeze, "at_s": [14.0]}]}
     assert to_scenario(space, with_room_to_judge(space, late)).duration_s <= 2.5 * space.duration_s
+
+
+def test_a_manifest_whose_own_clients_never_resend_gets_the_same_room(tmp_path: Path) -> None:
+    """The same pair, its clients given a deadline of their own in the manifest (never
+    resending, as explore's override makes them): the load goes on as long."""
+    for name in ("stall-hold-star.toml", "stall_hold_star.py"):
+        shutil.copy(ROOT / "tests" / "explore_subject" / name, tmp_path / name)
+    manifest = tmp_path / "stall-hold-star.toml"
+    text = manifest.read_text()
+    resending = "options = { timeout_ms = 1000, retries = 4, settle_ms = 2000 }"
+    assert resending in text
+    manifest.write_text(text.replace(resending, "options = { reply_deadline_s = 14 }"))
+    space = space_of(manifest)
+    freeze = {"kind": "freeze", "target": "primary", "at_s": [6.45], "duration_s": 1.84}
+    data = {**generate(space, random.Random(1)), "faults": [freeze]}
+    data["load"] = {k: v for k, v in data["load"].items() if k != "client"}  # no override drawn
+    longer = with_room_to_judge(space, data)
+    end = 6.45 + 1.84 + 14 + space.tail_s
+    assert end <= to_scenario(space, longer).duration_s <= end + 1, longer["description"]
+    assert longer["description"].endswith("s longer, for clients that never resend to ask again")
+    # titanic's clients have a deadline too, but poll until it: nothing to wait for
+    titanic = space_of("titanic")
+    polled = generate(titanic, random.Random(1))
+    assert polled["faults"] and "client" not in polled["load"]
+    assert _room_to_ask_s(titanic, polled, 30.0, 100.0) == 0.0
 
 
 def test_the_checker_of_bounds_catches_a_scenario_out_of_them() -> None:

@@ -782,8 +782,18 @@ def _room_to_ask_s(space: Space, data: dict[str, Any], budget_s: float, longest_
     waits out its deadline (``budget_s``, the run's ``client_budget_s``) before the next
     is sent. Explore, stall-hold-star seed 2: the primary frozen 1.8 s held every client's
     request (its planted bug), the deadlines were 14 s, the load stopped 12 s after the
-    freeze, and recovery had nothing to judge: unknown, where a longer load showed the bug."""
-    if not (data["load"].get("client") or {}).get("reply_deadline_s") or not data.get("faults"):
+    freeze, and recovery had nothing to judge: unknown, where a longer load showed the bug.
+    The same for a manifest whose own client kinds never resend (a deadline of their own;
+    titanic's clients have one too, but poll until it, NO_RESEND_DEADLINE)."""
+    from loadtests.adapters import adapter_class, adapter_names
+
+    drawn = (data["load"].get("client") or {}).get("reply_deadline_s")
+    own = any(
+        k.options.get("reply_deadline_s") and adapter_class(k.adapter).NO_RESEND_DEADLINE
+        for k in space.manifest.clients
+        if k.adapter in adapter_names()  # a client program of the user's: its ways unknown
+    )
+    if not (drawn or own) or not data.get("faults"):
         return 0.0
     last_end = max(float(f["at_s"][0]) + length_of(FAULT_KINDS[f["kind"]], f) for f in data["faults"])
     phases = data["load"].get("phases")

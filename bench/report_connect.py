@@ -61,7 +61,8 @@ Measured 2026-12-04 on an idle machine (a new one, nothing else running; load 1.
 CI run of paranoid-pirate-kills (18.7k events) as RUN, six families' CI runs recorded
 there (the ones above), ``--rounds 3`` / ``--rounds 5``:
 
-- before (3fad0a8, the server warmed by one report of RUN, the JVM's default compilers):
+- before (3fad0a8, 20:02-20:05 UTC, the server warmed by one report of RUN, the JVM's
+  default compilers):
   in-process median 11.6 s, on the server 5.8 s (4.8-6.6), ratio 0.50: NOT met; six
   families one process each: in-process 9.0, 3.1, 3.0, 3.3, 2.8, 1.3 s (median 3.05), on
   the server 4.3, 3.3, 2.8, 3.2, 3.2, 1.4 s (median 3.20): NOT met. Where the server's
@@ -75,11 +76,11 @@ there (the ones above), ``--rounds 3`` / ``--rounds 5``:
   run, 24-25 s after its 5-6 s start) and the server runs C1 alone (reports/connect.py
   ``java_options``: warmed up the same way, C1 gave the six families median 1.6 s where
   C2 gave 2.25 s). The benchmark starts its server with ``zchaos spark start``:
-  rounds 5: in-process 11.1 s median, on the server 4.1 s (3.6-4.6), ratio 0.37 (0.31-0.42):
-  met; families in-process 9.9, 2.9, 2.5, 2.7, 3.3, 1.6 s (median 2.80), on the server 3.1,
+  rounds 5 (20:14-20:17 UTC): in-process 11.1 s median, on the server 4.1 s (3.6-4.6),
+  ratio 0.37 (0.31-0.42): met; families in-process 9.9, 2.9, 2.5, 2.7, 3.3, 1.6 s (median 2.80), on the server 3.1,
   1.9, 1.8, 1.8, 2.3, 1.4 s (median 1.85): met (that call's rounds said CODE CHANGED: a
   wording of harness/synthetic.py edited during it); again (73e0a9e, nothing changed
-  during it, 20:15-20:22 UTC, load 1.5-2.7): in-process 8.9 s, on the server 3.1 s (2.8-3.6),
+  during it, 20:19-20:22 UTC, load 1.5-2.7): in-process 8.9 s, on the server 3.1 s (2.8-3.6),
   ratio 0.36 (0.34-0.38): met; families in-process 6.6, 2.5, 2.1, 2.0, 2.1, 1.0 s (median
   2.10: NOT met, by 0.1 s), on the server 2.3, 1.4, 1.6, 2.3, 2.3, 1.5 s (median 1.95):
   met. Same verdicts in-process and on the server in every round and family. Thin margins:

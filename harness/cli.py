@@ -408,7 +408,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from contract.outcomes import BAD_INPUT, combine_outcomes, exit_code
     from contract.rundir import RunDir
     from harness.progress import Progress
-    from harness.runner import build_report_for
+    from harness.reporting import build_report_for
     from reports.ingest.read import expected_events
 
     runs = [RunDir(_run_folder(path)) for path in args.runs]  # all checked before Spark starts

@@ -12,7 +12,6 @@ import math
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -26,7 +25,7 @@ from chaos.kinds import FAULT_KINDS
 from chaos.malformed import endpoint_side
 from chaos.nemesis import Nemesis, PlannedFault
 from contract.clock import clock_sample
-from contract.errors import CannotWrite, LoadGeneratorCrashed, SetupError
+from contract.errors import LoadGeneratorCrashed, SetupError
 from contract.history import HistoryWriter, history_file, read_events
 from contract.outcomes import EXIT_INTERRUPTED
 from contract.ports import PortAllocator
@@ -34,6 +33,7 @@ from contract.rundir import DEFAULT_CLIENT_BUDGET_S, FORMAT, DiskFullMeta, RunDi
 from harness.manifest import ClientKind, client_endpoints
 from harness.progress import Progress
 from harness.replay import replay_record
+from harness.reporting import build_report_for
 from harness.scenario import Scenario, fault_plan
 from harness.supervisor import Managed, ProcSpec, Supervisor, log_tail
 from harness.topology import LOAD_HOST, PROJECT_ROOT, Topology
@@ -816,30 +816,6 @@ def _free_bytes(path: Path) -> int | None:
 def _free_text(path: Path) -> str:
     free = _free_bytes(path)
     return f"{free // 1024} KiB free in {path}" if free is not None else f"free space of {path} unknown"
-
-
-def build_report_for(
-    run: RunDir, progress: Progress, store: Path | None = None, events: int | None = None
-) -> dict[str, Any]:
-    """Run the Spark pipeline over a run folder, print the verdict and how long it took, and
-    add the run to the results store (``store``: default the one of its runs folder,
-    reports/store.py). A store that cannot take it is named in a warning; the verdict stands.
-    ``events``: what a Spark session started here is sized for (reports/pipeline.py build_report)."""
-    from reports.pipeline import build_report
-    from reports.store import record_run
-
-    progress.phase("report")
-    started = time.monotonic()
-    verdict = build_report(run.root, progress=progress.note, events=events, store=store)
-    progress.note(f"report built in {time.monotonic() - started:.1f} s")
-    progress.verdict(verdict, run)
-    try:
-        progress.note(f"added to the results store {record_run(run.root, store)}")
-    except CannotWrite:  # a full disk: the outputs are not whole, said as an error (exit 4)
-        raise
-    except (SetupError, sqlite3.OperationalError) as exc:  # StoreDamaged among them
-        progress.warn(f"this run is not in the results store: {exc}")
-    return verdict
 
 
 def run_scenario(

@@ -18,7 +18,7 @@ import pytest
 
 from contract.rundir import RunDir
 from harness.progress import Progress
-from harness.runner import build_report_for
+from harness.reporting import build_report_for
 from reports.store import read_runs, store_path
 from tests.procs import ROOT
 

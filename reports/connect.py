@@ -15,7 +15,8 @@ for the machine (``server_memory``). It asks every client for a token (Spark 4's
 ``spark.connect.authenticate.token``, given in its environment so that it never shows in
 ``ps``): another local user can reach the port but cannot send it plans. The token, pid and
 port are in ``server.json`` (mode 0600) in a folder of mode 0700 under the user's cache
-folder (``ZCHAOS_SPARK_CONNECT_DIR`` moves it, the tests' own), beside the server's log.
+folder (``ZCHAOS_SPARK_CONNECT_DIR`` moves it, the tests' own), beside the server's log and
+its temp folder (``tmp``, removed when it stops).
 The client reaches it as ``sc://localhost:PORT``: PySpark sends a token without TLS only to
 the host named ``localhost`` (gRPC's local credentials), so not as ``127.0.0.1``.
 
@@ -39,6 +40,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -184,9 +186,17 @@ def running() -> Server | None:
     return server if _listening(server.port) else None
 
 
+def _scratch() -> Path:
+    """The server JVM's temp folder (its java.io.tmpdir): Spark's scratch space and the
+    folder each client session gets for its ML cache, which a session that never ended
+    (its client killed) left in /tmp after the server had stopped."""
+    return state_dir() / "tmp"
+
+
 def _forget() -> None:
     for path in (_record(), _served()):
         path.unlink(missing_ok=True)
+    shutil.rmtree(_scratch(), ignore_errors=True)
 
 
 def server_memory() -> str:
@@ -243,8 +253,12 @@ def start(say: Callable[[str], None] = lambda _m: None, master: str | None = Non
     ]
     for key, value in SERVER_CONF.items():
         command += ["--conf", f"{key}={value}"]
-    if java_options():
-        command += ["--driver-java-options", java_options()]
+    _scratch().mkdir(mode=0o700)
+    # spark-submit splits the options at spaces: a folder whose path has one stays /tmp.
+    scratch = [] if " " in str(_scratch()) else [f"-Djava.io.tmpdir={_scratch()}"]
+    options = " ".join([*java_options().split(), *scratch])
+    if options:
+        command += ["--driver-java-options", options]
     env = {
         **os.environ,
         "SPARK_HOME": str(spark_home),

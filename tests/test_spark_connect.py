@@ -104,7 +104,7 @@ def test_a_report_on_the_server_gives_the_in_process_verdict_and_stop_leaves_not
         # Warmed up on a synthetic run, which it leaves nowhere and does not count as served.
         assert "warming the server up: 1 report of" in started.stdout and "report 1 of 1 in" in started.stdout
         assert "warmed up in" in started.stdout, started.stdout + started.stderr
-        assert sorted(p.name for p in state.iterdir()) == ["served", "server.json", "server.log"]
+        assert sorted(p.name for p in state.iterdir()) == ["served", "server.json", "server.log", "tmp"]
         again = _zchaos(env, "spark", "start", timeout=START_S)
         assert "already running" in again.stdout and "warming" not in again.stdout, again.stdout
         assert (state.stat().st_mode & 0o777) == 0o700
@@ -127,6 +127,8 @@ def test_a_report_on_the_server_gives_the_in_process_verdict_and_stop_leaves_not
         assert f"Spark: the Spark Connect server at {server.address}" in said
         assert "starting Spark" not in said
         assert "reports served: 2" in _zchaos(env, "spark", "status", timeout=60).stdout
+        # The server's temp folder is its own (its scratch and its sessions' ML caches, not /tmp).
+        assert any((state / "tmp").glob("blockmgr-*")), sorted(p.name for p in (state / "tmp").iterdir())
         synthetic_remote = json.loads(synthetic.verdict_json.read_text())
 
         # A server that refuses the recorded token (a record another start rewrote): the
@@ -152,7 +154,7 @@ def test_a_report_on_the_server_gives_the_in_process_verdict_and_stop_leaves_not
         assert stopped.returncode == 0
         assert f"stopped the Spark Connect server at {server.address}" in stopped.stdout
         assert _group_of(server.pid) == []
-        assert not (state / "server.json").exists()
+        assert not (state / "server.json").exists() and not (state / "tmp").exists()
         assert "no Spark Connect server is running" in _zchaos(env, "spark", "status", timeout=60).stdout
     finally:
         if server is not None and _group_of(server.pid):

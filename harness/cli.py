@@ -434,7 +434,10 @@ def _cmd_spark(args: argparse.Namespace) -> int:
     from reports import connect
 
     if args.action == "start":
-        say = lambda line: print(line, flush=True)  # noqa: E731
+
+        def say(line: str) -> None:
+            print(line, flush=True)
+
         already = connect.running()
         connect.start(say)
         if already is None and args.warm_up > 0:  # a server that ran already is warm

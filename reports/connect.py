@@ -93,10 +93,10 @@ def java_options() -> str:
     QUICK_COMPILER). A server's reports are many small queries too: warmed up by three
     synthetic reports, a server with C1 alone reported a CI run of paranoid-pirate-kills in
     2.8-3.1 s (whole client process) and six families' runs in 1.0-2.2 s each, median 1.6 s;
-    with C2 beside it (the JVM's default) 3.1-3.5 s and 1.5-3.1 s, median 2.25 s, and its
-    start 5.0 against 4.2-5.0 s (2026-12-04, idle machine). For histories of tens of millions
-    of events C2 pays back (reports/spark.py LESS_INLINING): set the variable ("" for the
-    JVM's defaults)."""
+    with C2 beside it (the JVM's default) 3.1-3.5 s and 1.5-3.1 s, median 2.25 s; it
+    started in 4.2-5.6 s with C1 alone, 5.0-6.2 s with C2 (2026-12-04, idle machine). For
+    histories of tens of millions of events C2 pays back (reports/spark.py LESS_INLINING):
+    set the variable ("" for the JVM's defaults)."""
     if JAVA_OPTIONS_ENV in os.environ:
         return os.environ[JAVA_OPTIONS_ENV]
     from reports.spark import QUICK_COMPILER

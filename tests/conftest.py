@@ -16,7 +16,7 @@ import pytest
 import zmq
 
 from reports.spark import driver_java_options
-from tests.procs import procs  # noqa: F401 - a fixture
+from tests.procs import procs, running  # noqa: F401 - procs is a fixture
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -95,22 +95,12 @@ def no_process_outlives_the_tests() -> Iterator[None]:
     import psutil
 
     _, left = psutil.wait_procs(_leftovers(token), timeout=10)  # some may be on their way out
-    left = [p for p in left if _running(p)]
+    left = [p for p in left if running(p)]
     described = [(p.pid, _command(p)) for p in left]
     for proc in left:
         with contextlib.suppress(psutil.Error):
             proc.kill()
     assert not left, f"processes left running by the tests: {described}"
-
-
-def _running(proc: Any) -> bool:
-    """Alive and not a zombie (one that ends while asked is not running)."""
-    import psutil
-
-    try:
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def _command(proc: Any) -> list[str]:

@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zmq
@@ -134,11 +135,27 @@ def check_says(scenario: Path, env: dict[str, str]) -> tuple[int, list[str]]:
     return done.returncode, [line for line in done.stderr.splitlines() if line.strip()]
 
 
+def running(proc: Any) -> bool:
+    """Whether psutil process ``proc`` is alive and not a zombie (one that ends while asked is not)."""
+    import psutil
+
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def jvms_under(pid: int) -> list:
     """The JVMs among the descendants of process ``pid`` (psutil processes)."""
     import psutil
 
-    return [p for p in psutil.Process(pid).children(recursive=True) if "java" in p.name()]
+    found = []
+    for proc in psutil.Process(pid).children(recursive=True):
+        # spark-class's own short-lived children (a ps, a subshell) may end before their name is read.
+        with contextlib.suppress(psutil.NoSuchProcess):  # a zombie is one too
+            if "java" in proc.name():
+                found.append(proc)
+    return found
 
 
 class Proc:

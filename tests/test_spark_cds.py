@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from reports import cds
+from tests.procs import running
 from tests.test_report import make_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,7 +88,7 @@ def test_the_archive_is_made_once_then_mapped_and_a_damaged_one_is_replaced(tmp_
     os.killpg(report.pid, signal.SIGINT)  # Ctrl-C in a terminal: the whole foreground group
     rest = report.communicate(timeout=120)[1]
     assert report.returncode == 130, "".join(said) + rest
-    assert not [p for p in jvms if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not [p for p in jvms if running(p)]
     assert files(cache) == []
 
     # Two first sessions at once: one makes the archive (at its exit), the other runs without.

@@ -216,7 +216,12 @@ def test_a_killed_report_leaves_the_verdict_it_was_replacing_marked_stale(tmp_pa
     run = make_run(runs / "run")
     first = build_report(run.root)
     record_run(run.root)
-    with report_process(run.root, wait_s=30) as (report, lines):
+    # PySpark's folder for the JVM's address (tempfile.mkdtemp, removed once the JVM answers)
+    # stays behind a SIGKILL: in the test's folder, not /tmp.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    with report_process(run.root, env=env, wait_s=30) as (report, lines):
         jvms = wait_for(lambda: jvms_under(report.pid), 120, "the report's JVM")
         os.killpg(report.pid, signal.SIGKILL)
     assert report.returncode == -signal.SIGKILL, "".join(lines)

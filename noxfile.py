@@ -26,18 +26,35 @@ nox.options.error_on_missing_interpreters = True
 PYTHON = "3.11"
 
 
+#: Test processes per core, and the memory one takes at its peak (its JVM, the scenario
+#: processes its tests start: a six-process run peaked at 9 GB used of 23).
+WORKERS_PER_CORE = 2
+WORKER_MEMORY_GB = 2
+
+
+def _workers() -> int:
+    """Twice the cores plus one (five on two cores), fewer where memory would not hold them.
+    Most of a scenario test's time is its load's fixed duration, mostly waiting, so processes
+    beyond the cores fill the idle time. CI's command on this 2-core machine (2026-12-04, idle,
+    2,007 tests): three 734-871 s wall (1.4 cores busy), four 663 s, five 633-656 s (1.74
+    cores), six 625 s (1.82 cores): each process past five buys little and loads every
+    timing-sensitive test more. (On the machine of 2026-12-03 a fourth bought 4%: 807 against
+    836 s; this one had idle time the other did not.)"""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    memory_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return max(1, min(WORKERS_PER_CORE * cores + 1, int(memory_gb // WORKER_MEMORY_GB)))
+
+
 def _parallel() -> list[str]:
-    """Three test processes by default, on two cores: most of a scenario test's time is its
-    load's fixed duration, mostly waiting (a two-process run kept the cores about half busy:
-    12.8 min wall, 12 min CPU; three: 9.7-12.7 min, load up to 5). With today's 1,998 tests
-    (2026-12-03, idle machine, durations cached): three 836 s wall, 1.4 cores busy; four 807 s,
-    1.7 cores, the JVMs' CPU 638 -> 766 s: a fourth process buys 4% for more load on every
-    timing-sensitive test, so three stay. A module that shares a
-    fixture keeps the tests that use it in one process, so that fixture (one scenario run for
-    several assertions) runs once; other tests are spread one by one, the longest first
-    (tests/conftest.py, ``pytest_xdist_make_scheduler``). ``ZCHAOS_TEST_WORKERS=N`` sets the
-    number, 0 runs everything in this process."""
-    workers = os.environ.get("ZCHAOS_TEST_WORKERS", "3")
+    """The test processes (``_workers``). A module that shares a fixture keeps the tests that
+    use it in one process, so that fixture (one scenario run for several assertions) runs
+    once; other tests are spread one by one, the longest first (tests/conftest.py,
+    ``pytest_xdist_make_scheduler``). ``ZCHAOS_TEST_WORKERS=N`` sets the number, 0 runs
+    everything in this process."""
+    workers = os.environ.get("ZCHAOS_TEST_WORKERS") or str(_workers())
     return ["-n", workers, "--dist", "loadscope"] if workers != "0" else []
 
 

@@ -9,7 +9,6 @@ called by ``zchaos spark start``)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -204,6 +203,7 @@ def warm_up(say: Callable[[str], None], reports: int = WARM_UP_REPORTS) -> None:
 
     from contract.rundir import RunDir
     from reports import connect
+    from reports import spark as spark_session
     from reports.pipeline import build_report
     from reports.spark import fallback_notes, get_spark
 
@@ -214,6 +214,7 @@ def warm_up(say: Callable[[str], None], reports: int = WARM_UP_REPORTS) -> None:
     times = f"{reports} report{'s' * (reports != 1)}"
     say(f"warming the server up: {times} of a synthetic run of {WARM_UP_EVENTS:,} events (--warm-up N)")
     folder = Path(tempfile.mkdtemp(prefix="warm-up-", dir=connect.state_dir()))
+    spark_session.count_served = False
     try:
         started = time.monotonic()
         spark = get_spark(events=WARM_UP_EVENTS)
@@ -231,4 +232,4 @@ def warm_up(say: Callable[[str], None], reports: int = WARM_UP_REPORTS) -> None:
         say(f"the warm-up failed ({type(exc).__name__}: {exc}); the server is up, its first reports slower")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-        connect.forget_reports_of(os.getpid())
+        spark_session.count_served = True

@@ -405,14 +405,6 @@ def count_report() -> None:
         served.write(f"{os.getpid()} {time.time():.0f}\n")
 
 
-def forget_reports_of(pid: int) -> None:
-    """Count no more the reports process ``pid`` sent (the start's own warm-up): ``status``
-    says how many reports the user's commands had served."""
-    with contextlib.suppress(OSError):
-        lines = _served().read_text().splitlines(keepends=True)
-        _served().write_text("".join(line for line in lines if line.split(" ", 1)[0] != str(pid)))
-
-
 def remote() -> str | None:
     """The Spark Connect endpoint the user named (ZCHAOS_SPARK_REMOTE), if any."""
     return os.environ.get(REMOTE_ENV, "").strip() or None

@@ -240,9 +240,14 @@ def start_message() -> str:
     return "starting Spark"
 
 
+#: Whether this process's reports count as the user's in the server's status (``zchaos
+#: spark start``'s own warm-up reports do not).
+count_served = True
+
+
 def count_report() -> None:
     """A report done: counted by the Spark Connect server's status, if it served it."""
-    if _remote is not None:
+    if _remote is not None and count_served:
         connect.count_report()
 
 

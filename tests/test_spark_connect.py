@@ -101,10 +101,11 @@ def test_a_report_on_the_server_gives_the_in_process_verdict_and_stop_leaves_not
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         assert server is not None and connect.running() == server
-        # Warmed up on a synthetic run, which it leaves nowhere and does not count as served.
+        # Warmed up on a synthetic run, which it leaves nowhere and does not count as served
+        # (no "served" file: nothing was counted).
         assert "warming the server up: 1 report of" in started.stdout and "report 1 of 1 in" in started.stdout
         assert "warmed up in" in started.stdout, started.stdout + started.stderr
-        assert sorted(p.name for p in state.iterdir()) == ["served", "server.json", "server.log", "tmp"]
+        assert sorted(p.name for p in state.iterdir()) == ["server.json", "server.log", "tmp"]
         again = _zchaos(env, "spark", "start", timeout=START_S)
         assert "already running" in again.stdout and "warming" not in again.stdout, again.stdout
         assert (state.stat().st_mode & 0o777) == 0o700
@@ -169,14 +170,25 @@ print(SparkSession.builder.remote(sys.argv[1]).getOrCreate().range(3).count())
 """
 
 
-def test_the_reports_of_one_process_are_forgotten_and_the_others_kept(tmp_path: Path, monkeypatch) -> None:
-    """The start's own warm-up reports are not the user's: status counts only the others."""
+def test_a_report_on_the_server_is_counted_unless_its_process_says_it_is_not_the_users(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The start's own warm-up reports are not the user's: it says so before them, and no
+    line is written (a line written and rewritten away could take a user's report with it)."""
+    from reports import spark
+
     monkeypatch.setenv(connect.DIR_ENV, str(tmp_path))
-    (tmp_path / "served").write_text("11 1700000000\n22 1700000001\n11 1700000002\n111 1700000003\n")
-    connect.forget_reports_of(11)
-    assert (tmp_path / "served").read_text() == "22 1700000001\n111 1700000003\n"
-    connect.forget_reports_of(33)  # none of its: nothing changes
-    assert (tmp_path / "served").read_text() == "22 1700000001\n111 1700000003\n"
+    monkeypatch.setattr(
+        spark, "_remote", connect.Server(pid=1, port=1, token="t", started=0.0, spark_version="x")
+    )
+    spark.count_report()
+    monkeypatch.setattr(spark, "count_served", False)
+    spark.count_report()
+    assert [line.split()[0] for line in (tmp_path / "served").read_text().splitlines()] == [str(os.getpid())]
+    monkeypatch.setattr(spark, "_remote", None)  # a report of its own session: never counted
+    monkeypatch.setattr(spark, "count_served", True)
+    spark.count_report()
+    assert len((tmp_path / "served").read_text().splitlines()) == 1
 
 
 def test_a_stale_record_is_forgotten(tmp_path: Path, monkeypatch) -> None:

@@ -36,7 +36,7 @@ def _workers() -> int:
     """Twice the cores plus one (five on two cores), fewer where memory would not hold them.
     Most of a scenario test's time is its load's fixed duration, mostly waiting, so processes
     beyond the cores fill the idle time. CI's command on this 2-core machine (2026-12-04, idle,
-    2,007 tests): three 734-871 s wall (1.4 cores busy), four 663 s, five 633-656 s (1.74
+    2,007 tests): three 734-871 s wall (1.4 cores busy), four 663 s, five 633-662 s (1.74
     cores), six 625 s (1.82 cores): each process past five buys little and loads every
     timing-sensitive test more. (On the machine of 2026-12-03 a fourth bought 4%: 807 against
     836 s; this one had idle time the other did not.)"""

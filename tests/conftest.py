@@ -45,6 +45,21 @@ os.environ.setdefault(
 os.environ.setdefault("ZCHAOS_SPARK_CONNECT", "0")
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own tmp_path plugin has set up its factory
+def pytest_configure(config: pytest.Config) -> None:
+    """The JVMs' own output (reports/spark.py SPARK_LOG) goes to this run's folder under
+    pytest's base temp (kept for the last three runs), not the user's /tmp/zchaos-spark.log:
+    set before the test processes start, so that they and every ``zchaos`` they run inherit
+    it. A log the user names (ZCHAOS_SPARK_LOG) is kept."""
+    if hasattr(config, "workerinput") or os.environ.get("ZCHAOS_SPARK_LOG"):
+        return
+    from reports import spark
+
+    log = config._tmp_path_factory.getbasetemp() / "spark.log"  # type: ignore[attr-defined]  # pytest's own, no public way before a test
+    os.environ["ZCHAOS_SPARK_LOG"] = str(log)
+    spark.SPARK_LOG = log  # this process's, for a run without workers
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     from reports.spark import fit_to, get_spark, stop_spark

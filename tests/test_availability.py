@@ -84,6 +84,35 @@ def test_availability_is_violated_when_service_collapses_during_a_slow_link(spar
     assert {tuple(r["before_ns"]) for r in result.figures["faults"]} == {(t(15) + 1, t(20) + 1)}
 
 
+def test_the_faults_of_one_line_are_judged_while_all_of_them_act(spark):
+    """tests/test_availability_e2e.py under five test processes: every server's link slowed
+    past the queue's timeout (a livelock), the three toxics applied 30 ms apart; in the first
+    two faults' windows the last server, not yet slowed, answered at its full closed-loop rate,
+    as many ok attempts as the livelock's 4 s held failed ones: 'held' for two of three."""
+    skew = 0.3
+    faults = [
+        FaultWindow(i, "latency", f"link:worker-{i}", t(20 + i * skew / 3), t(28 + i * skew / 3))
+        for i in (0, 1, 2)
+    ]
+    last_on, first_off = 20 + 2 * skew / 3, 28.0
+    events = steady_load(0, 60, lost=(last_on, first_off))
+    # Closed-loop clients are answered every half millisecond while one server is still quick.
+    quick = [at / 2000 for at in range(40_000, int(last_on * 2000))]
+    quick += [at / 2000 for at in range(56_000, int((28 + 2 * skew / 3) * 2000))]
+    for seq, at in enumerate(quick, 1):
+        events += request("client-9", seq, at=at, latency_ms=0.2)
+    result = check("availability", ctx_for(spark, events, faults, expiry_ms=10))
+    assert (result.status, result.violations) == (VIOLATED, 3), result.figures
+    for row in result.figures["faults"]:
+        assert row["judged_during_ns"] == [[t(last_on), t(first_off) + 10**7]], row
+        assert row["ratio"] < 0.1, row
+    # A fault of another kind that struck with them is judged over its own span.
+    alone = FaultWindow(3, "freeze", "worker-1", t(20.1), t(21))
+    result = check("availability", ctx_for(spark, events, [*faults, alone], expiry_ms=10))
+    row = result.figures["faults"][3]
+    assert "judged_during_ns" not in row and row["during_ns"] == [t(20.1), t(21) + 10**7], row
+
+
 @pytest.mark.slow  # 8-15 s of Spark; the quick tier judges availability in the test above
 def test_availability_does_not_judge_faults_the_system_does_not_promise_to_survive(spark):
     # The only queue killed: an outage with no spare instance; all workers killed: none left.

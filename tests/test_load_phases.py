@@ -1,5 +1,6 @@
 """Load phases: ``[[load.phases]]`` validated in the scenario, carried out by a Locust
-LoadTestShape and a per-phase wait, and shown on the progress line."""
+LoadTestShape and a per-phase wait, and shown on the progress line; the load's time zero
+that they and Locust's run time count from."""
 
 from __future__ import annotations
 
@@ -139,6 +140,39 @@ def test_the_load_shape_follows_the_phases_then_stops() -> None:
         check=True,
     )
     assert json.loads(out.stdout) == [[4, 10.0], [1, 10.0], None]  # past the end: Locust stops
+
+
+RUN_TIME = """
+import json, os, sys, time, types
+import gevent
+from locust import events
+from loadtests.config import ENV_LOAD
+os.environ[ENV_LOAD] = sys.argv[1]
+gevent.get_hub().loop.update_now()
+busy_until = time.monotonic() + 1.5  # the locustfile's imports on a loaded machine
+while time.monotonic() < busy_until:
+    pass
+import loadtests.locustfile  # noqa: F401,E402
+events.init.fire(environment=types.SimpleNamespace(runner=None), runner=None, web_ui=None)
+started = time.monotonic()
+gevent.spawn_later(1.0, lambda: None).join()  # Locust's --run-time timer, started right after
+print(json.dumps(time.monotonic() - started))
+"""
+
+
+def test_locusts_run_time_counts_from_the_loads_zero_however_long_its_start_took() -> None:
+    """A fractional run's load ran 2.8 of 3.5 s under five test processes: gevent's timers
+    count from the time its loop last read, before the locustfile's imports."""
+    config = _config(0).to_env()
+    out = subprocess.run(
+        [sys.executable, "-c", RUN_TIME, config],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(out.stdout) >= 0.95  # was 0 (the timer's second had passed in the imports)
 
 
 def test_the_progress_line_shows_the_phase(tmp_path: Path) -> None:

@@ -66,6 +66,24 @@ bench of its day: rebuilt 74.3 against 84.1 s, Spark's 3 checks 41.5 against 45.
 13.2 and 12.5 s (5.6x against 6.7x): this machine runs both slower than the issue's (10M
 pandas 8.9 s there).
 
+2026-12-05, the same 30M history (``--sizes 30000000 --whole-only --dir D``, nothing else
+running, load 1.1-3.2), one run each:
+
+| whole process                      | 7b2cc0c         | f0727b9         | 25eb3d3         |
+|------------------------------------|-----------------|-----------------|-----------------|
+| JSON lines -> checked              | 172.4 s (4.3x)  | 132.3 s (3.2x)  | 125.9 s (3.1x)  |
+| rebuilt from Parquet               | 105.7 s (2.64x) | 79.0 s (1.9x)   | 72.3 s (1.8x)   |
+| Spark, pandas's 3 checks alone     | 48.2 s (1.2x)   | 49.1 s (1.2x)   | 43.7 s (1.1x)   |
+| pandas, 3 checks (the anchor)      | 40.1 s          | 41.7 s          | 40.3 s          |
+
+The first column is the code of 2026-12-04 on a quicker day (174.6 -> 105.7 s rebuilt, pandas
+the same). Then ``--reports RUN --profile`` of it showed availability at 99 of the warm
+report's 170 s of CPU (one thread): it grouped every send and reply by request to count the
+few seconds around its fault. f0727b9 reads only the events near its windows; 25eb3d3 makes
+pingpong_expiry's grouping a plain one when the run has no expiry nor lossy fault (11 s of
+CPU). **Issue 38's 30M target (<= 2x) is met: 1.9x, 1.8x**; every verdict the same key by
+key before and after each change. The 100M line above was not run again.
+
 ``--profile`` prints, per step of a warm report from Parquet, the wall seconds, the CPU
 seconds of this process and its JVM together (which move far less with the load than the
 wall time), and the Spark jobs and stages; with ``--reports RUN...``, the same for each

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -128,18 +129,22 @@ print(json.dumps(ticks))
 """
 
 
-def test_the_load_shape_follows_the_phases_then_stops() -> None:
-    # In a process of its own: importing Locust patches the whole process for gevent.
-    config = _config(0).to_env()
+def _in_a_process_of_its_own(script: str) -> Any:
+    """What ``script`` prints (JSON), run with the phased load's config as its argument: in a
+    process of its own, since importing Locust patches the whole process for gevent."""
     out = subprocess.run(
-        [sys.executable, "-c", SHAPE, config],
+        [sys.executable, "-c", script, _config(0).to_env()],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     )
-    assert json.loads(out.stdout) == [[4, 10.0], [1, 10.0], None]  # past the end: Locust stops
+    return json.loads(out.stdout)
+
+
+def test_the_load_shape_follows_the_phases_then_stops() -> None:
+    assert _in_a_process_of_its_own(SHAPE) == [[4, 10.0], [1, 10.0], None]  # past the end: Locust stops
 
 
 RUN_TIME = """
@@ -163,16 +168,7 @@ print(json.dumps(time.monotonic() - started))
 def test_locusts_run_time_counts_from_the_loads_zero_however_long_its_start_took() -> None:
     """A fractional run's load ran 2.8 of 3.5 s under five test processes: gevent's timers
     count from the time its loop last read, before the locustfile's imports."""
-    config = _config(0).to_env()
-    out = subprocess.run(
-        [sys.executable, "-c", RUN_TIME, config],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    assert json.loads(out.stdout) >= 0.95  # was 0 (the timer's second had passed in the imports)
+    assert _in_a_process_of_its_own(RUN_TIME) >= 0.95  # was 0 (the timer's second passed in the imports)
 
 
 def test_the_progress_line_shows_the_phase(tmp_path: Path) -> None:

@@ -93,6 +93,10 @@ there (the ones above), ``--rounds 3`` / ``--rounds 5``:
   server 2.1, 1.3, 1.4, 1.8, 1.9, 1.0 s (median 1.60 s), in-process 6.4, 2.0, 1.9, 2.0, 2.1,
   1.2 s (median 2.00 s). Same verdicts in-process and on the server in every round and
   family. Thin margins: on a loaded machine (the figures above, load 3-12) neither would hold.
+  2026-12-05 03:57-03:59 UTC (df6f537, nothing else running, load
+  2.0-3.0, the same runs, ``--rounds 5``): in-process 7.4 s, server 2.6 s (2.4-2.7), ratio
+  0.33 (0.32-0.37): met; families on the server 1.9, 1.3, 1.5, 1.5, 1.6, 0.9 s (median 1.50
+  s): met; in-process 6.8, 2.0, 1.9, 2.0, 2.1, 1.0 s (median 2.00 s). Same verdicts.
 """
 
 from __future__ import annotations

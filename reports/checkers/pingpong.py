@@ -31,6 +31,7 @@ from typing import Any
 
 from pyspark.sql import Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from reports.checkers.toolkit import (
     EACH_REQUEST,
@@ -66,6 +67,7 @@ from reports.checkers.toolkit import (
     with_excused,
     worker_instances,
 )
+from reports.history_frame import history_schema
 
 #: After a fault heals, processes restart, sockets reconnect, PINGs queued in a DEALER
 #: arrive in a burst: the dialogue's timing rules resume this long after the fault's stop.
@@ -160,8 +162,6 @@ def no_dispatch_to_expired(ctx: CheckContext) -> CheckResult:
 # --- silent idle workers expire on time ------------------------------------------------
 
 
-#: The type of a connection's list of expiries (``expiry_row``s), for an empty one.
-EXPIRY_ROWS = "array<struct<ts:bigint,src:string,ev:string,reason:string,detail:string>>"
 #: A message a worker sent this long before a lossy fault's recorded start may have been lost
 #: with it: the proxy cuts as the nemesis asks, before the nemesis records the start.
 IN_FLIGHT_NS = NS // 20
@@ -207,7 +207,8 @@ def expiry(ctx: CheckContext) -> CheckResult:
     ready = (ev == "worker_ready") & (F.col("detail") == "ready")
     sent = ev.isin("ping", "done")
     heard = (sent & ~F.col("lost") & ~F.col("maybe_lost")) | ready
-    expiry_row = F.struct("ts", "src", "ev", "reason", "detail")
+    expiry_fields = ("ts", "src", "ev", "reason", "detail")
+    expiry_row = F.struct(*expiry_fields)
     # Lists only where there is something to list: any list makes the grouping Spark's object
     # aggregate, and a run with no expiry nor lossy fault then spent most of the check listing
     # nothing (30M events: 11 s of CPU, the job and result counts being its only work).
@@ -226,7 +227,7 @@ def expiry(ctx: CheckContext) -> CheckResult:
         (
             F.array_distinct(F.collect_list(F.when(ev == "worker_expired", expiry_row)))
             if expiries
-            else F.array().cast(EXPIRY_ROWS)
+            else F.array().cast(T.ArrayType(T.StructType([history_schema()[c] for c in expiry_fields])))
         ).alias("expiries"),
         # Each expiry is timed from the last message before it (a connection may register
         # again after an expiry): the times heard, kept only when there is an expiry to time.

@@ -86,9 +86,10 @@ def test_availability_is_violated_when_service_collapses_during_a_slow_link(spar
 
 def test_the_faults_of_one_line_are_judged_while_all_of_them_act(spark):
     """tests/test_availability_e2e.py under five test processes: every server's link slowed
-    past the queue's timeout (a livelock), the three toxics applied 30 ms apart; in the first
-    two faults' windows the last server, not yet slowed, answered at its full closed-loop rate,
-    as many ok attempts as the livelock's 4 s held failed ones: 'held' for two of three."""
+    past the queue's timeout (a livelock), the three toxics applied one after the other; in
+    the first faults' windows the last server, not yet slowed, answered at its full
+    closed-loop rate, and a gap of about 100 ms made as many ok attempts as the livelock's 4 s
+    failed ones: 'held' for two of three. Here 100 ms apart."""
     skew = 0.3
     faults = [
         FaultWindow(i, "latency", f"link:worker-{i}", t(20 + i * skew / 3), t(28 + i * skew / 3))

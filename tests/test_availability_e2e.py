@@ -1,16 +1,20 @@
 """End to end: ``availability`` fails the reliable sketch's livelock and passes the same
 system configured to outwait its links.
 
-Every server link is slowed (50 ms) for 4 s, a slowdown the sketch promises to survive.
+Every server link is slowed (300 ms) for 4 s, a slowdown the sketch promises to survive.
 With the queue's 10 ms reply timeout every server misses every deadline: the queue
 disables it, passes the request on, discards the late reply, and round again, so almost
 nothing is answered while the links are slow (the livelock of ``sketch-slow-all-links``,
-which every other check let through). With a 200 ms reply timeout the same slow links only
-make replies slower. (At 15 ms the livelock hid on a loaded machine: a queue that wakes
-late reads the late reply before its timer fires; 50 ms is five timeouts. Under five test
-processes it hid once more, for another reason: the proxy slowed the three links one after
-the other, and the last server, quick until then, answered a burst in the first faults'
-windows; each fault is now judged while the whole line acts, ``in_force``.) The check
+which every other check let through). With a 1 s reply timeout the same slow links only
+make replies slower. A queue that wakes late reads a late reply before its timer fires and
+takes it: the livelock hid at 15 ms on a loaded machine, and at 50 ms beside a five-process
+test run under a profiler, where the queue twice missed its 10 ms timer by about 50 ms (10
+ok attempts of 17, ratio 0.59); at 300 ms it would have to sleep through 30 timeouts. The
+last attempt of each client, sent in the fault's last second, may be answered once the
+links heal (0-3 ok of 12 in five runs on a loaded machine, ratio 0-0.27). Under five test
+processes the livelock hid once more, for another reason: the proxy slowed the three links
+one after the other, and the last server, quick until then, answered a burst in the first
+faults' windows; each fault is now judged while the whole line acts, ``in_force``. The check
 decides from the clients' history and the fault plan alone.
 """
 
@@ -44,11 +48,11 @@ kind = "latency"
 target = "server:all"
 at_s = [4]
 duration_s = 4
-latency_ms = 50
+latency_ms = 300
 """
 
 
-@pytest.mark.parametrize(("reply_timeout_ms", "expected"), [(10, "violated"), (200, "held")])
+@pytest.mark.parametrize(("reply_timeout_ms", "expected"), [(10, "violated"), (1000, "held")])
 def test_availability_through_slow_links(tmp_path: Path, spark, reply_timeout_ms: int, expected: str) -> None:
     path = tmp_path / "slow-links.toml"
     path.write_text(SCENARIO.format(reply_timeout_ms=reply_timeout_ms))
@@ -69,7 +73,7 @@ def test_availability_through_slow_links(tmp_path: Path, spark, reply_timeout_ms
         assert "answered ok while it acted" in availability["examples"][0]["problem"]
     else:
         # Nothing violated. (The sketch's own sketch_disabled_discarded may be unknown: with a
-        # 200 ms timeout the queue need not disable any server, so the run may be UNKNOWN.)
+        # 1 s timeout the queue need not disable any server, so the run may be UNKNOWN.)
         assert not [n for n, c in checks.items() if c["status"] == "violated"], summary
         assert result.exit_code in (0, 3), summary
         assert all(r["ratio"] >= 0.5 for r in rows)

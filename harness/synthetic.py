@@ -233,3 +233,59 @@ def warm_up(say: Callable[[str], None], reports: int = WARM_UP_REPORTS) -> None:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         spark_session.count_served = True
+
+
+#: The class archive's run: its report loads the classes of every query shape; more events
+#: would only take longer.
+ARCHIVE_EVENTS = 5_000
+
+
+def make_class_archive(say: Callable[[str], None]) -> int:
+    """Make this install's Spark class archive now (reports/cds.py), as the first report on a
+    machine does at its end: an in-process session (never a Spark Connect server's, whose JVM
+    is not this machine's report's) reports a synthetic run of ARCHIVE_EVENTS events once and
+    stops, and its JVM writes the archive. For a CI image, or before a test run whose five
+    processes would otherwise start their JVMs without it (the first of them made it at its
+    exit, after every other JVM of the run had started without). Exit code: 0 when the
+    archive is there or reports use none, 1 when it could not be made (``say`` tells why)."""
+    import os
+    import tempfile
+
+    from contract.rundir import RunDir
+    from reports import cds, connect
+    from reports import spark as spark_session
+    from reports.pipeline import build_report
+
+    archive = spark_session.class_archive()
+    if archive is None:
+        say(f"reports use no class archive here ({cds.SWITCH}=0, or no java found)")
+        return 0
+    if archive.exists():
+        say(f"Spark's class archive is made already: {archive}")
+        return 0
+    os.environ[connect.SWITCH] = "0"  # this process's session is a local one
+    os.environ.pop(connect.REMOTE_ENV, None)
+    say(f"making Spark's class archive (once per install, about 30 s): {archive}")
+    started = time.monotonic()
+    spark = spark_session.get_spark(events=ARCHIVE_EVENTS)
+    if not spark_session.making_archive():
+        spark_session.stop_spark()
+        if archive.exists():  # made by another process meanwhile
+            say(f"Spark's class archive is made already: {archive}")
+            return 0
+        say(f"not made: another process is making it, or this Java cannot (see {spark_session.SPARK_LOG})")
+        return 1
+    folder = Path(tempfile.mkdtemp(prefix="zchaos-archive-"))
+    try:
+        run = RunDir(folder / "run")
+        generate(spark, run, ARCHIVE_EVENTS)
+        build_report(run.root, store=folder / "results.sqlite")
+        spark_session.stop_spark(say)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if not archive.exists():
+        say(f"not made: the JVM wrote no archive (see {spark_session.SPARK_LOG})")
+        return 1
+    size = archive.stat().st_size / 2**20
+    say(f"made {archive} ({size:.0f} MB) in {time.monotonic() - started:.0f} s")
+    return 0

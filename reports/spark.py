@@ -506,6 +506,24 @@ def running() -> bool:
     return _session is not None
 
 
+def class_archive() -> Path | None:
+    """This install's class archive (reports/cds.py), made yet or not; None when reports use
+    none (ZCHAOS_SPARK_CDS=0, no java found)."""
+    if not cds.enabled():
+        return None
+    java = cds.java_binary()
+    if java is None:
+        return None
+    from pyspark.find_spark_home import _find_spark_home
+
+    return cds.archive_path(Path(_find_spark_home()), java)
+
+
+def making_archive() -> bool:
+    """Whether this process's JVM makes the class archive (written as its session stops)."""
+    return _archive is not None
+
+
 def save_class_archive(say: Callable[[str], None] | None = None) -> None:
     """If this process's JVM makes the class archive, stop the session and write it (stop_spark)."""
     if _archive is not None:

@@ -839,7 +839,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Its token, pid and log are in ~/.cache/zchaos/spark-connect/. stop: it and everything it "
         "started end. status: its address, uptime, memory and the reports it served. archive: "
         "save the class archive that every later report's JVM starts from "
-        "(~/.cache/zchaos/spark-cds/, about 190 MB) now, about 30 s, rather than at the end of "
+        "(~/.cache/zchaos/spark-cds/, about 190 MB) now, about 40 s, rather than at the end of "
         "the first report on this install: for a CI image, or before a parallel test run.",
     )
     p.add_argument("action", choices=["start", "stop", "status", "archive"])

@@ -247,7 +247,8 @@ def make_class_archive(say: Callable[[str], None]) -> int:
     stops, and its JVM writes the archive. For a CI image, or before a test run whose five
     processes would otherwise start their JVMs without it (the first of them made it at its
     exit, after every other JVM of the run had started without). Exit code: 0 when the
-    archive is there or reports use none, 1 when it could not be made (``say`` tells why)."""
+    archive is there, being made by another process, or not to be had (CDS off, a Java that
+    cannot make one); 1 when its JVM wrote none (``say`` tells why in each case)."""
     import os
     import tempfile
 
@@ -265,16 +266,18 @@ def make_class_archive(say: Callable[[str], None]) -> int:
         return 0
     os.environ[connect.SWITCH] = "0"  # this process's session is a local one
     os.environ.pop(connect.REMOTE_ENV, None)
-    say(f"making Spark's class archive (once per install, about 30 s): {archive}")
+    say(f"making Spark's class archive (once per install, about 40 s): {archive}")
     started = time.monotonic()
     spark = spark_session.get_spark(events=ARCHIVE_EVENTS)
     if not spark_session.making_archive():
         spark_session.stop_spark()
-        if archive.exists():  # made by another process meanwhile
+        if archive.exists():
             say(f"Spark's class archive is made already: {archive}")
-            return 0
-        say(f"not made: another process is making it, or this Java cannot (see {spark_session.SPARK_LOG})")
-        return 1
+        elif cds.cannot_make(archive):
+            say(f"this Java cannot make a class archive (see {spark_session.SPARK_LOG})")
+        else:  # its lock is held: two CI jobs of one machine at once
+            say(f"another process is making Spark's class archive now: {archive}")
+        return 0
     folder = Path(tempfile.mkdtemp(prefix="zchaos-archive-"))
     try:
         run = RunDir(folder / "run")

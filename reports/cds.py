@@ -186,6 +186,11 @@ def quoted(path: Path) -> str:
     )
 
 
+def cannot_make(archive: Path) -> bool:
+    """Whether this Java was found unable to make ``archive`` (see unsupported)."""
+    return _unsupported(archive).exists()
+
+
 def _unsupported(archive: Path) -> Path:
     """The mark left when this Java could not start making the archive (see failed)."""
     return archive.with_name(archive.name + ".unsupported")

@@ -1,8 +1,9 @@
 """The driver JVM's class-data-sharing archive (reports/cds.py) with real JVMs, in child
 processes that keep it in a temp cache (XDG_CACHE_HOME), never the user's: made once by the
 first session and mapped by the next, one archive from two first sessions at once, nothing
-left after Ctrl-C during the dump, and a truncated archive that neither breaks a report nor
-reaches the terminal. Each child is a JVM start: they are few, and run in one sequence."""
+left after Ctrl-C during the dump, a truncated archive that neither breaks a report nor
+reaches the terminal, and ``zchaos spark archive``, which makes it up front. Each child is a
+JVM start: they are few, and run in one sequence."""
 
 from __future__ import annotations
 
@@ -219,3 +220,64 @@ def test_other_installs_archives_are_pruned_to_the_most_recently_used(tmp_path: 
         assert {path.name, path.name + ".lock"} <= left
     for path in (older, ancient):
         assert not {path.name, path.name + ".lock"} & left
+
+
+def archive_command(cache: Path, log: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``zchaos spark archive`` in a child with the temp cache."""
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", "spark", "archive"], cwd=ROOT,
+        env={**child_env(cache, log), **env}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+def test_spark_archive_starts_no_jvm_when_the_archive_is_there_or_off(tmp_path: Path, monkeypatch) -> None:
+    from reports.spark import class_archive
+
+    cache, log = tmp_path / "cache", tmp_path / "spark.log"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    monkeypatch.delenv(cds.SWITCH, raising=False)
+    archive = class_archive()
+    assert archive is not None and archive.is_relative_to(cache)
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"")  # it only has to be there
+    there = archive_command(cache, log)
+    assert there.returncode == 0 and f"made already: {archive}" in there.stdout, there.stdout + there.stderr
+    off = archive_command(cache, log, **{cds.SWITCH: "0"})
+    assert off.returncode == 0 and "reports use no class archive" in off.stdout, off.stdout + off.stderr
+    # No session started: a JVM's start, or the archive's plan, is a line in the Spark log.
+    assert "making" not in there.stdout + off.stdout and not log.exists()
+
+
+# Two JVM starts and a dump (about a minute): a soak. The default tier's own run makes the
+# archive with this very command before its tests, on a clone that has none (noxfile.py
+# _class_archive); test_the_archive_is_made_once_then_mapped_and_a_damaged_one_is_replaced
+# shows a report making and mapping one.
+@pytest.mark.soak
+@pytest.mark.timeout(900)
+def test_spark_archive_makes_the_archive_that_the_next_session_maps(tmp_path: Path, monkeypatch) -> None:
+    from reports.spark import class_archive
+
+    cache, log, scratch = tmp_path / "cache", tmp_path / "spark.log", tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    monkeypatch.delenv(cds.SWITCH, raising=False)
+    archive = class_archive()
+    assert archive is not None
+    archive.parent.mkdir(parents=True)
+    # Another process making it (two CI jobs of one machine): said, and not an error.
+    held = cds._lock(archive)
+    assert held is not None
+    try:
+        busy = archive_command(cache, log, TMPDIR=str(scratch))
+    finally:
+        os.close(held)
+    assert busy.returncode == 0 and "another process is making" in busy.stdout, busy.stdout + busy.stderr
+    assert files(cache) == []
+
+    made = archive_command(cache, log, TMPDIR=str(scratch))
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert f"made {archive}" in made.stdout and files(cache) == [archive.name]
+    assert archive.stat().st_size > 10 * 2**20
+    assert list(scratch.iterdir()) == []  # its synthetic run is gone
+    again = outcome(session(cache, log))
+    assert again["mapped"] and not again["making"], again

@@ -112,31 +112,10 @@ class Plan:
 
 def prepare(spark_home: Path, conf_file: Path, log: Callable[[str], None]) -> Plan | None:
     """The plan for a driver JVM about to start, or None (no archive: the reason is logged)."""
-    if not enabled():
-        return None
-    if os.environ.get("SPARK_CONF_DIR"):
-        log(
-            f"class-data sharing off: SPARK_CONF_DIR is set ({os.environ['SPARK_CONF_DIR']}); the JVM "
-            "cannot archive classes with a non-empty directory on its class path"
-        )
-        return None
-    java = java_binary()
-    if java is None:
-        return None
-    archive = archive_path(spark_home, java)
-    conf_dir = archive.parent / "conf"  # empty, and the same path for the maker and the users
-    try:
-        conf_dir.mkdir(parents=True, exist_ok=True)
-        if any(conf_dir.iterdir()):
-            log(f"class-data sharing off: {conf_dir} must stay empty (the JVM refuses it on its class path)")
-            return None
-    except OSError as exc:
-        log(f"class-data sharing off: cannot use {archive.parent}: {exc}")
-        return None
-    options = [f"-Dlog4j2.configurationFile={quoted(conf_file)}", *LOG_TO_STDERR]
-    plan = Plan(archive=archive, conf_dir=conf_dir, java_options=options)
-    if _use(plan):
+    plan = _plan(spark_home, conf_file, log)
+    if plan is None or _use(plan):
         return plan
+    archive, conf_dir, options = plan.archive, plan.conf_dir, plan.java_options
     if _unsupported(archive).exists():
         log(f"class-data sharing off: this Java could not make an archive ({_unsupported(archive)})")
         return None
@@ -162,6 +141,42 @@ def prepare(spark_home: Path, conf_file: Path, log: Callable[[str], None]) -> Pl
         plan.java_options.append(f"-Djava.io.tmpdir={quoted(scratch)}")
     log(f"class-data sharing: this JVM makes {archive} when it exits")
     return plan
+
+
+def use_only(spark_home: Path, conf_file: Path, log: Callable[[str], None]) -> Plan | None:
+    """The plan for a JVM that maps the archive if it is made, and never makes it: the Spark
+    Connect server, whose exit (days later, maybe killed) is no time for a dump, and which
+    would hold the maker's lock all its life. None: no archive (yet), or none to be had."""
+    plan = _plan(spark_home, conf_file, log)
+    return plan if plan is not None and _use(plan) else None
+
+
+def _plan(spark_home: Path, conf_file: Path, log: Callable[[str], None]) -> Plan | None:
+    """A plan with the options every JVM of an archive gets, or None when there can be no
+    archive (off, the user's own SPARK_CONF_DIR, no java, no cache folder: logged)."""
+    if not enabled():
+        return None
+    if os.environ.get("SPARK_CONF_DIR"):
+        log(
+            f"class-data sharing off: SPARK_CONF_DIR is set ({os.environ['SPARK_CONF_DIR']}); the JVM "
+            "cannot archive classes with a non-empty directory on its class path"
+        )
+        return None
+    java = java_binary()
+    if java is None:
+        return None
+    archive = archive_path(spark_home, java)
+    conf_dir = archive.parent / "conf"  # empty, and the same path for the maker and the users
+    try:
+        conf_dir.mkdir(parents=True, exist_ok=True)
+        if any(conf_dir.iterdir()):
+            log(f"class-data sharing off: {conf_dir} must stay empty (the JVM refuses it on its class path)")
+            return None
+    except OSError as exc:
+        log(f"class-data sharing off: cannot use {archive.parent}: {exc}")
+        return None
+    options = [f"-Dlog4j2.configurationFile={quoted(conf_file)}", *LOG_TO_STDERR]
+    return Plan(archive=archive, conf_dir=conf_dir, java_options=options)
 
 
 def _use(plan: Plan) -> bool:

@@ -276,7 +276,12 @@ def start(say: Callable[[str], None] = lambda _m: None, master: str | None = Non
     # synthetic run and a CI run's report, stopped (2026-12-05, idle, two each): 32-36 s of
     # CPU without, 26-27 s with (to listening: 5 s, 2 s).
     archive = cds.use_only(spark_home, CONF_DIR / "log4j2.properties", _note)
-    options = [*java_options().split(), *scratch]
+    # A JVM crash report goes beside its log, not into the folder the user started it from.
+    options = [
+        *java_options().split(),
+        *scratch,
+        f"-XX:ErrorFile={cds.quoted(folder / 'zchaos-jvm-crash-%p.log')}",
+    ]
     say(f"starting a Spark Connect server on 127.0.0.1:{port}, heap {server_memory()} (log: {log_path()})")
     started = time.monotonic()
     proc = _launch(command, options, env, archive)

@@ -278,6 +278,10 @@ def test_a_server_whose_archive_is_damaged_starts_without_and_drops_it(tmp_path:
         assert connect.running() == server and not maps_archive(server.pid)
         assert not copy.exists()
         assert "could not use" in connect.log_path().read_text()
+        # The first JVM died mapping it: its crash report is beside the server's log, not
+        # in the folder the server was started from (this test's, the checkout's root).
+        assert list((tmp_path / "connect").glob("zchaos-jvm-crash-*.log"))
+        assert not list(ROOT.glob("hs_err_pid*.log")) and not list(Path.cwd().glob("hs_err_pid*.log"))
     finally:
         connect.stop()
     assert _group_of(server.pid) == []

@@ -38,7 +38,7 @@ def _workers() -> int:
     beyond the cores fill idle time. CI's command on this 2-core machine (2026-12-04, idle,
     2,007 tests): three 734-871 s wall (1.4 cores busy), four 663 s, five 575-662 s (1.74
     cores), six 625 s (1.82 cores); 2026-12-05, five, fresh clones: 698, 640 and 632 s, then
-    with the class archive made first (``_class_archive``) 562, 618 and 593 s. The load of
+    with the class archive made first (``_class_archive``) 562, 618, 593 and 568 s. The load of
     five showed two faults of the harness, both mended: a line of faults applied link
     by link (availability's ``in_force``) and Locust's run time cut by its start-up
     (loadtests/locustfile.py)."""

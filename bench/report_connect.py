@@ -97,6 +97,11 @@ there (the ones above), ``--rounds 3`` / ``--rounds 5``:
   2.0-3.0, the same runs, ``--rounds 5``): in-process 7.4 s, server 2.6 s (2.4-2.7), ratio
   0.33 (0.32-0.37): met; families on the server 1.9, 1.3, 1.5, 1.5, 1.6, 0.9 s (median 1.50
   s): met; in-process 6.8, 2.0, 1.9, 2.0, 2.1, 1.0 s (median 2.00 s). Same verdicts.
+  2026-12-05 09:57-09:59 UTC (f39e745: the server maps the class archive, nothing else
+  running, load 1.7-2.5, the same runs, ``--rounds 5``): its start and warm-up 20.1 s
+  (warm-up 17.6 s, was 24-25 s); in-process 6.7 s, server 2.5 s (2.3-2.7), ratio 0.36
+  (0.34-0.41): met; families on the server 1.9, 1.2, 1.3, 1.3, 1.5, 0.8 s (median 1.30 s):
+  met; in-process 6.1, 2.1, 2.0, 2.2, 2.2, 1.1 s (median 2.15 s). Same verdicts.
 """
 
 from __future__ import annotations

@@ -264,6 +264,9 @@ def make_class_archive(say: Callable[[str], None]) -> int:
     if archive.exists():
         say(f"Spark's class archive is made already: {archive}")
         return 0
+    if cds.being_made(archive):  # two CI jobs of one machine at once
+        say(f"another process is making Spark's class archive now: {archive}")
+        return 0
     os.environ[connect.SWITCH] = "0"  # this process's session is a local one
     os.environ.pop(connect.REMOTE_ENV, None)
     say(f"making Spark's class archive (once per install, about 40 s): {archive}")
@@ -275,7 +278,7 @@ def make_class_archive(say: Callable[[str], None]) -> int:
             say(f"Spark's class archive is made already: {archive}")
         elif cds.cannot_make(archive):
             say(f"this Java cannot make a class archive (see {spark_session.SPARK_LOG})")
-        else:  # its lock is held: two CI jobs of one machine at once
+        else:  # its lock was taken since
             say(f"another process is making Spark's class archive now: {archive}")
         return 0
     folder = Path(tempfile.mkdtemp(prefix="zchaos-archive-"))

@@ -201,6 +201,21 @@ def quoted(path: Path) -> str:
     )
 
 
+def being_made(archive: Path) -> bool:
+    """Whether another process holds the maker's lock on ``archive`` right now."""
+    try:
+        fd = os.open(archive.with_name(archive.name + ".lock"), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False  # no lock file: nobody ever started making it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # which releases the lock if it was ours
+    return False
+
+
 def cannot_make(archive: Path) -> bool:
     """Whether this Java was found unable to make ``archive`` (see unsupported)."""
     return _unsupported(archive).exists()

@@ -849,7 +849,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=WARM_UP_REPORTS,
         metavar="N",
         help=f"start: before returning, report a synthetic run N times on the new server (default "
-        f"{WARM_UP_REPORTS}, about 25 s on 2 idle cores), so that your first report is as quick as "
+        f"{WARM_UP_REPORTS}, about 20 s on 2 idle cores), so that your first report is as quick as "
         "later ones; 0 returns as soon as it listens",
     )
     p.set_defaults(func=_cmd_spark)

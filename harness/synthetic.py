@@ -186,7 +186,8 @@ def _write_meta(run: RunDir, span_ns: int) -> None:
 
 
 #: The warm-up's history: big enough for every query shape of a CI run, small enough to
-#: be generated and reported three times in about 25 s on 2 idle cores.
+#: be generated and reported three times in about 18 s on 2 idle cores (25 s on a server
+#: without the class archive, reports/connect.py).
 WARM_UP_EVENTS = 20_000
 #: Reports of it: a new server's first report of a CI run took 9.2 s, its next ones 3.3 then
 #: 2.6-2.9 s (its JIT compiling Spark's code as queries use it); three synthetic reports at

@@ -3,8 +3,9 @@ through a broker to 4 workers, each request's send, dispatch, execution and repl
 few planted faults of the system (a lost request every LOST_EVERY, a duplicated reply every
 DUP_EVERY, a reply out of order every DISORDER_EVERY) and one latency fault on the clients'
 link. The benchmarks measure the report on it at any size (bench/checker_scaling.py), the
-tests compare verdicts on it, and a new Spark Connect server warms up on it (``warm_up``,
-called by ``zchaos spark start``)."""
+tests compare verdicts on it, a new Spark Connect server warms up on it (``warm_up``,
+called by ``zchaos spark start``), and ``zchaos spark archive`` makes Spark's class archive
+with a report of it (``make_class_archive``)."""
 
 from __future__ import annotations
 
@@ -260,7 +261,7 @@ def make_class_archive(say: Callable[[str], None]) -> int:
 
     archive = spark_session.class_archive()
     if archive is None:
-        say(f"reports use no class archive here ({cds.SWITCH}=0, or no java found)")
+        say(f"reports use no class archive here ({cds.SWITCH}=0, your own SPARK_CONF_DIR, or no java found)")
         return 0
     if archive.exists():
         say(f"Spark's class archive is made already: {archive}")
@@ -277,10 +278,10 @@ def make_class_archive(say: Callable[[str], None]) -> int:
         spark_session.stop_spark()
         if archive.exists():
             say(f"Spark's class archive is made already: {archive}")
-        elif cds.cannot_make(archive):
-            say(f"this Java cannot make a class archive (see {spark_session.SPARK_LOG})")
-        else:  # its lock was taken since
+        elif cds.being_made(archive):  # its lock was taken since
             say(f"another process is making Spark's class archive now: {archive}")
+        else:  # a Java that cannot, an unusable cache folder: reports start without it
+            say(f"no class archive can be made here; the reason is in {spark_session.SPARK_LOG}")
         return 0
     folder = Path(tempfile.mkdtemp(prefix="zchaos-archive-"))
     try:

@@ -216,11 +216,6 @@ def being_made(archive: Path) -> bool:
     return False
 
 
-def cannot_make(archive: Path) -> bool:
-    """Whether this Java was found unable to make ``archive`` (see unsupported)."""
-    return _unsupported(archive).exists()
-
-
 def _unsupported(archive: Path) -> Path:
     """The mark left when this Java could not start making the archive (see failed)."""
     return archive.with_name(archive.name + ".unsupported")

@@ -508,8 +508,8 @@ def running() -> bool:
 
 def class_archive() -> Path | None:
     """This install's class archive (reports/cds.py), made yet or not; None when reports use
-    none (ZCHAOS_SPARK_CDS=0, no java found)."""
-    if not cds.enabled():
+    none (ZCHAOS_SPARK_CDS=0, the user's own SPARK_CONF_DIR, no java found)."""
+    if not cds.enabled() or os.environ.get("SPARK_CONF_DIR"):
         return None
     java = cds.java_binary()
     if java is None:

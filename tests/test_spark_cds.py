@@ -255,8 +255,12 @@ def test_spark_archive_starts_no_jvm_when_the_archive_is_there_being_made_or_off
     assert there.returncode == 0 and f"made already: {archive}" in there.stdout, there.stdout + there.stderr
     off = archive_command(cache, log, **{cds.SWITCH: "0"})
     assert off.returncode == 0 and "reports use no class archive" in off.stdout, off.stdout + off.stderr
+    # The user's own SPARK_CONF_DIR: no report could use one (it once started a JVM to learn so).
+    mine = archive_command(cache, log, SPARK_CONF_DIR=str(tmp_path / "conf"))
+    assert mine.returncode == 0 and "reports use no class archive" in mine.stdout, mine.stdout + mine.stderr
     # No session started: a JVM's start, or the archive's plan, is a line in the Spark log.
-    assert "once per install" not in there.stdout + off.stdout + busy.stdout and not log.exists()
+    said = there.stdout + off.stdout + busy.stdout + mine.stdout
+    assert "once per install" not in said and not log.exists()
 
 
 # A JVM start, a report and a dump, then a session (about a minute): a soak. The default
